@@ -1,0 +1,247 @@
+"""Typed, frozen configuration for a citeflow run.
+
+One `@dataclass(frozen=True, kw_only=True)` per concern: `SparkConfig` (how
+Spark runs: never part of an artifact's version), one `<Stage>Config` per
+stage (what a stage computes: part of its version), and `RunConfig`, which
+ties a snapshot, its input paths, the artifact root and the stage configs
+together.
+
+Command-line overrides look like `--set build_graph.citations_from=inbound`
+and are parsed against the field's declared type (`apply_overrides`). Fields
+whose metadata says `versioned=False` (performance knobs such as Spark's
+master or output partitioning) change how a stage runs, not what it writes,
+and are left out of the version hash (`versioned_dict`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from citeflow.errors import CiteflowError
+
+SNAPSHOT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+# Stage names in pipeline order. Later issues add their modules; `citeflow run`
+# runs every stage in this list that has an implementation.
+STAGES = (
+    "build_graph",
+    "filter_leakage",
+    "embed_graph",
+    "mine_triplets",
+    "train_encoder",
+    "embed_papers",
+    "benchmark",
+)
+
+
+def validate_snapshot_id(snapshot: str) -> str:
+    """Return `snapshot` if it is a safe id; a snapshot id is never a path."""
+    if not isinstance(snapshot, str) or not SNAPSHOT_ID_RE.fullmatch(snapshot) or len(snapshot) > 128:
+        raise CiteflowError(
+            f"invalid snapshot id {snapshot!r}: use letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit (at most 128 characters), e.g. 20200705v1 or 2023-08-29"
+        )
+    return snapshot
+
+
+def _help(text: str, *, versioned: bool = True) -> dict[str, Any]:
+    return {"help": text, "versioned": versioned}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparkConfig:
+    """How Spark runs. None of these change an artifact, so none is versioned."""
+
+    master: str = field(
+        default="local[*]",
+        metadata=_help(
+            "Spark master URL: local[*], spark://host:7077, yarn, k8s://https://host:443. "
+            "A cluster needs the artifact root on storage every executor can reach.",
+            versioned=False,
+        ),
+    )
+    driver_memory: str = field(
+        default="4g",
+        metadata=_help("spark.driver.memory (in local mode the executors live in the driver JVM)", versioned=False),
+    )
+    shuffle_partitions: int = field(
+        default=16, metadata=_help("spark.sql.shuffle.partitions (adaptive execution coalesces small ones)", versioned=False)
+    )
+    local_dir: str = field(
+        default="", metadata=_help("spark.local.dir for shuffle and spill files; empty: Spark's default", versioned=False)
+    )
+    conf: tuple[str, ...] = field(
+        default=(),
+        metadata=_help("extra Spark settings as 'key=value' strings, e.g. spark.executor.memory=8g", versioned=False),
+    )
+
+    def __post_init__(self) -> None:
+        if not self.master:
+            raise CiteflowError("spark.master must not be empty")
+        if not re.fullmatch(r"\d+[kmgt]?", self.driver_memory.lower()):
+            raise CiteflowError(f"spark.driver_memory {self.driver_memory!r} is not a JVM size such as 4g or 2048m")
+        if self.shuffle_partitions < 1:
+            raise CiteflowError("spark.shuffle_partitions must be at least 1")
+        for item in self.conf:
+            if "=" not in item or not item.split("=", 1)[0].startswith("spark."):
+                raise CiteflowError(f"spark.conf entry {item!r} must look like spark.some.key=value")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildGraphConfig:
+    """Stage build_graph: parse a snapshot into papers, citations and rejected rows."""
+
+    format: Literal["auto", "s2orc", "s2ag"] = field(
+        default="auto", metadata=_help("snapshot format; auto detects metadata/ (S2ORC) or papers/ (S2AG)")
+    )
+    citations_from: Literal["outbound", "inbound"] = field(
+        default="outbound",
+        metadata=_help(
+            "S2ORC only: build edges from each paper's outbound_citations (SciNCL) or inbound_citations"
+        ),
+    )
+    output_files: int = field(
+        default=8, metadata=_help("Parquet files per output table", versioned=False)
+    )
+
+    def __post_init__(self) -> None:
+        if self.format not in ("auto", "s2orc", "s2ag"):
+            raise CiteflowError(f"build_graph.format must be auto, s2orc or s2ag, not {self.format!r}")
+        if self.citations_from not in ("outbound", "inbound"):
+            raise CiteflowError(
+                f"build_graph.citations_from must be outbound or inbound, not {self.citations_from!r}"
+            )
+        if self.output_files < 1:
+            raise CiteflowError("build_graph.output_files must be at least 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Everything one `citeflow run` needs: where the inputs are and how each stage is set."""
+
+    snapshot: str = field(metadata=_help("snapshot id, e.g. 20200705v1 (letters, digits, . _ -)"))
+    corpus: str = field(metadata=_help("snapshot directory (S2ORC metadata/ or S2AG papers/ abstracts/ citations/)"))
+    scidocs: str = field(default="", metadata=_help("SciDocs directory (original or BEIR layout)"))
+    paper_ids: str = field(default="", metadata=_help("S2AG paper-ids directory (sha -> corpus id)"))
+    artifacts: str = field(default="artifacts", metadata=_help("artifact root: a local path or a filesystem URI"))
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    build_graph: BuildGraphConfig = field(default_factory=BuildGraphConfig)
+
+    def __post_init__(self) -> None:
+        validate_snapshot_id(self.snapshot)
+        if not self.corpus:
+            raise CiteflowError("a corpus path is required (--corpus PATH)")
+        if not self.artifacts:
+            raise CiteflowError("an artifact root is required (--artifacts ROOT)")
+
+
+def versioned_dict(config: Any) -> dict[str, Any]:
+    """The fields of a stage config that define what it computes (the version's input)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        if not f.metadata.get("versioned", True):
+            continue
+        value = getattr(config, f.name)
+        out[f.name] = versioned_dict(value) if dataclasses.is_dataclass(value) else _plain(value)
+    return out
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """Every field, nested, as JSON-ready values (for manifests and logs)."""
+    return {f.name: _plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return to_dict(value)
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def describe(config_cls: type) -> list[tuple[str, str, Any, str]]:
+    """(name, type, default, help) per field, for `citeflow config` style help."""
+    rows = []
+    hints = typing.get_type_hints(config_cls)
+    for f in dataclasses.fields(config_cls):
+        default = f.default if f.default is not dataclasses.MISSING else None
+        rows.append((f.name, _type_name(hints[f.name]), default, f.metadata.get("help", "")))
+    return rows
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "|".join(str(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
+
+
+def _parse_value(raw: str, tp: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if raw not in choices:
+            raise CiteflowError(f"{key} must be one of {', '.join(map(str, choices))}, not {raw!r}")
+        return raw
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if raw.lower() in ("none", "null", ""):
+            return None
+        return _parse_value(raw, args[0], key)
+    if origin is tuple:
+        (item_tp, *_rest) = typing.get_args(tp)
+        return tuple(_parse_value(part, item_tp, key) for part in raw.split(",") if part)
+    if tp is bool:
+        lowered = raw.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise CiteflowError(f"{key} expects true or false, not {raw!r}")
+    if tp is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise CiteflowError(f"{key} expects an integer, not {raw!r}") from None
+    if tp is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise CiteflowError(f"{key} expects a number, not {raw!r}") from None
+    if tp is str:
+        return raw
+    raise CiteflowError(f"{key} cannot be set from the command line")
+
+
+def apply_overrides(config: Any, overrides: list[str] | tuple[str, ...]) -> Any:
+    """Return a copy of `config` with `section.key=value` (or `key=value`) overrides applied.
+
+    Each value is parsed against the declared type of its field; unknown keys and
+    values of the wrong type raise a `CiteflowError` naming the valid choices.
+    """
+    for item in overrides:
+        if "=" not in item:
+            raise CiteflowError(f"override {item!r} must look like stage.key=value")
+        dotted, raw = item.split("=", 1)
+        config = _set_path(config, dotted.strip().split("."), raw.strip(), dotted.strip())
+    return config
+
+
+def _set_path(config: Any, path: list[str], raw: str, key: str) -> Any:
+    hints = typing.get_type_hints(type(config))
+    names = [f.name for f in dataclasses.fields(config)]
+    head = path[0]
+    if head not in names:
+        raise CiteflowError(f"unknown setting {key!r}; valid here: {', '.join(names)}")
+    current = getattr(config, head)
+    if len(path) > 1:
+        if not dataclasses.is_dataclass(current):
+            raise CiteflowError(f"{key!r}: {head} has no sub-settings")
+        return dataclasses.replace(config, **{head: _set_path(current, path[1:], raw, key)})
+    if dataclasses.is_dataclass(current):
+        raise CiteflowError(f"{key!r} is a section; set one of its keys, e.g. {key}.{dataclasses.fields(current)[0].name}=...")
+    return dataclasses.replace(config, **{head: _parse_value(raw, hints[head], key)})

@@ -1,0 +1,150 @@
+"""The `citeflow` command line: a thin layer over the stage entry points.
+
+    citeflow generate --papers 20000 --out demo/snapshot [--seed 0] [--format s2orc|s2ag]
+    citeflow run --snapshot demo --corpus demo/snapshot/corpus [--until build_graph]
+                 [--scidocs DIR] [--paper-ids DIR] [--artifacts ROOT] [--set stage.key=value ...]
+    citeflow artifacts --snapshot demo [--artifacts ROOT] [--json]
+    citeflow settings          # every setting `--set` accepts, with its default and help
+
+User mistakes (bad ids, missing paths, unknown settings) print one line and
+exit with status 2; a traceback means a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+
+from citeflow.config import STAGES, RunConfig, apply_overrides, describe
+from citeflow.errors import CiteflowError
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run the pipeline stages for a snapshot, skipping up-to-date ones")
+    p.add_argument("--snapshot", required=True, help="snapshot id (letters, digits, . _ -), e.g. 20200705v1")
+    p.add_argument("--corpus", required=True, help="snapshot folder (S2ORC metadata/ or S2AG papers/ ...)")
+    p.add_argument("--scidocs", default="", help="SciDocs folder (original or BEIR layout)")
+    p.add_argument("--paper-ids", default="", help="S2AG paper-ids folder (sha -> corpus id)")
+    p.add_argument("--artifacts", default="artifacts", help="artifact root: local path or URI (default: ./artifacts)")
+    p.add_argument("--until", choices=STAGES, help="last stage to run (default: every implemented stage)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="STAGE.KEY=VALUE",
+                   help="override a setting, e.g. build_graph.citations_from=inbound or spark.master=spark://h:7077")
+
+
+def _add_generate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("generate", help="write a realistic synthetic snapshot (+ SciDocs set and paper-ids)")
+    p.add_argument("--papers", type=int, required=True, help="number of papers")
+    p.add_argument("--out", required=True, help="output folder (must be empty or absent)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
+    p.add_argument("--format", choices=["s2orc", "s2ag"], default="s2orc", help="snapshot layout")
+    p.add_argument("--shards", type=int, default=None, help="number of corpus shards (default: one per 50k papers)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+
+
+def _add_artifacts(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("artifacts", help="list each stage's versions, row counts and paths for a snapshot")
+    p.add_argument("--snapshot", required=True)
+    p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
+    p.add_argument("--json", action="store_true", help="print the manifests as JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="citeflow", description=__doc__.split("\n\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_generate(sub)
+    _add_run(sub)
+    _add_artifacts(sub)
+    sub.add_parser("settings", help="list every setting --set accepts")
+    return parser
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from jobs.generate_snapshot import GenerateConfig, run
+
+    summary = run(GenerateConfig(papers=args.papers, out=args.out, seed=args.seed, format=args.format,
+                                 shards=args.shards, overwrite=args.overwrite))
+    counts = summary["counts"]
+    print(f"wrote a {args.format} snapshot of {counts['papers']:,} papers and {counts['citations']:,} citations to {args.out}")
+    print(f"  corpus:    {args.out}/corpus\n  scidocs:   {args.out}/scidocs\n  paper-ids: {args.out}/paper-ids")
+    print(f"  truth:     {args.out}/generator.json")
+    return 0
+
+
+def run_config_from_args(args: argparse.Namespace) -> RunConfig:
+    config = RunConfig(snapshot=args.snapshot, corpus=args.corpus, scidocs=args.scidocs,
+                       paper_ids=args.paper_ids, artifacts=args.artifacts)
+    return apply_overrides(config, args.overrides)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from jobs.pipeline import run_pipeline
+
+    config = run_config_from_args(args)
+    manifests = run_pipeline(config, until=args.until)
+    print(f"artifacts of snapshot {config.snapshot}: {manifests[-1].path.rsplit('/', 2)[0] if manifests else config.artifacts}")
+    return 0
+
+
+def cmd_artifacts(args: argparse.Namespace) -> int:
+    from citeflow.artifacts import ArtifactStore
+
+    store = ArtifactStore(args.artifacts)
+    found = {stage: store.list_versions(args.snapshot, stage) for stage in STAGES}
+    if args.json:
+        print(json.dumps({s: [m.to_json() | {"path": m.path} for m in ms] for s, ms in found.items() if ms}, indent=2))
+        return 0
+    if not any(found.values()):
+        known = ", ".join(store.snapshots()) or "none"
+        raise CiteflowError(f"no artifacts for snapshot {args.snapshot!r} under {store.uri} (snapshots there: {known})")
+    print(f"snapshot {args.snapshot} in {store.uri}")
+    for stage, manifests in found.items():
+        if not manifests:
+            continue
+        print(f"{stage}")
+        for m in manifests:
+            print(f"  {m.version}  finished {m.finished_at}  ({m.duration_s:.1f}s)  {m.path}")
+            for name, table in m.tables.items():
+                print(f"      {name:<18} {table['rows']:>14,} rows  {table['files']} files")
+        incomplete = store.incomplete_versions(args.snapshot, stage)
+        if incomplete:
+            print(f"  incomplete (killed runs, removed on the next run): {', '.join(incomplete)}")
+    return 0
+
+
+def cmd_settings(_args: argparse.Namespace) -> int:
+    defaults = RunConfig(snapshot="x", corpus="x")
+    for f in dataclasses.fields(RunConfig):
+        value = getattr(defaults, f.name)
+        if not dataclasses.is_dataclass(value):
+            continue
+        print(f"[{f.name}]")
+        for name, type_name, default, help_text in describe(type(value)):
+            print(f"  {f.name}.{name} ({type_name}, default {default!r})\n      {help_text}")
+    return 0
+
+
+COMMANDS = {"generate": cmd_generate, "run": cmd_run, "artifacts": cmd_artifacts, "settings": cmd_settings}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    for noisy in ("py4j", "matplotlib"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return COMMANDS[args.command](args)
+    except CiteflowError as exc:
+        print(f"citeflow: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("citeflow: interrupted; incomplete artifacts are cleaned up on the next run", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Run the stages of a snapshot in order, skipping the ones that are up to date.
+
+Stage entry points are looked up by name (`STAGE_MODULES`): each module
+exposes `run(config: RunConfig) -> Manifest`. Stages that are not
+implemented yet are listed in `citeflow.config.STAGES` but absent here;
+`run_pipeline` runs every implemented stage up to `until`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from typing import Callable
+
+from citeflow.artifacts import Manifest
+from citeflow.config import STAGES, RunConfig
+from citeflow.errors import CiteflowError
+
+log = logging.getLogger("citeflow")
+
+# Stage name -> module with run(config) -> Manifest, in pipeline order.
+STAGE_MODULES: dict[str, str] = {
+    "build_graph": "jobs.build_graph",
+}
+
+
+def implemented_stages() -> list[str]:
+    return [s for s in STAGES if s in STAGE_MODULES]
+
+
+def stages_until(until: str | None) -> list[str]:
+    """The implemented stages to run, in order, ending with `until` (inclusive)."""
+    if until is None:
+        return implemented_stages()
+    if until not in STAGES:
+        raise CiteflowError(f"unknown stage {until!r}; stages are: {', '.join(STAGES)}")
+    if until not in STAGE_MODULES:
+        raise CiteflowError(
+            f"stage {until!r} is not implemented yet; implemented: {', '.join(implemented_stages())}"
+        )
+    wanted = STAGES[: STAGES.index(until) + 1]
+    return [s for s in wanted if s in STAGE_MODULES]
+
+
+def run_stage(stage: str, config: RunConfig) -> Manifest:
+    module = importlib.import_module(STAGE_MODULES[stage])
+    return module.run(config)
+
+
+def run_pipeline(
+    config: RunConfig,
+    until: str | None = None,
+    report: Callable[[str], None] = print,
+) -> list[Manifest]:
+    """Run stages in order; `report` receives one human-readable line per event."""
+    stages = stages_until(until)
+    manifests = []
+    for i, stage in enumerate(stages, 1):
+        report(f"[{i}/{len(stages)}] {stage}: running")
+        t0 = time.monotonic()
+        manifest = run_stage(stage, config)
+        took = time.monotonic() - t0
+        rows = ", ".join(f"{name} {t['rows']:,}" for name, t in manifest.tables.items())
+        state = "up to date, skipped" if manifest.skipped else f"built in {took:.1f}s"
+        report(f"[{i}/{len(stages)}] {stage}: {state} — version {manifest.version} ({rows})")
+        report(f"      {manifest.path}")
+        manifests.append(manifest)
+    return manifests

@@ -1,0 +1,238 @@
+"""Parse S2ORC and S2AG JSON lines into one normalised paper layout.
+
+Transforms only: each function takes DataFrames and returns DataFrames; the
+stage (`jobs/build_graph.py`) reads files and writes tables. Input is a
+DataFrame of raw lines (`value`, `source`) from `spark.read.text`, so that a
+line that is not JSON is kept verbatim in `rejected` instead of vanishing.
+
+Scalar fields are parsed as strings and cast afterwards: real snapshots mix
+`"year": 1999` with `"year": "1999"`, and ids appear as numbers in one dataset
+and as strings in the next (S2AG `papers.corpusid` vs `citations`).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+S = T.StringType()
+CORRUPT = "_corrupt_record"
+
+# Reasons a row or an edge is rejected (the `rejected` table's `reason`).
+BLANK_LINE = "blank_line"
+MALFORMED = "malformed_json"
+BAD_FIELD_TYPE = "bad_field_type"
+MISSING_ID = "missing_id"
+INVALID_ID = "invalid_id"
+DUPLICATE_PAPER = "duplicate_paper"
+DUPLICATE_ABSTRACT = "duplicate_abstract"
+ABSTRACT_WITHOUT_PAPER = "abstract_without_paper"
+NULL_ID = "null_id"
+SELF_CITATION = "self_citation"
+CITED_NOT_IN_CORPUS = "cited_not_in_corpus"
+CITING_NOT_IN_CORPUS = "citing_not_in_corpus"
+DUPLICATE_CITATION = "duplicate_citation"
+
+CORPUS_ID_PATTERN = r"^[0-9]{1,18}$"
+
+S2ORC_SCHEMA = T.StructType(
+    [
+        T.StructField("paper_id", S),
+        T.StructField("title", S),
+        T.StructField("abstract", S),
+        T.StructField("year", S),
+        T.StructField("venue", S),
+        T.StructField("journal", S),
+        T.StructField("doi", S),
+        T.StructField("pubmed_id", S),
+        T.StructField("pmc_id", S),
+        T.StructField("arxiv_id", S),
+        T.StructField("acl_id", S),
+        T.StructField("mag_id", S),
+        T.StructField("mag_field_of_study", T.ArrayType(S)),
+        T.StructField("outbound_citations", T.ArrayType(S)),
+        T.StructField("inbound_citations", T.ArrayType(S)),
+        T.StructField(CORRUPT, S),
+    ]
+)
+
+S2AG_EXTERNAL_IDS = T.StructType(
+    [T.StructField(k, S) for k in ("ACL", "DBLP", "ArXiv", "MAG", "CorpusId", "PubMed", "DOI", "PubMedCentral")]
+)
+
+S2AG_PAPERS_SCHEMA = T.StructType(
+    [
+        T.StructField("corpusid", S),
+        T.StructField("externalids", S2AG_EXTERNAL_IDS),
+        T.StructField("title", S),
+        T.StructField("venue", S),
+        T.StructField("year", S),
+        T.StructField(
+            "s2fieldsofstudy",
+            T.ArrayType(T.StructType([T.StructField("category", S), T.StructField("source", S)])),
+        ),
+        T.StructField("journal", T.StructType([T.StructField("name", S)])),
+        T.StructField(CORRUPT, S),
+    ]
+)
+
+S2AG_ABSTRACTS_SCHEMA = T.StructType(
+    [T.StructField("corpusid", S), T.StructField("abstract", S), T.StructField(CORRUPT, S)]
+)
+
+S2AG_CITATIONS_SCHEMA = T.StructType(
+    [T.StructField("citingcorpusid", S), T.StructField("citedcorpusid", S), T.StructField(CORRUPT, S)]
+)
+
+# The normalised paper layout both formats are parsed into (before dedup).
+PAPER_FIELDS = [
+    "id_raw", "title", "abstract", "year", "venue", "fields_of_study",
+    "doi", "pubmed_id", "pmc_id", "arxiv_id", "acl_id", "mag_id", "dblp_id",
+]
+
+REJECTED_SCHEMA = T.StructType(
+    [
+        T.StructField("kind", S),
+        T.StructField("reason", S),
+        T.StructField("id", S),
+        T.StructField("cited_id", S),
+        T.StructField("source", S),
+        T.StructField("raw", S),
+    ]
+)
+
+
+def nonblank(col: Column) -> Column:
+    """Trimmed string, or null when empty."""
+    trimmed = F.trim(col)
+    return F.when(F.length(trimmed) > 0, trimmed)
+
+
+def to_year(col: Column) -> Column:
+    """'1999', 1999 and 1999.0 all become 1999; anything else null."""
+    return col.try_cast("double").try_cast("int")
+
+
+def is_corpus_id(col: Column) -> Column:
+    return col.isNotNull() & col.rlike(CORPUS_ID_PATTERN)
+
+
+def with_source(lines: DataFrame) -> DataFrame:
+    """Raw text lines with the name of the file each came from."""
+    return lines.select("value", F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1).alias("source"))
+
+
+def parse_lines(lines: DataFrame, schema: T.StructType) -> DataFrame:
+    """Parse `value` as JSON.
+
+    Adds `rec` (the parsed struct) and `parse_error`: `blank_line` for an empty
+    line, `malformed_json` when the line is not a JSON object, `bad_field_type`
+    when it is one but a field has a type the schema cannot hold (e.g. a string
+    where a list belongs).
+    """
+    parsed = lines.withColumn(
+        "rec", F.from_json("value", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    )
+    data_fields = [f.name for f in schema.fields if f.name != CORRUPT]
+    any_field = F.coalesce(*[F.col(f"rec.{f}").cast("string") for f in data_fields])
+    error = (
+        F.when(F.length(F.trim("value")) == 0, F.lit(BLANK_LINE))
+        .when(F.col("rec").isNull(), F.lit(MALFORMED))
+        .when(F.col(f"rec.{CORRUPT}").isNotNull() & any_field.isNull(), F.lit(MALFORMED))
+        .when(F.col(f"rec.{CORRUPT}").isNotNull(), F.lit(BAD_FIELD_TYPE))
+    )
+    return parsed.withColumn("parse_error", error)
+
+
+def id_error(col: Column) -> Column:
+    """Why a paper id is unusable, or null when it is a corpus id."""
+    return F.when(col.isNull() | (F.trim(col) == ""), F.lit(MISSING_ID)).when(
+        ~F.trim(col).rlike(CORPUS_ID_PATTERN), F.lit(INVALID_ID)
+    )
+
+
+def s2orc_papers(parsed: DataFrame, citations_from: str) -> DataFrame:
+    """S2ORC metadata records -> normalised papers with their raw citation list `refs`."""
+    r = lambda name: F.col(f"rec.{name}")  # noqa: E731
+    refs_field = "outbound_citations" if citations_from == "outbound" else "inbound_citations"
+    return parsed.select(
+        F.trim(r("paper_id")).alias("id_raw"),
+        nonblank(r("title")).alias("title"),
+        nonblank(r("abstract")).alias("abstract"),
+        to_year(r("year")).alias("year"),
+        F.coalesce(nonblank(r("venue")), nonblank(r("journal"))).alias("venue"),
+        F.coalesce(r("mag_field_of_study"), F.array().cast("array<string>")).alias("fields_of_study"),
+        nonblank(r("doi")).alias("doi"),
+        nonblank(r("pubmed_id")).alias("pubmed_id"),
+        nonblank(r("pmc_id")).alias("pmc_id"),
+        nonblank(r("arxiv_id")).alias("arxiv_id"),
+        nonblank(r("acl_id")).alias("acl_id"),
+        nonblank(r("mag_id")).alias("mag_id"),
+        F.lit(None).cast("string").alias("dblp_id"),
+        F.coalesce(r(refs_field), F.array().cast("array<string>")).alias("refs"),
+        "parse_error",
+        "source",
+        "value",
+    )
+
+
+def s2ag_papers(parsed: DataFrame) -> DataFrame:
+    """S2AG `papers` records -> normalised papers (abstract joined later)."""
+    r = lambda name: F.col(f"rec.{name}")  # noqa: E731
+    ext = lambda name: nonblank(F.col(f"rec.externalids.{name}"))  # noqa: E731
+    categories = F.array_sort(F.array_distinct(F.filter(
+        F.transform(F.coalesce(r("s2fieldsofstudy"), F.array()), lambda x: x["category"]), lambda c: c.isNotNull()
+    )))
+    return parsed.select(
+        F.trim(r("corpusid")).alias("id_raw"),
+        nonblank(r("title")).alias("title"),
+        F.lit(None).cast("string").alias("abstract"),
+        to_year(r("year")).alias("year"),
+        F.coalesce(nonblank(r("venue")), nonblank(r("journal.name"))).alias("venue"),
+        categories.alias("fields_of_study"),
+        ext("DOI").alias("doi"),
+        ext("PubMed").alias("pubmed_id"),
+        ext("PubMedCentral").alias("pmc_id"),
+        ext("ArXiv").alias("arxiv_id"),
+        ext("ACL").alias("acl_id"),
+        ext("MAG").alias("mag_id"),
+        ext("DBLP").alias("dblp_id"),
+        F.array().cast("array<string>").alias("refs"),
+        "parse_error",
+        "source",
+        "value",
+    )
+
+
+def s2ag_abstracts(parsed: DataFrame) -> DataFrame:
+    return parsed.select(
+        F.trim(F.col("rec.corpusid")).alias("id_raw"),
+        nonblank(F.col("rec.abstract")).alias("abstract"),
+        "parse_error",
+        "source",
+        "value",
+    )
+
+
+def s2ag_citation_pairs(parsed: DataFrame) -> DataFrame:
+    return parsed.select(
+        F.trim(F.col("rec.citingcorpusid")).alias("citing_raw"),
+        F.trim(F.col("rec.citedcorpusid")).alias("cited_raw"),
+        "parse_error",
+        "source",
+        "value",
+    )
+
+
+def rejected_rows(df: DataFrame, *, kind: str, reason: Column, id_col: Column, cited: Column | None = None,
+                  raw: Column | None = None) -> DataFrame:
+    """Rows of `df` in the `rejected` layout."""
+    return df.select(
+        F.lit(kind).alias("kind"),
+        reason.alias("reason"),
+        id_col.cast("string").alias("id"),
+        (cited if cited is not None else F.lit(None)).cast("string").alias("cited_id"),
+        F.col("source"),
+        (raw if raw is not None else F.lit(None)).cast("string").alias("raw"),
+    )

@@ -1,0 +1,140 @@
+"""Spark transforms on a few hand-written rows; expected values worked out by hand."""
+
+import json
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from spark import graph as G
+from spark import readers as R
+
+
+def lines(spark, records):
+    rows = [(r if isinstance(r, str) else json.dumps(r), "shard_0.jsonl") for r in records]
+    return spark.createDataFrame(rows, "value string, source string")
+
+
+def s2orc(spark, records, citations_from="outbound"):
+    return R.s2orc_papers(R.parse_lines(lines(spark, records), R.S2ORC_SCHEMA), citations_from)
+
+
+def test_parse_errors_are_classified(spark):
+    df = R.parse_lines(lines(spark, [
+        {"paper_id": "1", "title": "ok"},
+        '{"paper_id": "2", "title": "cut',
+        "not json at all",
+        "   ",
+        {"paper_id": "3", "outbound_citations": "should be a list"},
+        {"paper_id": 4, "year": 1999.0},
+    ]), R.S2ORC_SCHEMA)
+    got = [r["parse_error"] for r in df.select("parse_error").collect()]
+    assert got == [None, "malformed_json", "malformed_json", "blank_line", "bad_field_type", None]
+
+
+def test_fields_are_normalised(spark):
+    (row,) = s2orc(spark, [{"paper_id": " 17 ", "title": "  ", "abstract": "An abstract.", "year": "2001",
+                            "venue": "", "journal": "J. Tests", "doi": "10.1/x", "mag_field_of_study": None,
+                            "outbound_citations": [5, "6"]}]).collect()
+    assert row["id_raw"] == "17"
+    assert row["title"] is None  # blank title is no title
+    assert row["year"] == 2001 and row["venue"] == "J. Tests"
+    assert row["fields_of_study"] == [] and row["refs"] == ["5", "6"]
+
+
+def test_split_unparseable_rejects_bad_ids_with_the_raw_line(spark):
+    papers = s2orc(spark, [{"paper_id": "1"}, {"paper_id": None, "title": "x"}, {"paper_id": "abc"}, "{broken"])
+    good, bad = G.split_unparseable(papers)
+    assert [r["id_raw"] for r in good.collect()] == ["1"]
+    got = sorted((r["reason"], r["raw"]) for r in bad.collect())
+    assert got == [("invalid_id", json.dumps({"paper_id": "abc"})), ("malformed_json", "{broken"),
+                   ("missing_id", json.dumps({"paper_id": None, "title": "x"}))]
+
+
+def test_dedupe_keeps_the_most_complete_record(spark):
+    papers = s2orc(spark, [
+        {"paper_id": "1", "title": "short"},                                     # 1 field
+        {"paper_id": "1", "title": "full", "abstract": "a", "year": 2000},       # 3 fields: kept
+        {"paper_id": "1", "title": "mid", "abstract": "b"},                      # 2 fields
+        {"paper_id": "2", "title": "only"},
+    ])
+    kept, dropped = G.dedupe_papers(papers)
+    assert sorted((r["corpus_id"], r["title"]) for r in kept.collect()) == [(1, "full"), (2, "only")]
+    assert sorted(r["id"] for r in dropped.collect()) == ["1", "1"]
+    assert {r["reason"] for r in dropped.collect()} == {"duplicate_paper"}
+
+
+def test_dedupe_is_independent_of_input_order(spark):
+    a = {"paper_id": "9", "title": "A", "outbound_citations": ["1"]}
+    b = {"paper_id": "9", "title": "B", "outbound_citations": ["2"]}
+    first = G.dedupe_papers(s2orc(spark, [a, b]))[0].select("title").collect()
+    second = G.dedupe_papers(s2orc(spark, [b, a]))[0].select("title").collect()
+    assert first == second
+
+
+def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
+    corpus = spark.createDataFrame([(1,), (2,), (3,)], "corpus_id long")
+    candidates = spark.createDataFrame(
+        [
+            ("1", "2"), ("1", "2"), ("1", "2"),  # one edge, two duplicates
+            ("1", "1"),                          # self-citation
+            ("2", "99"),                         # cited outside the corpus
+            ("98", "3"),                         # citing outside the corpus
+            ("2", None),                         # null id (S2AG)
+            ("2", "x7"),                         # not a corpus id
+            ("3", "1"), ("2", "3"),
+        ],
+        "citing_raw string, cited_raw string",
+    ).withColumn("source", F.lit("f"))
+    edges, rejected = G.clean_edges(candidates, corpus)
+    assertDataFrameEqual(edges, spark.createDataFrame([(1, 2), (3, 1), (2, 3)], "citing long, cited long"))
+    counts = {r["reason"]: r["count"] for r in rejected.groupBy("reason").count().collect()}
+    assert counts == {"duplicate_citation": 2, "self_citation": 1, "cited_not_in_corpus": 1,
+                      "citing_not_in_corpus": 1, "null_id": 1, "invalid_id": 1}
+
+
+def test_inbound_lists_give_edges_pointing_at_the_paper(spark):
+    papers = s2orc(spark, [{"paper_id": "5", "inbound_citations": ["7"], "outbound_citations": ["8"]}], "inbound")
+    kept, _ = G.dedupe_papers(papers)
+    got = [(r["citing_raw"], r["cited_raw"]) for r in G.s2orc_edge_candidates(kept, "inbound").collect()]
+    assert got == [("7", "5")]
+
+
+def test_degrees_and_summary(spark):
+    papers = spark.createDataFrame(
+        [(1, "t", None), (2, "t", "a"), (3, None, None), (4, "t", "a")], "corpus_id long, title string, abstract string"
+    )
+    edges = spark.createDataFrame([(1, 2), (1, 3), (2, 3)], "citing long, cited long")
+    with_deg = G.with_degrees(papers, edges)
+    got = {r["corpus_id"]: (r["out_degree"], r["in_degree"]) for r in with_deg.collect()}
+    assert got == {1: (2, 0), 2: (1, 1), 3: (0, 2), 4: (0, 0)}
+    summary = G.degree_summary(with_deg)
+    assert summary["papers"] == 4 and summary["citations"] == 3
+    assert summary["graph_nodes"] == 3 and summary["isolated_papers"] == 1
+    assert summary["max_out_degree"] == 2 and summary["max_in_degree"] == 2
+    assert summary["mean_out_degree"] == 0.75
+    assert summary["papers_without_title"] == 1 and summary["papers_without_abstract"] == 2
+    assert summary["papers_without_text"] == 1
+    hist = {(r["direction"], r["degree"]): r["papers"] for r in G.degree_histogram(with_deg).collect()}
+    assert hist == {("out", 0): 2, ("out", 1): 1, ("out", 2): 1, ("in", 0): 2, ("in", 1): 1, ("in", 2): 1}
+
+
+def test_s2ag_abstracts_are_attached_and_orphans_rejected(spark):
+    papers = R.s2ag_papers(R.parse_lines(lines(spark, [
+        {"corpusid": 10, "title": "P", "s2fieldsofstudy": [{"category": "Physics", "source": "external"},
+                                                          {"category": "Biology", "source": "s2"},
+                                                          {"category": "Physics", "source": "s2"}],
+         "externalids": {"DOI": "10.1/p", "ArXiv": None}, "venue": "", "journal": {"name": "J"}},
+    ]), R.S2AG_PAPERS_SCHEMA))
+    kept, _ = G.dedupe_papers(papers)
+    abstracts = R.s2ag_abstracts(R.parse_lines(lines(spark, [
+        {"corpusid": 10, "abstract": "short"}, {"corpusid": "10", "abstract": "the longer one"},
+        {"corpusid": 11, "abstract": "nobody's"},
+    ]), R.S2AG_ABSTRACTS_SCHEMA))
+    joined, rejected = G.attach_abstracts(kept, abstracts)
+    (row,) = joined.collect()
+    assert row["abstract"] == "the longer one"
+    assert row["fields_of_study"] == ["Biology", "Physics"]
+    assert row["doi"] == "10.1/p" and row["arxiv_id"] is None and row["venue"] == "J"
+    assert sorted((r["reason"], r["id"]) for r in rejected.collect()) == [
+        ("abstract_without_paper", "11"), ("duplicate_abstract", "10")]
