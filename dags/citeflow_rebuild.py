@@ -66,4 +66,4 @@ def citeflow_rebuild():
     build_graph()
 
 
-citeflow_rebuild()
+dag_object = citeflow_rebuild()

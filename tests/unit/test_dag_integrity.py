@@ -1,0 +1,46 @@
+"""Every DAG file imports cleanly, defines its DAG, and pulls in no heavy module at parse time."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DAGS = sorted((Path(__file__).resolve().parents[2] / "dags").glob("*.py"))
+HEAVY = ["pyspark", "torch", "transformers", "faiss", "torchbiggraph", "sklearn", "pandas", "matplotlib", "h5py",
+         "spark", "jobs.build_graph"]
+
+PROBE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("dag_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+from airflow.sdk import DAG
+dags = {v.dag_id: sorted(v.task_dict) for v in vars(module).values() if isinstance(v, DAG)}
+heavy = sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)
+print(json.dumps({"dags": dags, "heavy": heavy}))
+"""
+
+
+@pytest.mark.parametrize("dag_file", DAGS, ids=[p.stem for p in DAGS])
+def test_dag_file_parses_light(dag_file, tmp_path):
+    env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", PROBE, str(dag_file), json.dumps(HEAVY)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["heavy"] == [], f"{dag_file.name} imports heavy modules at parse time: {result['heavy']}"
+    assert list(result["dags"]) == [dag_file.stem], "DAG id must equal the file stem"
+
+
+def test_rebuild_dag_has_the_implemented_stages(tmp_path):
+    from jobs.pipeline import implemented_stages
+
+    env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
+    dag_file = next(p for p in DAGS if p.stem == "citeflow_rebuild")
+    done = subprocess.run([sys.executable, "-c", PROBE, str(dag_file), "[]"], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    tasks = json.loads(done.stdout.strip().splitlines()[-1])["dags"]["citeflow_rebuild"]
+    assert sorted(tasks) == sorted(implemented_stages())
