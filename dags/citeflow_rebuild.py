@@ -34,6 +34,11 @@ PARAMS = {
 }
 
 
+def stage_asset(stage: str) -> Asset:
+    """The Asset a stage's task updates: one per stage, named after it."""
+    return Asset(name=f"citeflow.{stage}", uri=f"citeflow://{stage}")
+
+
 def _run_stage(stage: str) -> dict[str, object]:
     """Run one stage from the DAG run's params; returns what XCom should carry."""
     from citeflow.config import RunConfig, apply_overrides
@@ -59,7 +64,7 @@ def _run_stage(stage: str) -> dict[str, object]:
 @dag(dag_id="citeflow_rebuild", schedule=None, catchup=False, params=PARAMS, tags=["citeflow"],
      doc_md=__doc__, max_active_runs=1)
 def citeflow_rebuild():
-    @task(outlets=[Asset("citeflow_build_graph", uri="file:///citeflow/build_graph")])
+    @task(outlets=[stage_asset("build_graph")])
     def build_graph() -> dict[str, object]:
         return _run_stage("build_graph")
 

@@ -72,6 +72,8 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
         # Parquet written by Spark must be readable by pyarrow readers downstream.
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )
+    log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+    builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
     if config.local_dir:
         builder = builder.config("spark.local.dir", config.local_dir)
     for item in config.conf:
