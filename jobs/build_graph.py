@@ -57,7 +57,6 @@ def run(config: RunConfig) -> Manifest:
 
 def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str) -> dict[str, Any]:
     """Parse, clean and write the graph tables into `path`; returns the manifest metrics."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from spark import graph as G
@@ -75,25 +74,28 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
             return None
         return R.with_source(spark.read.text(files))
 
+    # Pass 1: every papers line, parsed and labelled (kept / why not), written once.
+    # Later steps read this staging copy instead of caching or re-parsing the corpus.
     if snapshot.format == "s2orc":
-        parsed = R.parse_lines(lines("metadata"), R.S2ORC_SCHEMA)
-        good, bad_rows = G.split_unparseable(R.s2orc_papers(parsed, cfg.citations_from))
-        kept, duplicates = G.dedupe_papers(good)
-        kept = kept.persist(StorageLevel.MEMORY_AND_DISK)
-        candidates = G.s2orc_edge_candidates(kept, cfg.citations_from)
-        rejected = [bad_rows, duplicates]
+        papers = R.s2orc_papers(R.parse_lines(lines("metadata"), R.S2ORC_SCHEMA), cfg.citations_from)
     else:
-        parsed = R.parse_lines(lines("papers"), R.S2AG_PAPERS_SCHEMA)
-        good, bad_rows = G.split_unparseable(R.s2ag_papers(parsed))
-        kept, duplicates = G.dedupe_papers(good)
-        rejected = [bad_rows, duplicates]
+        papers = R.s2ag_papers(R.parse_lines(lines("papers"), R.S2AG_PAPERS_SCHEMA))
+    log.info("%s: parsing and deduplicating papers", STAGE)
+    G.label_papers(papers).write.mode("errorifexists").parquet(out("_staging/papers"))
+    labelled_papers = spark.read.parquet(out("_staging/papers"))
+    kept = G.kept_papers(labelled_papers)
+    corpus_ids = kept.select("corpus_id")
+    rejected = [G.rejected_papers(labelled_papers)]
+
+    if snapshot.format == "s2orc":
+        candidates = G.s2orc_edge_candidates(kept, cfg.citations_from)
+    else:
         abstract_lines = lines("abstracts")
         if abstract_lines is not None:
             abstracts = R.s2ag_abstracts(R.parse_lines(abstract_lines, R.S2AG_ABSTRACTS_SCHEMA))
             good_abstracts, bad_abstracts = G.split_unparseable(abstracts, kind="abstract")
             kept, abstract_rejects = G.attach_abstracts(kept, good_abstracts)
             rejected += [bad_abstracts, abstract_rejects]
-        kept = kept.persist(StorageLevel.MEMORY_AND_DISK)
         citation_lines = lines("citations")
         if citation_lines is not None:
             pairs = R.s2ag_citation_pairs(R.parse_lines(citation_lines, R.S2AG_CITATIONS_SCHEMA))
@@ -105,17 +107,20 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
             log.warning("%s: no citations dataset in %s; the graph has no edges", STAGE, snapshot.root)
             candidates = spark.createDataFrame([], "citing_raw string, cited_raw string, source string")
 
-    edges, bad_edges = G.clean_edges(candidates, kept.select("corpus_id"))
-    rejected.append(bad_edges)
+    # Pass 2: every candidate edge, labelled once.
+    log.info("%s: cleaning citation edges", STAGE)
+    G.label_edges(candidates, corpus_ids).write.mode("errorifexists").parquet(out("_staging/edges"))
+    labelled_edges = spark.read.parquet(out("_staging/edges"))
+    rejected.append(G.rejected_edges(labelled_edges))
 
     log.info("%s: writing citations", STAGE)
-    (edges.repartitionByRange(cfg.output_files, "citing", "cited").sortWithinPartitions("citing", "cited")
-     .write.mode("errorifexists").parquet(out("citations")))
+    (G.kept_edges(labelled_edges).repartitionByRange(cfg.output_files, "citing", "cited")
+     .sortWithinPartitions("citing", "cited").write.mode("errorifexists").parquet(out("citations")))
     written_edges = spark.read.parquet(out("citations"))
 
     log.info("%s: writing papers", STAGE)
-    papers = G.with_degrees(kept.select(*G.PAPERS_COLUMNS), written_edges)
-    (papers.repartitionByRange(cfg.output_files, "corpus_id").sortWithinPartitions("corpus_id")
+    with_degrees = G.with_degrees(kept.select(*G.PAPERS_COLUMNS), written_edges)
+    (with_degrees.repartitionByRange(cfg.output_files, "corpus_id").sortWithinPartitions("corpus_id")
      .write.mode("errorifexists").parquet(out("papers")))
 
     log.info("%s: writing rejected rows", STAGE)
@@ -123,7 +128,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     for frame in rejected[1:]:
         all_rejected = all_rejected.unionByName(frame)
     all_rejected.coalesce(cfg.output_files).write.mode("errorifexists").parquet(out("rejected"))
-    kept.unpersist()
+    store.fs.delete_dir(posixpath.join(path, "_staging"))
 
     written_papers = spark.read.parquet(out("papers"))
     G.degree_histogram(written_papers).coalesce(1).write.mode("errorifexists").parquet(out("degree_histogram"))

@@ -18,6 +18,8 @@ PAPERS_COLUMNS = [
     "corpus_id", "title", "abstract", "year", "venue", "fields_of_study",
     "doi", "pubmed_id", "pmc_id", "arxiv_id", "acl_id", "mag_id", "dblp_id",
 ]
+# What `label_papers` keeps of every input line (written once to staging).
+STAGED_COLUMNS = ["id_raw", *PAPERS_COLUMNS, "refs", "source", "reason", "raw"]
 
 
 def split_unparseable(papers: DataFrame, kind: str = "paper") -> tuple[DataFrame, DataFrame]:
@@ -37,13 +39,22 @@ def completeness(df: DataFrame) -> DataFrame:
     return df.withColumn("_score", score)
 
 
-def dedupe_papers(papers: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Keep the most complete record per corpus id.
+def label_papers(papers: DataFrame) -> DataFrame:
+    """One row per input line: the normalised paper and, when it is not kept, why.
 
-    Ties break on more citations, then on a hash of the raw line, so the kept
-    record does not depend on file order or partitioning.
+    Adds `corpus_id`, `reason` (null for the kept record of each corpus id) and
+    `raw` (the input line, for rejected rows only). Among records of the same
+    id the most complete is kept; ties break on more citations, then on a hash
+    of the raw line, so the choice depends on neither file order nor
+    partitioning. Labelling in one frame lets the stage write it once and
+    derive papers and rejected rows from that, instead of caching or parsing
+    the corpus twice.
     """
-    ranked = completeness(papers.withColumn("corpus_id", F.col("id_raw").try_cast("long"))).withColumn(
+    unusable = F.coalesce(F.col("parse_error"), R.id_error(F.col("id_raw")))
+    labelled = papers.withColumn("_unusable", unusable)
+    good = completeness(labelled.where(F.col("_unusable").isNull()).withColumn(
+        "corpus_id", F.col("id_raw").try_cast("long")))
+    ranked = good.withColumn(
         "_rank",
         F.row_number().over(
             Window.partitionBy("corpus_id").orderBy(
@@ -51,10 +62,34 @@ def dedupe_papers(papers: DataFrame) -> tuple[DataFrame, DataFrame]:
             )
         ),
     )
-    kept = ranked.where(F.col("_rank") == 1).drop("_rank", "_score")
-    dropped = R.rejected_rows(ranked.where(F.col("_rank") > 1), kind="paper", reason=F.lit(R.DUPLICATE_PAPER),
-                              id_col=F.col("corpus_id"), raw=F.col("value"))
-    return kept, dropped
+    duplicate = F.col("_rank") > 1
+    kept_or_duplicate = ranked.select(
+        *[c for c in STAGED_COLUMNS if c not in ("reason", "raw")],
+        F.when(duplicate, F.lit(R.DUPLICATE_PAPER)).alias("reason"),
+        F.when(duplicate, F.col("value")).alias("raw"),
+    )
+    bad = labelled.where(F.col("_unusable").isNotNull()).select(
+        *[F.lit(None).cast("long").alias(c) if c == "corpus_id" else F.col(c)
+          for c in STAGED_COLUMNS if c not in ("reason", "raw")],
+        F.col("_unusable").alias("reason"),
+        F.col("value").alias("raw"),
+    )
+    return kept_or_duplicate.unionByName(bad)
+
+
+def kept_papers(labelled: DataFrame) -> DataFrame:
+    return labelled.where(F.col("reason").isNull()).drop("reason", "raw")
+
+
+def rejected_papers(labelled: DataFrame) -> DataFrame:
+    rows = labelled.where(F.col("reason").isNotNull())
+    return R.rejected_rows(rows, kind="paper", reason=F.col("reason"), id_col=F.col("id_raw"), raw=F.col("raw"))
+
+
+def dedupe_papers(papers: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(kept papers, rejected rows) for papers whose ids are all usable."""
+    labelled = label_papers(papers)
+    return kept_papers(labelled), rejected_papers(labelled)
 
 
 def attach_abstracts(papers: DataFrame, abstracts: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -94,8 +129,8 @@ def s2orc_edge_candidates(papers: DataFrame, citations_from: str) -> DataFrame:
     return exploded.select(other.alias("citing_raw"), me.alias("cited_raw"), "source")
 
 
-def clean_edges(candidates: DataFrame, corpus_ids: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Valid, unique, internal edges and the rejected rest.
+def label_edges(candidates: DataFrame, corpus_ids: DataFrame) -> DataFrame:
+    """Each candidate edge with `citing`, `cited` (longs) and `reason` (null = kept).
 
     Checks run in a fixed order and each edge gets the first reason that
     applies: null id, invalid id, self-citation, citing paper not in corpus,
@@ -117,18 +152,27 @@ def clean_edges(candidates: DataFrame, corpus_ids: DataFrame) -> tuple[DataFrame
         .when(F.col("_citing_in").isNull(), F.lit(R.CITING_NOT_IN_CORPUS))
         .when(F.col("_cited_in").isNull(), F.lit(R.CITED_NOT_IN_CORPUS)),
     )
-    valid = df.where(F.col("_reason").isNull()).withColumn(
-        "_copy", F.row_number().over(Window.partitionBy("citing", "cited").orderBy("source"))
-    )
-    edges = valid.where(F.col("_copy") == 1).select("citing", "cited")
-    rejected = R.rejected_rows(
-        df.where(F.col("_reason").isNotNull()), kind="citation", reason=F.col("_reason"),
-        id_col=F.col("citing_raw"), cited=F.col("cited_raw"),
-    ).unionByName(
-        R.rejected_rows(valid.where(F.col("_copy") > 1), kind="citation", reason=F.lit(R.DUPLICATE_CITATION),
-                        id_col=F.col("citing"), cited=F.col("cited"))
-    )
-    return edges, rejected
+    # Among the copies of a valid edge the first is kept; the rest are duplicates.
+    copy = F.row_number().over(Window.partitionBy("citing", "cited", "_reason").orderBy("source"))
+    df = df.withColumn("_copy", copy)
+    reason = F.when(F.col("_reason").isNotNull(), F.col("_reason")).when(F.col("_copy") > 1, F.lit(R.DUPLICATE_CITATION))
+    return df.select("citing", "cited", "citing_raw", "cited_raw", "source", reason.alias("reason"))
+
+
+def kept_edges(labelled: DataFrame) -> DataFrame:
+    return labelled.where(F.col("reason").isNull()).select("citing", "cited")
+
+
+def rejected_edges(labelled: DataFrame) -> DataFrame:
+    rows = labelled.where(F.col("reason").isNotNull())
+    return R.rejected_rows(rows, kind="citation", reason=F.col("reason"),
+                           id_col=F.col("citing_raw"), cited=F.col("cited_raw"))
+
+
+def clean_edges(candidates: DataFrame, corpus_ids: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(valid, unique, internal edges; rejected rest), see `label_edges`."""
+    labelled = label_edges(candidates, corpus_ids)
+    return kept_edges(labelled), rejected_edges(labelled)
 
 
 def with_degrees(papers: DataFrame, edges: DataFrame) -> DataFrame:
