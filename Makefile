@@ -35,7 +35,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -m "not slow and not cluster" $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python bench/bench_build_graph.py --sizes 100000 1000000 --out bench/results
+	$(BIN)/python bench/bench_stages.py --sizes 100000 1000000 --out bench/results
 
 lock: $(STAMP)
 	( head -2 requirements.lock; $(BIN)/pip freeze --exclude-editable | grep -v '^torch==' ) > requirements.lock.new

@@ -121,6 +121,35 @@ class BuildGraphConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FilterLeakageConfig:
+    """Stage filter_leakage: map benchmark papers to corpus ids and take them out of the graph."""
+
+    mode: Literal["exclude", "report_only"] = field(
+        default="exclude",
+        metadata=_help(
+            "exclude: remove every mapped benchmark paper and its edges (SciNCL 'w/o leakage'); "
+            "report_only: keep the graph intact to replicate published 'w/ leakage' numbers"
+        ),
+    )
+    max_unmapped_share: float = field(
+        default=0.05, metadata=_help("fail when more than this share of benchmark ids maps to no corpus id")
+    )
+    extra_ids: tuple[str, ...] = field(
+        default=(),
+        metadata=_help("more benchmark id lists (one id per line, or JSON lines), e.g. SciRepEval test papers"),
+    )
+    match_titles: bool = field(
+        default=True, metadata=_help("fall back to exact folded-title matching (unique titles only)")
+    )
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("exclude", "report_only"):
+            raise CiteflowError(f"filter_leakage.mode must be exclude or report_only, not {self.mode!r}")
+        if not 0 <= self.max_unmapped_share <= 1:
+            raise CiteflowError("filter_leakage.max_unmapped_share must be between 0 and 1")
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Everything one `citeflow run` needs: where the inputs are and how each stage is set."""
 
@@ -131,6 +160,7 @@ class RunConfig:
     artifacts: str = field(default="artifacts", metadata=_help("artifact root: a local path or a filesystem URI"))
     spark: SparkConfig = field(default_factory=SparkConfig)
     build_graph: BuildGraphConfig = field(default_factory=BuildGraphConfig)
+    filter_leakage: FilterLeakageConfig = field(default_factory=FilterLeakageConfig)
 
     def __post_init__(self) -> None:
         validate_snapshot_id(self.snapshot)

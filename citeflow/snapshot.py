@@ -127,27 +127,61 @@ def discover(path: str, fmt: str = "auto") -> Snapshot:
     )
 
 
-def fingerprint(snapshot: Snapshot) -> dict[str, object]:
-    """Lineage entry for a snapshot: file count, bytes and a content fingerprint."""
-    fs = snapshot.fs or filesystem(snapshot.root)[0]
+def _digest(fs: pafs.FileSystem, root: str, groups: dict[str, list[str]], sizes: dict[str, int]) -> tuple[str, int]:
     digest = hashlib.sha256()
     total = 0
-    for dataset in sorted(snapshot.datasets):
-        for path in snapshot.datasets[dataset]:
-            size = snapshot.sizes[path]
+    for group in sorted(groups):
+        for path in groups[group]:
+            size = sizes[path]
             total += size
-            rel = posixpath.relpath(path, snapshot.root) if path != snapshot.root else posixpath.basename(path)
-            digest.update(f"{dataset}\0{rel}\0{size}\0".encode())
+            rel = posixpath.relpath(path, root) if path != root else posixpath.basename(path)
+            digest.update(f"{group}\0{rel}\0{size}\0".encode())
             with fs.open_input_file(path) as fh:
                 digest.update(fh.read(PROBE_BYTES))
                 if size > PROBE_BYTES:
                     fh.seek(max(PROBE_BYTES, size - PROBE_BYTES))
                     digest.update(fh.read(PROBE_BYTES))
+    return digest.hexdigest()[:32], total
+
+
+def fingerprint(snapshot: Snapshot) -> dict[str, object]:
+    """Lineage entry for a snapshot: file count, bytes and a content fingerprint."""
+    fs = snapshot.fs or filesystem(snapshot.root)[0]
+    digest, total = _digest(fs, snapshot.root, snapshot.datasets, snapshot.sizes)
     return {
         "kind": "corpus",
         "format": snapshot.format,
         "path": snapshot.root,
         "files": sum(len(v) for v in snapshot.datasets.values()),
         "bytes": total,
-        "fingerprint": digest.hexdigest()[:32],
+        "fingerprint": digest,
     }
+
+
+def fingerprint_path(kind: str, path: str) -> dict[str, object]:
+    """Lineage entry for any input folder or file (SciDocs, paper-ids, id lists)."""
+    fs, root = filesystem(path)
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.NotFound:
+        raise CiteflowError(f"{kind} path {path!r} does not exist")
+    if info.type == pafs.FileType.File:
+        files = [info]
+    else:
+        files = sorted((i for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
+                        if i.type == pafs.FileType.File and not i.base_name.startswith(".")), key=lambda i: i.path)
+    base = root if info.type == pafs.FileType.Directory else posixpath.dirname(root)
+    digest, total = _digest(fs, base, {kind: [i.path for i in files]}, {i.path: i.size for i in files})
+    return {"kind": kind, "path": root, "files": len(files), "bytes": total, "fingerprint": digest}
+
+
+def discover_jsonl(path: str) -> list[str]:
+    """Every `.jsonl[.gz]` file at or under `path`, as Spark spells the paths."""
+    fs, root = filesystem(path)
+    if fs.get_file_info(root).type == pafs.FileType.NotFound:
+        raise CiteflowError(f"path {path!r} does not exist")
+    files = _list_jsonl(fs, root, recursive=True)
+    if not files:
+        raise CiteflowError(f"no .jsonl or .jsonl.gz files in {path!r}")
+    prefix = path.split("://", 1)[0] + "://" if "://" in path else "file://"
+    prefix = "s3a://" if prefix == "s3://" else prefix
+    return [prefix + i.path for i in files]

@@ -68,7 +68,11 @@ def citeflow_rebuild():
     def build_graph() -> dict[str, object]:
         return _run_stage("build_graph")
 
-    build_graph()
+    @task(outlets=[stage_asset("filter_leakage")])
+    def filter_leakage() -> dict[str, object]:
+        return _run_stage("filter_leakage")
+
+    build_graph() >> filter_leakage()
 
 
 dag_object = citeflow_rebuild()

@@ -109,10 +109,24 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
             print(f"  {m.version}  finished {m.finished_at}  ({m.duration_s:.1f}s)  {m.path}")
             for name, table in m.tables.items():
                 print(f"      {name:<18} {table['rows']:>14,} rows  {table['files']} files")
+            if stage == "filter_leakage":
+                _print_leakage(m.metrics)
         incomplete = store.incomplete_versions(args.snapshot, stage)
         if incomplete:
             print(f"  incomplete (killed runs, removed on the next run): {', '.join(incomplete)}")
     return 0
+
+
+def _print_leakage(metrics: dict) -> None:
+    """The leakage report of a filter_leakage version, one line per task and split."""
+    print(f"      mode {metrics['mode']}: {metrics['mapped']:,} of {metrics['benchmark_ids']:,} benchmark ids mapped "
+          f"({metrics['unmapped']:,} unmapped), {metrics['removed_papers']:,} papers and "
+          f"{metrics['removed_citations']:,} citations removed")
+    methods = [m for m, n in metrics["mapped_by"].items() if n]
+    print(f"      {'task/split':<22}{'total':>8}" + "".join(f"{m:>10}" for m in methods) + f"{'unmapped':>10}")
+    for row in metrics["report"]:
+        print(f"      {row['task'] + '/' + row['split']:<22}{row['total']:>8}"
+              + "".join(f"{row['mapped_' + m]:>10}" for m in methods) + f"{row['unmapped']:>10}")
 
 
 def cmd_settings(_args: argparse.Namespace) -> int:

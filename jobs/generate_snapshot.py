@@ -14,6 +14,8 @@ Writes, under `OUT/`:
 - `scidocs/`: a SciDocs evaluation set in the original layout (SPEC §6) over papers of the snapshot, keyed
   by sha ids: `paper_metadata_{mag_mesh,view_cite_read}.json`, `{mag,mesh}/{train,val,test}.csv`,
   `{cite,cocite,coview,coread}/{val,test}.qrel` (no `recomm`).
+- `scidocs_truth.jsonl`: per SciDocs id, its corpus id and how a mapping should find it (sha, title or
+  not at all), for tests of the leakage filter.
 - `generator.json`, written last: the config and the exact truth counts (see `run`), which tests of later
   stages compare against.
 
@@ -1754,7 +1756,7 @@ def _prepare_output(out: Path, overwrite: bool) -> None:
         if not overwrite:
             raise CiteflowError(f"output folder {str(out)!r} is not empty ({', '.join(entries[:5])}); choose an "
                                 "empty folder or pass --overwrite to replace a previous generator output")
-        ours = ("generator.json", "corpus", "paper-ids", "scidocs")
+        ours = ("generator.json", "corpus", "paper-ids", "scidocs", "scidocs_truth.jsonl")
         if not any(name in ours for name in entries):
             raise CiteflowError(f"output folder {str(out)!r} holds no generator output (corpus/, paper-ids/, "
                                 "scidocs/, generator.json); refusing to overwrite it")
@@ -1895,6 +1897,21 @@ def _write_scidocs(plan: SciDocsPlan, abstracts: dict[int, str | None], root: Pa
     }
 
 
+def _write_scidocs_truth(plan: SciDocsPlan, world: World, path: Path) -> None:
+    """scidocs_truth.jsonl: per SciDocs id, the corpus paper it is and how a mapping should find it.
+
+    `method` is `sha` (in paper-ids, primary or not), `title` (sha unknown, folded title unique in the
+    corpus) or null (unmappable; `ambiguous_title` tells whether its title matches several papers).
+    Kept beside scidocs/, not in it, so that readers of the SciDocs layout never see it.
+    """
+    corpus_ids = world.papers.corpus_id[plan.papers].tolist()
+    rows = [{"id": sha, "corpus_id": cid, "method": "title" if kind == 2 else "sha", "ambiguous_title": False}
+            for sha, cid, kind in zip(plan.sha, corpus_ids, plan.kind.tolist())]
+    rows += [{"id": sha, "corpus_id": None, "method": None, "ambiguous_title": bool(amb)}
+             for sha, amb in zip(plan.virtual_sha, plan.virtual_ambiguous.tolist())]
+    _write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
 def run(config: GenerateConfig) -> dict[str, Any]:
     """Write the snapshot, paper-ids, SciDocs set and, last, generator.json; returns generator.json's content.
 
@@ -1947,6 +1964,7 @@ def run(config: GenerateConfig) -> dict[str, Any]:
         _write_corpus(world, out / "corpus", writer, keep)
         paper_ids = _write_paper_ids(world, out / "paper-ids", writer)
     scidocs = _write_scidocs(plan, keep.text, out / "scidocs")
+    _write_scidocs_truth(plan, world, out / "scidocs_truth.jsonl")
 
     summary = {
         "generator_version": GENERATOR_VERSION,
@@ -1954,7 +1972,8 @@ def run(config: GenerateConfig) -> dict[str, Any]:
         "seed": config.seed,
         "papers": config.papers,
         "config": dataclasses.asdict(config),
-        "paths": {"corpus": "corpus", "paper_ids": "paper-ids", "scidocs": "scidocs"},
+        "paths": {"corpus": "corpus", "paper_ids": "paper-ids", "scidocs": "scidocs",
+                  "scidocs_truth": "scidocs_truth.jsonl"},
         "counts": {**world.counts, **paper_ids},
         "scidocs": scidocs,
     }

@@ -22,6 +22,7 @@ log = logging.getLogger("citeflow")
 # Stage name -> module with run(config) -> Manifest, in pipeline order.
 STAGE_MODULES: dict[str, str] = {
     "build_graph": "jobs.build_graph",
+    "filter_leakage": "jobs.filter_leakage",
 }
 
 

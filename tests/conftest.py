@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,8 @@ TEST_SPARK_OVERRIDES = ["spark.shuffle_partitions=4", "spark.driver_memory=2g", 
 
 
 def pytest_configure(config):
-    os.environ.setdefault("PYSPARK_PYTHON", shutil.which("python") or "python3")
+    # Spark's Python workers (pandas UDFs) must run this interpreter, with its packages.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ def airflow(args, env, timeout=600):
     return subprocess.run([str(airflow_bin), *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
-def test_rebuild_dag_runs_build_graph_then_skips_it(generated_s2orc, tmp_path):
+def test_rebuild_dag_runs_the_stages_then_skips_them(generated_s2orc, tmp_path):
     snap, truth = generated_s2orc
     home = tmp_path / "airflow"
     home.mkdir()
@@ -44,9 +44,17 @@ def test_rebuild_dag_runs_build_graph_then_skips_it(generated_s2orc, tmp_path):
     manifest = json.loads(manifest_path.read_text())
     assert manifest["tables"]["citations"]["rows"] == truth["counts"]["citations"]
     assert f"build_graph: built version {manifest['version']}" in log
+    (leak_path,) = artifacts.glob("dag-demo/filter_leakage/*/_manifest.json")
+    leak = json.loads(leak_path.read_text())
+    assert leak["metrics"]["mode"] == "exclude"
+    assert leak["metrics"]["mapped_by"]["title"] == truth["scidocs"]["mapped_by_title_only"]
+    assert leak["inputs"][0] == {"stage": "build_graph", "version": manifest["version"],
+                                 "path": str(manifest_path.parent)}
 
     second = airflow(["dags", "test", "citeflow_rebuild", "-c", json.dumps(conf)], env)
     log = second.stdout + second.stderr
     assert second.returncode == 0, log[-4000:]
     assert f"build_graph: cached version {manifest['version']}" in log
+    assert f"filter_leakage: cached version {leak['version']}" in log
     assert len(list(artifacts.glob("dag-demo/build_graph/*"))) == 1
+    assert len(list(artifacts.glob("dag-demo/filter_leakage/*"))) == 1

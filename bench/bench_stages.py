@@ -1,12 +1,14 @@
-"""Time `citeflow generate` and `build_graph` at several corpus sizes.
+"""Time `citeflow generate` and each pipeline stage at several corpus sizes.
 
-    python bench/bench_build_graph.py --sizes 100000 1000000 --out bench/results
+    python bench/bench_stages.py --sizes 100000 1000000 --stages build_graph filter_leakage --out bench/results
 
-Each step runs as its own `citeflow` process; peak memory is the highest sum
-of resident memory over that process and all its children (the Spark JVM
-included), sampled every 0.2 s. Results go to OUT/build_graph.json and a
-Markdown table OUT/build_graph.md. Targets (issue 2): the 1M-paper build in
-under 10 minutes with peak memory under 8 GB on a 2-core, 24 GB machine.
+Each step runs as its own `citeflow` process (`citeflow run --until STAGE`,
+so earlier stages are already up to date and skipped); peak memory is the
+highest sum of resident memory over that process and all its children (the
+Spark JVM included), sampled every 0.2 s. Results go to OUT/stages.json and
+a Markdown table OUT/stages.md. Targets on a 2-core, 24 GB machine: the
+1M-paper build_graph under 10 minutes with peak memory under 8 GB (issue 2);
+filter_leakage on 1M papers under 5 minutes (issue 3).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def measure(cmd: list[str]) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--stages", nargs="+", default=["build_graph", "filter_leakage"])
     parser.add_argument("--format", choices=["s2orc", "s2ag"], default="s2orc")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--workdir", default=None, help="scratch folder (default: a temp dir, removed after)")
@@ -63,15 +66,19 @@ def main() -> int:
             gen = measure(citeflow + ["generate", "--papers", str(n), "--out", str(snap), "--format", args.format,
                                       "--overwrite"])
             truth = json.loads((snap / "generator.json").read_text())
-            build = measure(citeflow + ["run", "--snapshot", f"bench-{n}", "--corpus", str(snap / "corpus"),
-                                        "--artifacts", str(work / "artifacts"), "--until", "build_graph"])
-            (manifest,) = (work / "artifacts" / f"bench-{n}" / "build_graph").glob("*/_manifest.json")
-            metrics = json.loads(manifest.read_text())["metrics"]
             corpus_bytes = sum(f.stat().st_size for f in (snap / "corpus").rglob("*.gz"))
             row = {"papers": n, "format": args.format, "corpus_gz_mib": round(corpus_bytes / 2**20, 1),
-                   "generate": gen, "build_graph": build, "citations": metrics["citations"],
-                   "rejected_total": metrics["rejected_total"],
-                   "counts_match_generator": metrics["citations"] == truth["counts"]["citations"]}
+                   "generate": gen}
+            for stage in args.stages:
+                row[stage] = measure(citeflow + [
+                    "run", "--snapshot", f"bench-{n}", "--corpus", str(snap / "corpus"),
+                    "--scidocs", str(snap / "scidocs"), "--paper-ids", str(snap / "paper-ids"),
+                    "--artifacts", str(work / "artifacts"), "--until", stage])
+                (manifest,) = (work / "artifacts" / f"bench-{n}" / stage).glob("*/_manifest.json")
+                row[stage]["metrics"] = {k: v for k, v in json.loads(manifest.read_text())["metrics"].items()
+                                         if isinstance(v, (int, float, str))}
+            if "build_graph" in row:
+                row["counts_match_generator"] = row["build_graph"]["metrics"]["citations"] == truth["counts"]["citations"]
             rows.append(row)
             print(json.dumps(row), flush=True)
             shutil.rmtree(snap)
@@ -81,14 +88,14 @@ def main() -> int:
 
     machine = {"cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
                "python": platform.python_version(), "platform": platform.platform()}
-    (out / "build_graph.json").write_text(json.dumps({"machine": machine, "results": rows}, indent=2))
-    lines = ["| papers | corpus (gz) | generate | generate peak | build_graph | build peak | citations | counts match |",
-             "|---:|---:|---:|---:|---:|---:|---:|:---:|"]
+    (out / "stages.json").write_text(json.dumps({"machine": machine, "results": rows}, indent=2))
+    header = "| papers | corpus (gz) | generate | " + " | ".join(args.stages) + " |"
+    lines = [header, "|---:|---:|---:|" + "---:|" * len(args.stages)]
     for r in rows:
-        lines.append(f"| {r['papers']:,} | {r['corpus_gz_mib']} MiB | {r['generate']['seconds']} s | "
-                     f"{r['generate']['peak_rss_gib']} GiB | {r['build_graph']['seconds']} s | "
-                     f"{r['build_graph']['peak_rss_gib']} GiB | {r['citations']:,} | {r['counts_match_generator']} |")
-    (out / "build_graph.md").write_text(
+        cells = [f"{r[s]['seconds']} s, peak {r[s]['peak_rss_gib']} GiB" for s in args.stages]
+        lines.append(f"| {r['papers']:,} | {r['corpus_gz_mib']} MiB | {r['generate']['seconds']} s, peak "
+                     f"{r['generate']['peak_rss_gib']} GiB | " + " | ".join(cells) + " |")
+    (out / "stages.md").write_text(
         f"Machine: {machine['cpus']} CPUs, {machine['memory_gib']} GiB\n\n" + "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -1,0 +1,215 @@
+"""Collect the paper ids a benchmark uses, with the tasks and splits each comes from.
+
+Layouts read (any subset of the files may be present):
+
+- SciDocs, original layout (SPEC §6): the keys of `paper_metadata_*.json`
+  (with their titles), `{mag,mesh}/{train,val,test}.csv` (`pid,class_label`),
+  `{cite,cocite,coview,coread}/{val,test}.qrel` (`qid 0 pid rel`), and any
+  40-hex id inside `recomm/` files.
+- SciDocs, BEIR layout: `qrels/*.tsv` or `qrels_*.tsv` (`query-id corpus-id
+  score`), `queries.jsonl` (`_id`, `text` = the title), `corpus.jsonl` (`_id`,
+  `title`), `metadata.json` (keys).
+- Extra id lists the user names (e.g. SciRepEval test papers): one id per
+  line (`#` comments allowed), or JSON lines with `corpus_id` / `corpusid` /
+  `paper_id` / `id` / `_id`; the task is the file's stem.
+
+Returns a pyarrow table with one row per (id, task, split) and, per id, the
+title and external ids the benchmark states (used by the mapping cascade).
+Everything here is small (SciDocs: 223,932 ids), so plain Python is enough.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+
+from citeflow.errors import CiteflowError
+
+SHA = re.compile(r"\b[0-9a-f]{40}\b")
+RANKING_TASKS = ("cite", "cocite", "coview", "coread")
+CLASSIFICATION_TASKS = ("mag", "mesh")
+ID_FIELDS = ("corpus_id", "corpusid", "paper_id", "id", "_id")
+
+SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("task", pa.string()),
+        ("split", pa.string()),
+        ("title", pa.string()),
+        ("doi", pa.string()),
+        ("pubmed_id", pa.string()),
+        ("arxiv_id", pa.string()),
+    ]
+)
+
+Row = tuple[str, str, str, str | None, str | None, str | None, str | None]
+
+
+def _open(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def _json_lines(path: Path) -> Iterator[dict]:
+    with _open(path) as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise CiteflowError(f"{path}:{n}: not JSON ({exc.msg})") from None
+
+
+def _ext(entry: dict, *keys: str) -> str | None:
+    for key in keys:
+        value = entry.get(key)
+        if value not in (None, ""):
+            return str(value)
+    ext = entry.get("externalids") or entry.get("external_ids") or {}
+    for key in keys:
+        value = ext.get(key) if isinstance(ext, dict) else None
+        if value not in (None, ""):
+            return str(value)
+    return None
+
+
+def _metadata_rows(path: Path, task: str) -> Iterator[Row]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CiteflowError(f"{path}: not JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise CiteflowError(f"{path}: expected an object keyed by paper id")
+    for pid, entry in data.items():
+        entry = entry if isinstance(entry, dict) else {}
+        yield (str(pid), task, "metadata", entry.get("title"), _ext(entry, "doi", "DOI"),
+               _ext(entry, "pubmed_id", "pmid", "PubMed"), _ext(entry, "arxiv_id", "ArXiv"))
+
+
+def read_scidocs_original(root: Path) -> Iterator[Row]:
+    for path in sorted(root.glob("paper_metadata_*.json")):
+        yield from _metadata_rows(path, path.stem.removeprefix("paper_metadata_"))
+    for task in CLASSIFICATION_TASKS:
+        for path in sorted((root / task).glob("*.csv")):
+            with open(path, newline="", encoding="utf-8") as fh:
+                reader = csv.DictReader(fh)
+                if not reader.fieldnames or "pid" not in reader.fieldnames:
+                    raise CiteflowError(f"{path}: expected a header 'pid,class_label'")
+                for row in reader:
+                    yield (row["pid"].strip(), task, path.stem, None, None, None, None)
+    for task in RANKING_TASKS:
+        for path in sorted((root / task).glob("*.qrel")):
+            with open(path, encoding="utf-8") as fh:
+                for n, line in enumerate(fh, 1):
+                    parts = line.split()
+                    if not parts:
+                        continue
+                    if len(parts) != 4:
+                        raise CiteflowError(f"{path}:{n}: expected 'qid 0 pid rel', got {line.strip()!r}")
+                    yield (parts[0], task, path.stem, None, None, None, None)
+                    yield (parts[2], task, path.stem, None, None, None, None)
+    recomm = root / "recomm"
+    if recomm.is_dir():
+        for path in sorted(p for p in recomm.rglob("*") if p.is_file()):
+            with _open(path) as fh:
+                for line in fh:
+                    for sha in SHA.findall(line):
+                        yield (sha, "recomm", path.stem, None, None, None, None)
+
+
+def read_scidocs_beir(root: Path) -> Iterator[Row]:
+    qrels = sorted((root / "qrels").glob("*.tsv")) + sorted(root.glob("qrels*.tsv"))
+    for path in qrels:
+        split = path.stem.removeprefix("qrels_").removeprefix("qrels-") if path.parent == root else path.stem
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                parts = line.rstrip("\n").split("\t")
+                if n == 1 and parts[0] in ("query-id", "query_id", "qid"):
+                    continue
+                if len(parts) < 2:
+                    if line.strip():
+                        raise CiteflowError(f"{path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score'")
+                    continue
+                yield (parts[0].strip(), "beir", f"{split}:query", None, None, None, None)
+                yield (parts[1].strip(), "beir", f"{split}:corpus", None, None, None, None)
+    for path in sorted(root.glob("queries.jsonl*")):
+        for entry in _json_lines(path):
+            yield (str(entry["_id"]), "beir", "queries", entry.get("text") or entry.get("title"), None, None, None)
+    for path in sorted(root.glob("corpus.jsonl*")):
+        for entry in _json_lines(path):
+            meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
+            yield (str(entry["_id"]), "beir", "corpus", entry.get("title"), _ext(meta, "doi", "DOI"),
+                   _ext(meta, "pubmed_id", "PubMed"), _ext(meta, "arxiv_id", "ArXiv"))
+    meta_path = root / "metadata.json"
+    if meta_path.is_file():
+        yield from _metadata_rows(meta_path, "beir")
+
+
+def read_id_list(path: Path) -> Iterator[Row]:
+    task = path.name.split(".")[0]
+    if ".jsonl" in path.name or ".json" in path.name:
+        for entry in _json_lines(path):
+            value = next((entry[k] for k in ID_FIELDS if entry.get(k) not in (None, "")), None)
+            if value is None:
+                raise CiteflowError(f"{path}: a line has none of the id fields {', '.join(ID_FIELDS)}")
+            yield (str(value), task, str(entry.get("split") or "list"), entry.get("title"),
+                   _ext(entry, "doi", "DOI"), _ext(entry, "pubmed_id", "PubMed"), _ext(entry, "arxiv_id", "ArXiv"))
+        return
+    with _open(path) as fh:
+        for line in fh:
+            value = line.split("#", 1)[0].strip()
+            if value:
+                yield (value.split()[0], task, "list", None, None, None, None)
+
+
+def detect_layout(root: Path) -> str:
+    if any(root.glob("paper_metadata_*.json")) or any((root / t).is_dir() for t in CLASSIFICATION_TASKS + RANKING_TASKS):
+        return "original"
+    if (root / "qrels").is_dir() or any(root.glob("qrels*.tsv")) or (root / "queries.jsonl").is_file():
+        return "beir"
+    raise CiteflowError(
+        f"{root} holds neither the original SciDocs layout (paper_metadata_*.json, mag/, cite/, ...) "
+        "nor the BEIR layout (qrels/*.tsv, queries.jsonl, corpus.jsonl)"
+    )
+
+
+def collect(scidocs: str | None, extra: tuple[str, ...] = ()) -> tuple[pa.Table, dict[str, str]]:
+    """All benchmark id rows, and the layout each source was read as."""
+    rows: list[Row] = []
+    layouts: dict[str, str] = {}
+    if scidocs:
+        root = Path(scidocs)
+        if not root.is_dir():
+            raise CiteflowError(f"SciDocs folder {scidocs!r} does not exist")
+        layout = detect_layout(root)
+        layouts[str(root)] = layout
+        rows.extend(read_scidocs_original(root) if layout == "original" else read_scidocs_beir(root))
+    for item in extra:
+        path = Path(item)
+        if not path.is_file():
+            raise CiteflowError(f"id list {item!r} does not exist")
+        layouts[str(path)] = "id_list"
+        rows.extend(read_id_list(path))
+    if not rows:
+        raise CiteflowError("no benchmark ids found: give --scidocs DIR or filter_leakage.extra_ids=FILE,...")
+    columns = list(zip(*rows))
+    table = pa.table({name: pa.array(list(col), pa.string()) for name, col in zip(SCHEMA.names, columns)},
+                     schema=SCHEMA)
+    return table, layouts
+
+
+def fold_title(title: str | None) -> str | None:
+    """Title as compared across sources: accents, case, punctuation and white space folded."""
+    import unicodedata
+
+    if title is None:
+        return None
+    decomposed = unicodedata.normalize("NFKD", title)
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+    words = re.sub(r"[\W_]+", " ", stripped).split()
+    return " ".join(words) or None

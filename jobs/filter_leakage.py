@@ -1,0 +1,158 @@
+"""Stage filter_leakage: find the benchmark's papers in the graph and take them out (Spark).
+
+Reads: the build_graph version of the same run (papers, citations), the
+SciDocs folder (`--scidocs`, original or BEIR layout), the S2AG paper-ids
+table (`--paper-ids`) and `filter_leakage.extra_ids` lists.
+Writes `ARTIFACTS/<snapshot>/filter_leakage/<version>/`:
+- `benchmark_ids`: id, task, split, corpus_id (null when unmapped), method,
+  in_snapshot, unmapped_reason: one row per (id, task, split).
+- `leakage_report`: per task and split (and all/all) the total ids, how many
+  each method mapped, how many stayed unmapped, how many are in the snapshot.
+- `papers`, `citations`: the graph without benchmark papers (mode exclude)
+  or unchanged (mode report_only); degrees recomputed.
+- `_manifest.json`: mode, counts of removed papers and edges, the report.
+
+The stage fails when more than `filter_leakage.max_unmapped_share` of the
+benchmark ids map to nothing: SciNCL's public code let those through silently.
+
+Run: `citeflow run --snapshot ID --corpus DIR --scidocs DIR --paper-ids DIR --until filter_leakage`.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from typing import Any
+
+from citeflow.artifacts import ArtifactStore, Manifest
+from citeflow.config import RunConfig, to_dict, versioned_dict
+from citeflow.errors import CiteflowError
+from citeflow.snapshot import fingerprint_path
+from citeflow.stage import execute
+
+STAGE = "filter_leakage"
+STAGE_VERSION = 1
+TABLES = ["benchmark_ids", "leakage_report", "papers", "citations"]
+
+log = logging.getLogger("citeflow")
+
+
+def run(config: RunConfig) -> Manifest:
+    from jobs import build_graph
+
+    cfg = config.filter_leakage
+    if not config.scidocs and not cfg.extra_ids:
+        raise CiteflowError("filter_leakage needs the benchmark: give --scidocs DIR (original or BEIR layout) "
+                            "and/or --set filter_leakage.extra_ids=FILE[,FILE...]")
+    upstream = build_graph.run(config)
+    inputs = [upstream.lineage()]
+    if config.scidocs:
+        inputs.append(fingerprint_path("scidocs", config.scidocs))
+    if config.paper_ids:
+        inputs.append(fingerprint_path("paper_ids", config.paper_ids))
+    inputs += [fingerprint_path("id_list", path) for path in cfg.extra_ids]
+    store = ArtifactStore(config.artifacts)
+    return execute(
+        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION,
+        config={k: v for k, v in versioned_dict(cfg).items() if k != "extra_ids"},  # lists enter via inputs
+        resolved_config={"filter_leakage": to_dict(cfg), "spark": to_dict(config.spark), "scidocs": config.scidocs,
+                         "paper_ids": config.paper_ids},
+        inputs=inputs, tables=TABLES,
+        build=lambda path: build(config, upstream, store, path),
+    )
+
+
+def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    from citeflow.snapshot import discover_jsonl
+    from evaluation.benchmark_ids import collect
+    from spark import graph as G
+    from spark import leakage as L
+    from spark import readers as R
+    from spark.session import get_spark
+
+    cfg = config.filter_leakage
+    spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
+    spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+    out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
+    read_upstream = lambda table: spark.read.parquet(store.engine_uri(upstream.table_path(table)))  # noqa: E731
+
+    bench_table, layouts = collect(config.scidocs or None, cfg.extra_ids)
+    log.info("%s: %d benchmark id rows from %s", STAGE, bench_table.num_rows, ", ".join(f"{k} ({v})" for k, v in layouts.items()))
+    bench = spark.createDataFrame(bench_table.to_pandas())
+    papers = read_upstream("papers")
+
+    paper_ids = None
+    metrics: dict[str, Any] = {"mode": cfg.mode, "layouts": layouts}
+    if config.paper_ids:
+        files = discover_jsonl(config.paper_ids)
+        parsed = R.parse_lines(R.with_source(spark.read.text(files)), L.PAPER_IDS_SCHEMA)
+        paper_ids = L.paper_id_pairs(parsed)
+    else:
+        log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
+
+    log.info("%s: mapping benchmark ids", STAGE)
+    mapped = L.map_ids(L.distinct_ids(bench), papers, paper_ids, match_titles=cfg.match_titles)
+    (bench.select("id", "task", "split").dropDuplicates().join(mapped, "id", "left")
+     .orderBy("task", "split", "id").coalesce(1).write.mode("errorifexists").parquet(out("benchmark_ids")))
+    benchmark_ids = spark.read.parquet(out("benchmark_ids"))
+    L.leakage_report(benchmark_ids).orderBy("task", "split").coalesce(1).write.mode("errorifexists").parquet(
+        out("leakage_report"))
+    report = [r.asDict() for r in spark.read.parquet(out("leakage_report")).collect()]
+    overall = next(r for r in report if r["task"] == "all")
+    metrics["report"] = report
+    metrics["benchmark_ids"] = overall["total"]
+    metrics["mapped"] = overall["total"] - overall["unmapped"]
+    metrics["unmapped"] = overall["unmapped"]
+    metrics["in_snapshot"] = overall["in_snapshot"]
+    metrics["unmapped_share"] = round(overall["unmapped"] / overall["total"], 6) if overall["total"] else 0.0
+    metrics["mapped_by"] = {m: overall[f"mapped_{m}"] for m in L.METHODS}
+    unmapped_reasons = {r["unmapped_reason"]: r["count"] for r in benchmark_ids.dropDuplicates(["id"])
+                        .where(F.col("unmapped_reason").isNotNull()).groupBy("unmapped_reason").count().collect()}
+    metrics["unmapped_reasons"] = unmapped_reasons
+
+    if metrics["unmapped_share"] > cfg.max_unmapped_share:
+        _fail_unmapped(benchmark_ids, report, metrics, cfg.max_unmapped_share)
+
+    citations = read_upstream("citations")
+    if cfg.mode == "exclude":
+        excluded = benchmark_ids.where(F.col("in_snapshot")).select("corpus_id")
+        kept_papers, kept_edges = L.remove_papers(papers.select(*G.PAPERS_COLUMNS), citations, excluded)
+    else:
+        kept_papers, kept_edges = papers.select(*G.PAPERS_COLUMNS), citations
+    output_files = config.build_graph.output_files
+    (kept_edges.repartitionByRange(output_files, "citing", "cited").sortWithinPartitions("citing", "cited")
+     .write.mode("errorifexists").parquet(out("citations")))
+    written_edges = spark.read.parquet(out("citations"))
+    (G.with_degrees(kept_papers, written_edges).repartitionByRange(output_files, "corpus_id")
+     .sortWithinPartitions("corpus_id").write.mode("errorifexists").parquet(out("papers")))
+
+    before_papers = upstream.tables["papers"]["rows"]
+    before_edges = upstream.tables["citations"]["rows"]
+    after_papers = spark.read.parquet(out("papers")).count()
+    after_edges = written_edges.count()
+    metrics["removed_papers"] = before_papers - after_papers
+    metrics["removed_citations"] = before_edges - after_edges
+    metrics["papers"] = after_papers
+    metrics["citations"] = after_edges
+    log.info("%s: %s — %d of %d benchmark ids mapped; removed %d papers and %d citations", STAGE, cfg.mode,
+             metrics["mapped"], metrics["benchmark_ids"], metrics["removed_papers"], metrics["removed_citations"])
+    return metrics
+
+
+def _fail_unmapped(benchmark_ids, report: list[dict], metrics: dict, limit: float) -> None:
+    from pyspark.sql import functions as F
+
+    examples = [r["id"] for r in benchmark_ids.where(F.col("method").isNull()).select("id").distinct()
+                .orderBy("id").limit(5).collect()]
+    per_task = "; ".join(f"{r['task']}/{r['split']}: {r['unmapped']} of {r['total']}"
+                         for r in report if r["task"] != "all" and r["unmapped"])
+    raise CiteflowError(
+        f"filter_leakage: {metrics['unmapped']} of {metrics['benchmark_ids']} benchmark ids "
+        f"({metrics['unmapped_share']:.1%}) map to no corpus id, above the limit of {limit:.1%}. "
+        f"Unmapped per task: {per_task}. Examples: {', '.join(examples)}. "
+        "Supply the S2AG paper-ids table of this release (--paper-ids DIR: sha -> corpusid, .jsonl[.gz] shards), "
+        "or raise filter_leakage.max_unmapped_share if these papers are known to be absent."
+    )

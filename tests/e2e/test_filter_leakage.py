@@ -1,0 +1,104 @@
+"""filter_leakage end to end on a generated snapshot whose SciDocs mapping is known per id."""
+
+import json
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from citeflow.config import RunConfig, apply_overrides
+from citeflow.errors import CiteflowError
+from citeflow.leakage import LeakageError, audit_no_benchmark_papers
+from jobs import filter_leakage
+from tests.conftest import TEST_SPARK_OVERRIDES
+
+pytestmark = pytest.mark.slow
+
+
+def config(snap, artifacts, *overrides, paper_ids=True, snapshot="leak"):
+    base = RunConfig(snapshot=snapshot, corpus=str(snap / "corpus"), scidocs=str(snap / "scidocs"),
+                     paper_ids=str(snap / "paper-ids") if paper_ids else "", artifacts=str(artifacts))
+    return apply_overrides(base, [*TEST_SPARK_OVERRIDES, *overrides])
+
+
+@pytest.fixture(scope="module")
+def excluded(generated_s2orc, tmp_path_factory, spark):
+    snap, truth = generated_s2orc
+    artifacts = tmp_path_factory.mktemp("leak")
+    return snap, truth, artifacts, filter_leakage.run(config(snap, artifacts))
+
+
+def test_each_id_is_mapped_the_way_the_generator_intended(excluded):
+    snap, truth, _, m = excluded
+    expected = {r["id"]: r for r in map(json.loads, open(snap / "scidocs_truth.jsonl"))}
+    got = pq.read_table(m.table_path("benchmark_ids")).to_pylist()
+    by_id = {r["id"]: r for r in got}
+    assert set(by_id) == set(expected)
+    for sid, want in expected.items():
+        row = by_id[sid]
+        assert (row["method"], row["corpus_id"]) == (want["method"], want["corpus_id"]), sid
+        if want["method"] is None:
+            assert row["unmapped_reason"] == ("ambiguous_title" if want["ambiguous_title"] else "no_match")
+    sd = truth["scidocs"]
+    assert m.metrics["benchmark_ids"] == sd["ids"]
+    assert m.metrics["mapped_by"]["sha"] == sd["mapped_by_sha"]
+    assert m.metrics["mapped_by"]["title"] == sd["mapped_by_title_only"]
+    assert m.metrics["unmapped"] == sd["unmappable"]
+    assert m.metrics["mode"] == "exclude"
+
+
+def test_filtered_graph_holds_no_benchmark_paper(excluded):
+    snap, truth, _, m = excluded
+    mapped = {r["corpus_id"] for r in map(json.loads, open(snap / "scidocs_truth.jsonl")) if r["corpus_id"]}
+    papers = pq.read_table(m.table_path("papers"))
+    cites = pq.read_table(m.table_path("citations"))
+    assert not mapped & set(papers["corpus_id"].to_pylist())
+    assert not mapped & (set(cites["citing"].to_pylist()) | set(cites["cited"].to_pylist()))
+    # removed counts recomputed from the unfiltered graph
+    upstream = next(i for i in m.inputs if i.get("stage") == "build_graph")
+    full = pq.read_table(upstream["path"] + "/citations").to_pydict()
+    touching = sum(1 for a, b in zip(full["citing"], full["cited"]) if a in mapped or b in mapped)
+    assert m.metrics["removed_citations"] == touching
+    assert m.metrics["removed_papers"] == len(mapped)
+    assert m.metrics["papers"] == truth["counts"]["papers"] - len(mapped)
+    # degrees are those of the filtered graph
+    out_deg = dict(zip(papers["corpus_id"].to_pylist(), papers["out_degree"].to_pylist()))
+    counted = {}
+    for a in cites["citing"].to_pylist():
+        counted[a] = counted.get(a, 0) + 1
+    assert all(out_deg[p] == counted.get(p, 0) for p in out_deg)
+
+
+def test_audit_passes_on_filtered_ids_and_fails_on_leaked_ones(excluded):
+    _, _, _, m = excluded
+    clean = pq.read_table(m.table_path("papers"))["corpus_id"]
+    assert audit_no_benchmark_papers(clean, m, what="filtered papers")["benchmark_hits"] == 0
+    leaked = pq.read_table(m.table_path("benchmark_ids")).column("corpus_id").drop_null()[:3]
+    with pytest.raises(LeakageError, match="benchmark paper"):
+        audit_no_benchmark_papers(pc.unique(leaked).to_pylist() + [1], m, what="training triplets")
+
+
+def test_report_only_keeps_the_graph_and_says_so(excluded, spark):
+    snap, truth, artifacts, m = excluded
+    r = filter_leakage.run(config(snap, artifacts, "filter_leakage.mode=report_only"))
+    assert r.version != m.version and r.metrics["mode"] == "report_only"
+    assert r.metrics["removed_papers"] == 0 and r.metrics["removed_citations"] == 0
+    assert r.tables["papers"]["rows"] == truth["counts"]["papers"]
+    leaked = pq.read_table(r.table_path("papers"))["corpus_id"]
+    assert audit_no_benchmark_papers(leaked, r, what="papers")["benchmark_hits"] > 0  # counted, not fatal
+
+
+def test_too_many_unmapped_ids_fail_with_a_clear_message(excluded, spark):
+    snap, _, artifacts, _ = excluded
+    with pytest.raises(CiteflowError) as err:
+        filter_leakage.run(config(snap, artifacts, "filter_leakage.match_titles=false", paper_ids=False,
+                                  snapshot="no-ids"))
+    message = str(err.value)
+    assert "map to no corpus id, above the limit of 5.0%" in message
+    assert "cite/test:" in message and "--paper-ids" in message
+
+
+def test_rerun_is_skipped(excluded, spark):
+    snap, _, artifacts, m = excluded
+    again = filter_leakage.run(config(snap, artifacts))
+    assert again.skipped and again.version == m.version
