@@ -113,15 +113,8 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     labelled_edges = spark.read.parquet(out("_staging/edges"))
     rejected.append(G.rejected_edges(labelled_edges))
 
-    log.info("%s: writing citations", STAGE)
-    (G.kept_edges(labelled_edges).repartitionByRange(cfg.output_files, "citing", "cited")
-     .sortWithinPartitions("citing", "cited").write.mode("errorifexists").parquet(out("citations")))
-    written_edges = spark.read.parquet(out("citations"))
-
-    log.info("%s: writing papers", STAGE)
-    with_degrees = G.with_degrees(kept.select(*G.PAPERS_COLUMNS), written_edges)
-    (with_degrees.repartitionByRange(cfg.output_files, "corpus_id").sortWithinPartitions("corpus_id")
-     .write.mode("errorifexists").parquet(out("papers")))
+    log.info("%s: writing citations and papers", STAGE)
+    write_graph(spark, kept.select(*G.PAPERS_COLUMNS), G.kept_edges(labelled_edges), out, cfg.output_files)
 
     log.info("%s: writing rejected rows", STAGE)
     all_rejected = rejected[0]
@@ -141,6 +134,18 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     metrics["input_files"] = {name: len(files) for name, files in snapshot.datasets.items()}
     _plot_degrees(store, path, spark.read.parquet(out("degree_histogram")).toArrow(), config.snapshot)
     return metrics
+
+
+def write_graph(spark, papers, edges, out, files: int) -> None:
+    """Write `citations` sorted by (citing, cited), then `papers` sorted by corpus id with the
+    degrees of the written edges. Every stage that outputs a graph writes it this way."""
+    from spark import graph as G
+
+    (edges.repartitionByRange(files, "citing", "cited").sortWithinPartitions("citing", "cited")
+     .write.mode("errorifexists").parquet(out("citations")))
+    written_edges = spark.read.parquet(out("citations"))
+    (G.with_degrees(papers, written_edges).repartitionByRange(files, "corpus_id").sortWithinPartitions("corpus_id")
+     .write.mode("errorifexists").parquet(out("papers")))
 
 
 def _plot_degrees(store: ArtifactStore, path: str, histogram, snapshot: str) -> None:

@@ -66,6 +66,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     from pyspark.sql import functions as F
 
     from citeflow.snapshot import discover_jsonl
+    from jobs.build_graph import write_graph
     from evaluation.benchmark_ids import collect
     from spark import graph as G
     from spark import leakage as L
@@ -122,17 +123,12 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         kept_papers, kept_edges = L.remove_papers(papers.select(*G.PAPERS_COLUMNS), citations, excluded)
     else:
         kept_papers, kept_edges = papers.select(*G.PAPERS_COLUMNS), citations
-    output_files = config.build_graph.output_files
-    (kept_edges.repartitionByRange(output_files, "citing", "cited").sortWithinPartitions("citing", "cited")
-     .write.mode("errorifexists").parquet(out("citations")))
-    written_edges = spark.read.parquet(out("citations"))
-    (G.with_degrees(kept_papers, written_edges).repartitionByRange(output_files, "corpus_id")
-     .sortWithinPartitions("corpus_id").write.mode("errorifexists").parquet(out("papers")))
+    write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files)
 
     before_papers = upstream.tables["papers"]["rows"]
     before_edges = upstream.tables["citations"]["rows"]
     after_papers = spark.read.parquet(out("papers")).count()
-    after_edges = written_edges.count()
+    after_edges = spark.read.parquet(out("citations")).count()
     metrics["removed_papers"] = before_papers - after_papers
     metrics["removed_citations"] = before_edges - after_edges
     metrics["papers"] = after_papers
