@@ -40,8 +40,10 @@ def audit_no_benchmark_papers(ids: Iterable[int] | np.ndarray | pa.Array | pa.Ch
                               *, what: str) -> dict[str, Any]:
     """Check `ids` (corpus ids) against the benchmark papers; raise on a hit in exclude mode."""
     mode = manifest.metrics.get("mode", "exclude")
-    values = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array(np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, dtype=np.int64))
-    values = values.cast(pa.int64())
+    if isinstance(ids, (pa.Array, pa.ChunkedArray)):
+        values = ids.cast(pa.int64())
+    else:
+        values = pa.array(np.fromiter(ids, dtype=np.int64) if not isinstance(ids, np.ndarray) else ids.astype(np.int64))
     hits = pc.unique(values.filter(pc.is_in(values, value_set=benchmark_corpus_ids(manifest))))
     result = {"what": what, "checked": len(values), "benchmark_hits": len(hits), "mode": mode,
               "filter_leakage_version": manifest.version}

@@ -86,12 +86,6 @@ def rejected_papers(labelled: DataFrame) -> DataFrame:
     return R.rejected_rows(rows, kind="paper", reason=F.col("reason"), id_col=F.col("id_raw"), raw=F.col("raw"))
 
 
-def dedupe_papers(papers: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(kept papers, rejected rows) for papers whose ids are all usable."""
-    labelled = label_papers(papers)
-    return kept_papers(labelled), rejected_papers(labelled)
-
-
 def attach_abstracts(papers: DataFrame, abstracts: DataFrame) -> tuple[DataFrame, DataFrame]:
     """S2AG: join the `abstracts` dataset onto papers by corpus id.
 
@@ -167,12 +161,6 @@ def rejected_edges(labelled: DataFrame) -> DataFrame:
     rows = labelled.where(F.col("reason").isNotNull())
     return R.rejected_rows(rows, kind="citation", reason=F.col("reason"),
                            id_col=F.col("citing_raw"), cited=F.col("cited_raw"))
-
-
-def clean_edges(candidates: DataFrame, corpus_ids: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(valid, unique, internal edges; rejected rest), see `label_edges`."""
-    labelled = label_edges(candidates, corpus_ids)
-    return kept_edges(labelled), rejected_edges(labelled)
 
 
 def with_degrees(papers: DataFrame, edges: DataFrame) -> DataFrame:

@@ -19,6 +19,11 @@ def s2orc(spark, records, citations_from="outbound"):
     return R.s2orc_papers(R.parse_lines(lines(spark, records), R.S2ORC_SCHEMA), citations_from)
 
 
+def dedupe(papers):
+    labelled = G.label_papers(papers)
+    return G.kept_papers(labelled), G.rejected_papers(labelled)
+
+
 def test_parse_errors_are_classified(spark):
     df = R.parse_lines(lines(spark, [
         {"paper_id": "1", "title": "ok"},
@@ -45,6 +50,8 @@ def test_fields_are_normalised(spark):
 def test_split_unparseable_rejects_bad_ids_with_the_raw_line(spark):
     papers = s2orc(spark, [{"paper_id": "1"}, {"paper_id": None, "title": "x"}, {"paper_id": "abc"}, "{broken"])
     good, bad = G.split_unparseable(papers)
+    kept, rejected = dedupe(papers)  # label_papers applies the same checks to paper lines
+    assert sorted((r["reason"], r["raw"]) for r in rejected.collect()) == sorted((r["reason"], r["raw"]) for r in bad.collect())
     assert [r["id_raw"] for r in good.collect()] == ["1"]
     got = sorted((r["reason"], r["raw"]) for r in bad.collect())
     assert got == [("invalid_id", json.dumps({"paper_id": "abc"})), ("malformed_json", "{broken"),
@@ -58,7 +65,7 @@ def test_dedupe_keeps_the_most_complete_record(spark):
         {"paper_id": "1", "title": "mid", "abstract": "b"},                      # 2 fields
         {"paper_id": "2", "title": "only"},
     ])
-    kept, dropped = G.dedupe_papers(papers)
+    kept, dropped = dedupe(papers)
     assert sorted((r["corpus_id"], r["title"]) for r in kept.collect()) == [(1, "full"), (2, "only")]
     assert sorted(r["id"] for r in dropped.collect()) == ["1", "1"]
     assert {r["reason"] for r in dropped.collect()} == {"duplicate_paper"}
@@ -67,8 +74,8 @@ def test_dedupe_keeps_the_most_complete_record(spark):
 def test_dedupe_is_independent_of_input_order(spark):
     a = {"paper_id": "9", "title": "A", "outbound_citations": ["1"]}
     b = {"paper_id": "9", "title": "B", "outbound_citations": ["2"]}
-    first = G.dedupe_papers(s2orc(spark, [a, b]))[0].select("title").collect()
-    second = G.dedupe_papers(s2orc(spark, [b, a]))[0].select("title").collect()
+    first = dedupe(s2orc(spark, [a, b]))[0].select("title").collect()
+    second = dedupe(s2orc(spark, [b, a]))[0].select("title").collect()
     assert first == second
 
 
@@ -86,7 +93,8 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
         ],
         "citing_raw string, cited_raw string",
     ).withColumn("source", F.lit("f"))
-    edges, rejected = G.clean_edges(candidates, corpus)
+    labelled = G.label_edges(candidates, corpus)
+    edges, rejected = G.kept_edges(labelled), G.rejected_edges(labelled)
     assertDataFrameEqual(edges, spark.createDataFrame([(1, 2), (3, 1), (2, 3)], "citing long, cited long"))
     counts = {r["reason"]: r["count"] for r in rejected.groupBy("reason").count().collect()}
     assert counts == {"duplicate_citation": 2, "self_citation": 1, "cited_not_in_corpus": 1,
@@ -95,7 +103,7 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
 
 def test_inbound_lists_give_edges_pointing_at_the_paper(spark):
     papers = s2orc(spark, [{"paper_id": "5", "inbound_citations": ["7"], "outbound_citations": ["8"]}], "inbound")
-    kept, _ = G.dedupe_papers(papers)
+    kept, _ = dedupe(papers)
     got = [(r["citing_raw"], r["cited_raw"]) for r in G.s2orc_edge_candidates(kept, "inbound").collect()]
     assert got == [("7", "5")]
 
@@ -126,7 +134,7 @@ def test_s2ag_abstracts_are_attached_and_orphans_rejected(spark):
                                                           {"category": "Physics", "source": "s2"}],
          "externalids": {"DOI": "10.1/p", "ArXiv": None}, "venue": "", "journal": {"name": "J"}},
     ]), R.S2AG_PAPERS_SCHEMA))
-    kept, _ = G.dedupe_papers(papers)
+    kept, _ = dedupe(papers)
     abstracts = R.s2ag_abstracts(R.parse_lines(lines(spark, [
         {"corpusid": 10, "abstract": "short"}, {"corpusid": "10", "abstract": "the longer one"},
         {"corpusid": 11, "abstract": "nobody's"},
