@@ -150,6 +150,44 @@ class FilterLeakageConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EmbedGraphConfig:
+    """Stage embed_graph: PyTorch-BigGraph embeddings of the filtered citation graph.
+
+    Defaults are SciNCL's settings (SPEC §3); the `demo` profile shrinks them for one small machine.
+    """
+
+    dimension: int = field(default=768, metadata=_help("embedding dimension"))
+    comparator: Literal["dot", "cos"] = field(default="dot", metadata=_help("PBG comparator (SciNCL: dot beat cos)"))
+    loss_fn: Literal["ranking", "softmax", "logistic"] = field(default="ranking", metadata=_help("PBG loss"))
+    margin: float = field(default=0.15, metadata=_help("ranking loss margin"))
+    lr: float = field(default=0.1, metadata=_help("Adagrad learning rate"))
+    num_epochs: int = field(default=20, metadata=_help("training epochs (SciNCL: 20 w/o leakage, 30 full)"))
+    batch_size: int = field(default=10_000, metadata=_help("edges per batch"))
+    num_edge_chunks: int = field(default=10, metadata=_help("edge chunks per epoch (bounds memory)"))
+    max_norm: float = field(default=1.0, metadata=_help("embedding norm cap; 0 disables it"))
+    num_partitions: int = field(
+        default=1, metadata=_help("entity partitions; distributed PBG needs at least 2 per machine"))
+    num_uniform_negs: int = field(default=50, metadata=_help("uniformly sampled negatives per batch chunk"))
+    num_batch_negs: int = field(default=50, metadata=_help("in-batch negatives per positive"))
+    holdout: float = field(default=0.01, metadata=_help("share of edges held out for link prediction"))
+    eval_negatives: int = field(default=1000, metadata=_help("random candidates each held-out edge is ranked against"))
+    seed: int = field(default=0, metadata=_help("seed for entity order, holdout and training"))
+    workers: int = field(default=0, metadata=_help("PBG HOGWILD workers; 0: one per core", versioned=False))
+    pbg: tuple[str, ...] = field(
+        default=(), metadata=_help("any other PBG ConfigSchema option as 'key=value' (JSON values), e.g. init_scale=0.01"))
+
+    def __post_init__(self) -> None:
+        for name in ("dimension", "num_epochs", "batch_size", "num_edge_chunks", "num_partitions", "eval_negatives"):
+            if getattr(self, name) < 1:
+                raise CiteflowError(f"embed_graph.{name} must be at least 1")
+        if not 0 < self.holdout < 0.5:
+            raise CiteflowError("embed_graph.holdout must be between 0 and 0.5")
+        for item in self.pbg:
+            if "=" not in item:
+                raise CiteflowError(f"embed_graph.pbg entry {item!r} must look like key=value")
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Everything one `citeflow run` needs: where the inputs are and how each stage is set."""
 
@@ -161,6 +199,7 @@ class RunConfig:
     spark: SparkConfig = field(default_factory=SparkConfig)
     build_graph: BuildGraphConfig = field(default_factory=BuildGraphConfig)
     filter_leakage: FilterLeakageConfig = field(default_factory=FilterLeakageConfig)
+    embed_graph: EmbedGraphConfig = field(default_factory=EmbedGraphConfig)
 
     def __post_init__(self) -> None:
         validate_snapshot_id(self.snapshot)
@@ -168,6 +207,21 @@ class RunConfig:
             raise CiteflowError("a corpus path is required (--corpus PATH)")
         if not self.artifacts:
             raise CiteflowError("an artifact root is required (--artifacts ROOT)")
+
+
+# Named sets of overrides, applied before --set. `demo` fits the demo and the tests on a
+# 2-core machine; `full` keeps the published settings.
+PROFILES: dict[str, tuple[str, ...]] = {
+    "demo": ("embed_graph.dimension=64", "embed_graph.num_epochs=8", "embed_graph.batch_size=1000",
+             "embed_graph.num_edge_chunks=1", "embed_graph.holdout=0.02"),
+    "full": (),
+}
+
+
+def profile_overrides(name: str) -> tuple[str, ...]:
+    if name not in PROFILES:
+        raise CiteflowError(f"unknown profile {name!r}; profiles: {', '.join(PROFILES)}")
+    return PROFILES[name]
 
 
 def versioned_dict(config: Any) -> dict[str, Any]:

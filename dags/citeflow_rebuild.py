@@ -29,6 +29,7 @@ PARAMS = {
                        description="S2AG paper-ids folder"),
     "artifacts": Param(os.path.join(DEFAULT_ROOT, "artifacts"), type="string",
                        description="artifact root (local path or URI)"),
+    "profile": Param("demo", enum=["demo", "full"], description="demo: small settings for one machine; full: published"),
     "overrides": Param([], type="array", items={"type": "string"},
                        description="settings as stage.key=value, e.g. build_graph.citations_from=inbound"),
 }
@@ -41,14 +42,14 @@ def stage_asset(stage: str) -> Asset:
 
 def _run_stage(stage: str) -> dict[str, object]:
     """Run one stage from the DAG run's params; returns what XCom should carry."""
-    from citeflow.config import RunConfig, apply_overrides
+    from citeflow.config import RunConfig, apply_overrides, profile_overrides
     from jobs.pipeline import run_stage
 
     params = get_current_context()["params"]
     config = apply_overrides(
         RunConfig(snapshot=params["snapshot"], corpus=params["corpus"], scidocs=params["scidocs"],
                   paper_ids=params["paper_ids"], artifacts=params["artifacts"]),
-        list(params["overrides"]),
+        [*profile_overrides(params["profile"]), *params["overrides"]],
     )
     manifest = run_stage(stage, config)
     print(f"{stage}: {'cached' if manifest.skipped else 'built'} version {manifest.version} at {manifest.path}")
@@ -72,7 +73,11 @@ def citeflow_rebuild():
     def filter_leakage() -> dict[str, object]:
         return _run_stage("filter_leakage")
 
-    build_graph() >> filter_leakage()
+    @task(outlets=[stage_asset("embed_graph")])
+    def embed_graph() -> dict[str, object]:
+        return _run_stage("embed_graph")
+
+    build_graph() >> filter_leakage() >> embed_graph()
 
 
 dag_object = citeflow_rebuild()

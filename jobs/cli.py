@@ -18,7 +18,7 @@ import json
 import logging
 import sys
 
-from citeflow.config import STAGES, RunConfig, apply_overrides, describe
+from citeflow.config import PROFILES, STAGES, RunConfig, apply_overrides, describe, profile_overrides
 from citeflow.errors import CiteflowError
 
 
@@ -30,6 +30,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--paper-ids", default="", help="S2AG paper-ids folder (sha -> corpus id)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root: local path or URI (default: ./artifacts)")
     p.add_argument("--until", choices=STAGES, help="last stage to run (default: every implemented stage)")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="demo",
+                   help="named settings applied before --set: demo (small, this machine) or full (published settings)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="STAGE.KEY=VALUE",
                    help="override a setting, e.g. build_graph.citations_from=inbound or spark.master=spark://h:7077")
 
@@ -77,7 +79,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     config = RunConfig(snapshot=args.snapshot, corpus=args.corpus, scidocs=args.scidocs,
                        paper_ids=args.paper_ids, artifacts=args.artifacts)
-    return apply_overrides(config, args.overrides)
+    return apply_overrides(config, [*profile_overrides(args.profile), *args.overrides])
 
 
 def cmd_run(args: argparse.Namespace) -> int:

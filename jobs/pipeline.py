@@ -23,6 +23,7 @@ log = logging.getLogger("citeflow")
 STAGE_MODULES: dict[str, str] = {
     "build_graph": "jobs.build_graph",
     "filter_leakage": "jobs.filter_leakage",
+    "embed_graph": "jobs.embed_graph",
 }
 
 

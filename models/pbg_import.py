@@ -175,3 +175,17 @@ def import_citations(citations: str, out: str | Path, *, num_partitions: int = 1
         "train_buckets": train_counts,
         "holdout_buckets": held_counts,
     }
+
+
+def read_edges(edges: str | Path, entities: str | Path, num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """All edges of an edge folder as row indices into the partitions' embeddings concatenated in order."""
+    edges, entities = Path(edges), Path(entities)
+    counts = [int((entities / f"entity_count_{ENTITY}_{p}.txt").read_text()) for p in range(num_partitions)]
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    lhs, rhs = [], []
+    for lp in range(num_partitions):
+        for rp in range(num_partitions):
+            with h5py.File(edges / f"edges_{lp}_{rp}.h5", "r") as hf:
+                lhs.append(hf["lhs"][:] + start[lp])
+                rhs.append(hf["rhs"][:] + start[rp])
+    return np.concatenate(lhs), np.concatenate(rhs)

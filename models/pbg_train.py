@@ -1,0 +1,128 @@
+"""Train PyTorch-BigGraph embeddings in a process of their own, and read them back.
+
+    python -m models.pbg_train CONFIG.json      # what `train_in_subprocess` runs
+
+PBG trains with `spawn`ed worker processes. Inside an Airflow 3 task those
+workers would re-execute Airflow's entry point and die on its masked
+database URL, so training always runs in a fresh Python process started
+here, with a plain JSON config (SciNCL's settings by default, SPEC §3).
+Reading results uses PBG's file formats directly: `embeddings_paper_{p}.v{N}.h5`
+(dataset `embeddings`, rows in `entity_names_paper_{p}.json` order) and
+`training_stats.json` (one JSON object per epoch and partition bucket).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from citeflow.errors import CiteflowError
+
+
+def pbg_config(*, entities: str, train_edges: str, checkpoint: str, num_partitions: int, dimension: int,
+               comparator: str, loss_fn: str, margin: float, lr: float, num_epochs: int, batch_size: int,
+               num_edge_chunks: int, max_norm: float | None, workers: int, num_uniform_negs: int,
+               num_batch_negs: int, extra: dict | None = None) -> dict:
+    """A PBG config dict for one entity type (paper) and one relation (cites)."""
+    config = {
+        "entity_path": entities, "edge_paths": [train_edges], "checkpoint_path": checkpoint,
+        "entities": {"paper": {"num_partitions": num_partitions}},
+        "relations": [{"name": "cites", "lhs": "paper", "rhs": "paper", "operator": "none"}],
+        "dimension": dimension, "comparator": comparator, "loss_fn": loss_fn, "margin": margin, "lr": lr,
+        "num_epochs": num_epochs, "batch_size": batch_size, "num_edge_chunks": num_edge_chunks,
+        "max_norm": max_norm, "workers": workers, "num_uniform_negs": num_uniform_negs,
+        "num_batch_negs": num_batch_negs, "eval_fraction": 0.0, "verbose": 0,
+    }
+    config.update(extra or {})
+    return config
+
+
+def train_in_subprocess(config: dict, config_path: Path, log_path: Path, seed: int) -> None:
+    """Write the config, run `python -m models.pbg_train` on it, raise with the log tail on failure."""
+    config_path.write_text(json.dumps(config, indent=2))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env["CITEFLOW_PBG_SEED"] = str(seed)
+    with open(log_path, "w") as log:
+        done = subprocess.run([sys.executable, "-m", "models.pbg_train", str(config_path)], stdout=log,
+                              stderr=subprocess.STDOUT, env=env)
+    if done.returncode != 0:
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"PBG training failed (exit {done.returncode}); log {log_path}:\n{tail}")
+
+
+def load_embeddings(checkpoint: Path, entities: Path, num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """(corpus ids, float32 embeddings) of the latest checkpoint, partitions concatenated."""
+    version = int((checkpoint / "checkpoint_version.txt").read_text().strip())
+    ids, vectors = [], []
+    for p in range(num_partitions):
+        names = json.loads((entities / f"entity_names_paper_{p}.json").read_text())
+        with h5py.File(checkpoint / f"embeddings_paper_{p}.v{version}.h5", "r") as hf:
+            emb = hf["embeddings"][:]
+        if len(emb) != len(names):
+            raise CiteflowError(f"partition {p}: {len(emb)} embeddings for {len(names)} entities")
+        ids.append(np.asarray(names, dtype=np.int64))
+        vectors.append(emb.astype(np.float32, copy=False))
+    return np.concatenate(ids), np.concatenate(vectors)
+
+
+def training_losses(checkpoint: Path) -> list[dict]:
+    """Per-epoch training loss (edge-weighted mean over buckets) from PBG's training_stats.json."""
+    totals: dict[int, list[float]] = {}
+    for line in (checkpoint / "training_stats.json").read_text().splitlines():
+        entry = json.loads(line)
+        stats = entry.get("stats") or {}
+        loss = (stats.get("metrics") or {}).get("loss")
+        if "epoch_idx" not in entry or loss is None:
+            continue
+        count = stats.get("count", 1)
+        acc = totals.setdefault(entry["epoch_idx"], [0.0, 0])
+        acc[0] += loss * count
+        acc[1] += count
+    return [{"epoch": e + 1, "loss": s / max(1, n), "edges": n} for e, (s, n) in sorted(totals.items())]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    import random
+
+    import torch
+
+    from models import pbg_compat
+
+    pbg_compat.apply()
+    from torchbiggraph.config import ConfigSchema
+    from torchbiggraph.train import train
+    from torchbiggraph.util import SubprocessInitializer, set_logging_verbosity, setup_logging
+
+    seed = int(os.environ.get("CITEFLOW_PBG_SEED", "0"))
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    setup_logging()
+    config = ConfigSchema.from_dict(json.loads(Path(argv[0]).read_text()))
+    set_logging_verbosity(config.verbose)
+    init = SubprocessInitializer()
+    init.register(pbg_compat.apply)
+    init.register(_seed_worker, seed)
+    train(config, subprocess_init=init)
+    return 0
+
+
+def _seed_worker(seed: int) -> None:
+    import random
+
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
