@@ -75,6 +75,7 @@ def main() -> int:
                     convert_input_data(ents, rels, entity_path, edge_paths, [Path({str(tsv)!r})], 0, 1, None, 1, 1, dyn)
                 """)])
                 row["speedup"] = round(row["pbg_tsv_import"]["seconds"] / max(ours["seconds"], 1e-9), 1)
+            print(json.dumps({"partial": True, **row}), flush=True)  # imports done; training next
             from models.pbg_train import pbg_config, train_in_subprocess
 
             cfg = pbg_config(entities=str(work / "ours" / "entities"), train_edges=str(work / "ours" / "edges_train"),

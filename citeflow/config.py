@@ -185,6 +185,14 @@ class EmbedGraphConfig:
         for item in self.pbg:
             if "=" not in item:
                 raise CiteflowError(f"embed_graph.pbg entry {item!r} must look like key=value")
+            key, value = (part.strip() for part in item.split("=", 1))
+            # Distributed PBG trains disjoint buckets on each machine: unpartitioned
+            # entities cannot be trained distributed (SPEC §3).
+            if key == "num_machines" and value.isdigit() and int(value) > 1 \
+                    and self.num_partitions < 2 * int(value):
+                raise CiteflowError(
+                    f"distributed PBG on {value} machines needs embed_graph.num_partitions >= {2 * int(value)}, "
+                    f"not {self.num_partitions}")
 
 
 @dataclass(frozen=True, kw_only=True)

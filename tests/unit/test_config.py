@@ -55,3 +55,20 @@ def test_only_versioned_fields_enter_the_version():
     assert versioned_dict(SparkConfig()) == {}
     changed = dataclasses.replace(BuildGraphConfig(), output_files=99)
     assert versioned_dict(changed) == versioned_dict(BuildGraphConfig())
+
+
+def test_distributed_pbg_needs_two_partitions_per_machine():
+    with pytest.raises(CiteflowError, match="num_partitions >= 8"):
+        apply_overrides(base(), ["embed_graph.pbg=num_machines=4", "embed_graph.num_partitions=4"])
+    cfg = apply_overrides(base(), ["embed_graph.num_partitions=8", "embed_graph.pbg=num_machines=4"])
+    assert cfg.embed_graph.pbg == ("num_machines=4",)
+
+
+def test_profiles_shrink_only_what_they_name():
+    from citeflow.config import profile_overrides
+
+    demo = apply_overrides(base(), list(profile_overrides("demo")))
+    assert demo.embed_graph.dimension == 64 and base().embed_graph.dimension == 768
+    assert apply_overrides(base(), list(profile_overrides("full"))) == base()
+    with pytest.raises(CiteflowError, match="unknown profile"):
+        profile_overrides("huge")
