@@ -38,7 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_stages.py --sizes 100000 1000000 --out bench/results
 
 lock: $(STAMP)
-	( head -2 requirements.lock; $(BIN)/pip freeze --exclude-editable | grep -v '^torch==' ) > requirements.lock.new
+	( head -2 requirements.lock; $(BIN)/pip freeze --all --exclude-editable | grep -v -E '^(torch|pip)==' ) > requirements.lock.new
 	mv requirements.lock.new requirements.lock
 
 clean-demo:
