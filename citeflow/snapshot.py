@@ -40,6 +40,14 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), os.path.abspath(path)
 
 
+def engine_prefix(path: str) -> str:
+    """How Spark spells the scheme of `path`: file:// for local paths, s3a:// for s3://."""
+    if "://" not in path:
+        return "file://"
+    scheme = path.split("://", 1)[0]
+    return "s3a://" if scheme == "s3" else scheme + "://"
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The files of one snapshot, grouped by dataset (`metadata` for S2ORC)."""
@@ -48,7 +56,7 @@ class Snapshot:
     root: str
     datasets: dict[str, list[str]]
     sizes: dict[str, int] = field(default_factory=dict)
-    uri_prefix: str = ""
+    uri_prefix: str = "file://"
     fs: pafs.FileSystem | None = field(default=None, compare=False, repr=False)
 
     def files(self, dataset: str) -> list[str]:
@@ -56,8 +64,7 @@ class Snapshot:
 
     def engine_paths(self, dataset: str) -> list[str]:
         """Paths as Spark spells them (`file://` for local files)."""
-        prefix = self.uri_prefix or "file://"
-        return [prefix + f for f in self.files(dataset)]
+        return [self.uri_prefix + f for f in self.files(dataset)]
 
 
 def _list_jsonl(fs: pafs.FileSystem, path: str, recursive: bool = False) -> list[pafs.FileInfo]:
@@ -88,9 +95,7 @@ def discover(path: str, fmt: str = "auto") -> Snapshot:
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.NotFound:
         raise CiteflowError(f"corpus path {path!r} does not exist")
-    prefix = path.split("://", 1)[0] + "://" if "://" in path else ""
-    if prefix == "s3://":
-        prefix = "s3a://"
+    prefix = engine_prefix(path)
 
     found: dict[str, dict[str, list[pafs.FileInfo]]] = {}
     if info.type == pafs.FileType.File:
@@ -182,6 +187,4 @@ def discover_jsonl(path: str) -> list[str]:
     files = _list_jsonl(fs, root, recursive=True)
     if not files:
         raise CiteflowError(f"no .jsonl or .jsonl.gz files in {path!r}")
-    prefix = path.split("://", 1)[0] + "://" if "://" in path else "file://"
-    prefix = "s3a://" if prefix == "s3://" else prefix
-    return [prefix + i.path for i in files]
+    return [engine_prefix(path) + i.path for i in files]

@@ -9,7 +9,7 @@ count and keep it (quarantine, never a silent drop).
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark import readers as R
@@ -22,9 +22,14 @@ PAPERS_COLUMNS = [
 STAGED_COLUMNS = ["id_raw", *PAPERS_COLUMNS, "refs", "source", "reason", "raw"]
 
 
+def unusable_reason() -> Column:
+    """Why a parsed row cannot be used (parse error, then id error), or null."""
+    return F.coalesce(F.col("parse_error"), R.id_error(F.col("id_raw")))
+
+
 def split_unparseable(papers: DataFrame, kind: str = "paper") -> tuple[DataFrame, DataFrame]:
     """(rows with a valid corpus id, rejected rows: malformed JSON, bad types, bad ids)."""
-    reason = F.coalesce(F.col("parse_error"), R.id_error(F.col("id_raw")))
+    reason = unusable_reason()
     good = papers.where(reason.isNull())
     bad = R.rejected_rows(papers.where(reason.isNotNull()), kind=kind, reason=reason,
                           id_col=F.col("id_raw"), raw=F.col("value"))
@@ -50,8 +55,7 @@ def label_papers(papers: DataFrame) -> DataFrame:
     derive papers and rejected rows from that, instead of caching or parsing
     the corpus twice.
     """
-    unusable = F.coalesce(F.col("parse_error"), R.id_error(F.col("id_raw")))
-    labelled = papers.withColumn("_unusable", unusable)
+    labelled = papers.withColumn("_unusable", unusable_reason())
     good = completeness(labelled.where(F.col("_unusable").isNull()).withColumn(
         "corpus_id", F.col("id_raw").try_cast("long")))
     ranked = good.withColumn(

@@ -72,12 +72,12 @@ def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, m
         steps.append(bench_key.join(unique, "_key").select("id", "corpus_id", F.lit(method).alias("method")))
 
     title_counts = None
+    bench_titles = ids.where(F.col("title").isNotNull()).select("id", fold_title_udf("title").alias("_folded"))
     if match_titles:
         folded_papers = papers.where(F.col("title").isNotNull()).select(
             "corpus_id", fold_title_udf("title").alias("_folded"))
         title_counts = folded_papers.where(F.col("_folded").isNotNull()).groupBy("_folded").agg(
             F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
-        bench_titles = ids.where(F.col("title").isNotNull()).select("id", fold_title_udf("title").alias("_folded"))
         matched = bench_titles.join(title_counts, "_folded")
         steps.append(matched.where("_n = 1").select("id", "corpus_id", F.lit("title").alias("method")))
 
@@ -91,8 +91,7 @@ def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, m
 
     mapped = ids.select("id", "title").join(best, "id", "left")
     if title_counts is not None:
-        ambiguous = (ids.where(F.col("title").isNotNull()).select("id", fold_title_udf("title").alias("_folded"))
-                     .join(title_counts.where("_n > 1").select("_folded"), "_folded").select("id", F.lit(True).alias("_amb")))
+        ambiguous = (bench_titles.join(title_counts.where("_n > 1").select("_folded"), "_folded").select("id", F.lit(True).alias("_amb")))
         mapped = mapped.join(ambiguous, "id", "left")
     else:
         mapped = mapped.withColumn("_amb", F.lit(None).cast("boolean"))
