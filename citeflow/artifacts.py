@@ -151,6 +151,17 @@ class ArtifactStore:
             data = json.loads(fh.read().decode())
         return Manifest.from_json(data, path)
 
+    def upstream(self, manifest: Manifest, stage: str) -> Manifest:
+        """The manifest of the `stage` version that `manifest` was built from."""
+        for item in manifest.inputs:
+            if item.get("stage") == stage:
+                found = self.read_manifest(manifest.snapshot, stage, item["version"])
+                if found is None:
+                    raise CiteflowError(f"{manifest.stage} {manifest.version} was built from {stage} "
+                                        f"{item['version']}, which is gone from {self.uri}")
+                return found
+        raise CiteflowError(f"{manifest.stage} {manifest.version} has no {stage} input")
+
     def list_versions(self, snapshot: str, stage: str) -> list[Manifest]:
         """Complete versions of a stage, oldest first by finish time."""
         found = []

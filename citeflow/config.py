@@ -196,6 +196,61 @@ class EmbedGraphConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MineTripletsConfig:
+    """Stage mine_triplets: (query, positive, negative) triplets, SciNCL or SPECTER style (SPEC §4).
+
+    Defaults are SciNCL's: 680,967 pool papers, 136,820 queries, k_pos=25, k_hard=4000, exact search.
+    """
+
+    strategy: Literal["scincl", "specter"] = field(
+        default="scincl",
+        metadata=_help("scincl: kNN windows over the graph embeddings; specter: citations and citations of "
+                       "citations. Mine both by running the stage once per strategy (citeflow run --strategy both)"))
+    pool_size: int = field(default=680_967, metadata=_help(
+        "candidate pool: papers with a graph embedding and a title or abstract, seeded sample; 0: all of them"))
+    num_queries: int = field(default=136_820, metadata=_help("query papers drawn from the pool; 0: the whole pool"))
+    positives: int = field(default=5, metadata=_help("positives (= triplets) per query, c in SPEC §4"))
+    hard_negatives: int = field(default=2, metadata=_help("hard negatives per query"))
+    easy_negatives: int = field(default=3, metadata=_help("easy negatives per query"))
+    k_pos: int = field(default=25, metadata=_help("scincl: positives come from neighbour ranks (k_pos - c, k_pos]"))
+    k_hard: int = field(default=4000, metadata=_help(
+        "scincl: hard negatives come from ranks (k_hard - c, k_hard]; capped at half the pool, with a warning"))
+    index: Literal["flat", "ivf", "hnsw", "ivfpq"] = field(default="flat", metadata=_help(
+        "scincl: FAISS index; flat is exact, ivf / hnsw / ivfpq approximate (recall reported in the manifest)"))
+    nlist: int = field(default=0, metadata=_help("ivf, ivfpq: inverted lists; 0: 4 * sqrt(pool)"))
+    nprobe: int = field(default=32, metadata=_help("ivf, ivfpq: lists searched per query"))
+    hnsw_m: int = field(default=32, metadata=_help("hnsw: links per node"))
+    ef_search: int = field(default=0, metadata=_help("hnsw: search breadth; 0: 2 * k_max"))
+    pq_m: int = field(default=0, metadata=_help("ivfpq: sub-quantisers (must divide the dimension); 0: dimension / 8"))
+    recall_sample: int = field(default=1000, metadata=_help(
+        "approximate indexes: queries whose neighbours are also searched exactly to measure recall"))
+    rank_sample: int = field(default=1000, metadata=_help(
+        "queries whose positives and negatives are ranked exactly in the graph-embedding space (histograms)"))
+    seed: int = field(default=0, metadata=_help("seed of the pool, the queries and every draw"))
+    batch_size: int = field(default=2048, metadata=_help("queries per search batch (bounds memory)", versioned=False))
+    gpu: bool = field(default=True, metadata=_help("use FAISS GPUs when there are any", versioned=False))
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ("scincl", "specter"):
+            raise CiteflowError(f"mine_triplets.strategy must be scincl or specter, not {self.strategy!r}")
+        if self.index not in ("flat", "ivf", "hnsw", "ivfpq"):
+            raise CiteflowError(f"mine_triplets.index must be flat, ivf, hnsw or ivfpq, not {self.index!r}")
+        for name in ("pool_size", "num_queries", "hard_negatives", "easy_negatives", "nlist", "ef_search", "pq_m",
+                     "recall_sample", "rank_sample"):
+            if getattr(self, name) < 0:
+                raise CiteflowError(f"mine_triplets.{name} must not be negative")
+        for name in ("positives", "k_pos", "k_hard", "nprobe", "hnsw_m", "batch_size"):
+            if getattr(self, name) < 1:
+                raise CiteflowError(f"mine_triplets.{name} must be at least 1")
+        if self.positives != self.hard_negatives + self.easy_negatives:
+            raise CiteflowError(
+                f"mine_triplets.positives ({self.positives}) must equal hard_negatives ({self.hard_negatives}) + "
+                f"easy_negatives ({self.easy_negatives}): each triplet pairs one positive with one negative")
+        if self.k_pos < self.positives or self.k_hard < self.hard_negatives:
+            raise CiteflowError("mine_triplets: k_pos must be at least positives and k_hard at least hard_negatives")
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Everything one `citeflow run` needs: where the inputs are and how each stage is set."""
 
@@ -208,6 +263,7 @@ class RunConfig:
     build_graph: BuildGraphConfig = field(default_factory=BuildGraphConfig)
     filter_leakage: FilterLeakageConfig = field(default_factory=FilterLeakageConfig)
     embed_graph: EmbedGraphConfig = field(default_factory=EmbedGraphConfig)
+    mine_triplets: MineTripletsConfig = field(default_factory=MineTripletsConfig)
 
     def __post_init__(self) -> None:
         validate_snapshot_id(self.snapshot)
@@ -221,7 +277,9 @@ class RunConfig:
 # 2-core machine; `full` keeps the published settings.
 PROFILES: dict[str, tuple[str, ...]] = {
     "demo": ("embed_graph.dimension=64", "embed_graph.num_epochs=8", "embed_graph.batch_size=1000",
-             "embed_graph.num_edge_chunks=1", "embed_graph.holdout=0.02"),
+             "embed_graph.num_edge_chunks=1", "embed_graph.holdout=0.02",
+             "mine_triplets.pool_size=0", "mine_triplets.num_queries=2000", "mine_triplets.k_hard=1000",
+             "mine_triplets.rank_sample=500"),
     "full": (),
 }
 

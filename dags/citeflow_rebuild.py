@@ -29,6 +29,8 @@ PARAMS = {
                        description="S2AG paper-ids folder"),
     "artifacts": Param(os.path.join(DEFAULT_ROOT, "artifacts"), type="string",
                        description="artifact root (local path or URI)"),
+    "triplet_strategy": Param("scincl", enum=["scincl", "specter", "both"],
+                              description="triplets: SciNCL kNN windows, SPECTER citations, or both for comparison"),
     "profile": Param("demo", enum=["demo", "full"], description="demo: small settings for one machine; full: published"),
     "overrides": Param([], type="array", items={"type": "string"},
                        description="settings as stage.key=value, e.g. build_graph.citations_from=inbound"),
@@ -40,7 +42,7 @@ def stage_asset(stage: str) -> Asset:
     return Asset(name=f"citeflow.{stage}", uri=f"citeflow://{stage}")
 
 
-def _run_stage(stage: str) -> dict[str, object]:
+def _run_stage(stage: str, strategy: str | None = None) -> dict[str, object]:
     """Run one stage from the DAG run's params; returns what XCom should carry."""
     from citeflow.config import RunConfig, apply_overrides, profile_overrides
     from jobs.pipeline import run_stage
@@ -51,6 +53,10 @@ def _run_stage(stage: str) -> dict[str, object]:
                   paper_ids=params["paper_ids"], artifacts=params["artifacts"]),
         [*profile_overrides(params["profile"]), *params["overrides"]],
     )
+    if strategy is not None:
+        from jobs.pipeline import with_strategy
+
+        config = with_strategy(config, strategy)
     manifest = run_stage(stage, config)
     print(f"{stage}: {'cached' if manifest.skipped else 'built'} version {manifest.version} at {manifest.path}")
     return {
@@ -58,6 +64,7 @@ def _run_stage(stage: str) -> dict[str, object]:
         "version": manifest.version,
         "manifest": f"{manifest.path}/_manifest.json",
         "skipped": manifest.skipped,
+        "strategy": strategy,
         "rows": {name: t["rows"] for name, t in manifest.tables.items()},
     }
 
@@ -77,7 +84,17 @@ def citeflow_rebuild():
     def embed_graph() -> dict[str, object]:
         return _run_stage("embed_graph")
 
-    build_graph() >> filter_leakage() >> embed_graph()
+    @task
+    def triplet_strategies() -> list[str]:
+        choice = get_current_context()["params"]["triplet_strategy"]
+        return ["scincl", "specter"] if choice == "both" else [choice]
+
+    @task(outlets=[stage_asset("mine_triplets")], map_index_template="{{ task.op_kwargs['strategy'] }}")
+    def mine_triplets(strategy: str) -> dict[str, object]:
+        return _run_stage("mine_triplets", strategy)
+
+    graph = build_graph() >> filter_leakage() >> embed_graph()
+    graph >> mine_triplets.expand(strategy=triplet_strategies())
 
 
 dag_object = citeflow_rebuild()

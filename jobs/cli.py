@@ -32,6 +32,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--until", choices=STAGES, help="last stage to run (default: every implemented stage)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="demo",
                    help="named settings applied before --set: demo (small, this machine) or full (published settings)")
+    p.add_argument("--strategy", choices=["scincl", "specter", "both"], default=None,
+                   help="triplet strategy from mine_triplets on; both: mine (and train) once per strategy "
+                        "(default: mine_triplets.strategy, scincl)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="STAGE.KEY=VALUE",
                    help="override a setting, e.g. build_graph.citations_from=inbound or spark.master=spark://h:7077")
 
@@ -86,7 +89,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from jobs.pipeline import run_pipeline
 
     config = run_config_from_args(args)
-    manifests = run_pipeline(config, until=args.until)
+    strategies = None
+    if args.strategy:
+        strategies = ["scincl", "specter"] if args.strategy == "both" else [args.strategy]
+    manifests = run_pipeline(config, until=args.until, strategies=strategies)
     print(f"artifacts of snapshot {config.snapshot}: {manifests[-1].path.rsplit('/', 2)[0] if manifests else config.artifacts}")
     return 0
 
@@ -113,6 +119,8 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
                 print(f"      {name:<18} {table['rows']:>14,} rows  {table['files']} files")
             if stage == "filter_leakage":
                 _print_leakage(m.metrics)
+            if stage == "mine_triplets":
+                _print_triplets(m.metrics)
         incomplete = store.incomplete_versions(args.snapshot, stage)
         if incomplete:
             print(f"  incomplete (killed runs, removed on the next run): {', '.join(incomplete)}")
@@ -129,6 +137,15 @@ def _print_leakage(metrics: dict) -> None:
     for row in metrics["report"]:
         print(f"      {row['task'] + '/' + row['split']:<22}{row['total']:>8}"
               + "".join(f"{row['mapped_' + m]:>10}" for m in methods) + f"{row['unmapped']:>10}")
+
+
+def _print_triplets(metrics: dict) -> None:
+    """One line per mine_triplets version: what was mined and where its papers lie in the graph space."""
+    ranks = metrics.get("rank_summary", {})
+    medians = ", ".join(f"{kind} {ranks[kind]['median']:g}" for kind in ("positive", "hard", "easy") if kind in ranks)
+    print(f"      {metrics['strategy']}: {metrics['queries']:,} queries, {metrics['negatives']['hard']:,} hard and "
+          f"{metrics['negatives']['easy']:,} easy negatives, {metrics['collisions']:,} collisions; "
+          f"median neighbour rank: {medians or 'n/a'}")
 
 
 def cmd_settings(_args: argparse.Namespace) -> int:
@@ -150,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
-    for noisy in ("py4j", "matplotlib"):
+    for noisy in ("py4j", "matplotlib", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return COMMANDS[args.command](args)

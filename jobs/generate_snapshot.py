@@ -16,6 +16,9 @@ Writes, under `OUT/`:
   `{cite,cocite,coview,coread}/{val,test}.qrel` (no `recomm`).
 - `scidocs_truth.jsonl`: per SciDocs id, its corpus id and how a mapping should find it (sha, title or
   not at all), for tests of the leakage filter.
+- `paper_topics.parquet`: per corpus paper, `corpus_id`, `field` (index in FIELDS), `subtopic` (index
+  within the field) and `community` (global subtopic index): the truth later stages are tested against
+  (do triplet positives and trained embeddings follow the topics?).
 - `generator.json`, written last: the config and the exact truth counts (see `run`), which tests of later
   stages compare against.
 
@@ -63,6 +66,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from citeflow.errors import CiteflowError
 
@@ -1756,7 +1760,7 @@ def _prepare_output(out: Path, overwrite: bool) -> None:
         if not overwrite:
             raise CiteflowError(f"output folder {str(out)!r} is not empty ({', '.join(entries[:5])}); choose an "
                                 "empty folder or pass --overwrite to replace a previous generator output")
-        ours = ("generator.json", "corpus", "paper-ids", "scidocs", "scidocs_truth.jsonl")
+        ours = ("generator.json", "corpus", "paper-ids", "scidocs", "scidocs_truth.jsonl", "paper_topics.parquet")
         if not any(name in ours for name in entries):
             raise CiteflowError(f"output folder {str(out)!r} holds no generator output (corpus/, paper-ids/, "
                                 "scidocs/, generator.json); refusing to overwrite it")
@@ -1912,6 +1916,13 @@ def _write_scidocs_truth(plan: SciDocsPlan, world: World, path: Path) -> None:
     _write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _write_paper_topics(world: World, path: Path) -> None:
+    p = world.papers
+    table = pa.table({"corpus_id": pa.array(p.corpus_id, pa.int64()), "field": pa.array(p.field, pa.int64()),
+                      "subtopic": pa.array(p.subtopic, pa.int64()), "community": pa.array(p.community, pa.int64())})
+    pq.write_table(table, path, compression="zstd")
+
+
 def run(config: GenerateConfig) -> dict[str, Any]:
     """Write the snapshot, paper-ids, SciDocs set and, last, generator.json; returns generator.json's content.
 
@@ -1965,6 +1976,7 @@ def run(config: GenerateConfig) -> dict[str, Any]:
         paper_ids = _write_paper_ids(world, out / "paper-ids", writer)
     scidocs = _write_scidocs(plan, keep.text, out / "scidocs")
     _write_scidocs_truth(plan, world, out / "scidocs_truth.jsonl")
+    _write_paper_topics(world, out / "paper_topics.parquet")
 
     summary = {
         "generator_version": GENERATOR_VERSION,
@@ -1973,7 +1985,7 @@ def run(config: GenerateConfig) -> dict[str, Any]:
         "papers": config.papers,
         "config": dataclasses.asdict(config),
         "paths": {"corpus": "corpus", "paper_ids": "paper-ids", "scidocs": "scidocs",
-                  "scidocs_truth": "scidocs_truth.jsonl"},
+                  "scidocs_truth": "scidocs_truth.jsonl", "paper_topics": "paper_topics.parquet"},
         "counts": {**world.counts, **paper_ids},
         "scidocs": scidocs,
     }

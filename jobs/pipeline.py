@@ -8,6 +8,7 @@ implemented yet are listed in `citeflow.config.STAGES` but absent here;
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import time
@@ -24,7 +25,12 @@ STAGE_MODULES: dict[str, str] = {
     "build_graph": "jobs.build_graph",
     "filter_leakage": "jobs.filter_leakage",
     "embed_graph": "jobs.embed_graph",
+    "mine_triplets": "jobs.mine_triplets",
 }
+
+
+# Stages that run once per triplet strategy (the rest are shared by every strategy).
+STRATEGY_STAGES = ("mine_triplets", "train_encoder", "embed_papers", "benchmark")
 
 
 def implemented_stages() -> list[str]:
@@ -50,22 +56,40 @@ def run_stage(stage: str, config: RunConfig) -> Manifest:
     return module.run(config)
 
 
+def with_strategy(config: RunConfig, strategy: str) -> RunConfig:
+    """The config with mine_triplets.strategy set (validated by the config class)."""
+    return dataclasses.replace(config, mine_triplets=dataclasses.replace(config.mine_triplets, strategy=strategy))
+
+
 def run_pipeline(
     config: RunConfig,
     until: str | None = None,
     report: Callable[[str], None] = print,
+    strategies: list[str] | None = None,
 ) -> list[Manifest]:
-    """Run stages in order; `report` receives one human-readable line per event."""
+    """Run stages in order; `report` receives one human-readable line per event.
+
+    `strategies` (e.g. ["scincl", "specter"]) runs mine_triplets and every later stage once per triplet
+    strategy, so their models can be compared; the stages before are shared.
+    """
     stages = stages_until(until)
+    strategies = strategies or [config.mine_triplets.strategy]
+    steps: list[tuple[str, RunConfig, str]] = []
+    for stage in stages:
+        if stage in STRATEGY_STAGES:
+            steps += [(stage, with_strategy(config, s), f"{stage} ({s})" if len(strategies) > 1 else stage)
+                      for s in strategies]
+        else:
+            steps.append((stage, config, stage))
     manifests = []
-    for i, stage in enumerate(stages, 1):
-        report(f"[{i}/{len(stages)}] {stage}: running")
+    for i, (stage, stage_config, label) in enumerate(steps, 1):
+        report(f"[{i}/{len(steps)}] {label}: running")
         t0 = time.monotonic()
-        manifest = run_stage(stage, config)
+        manifest = run_stage(stage, stage_config)
         took = time.monotonic() - t0
         rows = ", ".join(f"{name} {t['rows']:,}" for name, t in manifest.tables.items())
         state = "up to date, skipped" if manifest.skipped else f"built in {took:.1f}s"
-        report(f"[{i}/{len(stages)}] {stage}: {state} — version {manifest.version} ({rows})")
+        report(f"[{i}/{len(steps)}] {label}: {state} — version {manifest.version} ({rows})")
         report(f"      {manifest.path}")
         manifests.append(manifest)
     return manifests

@@ -23,3 +23,35 @@ def generated_s2orc(tmp_path_factory):
 @pytest.fixture(scope="session")
 def generated_s2ag(tmp_path_factory):
     return _generate(tmp_path_factory, "s2ag")
+
+
+TOPICS_PAPERS = 20_000
+
+
+@pytest.fixture(scope="session")
+def generated_topics(tmp_path_factory):
+    """A 20k-paper snapshot: communities (~125 papers per subtopic in the graph) large enough for the
+    neighbourhood tests of mine_triplets and the encoder, whose truth is in paper_topics.parquet."""
+    from jobs.generate_snapshot import GenerateConfig, run
+
+    out = tmp_path_factory.mktemp("gen-topics") / "snapshot"
+    run(GenerateConfig(papers=TOPICS_PAPERS, out=str(out), seed=7, format="s2orc", shards=3))
+    return out, json.loads((out / "generator.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def topics_config(generated_topics, tmp_path_factory):
+    """RunConfig over generated_topics for the stages after embed_graph.
+
+    report_only keeps the whole graph: the generator's SciDocs set takes 60% of a small corpus's edges
+    with it, which leaves PBG too little graph for topical neighbourhoods. Windows are scaled to the pool:
+    rank 25 of 19k papers is a 35x coarser neighbourhood than rank 25 of SciNCL's 681k, so k_pos=5.
+    """
+    from citeflow.config import RunConfig, apply_overrides, profile_overrides
+    from tests.conftest import TEST_SPARK_OVERRIDES
+
+    snap, _ = generated_topics
+    base = RunConfig(snapshot="topics", corpus=str(snap / "corpus"), scidocs=str(snap / "scidocs"),
+                     paper_ids=str(snap / "paper-ids"), artifacts=str(tmp_path_factory.mktemp("topics-artifacts")))
+    return apply_overrides(base, [*TEST_SPARK_OVERRIDES, *profile_overrides("demo"), "filter_leakage.mode=report_only",
+                                  "mine_triplets.k_pos=5", "mine_triplets.num_queries=1000"])

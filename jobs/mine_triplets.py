@@ -1,0 +1,429 @@
+"""Stage mine_triplets: SciNCL kNN triplets (FAISS) or SPECTER citation triplets, audited for leakage.
+
+Reads: the embed_graph version of the run (`paper_embeddings`) and the
+filter_leakage version it was trained from (`papers` for texts, `citations`,
+`benchmark_ids` for the audit).
+Writes `ARTIFACTS/<snapshot>/mine_triplets/<version>/`:
+- `triplets`: query_id, positive_id, negative_id, negative_kind (hard / easy),
+  strategy, positive_rank and negative_rank (neighbour ranks, SciNCL only):
+  `positives` rows per query, positive i paired with negative i.
+- `training_texts`: corpus_id, title, abstract of every paper in the triplets.
+- `rank_histogram`: kind (positive / hard / easy), bin_low, bin_high, papers:
+  exact graph-embedding neighbour ranks for a sample of queries, so SciNCL's
+  windows and SPECTER's citations can be compared on one scale; also
+  `rank_histogram.png`.
+- `_manifest.json`: pool, queries, triplets per kind, collisions, index and
+  its recall against exact search (approximate indexes), search throughput,
+  leakage audit.
+
+The candidate pool is the papers with a graph embedding and a title or an
+abstract (seeded, `pool_size`); queries are drawn from it. Draws are hashed
+per query (`models/triplets.py`): batch size and GPU use change nothing.
+One strategy per version: mine both with `citeflow run --strategy both` or
+the DAG's `triplet_strategy` param.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from citeflow.artifacts import ArtifactStore, Manifest
+from citeflow.config import RunConfig, to_dict, versioned_dict
+from citeflow.errors import CiteflowError
+from citeflow.stage import execute
+
+STAGE = "mine_triplets"
+STAGE_VERSION = 1
+TABLES = ["triplets", "training_texts", "rank_histogram"]
+READ_BATCH = 65_536
+
+log = logging.getLogger("citeflow")
+
+
+def run(config: RunConfig) -> Manifest:
+    from jobs import embed_graph
+
+    graph = embed_graph.run(config)
+    store = ArtifactStore(config.artifacts)
+    leakage = store.upstream(graph, "filter_leakage")
+    return execute(
+        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION,
+        config=versioned_dict(config.mine_triplets),
+        resolved_config={"mine_triplets": to_dict(config.mine_triplets), "leakage_mode": leakage.metrics["mode"]},
+        inputs=[graph.lineage(), leakage.lineage()], tables=TABLES,
+        build=lambda path: build(config, store, graph, leakage, path),
+    )
+
+
+def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Manifest, path: str) -> dict[str, Any]:
+    import numpy as np
+
+    from citeflow.leakage import audit_no_benchmark_papers
+    from models import triplets as T
+
+    cfg = config.mine_triplets
+    warnings: list[str] = []
+
+    # Pool: papers with a graph embedding and usable text, a seeded (hashed) sample of them.
+    embedded = _column(store, graph.table_path("paper_embeddings"), "corpus_id")
+    with_text = _ids_with_text(store, leakage.table_path("papers"))
+    eligible = np.intersect1d(embedded, with_text, assume_unique=True)
+    if len(eligible) == 0:
+        raise CiteflowError("mine_triplets: no paper has both a graph embedding and a title or abstract")
+    wanted = cfg.pool_size or len(eligible)
+    if wanted > len(eligible):
+        warnings.append(f"pool_size {cfg.pool_size:,} > {len(eligible):,} eligible papers: the pool is all of them")
+    pool = T.hashed_sample(eligible, wanted, cfg.seed, T.SALT_POOL)
+    vectors = T.l2_normalize(_vectors(store, graph.table_path("paper_embeddings"), pool))
+    log.info("%s: pool of %s papers (%s embedded, %s with text)", STAGE, f"{len(pool):,}", f"{len(embedded):,}",
+             f"{len(eligible):,}")
+
+    cites = None
+    if cfg.strategy == "specter":
+        cites = _citation_index(store, leakage.table_path("citations"), pool)
+        candidates = pool[cites.degree(np.arange(len(pool))) > 0]
+        if len(candidates) == 0:
+            raise CiteflowError("mine_triplets: no pool paper cites another pool paper; SPECTER needs citations")
+    else:
+        candidates = pool
+    wanted_queries = cfg.num_queries or len(candidates)
+    if wanted_queries > len(candidates):
+        warnings.append(f"num_queries {cfg.num_queries:,} > {len(candidates):,} possible queries: using all of them")
+    query_rows = np.searchsorted(pool, T.hashed_sample(candidates, wanted_queries, cfg.seed, T.SALT_QUERY))
+
+    windows = index = None
+    metrics: dict[str, Any] = {"strategy": cfg.strategy, "leakage_mode": leakage.metrics.get("mode")}
+    if cfg.strategy == "scincl":
+        windows, fitted = T.fit_windows(len(pool), cfg.k_pos, cfg.k_hard, cfg.positives, cfg.hard_negatives,
+                                        cfg.easy_negatives)
+        warnings += fitted
+        t0 = time.monotonic()
+        index, description = T.build_index(vectors, cfg.index, k_max=windows.k_max, nlist=cfg.nlist,
+                                           nprobe=cfg.nprobe, hnsw_m=cfg.hnsw_m, ef_search=cfg.ef_search,
+                                           pq_m=cfg.pq_m, seed=cfg.seed, use_gpu=cfg.gpu)
+        metrics["index"] = {"kind": cfg.index, "description": description,
+                            "build_seconds": round(time.monotonic() - t0, 3)}
+        metrics["windows"] = {"k_pos": windows.k_pos, "k_hard": windows.k_hard, "k_max": windows.k_max,
+                              "positive_ranks": [int(windows.positive_ranks[0]), int(windows.positive_ranks[-1])],
+                              "hard_ranks": [int(windows.hard_ranks[0]), int(windows.hard_ranks[-1])]}
+    for message in warnings:
+        log.warning("%s: %s", STAGE, message)
+
+    rank_queries = np.searchsorted(pool, T.hashed_sample(pool[query_rows], cfg.rank_sample, cfg.seed,
+                                                         T.SALT_SAMPLE)) if cfg.rank_sample else np.zeros(0, int)
+    mined = _mine(cfg, pool, vectors, query_rows, windows, index, cites, Path(path) / "triplets", rank_queries)
+    metrics.update(mined["metrics"])
+    metrics["warnings"] = warnings
+    metrics["pool"] = {"papers": len(pool), "embedded": len(embedded), "embedded_with_text": len(eligible),
+                       "embedded_without_text": int(len(embedded) - len(eligible)),
+                       "query_candidates": len(candidates)}
+    if cfg.strategy == "scincl" and cfg.index != "flat" and cfg.recall_sample:
+        metrics["index"]["recall"] = _recall(index, vectors, query_rows, windows, cfg)
+        log.info("%s: %s recall against exact search: %s", STAGE, cfg.index, metrics["index"]["recall"])
+
+    used = mined["used"]
+    texts = _write_texts(store, leakage.table_path("papers"), pool[used], Path(path) / "training_texts")
+    if texts != len(used):
+        raise RuntimeError(f"training_texts holds {texts} papers, the triplets use {len(used)}")
+    text_ids = _column(store, str(Path(path) / "training_texts"), "corpus_id")
+    metrics["leakage_audit"] = [
+        audit_no_benchmark_papers(pool[used], leakage, what="training triplets"),
+        audit_no_benchmark_papers(text_ids, leakage, what="training texts"),
+    ]
+
+    ranks = _sample_ranks(vectors, mined["rank_sample"])
+    histogram = _rank_histogram(ranks, len(pool))
+    _write_table(histogram, Path(path) / "rank_histogram")
+    _plot_ranks(histogram, Path(path) / "rank_histogram.png", cfg.strategy, config.snapshot, windows)
+    metrics["rank_summary"] = _rank_summary(ranks)
+    log.info("%s: %s triplets from %s queries (%s hard, %s easy negatives), %d collisions", STAGE,
+             f"{metrics['triplets']:,}", f"{metrics['queries']:,}", f"{metrics['negatives']['hard']:,}",
+             f"{metrics['negatives']['easy']:,}", metrics["collisions"])
+    return metrics
+
+
+def _mine(cfg, pool, vectors, query_rows, windows, index, cites, out: Path, rank_queries) -> dict[str, Any]:
+    """Mine every query batch, streaming triplets to Parquet; returns metrics, used pool rows, rank sample."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tqdm import tqdm
+
+    from models import triplets as T
+
+    schema = pa.schema([("query_id", pa.int64()), ("positive_id", pa.int64()), ("negative_id", pa.int64()),
+                        ("negative_kind", pa.string()), ("strategy", pa.string()),
+                        ("positive_rank", pa.int32()), ("negative_rank", pa.int32())])
+    out.mkdir(parents=True)
+    counts: dict[str, int] = {}
+    hard = easy = collisions = 0
+    used: list[np.ndarray] = []
+    sample: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    search_seconds = 0.0
+    t0 = time.monotonic()
+    with pq.ParquetWriter(out / "part-0.parquet", schema, compression="zstd") as writer, \
+            tqdm(total=len(query_rows), desc=f"mine_triplets ({cfg.strategy})", unit="query", disable=None) as bar:
+        for rows in T.batches(query_rows, cfg.batch_size):
+            if cfg.strategy == "scincl":
+                s0 = time.monotonic()
+                neighbours = T.search_neighbours(index, vectors, rows, windows.k_max)
+                search_seconds += time.monotonic() - s0
+                batch = T.scincl_batch(rows, neighbours, windows, pool, cfg.seed)
+            else:
+                batch = T.specter_batch(rows, cites, pool, cfg.positives, cfg.hard_negatives, cfg.easy_negatives,
+                                        cfg.seed)
+            for key, value in batch.counts.items():
+                counts[key] = counts.get(key, 0) + value
+            hard += int(batch.hard.sum())
+            easy += int((~batch.hard).sum())
+            collisions += T.collisions(batch.query, batch.positive, batch.negative, len(pool))
+            used.append(np.unique(np.concatenate([batch.query, batch.positive, batch.negative])))
+            in_sample = np.isin(batch.query, rank_queries)
+            if in_sample.any():
+                sample.append((batch.query[in_sample], batch.positive[in_sample], batch.negative[in_sample],
+                               batch.hard[in_sample]))
+            writer.write_table(pa.table({
+                "query_id": pool[batch.query], "positive_id": pool[batch.positive],
+                "negative_id": pool[batch.negative],
+                "negative_kind": np.where(batch.hard, "hard", "easy"),
+                "strategy": pa.array([cfg.strategy] * len(batch.query), pa.string()),
+                "positive_rank": pa.array(batch.positive_rank, pa.int32(), mask=batch.positive_rank < 0),
+                "negative_rank": pa.array(batch.negative_rank, pa.int32(), mask=batch.negative_rank < 0),
+            }, schema=schema))
+            bar.update(len(rows))
+    seconds = time.monotonic() - t0
+    used_rows = np.unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
+    triplets = hard + easy
+    metrics = {
+        "queries": counts.get("queries", 0), "triplets": triplets, "papers_used": len(used_rows),
+        "negatives": {"hard": hard, "easy": easy},
+        "collisions": collisions,
+        "mining_seconds": round(seconds, 3),
+        "queries_per_second": round(len(query_rows) / max(seconds, 1e-9), 1),
+    }
+    if cfg.strategy == "scincl":
+        metrics["search_seconds"] = round(search_seconds, 3)
+    else:
+        metrics["positive_repeats"] = counts.get("positive_repeats", 0)
+        metrics["hard_negative_shortfall"] = counts.get("hard_negative_shortfall", 0)
+    return {"metrics": metrics, "used": used_rows, "rank_sample": _stack(sample)}
+
+
+def _stack(parts):
+    import numpy as np
+
+    if not parts:
+        return tuple(np.zeros(0, dtype=t) for t in (np.int64, np.int64, np.int64, bool))
+    return tuple(np.concatenate(column) for column in zip(*parts))
+
+
+def _column(store: ArtifactStore, table: str, column: str):
+    import pyarrow.dataset as ds
+
+    values = ds.dataset(table, format="parquet", filesystem=store.fs).to_table(columns=[column]).column(column)
+    return values.to_numpy()
+
+
+def _ids_with_text(store: ArtifactStore, papers: str):
+    """Sorted corpus ids of papers with a non-blank title or abstract, read in batches."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    def present(column):
+        return pc.fill_null(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(column)), 0), False)
+
+    parts = []
+    dataset = ds.dataset(papers, format="parquet", filesystem=store.fs)
+    for batch in dataset.to_batches(columns=["corpus_id", "title", "abstract"], batch_size=READ_BATCH):
+        keep = pc.or_(present(batch.column("title")), present(batch.column("abstract")))
+        parts.append(batch.column("corpus_id").filter(keep).to_numpy())
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+
+def _vectors(store: ArtifactStore, embeddings: str, pool):
+    """Embeddings of the pool papers, in pool order (float32, pool × dimension)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset(embeddings, format="parquet", filesystem=store.fs)
+    dimension = dataset.schema.field("embedding").type.list_size
+    out = np.empty((len(pool), dimension), dtype=np.float32)
+    filled = 0
+    wanted = pa.array(pool, pa.int64())
+    for batch in dataset.to_batches(columns=["corpus_id", "embedding"], batch_size=READ_BATCH):
+        keep = pc.is_in(batch.column("corpus_id"), value_set=wanted)
+        ids = batch.column("corpus_id").filter(keep).to_numpy()
+        values = batch.column("embedding").filter(keep).flatten().to_numpy(zero_copy_only=False)
+        out[np.searchsorted(pool, ids)] = values.reshape(len(ids), dimension)
+        filled += len(ids)
+    if filled != len(pool):
+        raise RuntimeError(f"found embeddings for {filled} of {len(pool)} pool papers")
+    return out
+
+
+def _citation_index(store: ArtifactStore, citations: str, pool):
+    """Citations among pool papers, as CSR over pool positions."""
+    import numpy as np
+    import pyarrow.dataset as ds
+
+    from models.triplets import CitationIndex
+
+    src, dst = [], []
+    dataset = ds.dataset(citations, format="parquet", filesystem=store.fs)
+    for batch in dataset.to_batches(columns=["citing", "cited"], batch_size=1 << 20):
+        citing, cited = batch.column("citing").to_numpy(), batch.column("cited").to_numpy()
+        a = np.minimum(np.searchsorted(pool, citing), len(pool) - 1)
+        b = np.minimum(np.searchsorted(pool, cited), len(pool) - 1)
+        keep = (pool[a] == citing) & (pool[b] == cited)
+        src.append(a[keep])
+        dst.append(b[keep])
+    src = np.concatenate(src) if src else np.zeros(0, np.int64)
+    dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
+    return CitationIndex.from_edges(src, dst, len(pool))
+
+
+def _recall(index, vectors, query_rows, windows, cfg) -> dict[str, Any]:
+    """Recall of the approximate index against exact search (faiss.knn) on a sample of queries."""
+    import faiss
+    import numpy as np
+
+    from models import triplets as T
+
+    sample = np.searchsorted(query_rows, T.hashed_sample(query_rows, cfg.recall_sample, cfg.seed, T.SALT_SAMPLE))
+    rows = query_rows[sample]
+    approx = T.search_neighbours(index, vectors, rows, windows.k_max)
+    _, exact = faiss.knn(np.ascontiguousarray(vectors[rows]), vectors, windows.k_max + 1,
+                         metric=faiss.METRIC_INNER_PRODUCT)
+    keep = exact != rows[:, None]
+    keep[keep.all(axis=1), -1] = False
+    exact = exact[keep].reshape(len(rows), windows.k_max)
+    return {"queries": len(rows), f"at_{windows.k_pos}": round(T.neighbour_recall(approx, exact, windows.k_pos), 4),
+            f"at_{windows.k_max}": round(T.neighbour_recall(approx, exact, windows.k_max), 4),
+            "positive_window": round(_window_recall(approx, exact, windows.positive_ranks - 1), 4)}
+
+
+def _window_recall(approx, exact, columns) -> float:
+    import numpy as np
+
+    hits = sum(np.intersect1d(a[columns], e[columns]).size for a, e in zip(approx, exact))
+    return hits / (len(columns) * len(exact)) if len(exact) else 1.0
+
+
+def _rank_bins(pool_size: int):
+    import numpy as np
+
+    top = int(np.ceil(np.log2(max(pool_size, 2))))
+    return np.array([2 ** i for i in range(top + 1)] + [2 ** (top + 1)], dtype=np.int64)
+
+
+def _sample_ranks(vectors, sample):
+    """Exact neighbour ranks of the sampled queries' positives and negatives, per kind."""
+    import numpy as np
+
+    from models.triplets import exact_ranks
+
+    query, positive, negative, hard = sample
+    if not len(query):
+        return {"positive": np.zeros(0, np.int64), "hard": np.zeros(0, np.int64), "easy": np.zeros(0, np.int64)}
+    order = np.argsort(query, kind="stable")
+    query, positive, negative, hard = query[order], positive[order], negative[order], hard[order]
+    rows, starts = np.unique(query, return_index=True)
+    per_query = len(query) // len(rows)
+    targets = np.concatenate([positive.reshape(len(rows), per_query), negative.reshape(len(rows), per_query)], axis=1)
+    ranks = exact_ranks(vectors, rows, targets)
+    pos_ranks, neg_ranks = ranks[:, :per_query].ravel(), ranks[:, per_query:].ravel()
+    return {"positive": pos_ranks, "hard": neg_ranks[hard], "easy": neg_ranks[~hard]}
+
+
+def _rank_histogram(ranks, pool_size: int):
+    import numpy as np
+    import pyarrow as pa
+
+    bins = _rank_bins(pool_size)
+    rows = {"kind": [], "bin_low": [], "bin_high": [], "papers": []}
+    for kind, values in ranks.items():
+        counts, _ = np.histogram(values, bins=bins)
+        rows["kind"] += [kind] * len(counts)
+        rows["bin_low"] += bins[:-1].tolist()
+        rows["bin_high"] += (bins[1:] - 1).tolist()
+        rows["papers"] += counts.tolist()
+    return pa.table({"kind": pa.array(rows["kind"], pa.string()), "bin_low": pa.array(rows["bin_low"], pa.int64()),
+                     "bin_high": pa.array(rows["bin_high"], pa.int64()), "papers": pa.array(rows["papers"], pa.int64())})
+
+
+def _rank_summary(ranks) -> dict[str, Any]:
+    import numpy as np
+
+    out = {}
+    for kind, values in ranks.items():
+        if len(values):
+            out[kind] = {"n": int(len(values)), "median": float(np.median(values)), "min": int(values.min()),
+                         "max": int(values.max())}
+    return out
+
+
+def _write_texts(store: ArtifactStore, papers: str, ids, out: Path) -> int:
+    """Stream the filtered papers table, keeping the texts of `ids`; returns rows written."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True)
+    wanted = pa.array(ids, pa.int64())
+    schema = pa.schema([("corpus_id", pa.int64()), ("title", pa.string()), ("abstract", pa.string())])
+    written = 0
+    dataset = ds.dataset(papers, format="parquet", filesystem=store.fs)
+    with pq.ParquetWriter(out / "part-0.parquet", schema, compression="zstd") as writer:
+        for batch in dataset.to_batches(columns=["corpus_id", "title", "abstract"], batch_size=READ_BATCH):
+            keep = pc.is_in(batch.column("corpus_id"), value_set=wanted)
+            if pc.any(keep).as_py():
+                part = pa.Table.from_batches([batch]).filter(keep).cast(schema)
+                writer.write_table(part)
+                written += part.num_rows
+    return written
+
+
+def _write_table(table, folder: Path) -> None:
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    pq.write_table(table, folder / "part-0.parquet", compression="zstd")
+
+
+def _plot_ranks(histogram, target: Path, strategy: str, snapshot: str, windows) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    data = histogram.to_pydict()
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    kinds = ["positive", "hard", "easy"]
+    for offset, kind in zip((-0.27, 0, 0.27), kinds):
+        rows = [i for i, k in enumerate(data["kind"]) if k == kind]
+        counts = np.array([data["papers"][i] for i in rows], dtype=float)
+        total = counts.sum()
+        if total:
+            ax.bar(np.arange(len(rows)) + offset, counts / total, width=0.27, label=f"{kind} (n={int(total):,})")
+    rows = [i for i, k in enumerate(data["kind"]) if k == kinds[0]]
+    ax.set_xticks(np.arange(len(rows)))
+    ax.set_xticklabels([f"{data['bin_low'][i]:,}" for i in rows], rotation=60, fontsize=7)
+    ax.set_xlabel("exact neighbour rank in the graph-embedding space (bin start, log2 bins)")
+    ax.set_ylabel("share of the kind's papers")
+    title = f"{strategy} triplets — {snapshot}"
+    if windows is not None:
+        title += f" (k_pos={windows.k_pos}, k_hard={windows.k_hard})"
+    ax.set_title(title)
+    ax.legend()
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(target)
+    plt.close(fig)

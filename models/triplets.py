@@ -1,0 +1,382 @@
+"""Triplet mining: SciNCL's kNN windows over graph embeddings and SPECTER's citation triplets (SPEC §4).
+
+Everything here works on *pool positions*: the candidate pool is an array of
+corpus ids sorted ascending, and a paper is its index in that array. Queries
+are pool positions too. Each function handles one batch of queries and
+returns numpy arrays, so the stage (`jobs/mine_triplets.py`) streams batches
+to Parquet and memory stays bounded whatever the pool size.
+
+Randomness is counter-based: every draw is a hash of (seed, purpose, query
+id, candidate id or slot, round), never a stateful generator. The triplets of
+a query therefore do not depend on the batch size, on the batch a query falls
+in, or on which other queries are mined, and the pool of a new snapshot keeps
+the papers both snapshots share.
+
+SciNCL (`scincl_batch`): the k_max nearest pool neighbours of each query by
+inner product on L2-normalised vectors, the query itself excluded, ranked
+1..k_max. Positives: ranks (k_pos - c_pos, k_pos]; hard negatives: ranks
+(k_hard - c_hard, k_hard]; easy negatives: c_easy pool papers outside the
+query and its k_max neighbourhood. Triplet i pairs positive i with negative i
+(hard negatives first), so c_pos = c_hard + c_easy triplets per query.
+
+SPECTER (`specter_batch`): positives are pool papers the query cites; hard
+negatives papers cited by one of the chosen positives but neither by the
+query nor the query itself; easy negatives random pool papers the query does
+not cite. A query citing fewer than c_pos pool papers reuses its positives
+(counted); with fewer than c_hard hard candidates the rest are easy ones
+(counted), so every query gives exactly c_pos triplets.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+log = logging.getLogger("citeflow")
+
+# Purposes of hashed draws: distinct salts keep the streams independent.
+SALT_POOL, SALT_QUERY, SALT_EASY, SALT_POSITIVE, SALT_HARD, SALT_SAMPLE = 11, 13, 17, 19, 23, 29
+MAX_REJECTION_ROUNDS = 64
+# faiss' GPU indexes return at most this many neighbours per query.
+GPU_MAX_K = 2048
+INDEX_KINDS = ("flat", "ivf", "hnsw", "ivfpq")
+
+
+# --- counter-based randomness ----------------------------------------------------------------------------
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on uint64 arrays (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def hash64(seed: int, salt: int, *columns: np.ndarray | int) -> np.ndarray:
+    """A 64-bit hash per row of the broadcast integer `columns`, independent per (seed, salt)."""
+    h = _mix(np.full(1, (seed * 1_000_003 + salt) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64))
+    for column in columns:
+        h = _mix(h ^ np.asarray(column, dtype=np.int64).view(np.uint64))
+    return h
+
+
+def hashed_sample(ids: np.ndarray, size: int, seed: int, salt: int) -> np.ndarray:
+    """The `size` ids with the smallest hash, sorted: a seeded sample that is stable under additions."""
+    if size >= len(ids):
+        return np.sort(ids)
+    keys = hash64(seed, salt, ids)
+    chosen = np.argpartition(keys, size - 1)[:size]
+    return np.sort(ids[chosen])
+
+
+def _uniform_positions(seed: int, salt: int, query_ids: np.ndarray, slot: np.ndarray, round_: int,
+                       pool_size: int) -> np.ndarray:
+    return (hash64(seed, salt, query_ids, slot, round_) % np.uint64(pool_size)).astype(np.int64)
+
+
+# --- windows ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Windows:
+    """SciNCL's sampling windows over neighbour ranks (1 = nearest, the query excluded)."""
+
+    k_pos: int
+    k_hard: int
+    c_pos: int = 5
+    c_hard: int = 2
+    c_easy: int = 3
+
+    @property
+    def k_max(self) -> int:
+        return max(self.k_pos, self.k_hard)
+
+    @property
+    def positive_ranks(self) -> np.ndarray:
+        return np.arange(self.k_pos - self.c_pos + 1, self.k_pos + 1)
+
+    @property
+    def hard_ranks(self) -> np.ndarray:
+        return np.arange(self.k_hard - self.c_hard + 1, self.k_hard + 1)
+
+
+def fit_windows(pool_size: int, k_pos: int, k_hard: int, c_pos: int, c_hard: int, c_easy: int
+                ) -> tuple[Windows, list[str]]:
+    """Windows for a pool of `pool_size` papers, and warnings for what had to change.
+
+    k_hard is capped at (pool_size - 1) // 2 so that at least half of the pool lies outside the k_max
+    neighbourhood for easy negatives; overlapping windows are allowed (SciNCL's ablation) but warned
+    about, since they produce collisions.
+    """
+    from citeflow.errors import CiteflowError
+
+    if c_pos != c_hard + c_easy:
+        raise CiteflowError(f"positives ({c_pos}) must equal hard ({c_hard}) + easy ({c_easy}) negatives: "
+                            "each triplet pairs one positive with one negative")
+    warnings: list[str] = []
+    cap = (pool_size - 1) // 2
+    if k_hard > cap:
+        warnings.append(f"k_hard capped from {k_hard} to {cap}: the pool has only {pool_size:,} papers and easy "
+                        "negatives need papers outside the k_max neighbourhood")
+        k_hard = cap
+    if k_pos > cap:
+        raise CiteflowError(f"the pool ({pool_size:,} papers) is too small for k_pos={k_pos}: "
+                            "lower mine_triplets.k_pos or use a larger pool")
+    if k_hard < c_hard or k_pos < c_pos:
+        raise CiteflowError(f"the pool ({pool_size:,} papers) is too small for the sampling windows "
+                            f"(k_pos={k_pos}, k_hard={k_hard})")
+    windows = Windows(k_pos=k_pos, k_hard=k_hard, c_pos=c_pos, c_hard=c_hard, c_easy=c_easy)
+    if np.intersect1d(windows.positive_ranks, windows.hard_ranks).size:
+        warnings.append(f"the positive ranks {windows.positive_ranks[0]}-{windows.positive_ranks[-1]} and the hard "
+                        f"negative ranks {windows.hard_ranks[0]}-{windows.hard_ranks[-1]} overlap: expect collisions")
+    return windows, warnings
+
+
+# --- FAISS -----------------------------------------------------------------------------------------------
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Row-normalised float32 copy; all-zero rows stay zero."""
+    out = np.ascontiguousarray(vectors, dtype=np.float32).copy()
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    np.divide(out, norms, out=out, where=norms > 0)
+    return out
+
+
+def build_index(vectors: np.ndarray, kind: str, *, k_max: int, nlist: int = 0, nprobe: int = 32,
+                hnsw_m: int = 32, ef_search: int = 0, pq_m: int = 0, train_size: int = 100_000, seed: int = 0,
+                use_gpu: bool = True):
+    """A FAISS inner-product index over `vectors` (already L2-normalised). Returns (index, description).
+
+    flat: exact (IndexFlatIP); ivf: IVF-Flat with nlist lists (0: 4*sqrt(n)) searched with nprobe; hnsw:
+    HNSW with M links, efSearch (0: 2*k_max); ivfpq: IVF with product quantisation (pq_m sub-vectors,
+    0: dimension/8 or the nearest divisor) for pools too large for memory. Trained on a seeded sample.
+    On a machine with FAISS GPUs and k_max within their limit the index moves to every GPU.
+    """
+    import faiss
+
+    n, dim = vectors.shape
+    metric = faiss.METRIC_INNER_PRODUCT
+    if kind == "flat":
+        index = faiss.IndexFlatIP(dim)
+        description = "IndexFlatIP (exact)"
+    elif kind in ("ivf", "ivfpq"):
+        lists = nlist or max(1, min(n // 39, int(4 * np.sqrt(n))))
+        quantizer = faiss.IndexFlatIP(dim)
+        if kind == "ivf":
+            index = faiss.IndexIVFFlat(quantizer, dim, lists, metric)
+            description = f"IVF{lists},Flat nprobe={min(nprobe, lists)}"
+        else:
+            m = pq_m or next(d for d in range(max(1, dim // 8), 0, -1) if dim % d == 0)
+            index = faiss.IndexIVFPQ(quantizer, dim, lists, m, 8, metric)
+            description = f"IVF{lists},PQ{m}x8 nprobe={min(nprobe, lists)}"
+        sample = vectors
+        if n > train_size:
+            rows = np.sort(np.argsort(hash64(seed, SALT_SAMPLE, np.arange(n)))[:train_size])
+            sample = vectors[rows]
+        index.train(np.ascontiguousarray(sample))
+        index.nprobe = min(nprobe, lists)
+    elif kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, hnsw_m, metric)
+        index.hnsw.efSearch = max(ef_search or 2 * k_max, k_max + 1)
+        description = f"HNSW{hnsw_m},Flat efSearch={index.hnsw.efSearch}"
+    else:
+        raise ValueError(f"unknown index kind {kind!r}; kinds: {', '.join(INDEX_KINDS)}")
+    index.add(np.ascontiguousarray(vectors))
+    gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+    if use_gpu and gpus > 0 and kind != "hnsw":
+        if k_max + 1 <= GPU_MAX_K:
+            index = faiss.index_cpu_to_all_gpus(index)
+            description += f" on {gpus} GPU(s)"
+        else:
+            log.warning("FAISS GPU search returns at most %d neighbours; k_max=%d runs on the CPU", GPU_MAX_K, k_max)
+    return index, description
+
+
+def search_neighbours(index, vectors: np.ndarray, query_rows: np.ndarray, k_max: int) -> np.ndarray:
+    """Pool positions of the k_max nearest neighbours of each query row, the query itself excluded.
+
+    Searches k_max + 1 and drops the query wherever it appears (normally rank 0; after ties possibly
+    later); when it does not appear (an approximate index missed it, or ties), the last hit is dropped.
+    """
+    _, labels = index.search(np.ascontiguousarray(vectors[query_rows]), k_max + 1)
+    if (labels < 0).any():
+        raise RuntimeError("the index returned fewer neighbours than asked for: raise nprobe / efSearch "
+                           "or use a larger pool")
+    keep = labels != query_rows[:, None]
+    missing_self = keep.all(axis=1)
+    keep[missing_self, -1] = False
+    return labels[keep].reshape(len(query_rows), k_max)
+
+
+def neighbour_recall(approx: np.ndarray, exact: np.ndarray, k: int) -> float:
+    """Mean share of each query's exact top-k found in its approximate top-k."""
+    hits = sum(np.intersect1d(a[:k], e[:k]).size for a, e in zip(approx, exact))
+    return hits / (k * len(exact)) if len(exact) else 1.0
+
+
+def exact_ranks(vectors: np.ndarray, query_rows: np.ndarray, targets: np.ndarray, batch: int = 256) -> np.ndarray:
+    """Rank of each target among the query's pool neighbours (1 = nearest, the query excluded), exactly.
+
+    `targets` is (queries, t) pool positions; a tie counts in the target's favour.
+    """
+    ranks = np.empty(targets.shape, dtype=np.int64)
+    for lo in range(0, len(query_rows), batch):
+        rows = query_rows[lo:lo + batch]
+        scores = vectors[rows] @ vectors.T                      # (b, pool)
+        scores[np.arange(len(rows)), rows] = -np.inf           # the query itself never counts
+        target_scores = np.take_along_axis(scores, targets[lo:lo + batch], axis=1)
+        for j in range(targets.shape[1]):
+            ranks[lo:lo + batch, j] = (scores > target_scores[:, j:j + 1]).sum(axis=1) + 1
+    return ranks
+
+
+# --- sampling --------------------------------------------------------------------------------------------
+
+@dataclass
+class Batch:
+    """Triplets of one query batch (pool positions) and what was counted while drawing them."""
+
+    query: np.ndarray
+    positive: np.ndarray
+    negative: np.ndarray
+    hard: np.ndarray                 # bool: negative_kind == "hard"
+    positive_rank: np.ndarray        # int64, -1 where not applicable
+    negative_rank: np.ndarray
+    counts: dict[str, int]
+
+
+def _sample_outside(seed: int, query_ids: np.ndarray, forbidden: np.ndarray, count: int, pool_size: int
+                    ) -> np.ndarray:
+    """`count` pool positions per query, none in its row of `forbidden` keys (sorted query_row*pool + pos)."""
+    n = len(query_ids)
+    rows = np.repeat(np.arange(n, dtype=np.int64), count)
+    slots = np.tile(np.arange(count, dtype=np.int64), n)
+    out = np.full(n * count, -1, dtype=np.int64)
+    todo = np.arange(n * count)
+    for round_ in range(MAX_REJECTION_ROUNDS):
+        draw = _uniform_positions(seed, SALT_EASY, query_ids[rows[todo]], slots[todo], round_, pool_size)
+        keys = rows[todo] * pool_size + draw
+        at = np.searchsorted(forbidden, keys)
+        bad = (at < len(forbidden)) & (forbidden[np.minimum(at, len(forbidden) - 1)] == keys)
+        out[todo[~bad]] = draw[~bad]
+        todo = todo[bad]
+        if not len(todo):
+            return out.reshape(n, count)
+    raise RuntimeError(f"could not draw easy negatives outside the forbidden sets after {MAX_REJECTION_ROUNDS} "
+                       "rounds: the pool is too small for these settings")
+
+
+def scincl_batch(query_rows: np.ndarray, neighbours: np.ndarray, windows: Windows, pool_ids: np.ndarray,
+                 seed: int) -> Batch:
+    """SciNCL triplets for queries whose ranked neighbours (pool positions, rank 1 first) are given."""
+    n, pool_size = len(query_rows), len(pool_ids)
+    positives = neighbours[:, windows.positive_ranks - 1]
+    hard = neighbours[:, windows.hard_ranks - 1]
+    forbidden = np.concatenate([neighbours, query_rows[:, None]], axis=1)
+    forbidden = np.sort((np.arange(n, dtype=np.int64)[:, None] * pool_size + forbidden).ravel())
+    easy = _sample_outside(seed, pool_ids[query_rows], forbidden, windows.c_easy, pool_size)
+    negatives = np.concatenate([hard, easy], axis=1)
+    is_hard = np.zeros(negatives.shape, dtype=bool)
+    is_hard[:, :windows.c_hard] = True
+    negative_rank = np.full(negatives.shape, -1, dtype=np.int64)
+    negative_rank[:, :windows.c_hard] = windows.hard_ranks
+    positive_rank = np.broadcast_to(windows.positive_ranks, positives.shape)
+    return Batch(query=np.repeat(query_rows, windows.c_pos), positive=positives.ravel(), negative=negatives.ravel(),
+                 hard=is_hard.ravel(), positive_rank=positive_rank.ravel().astype(np.int64),
+                 negative_rank=negative_rank.ravel(), counts={"queries": n})
+
+
+@dataclass(frozen=True)
+class CitationIndex:
+    """Out-edges among pool papers, CSR over pool positions (targets sorted within a row)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+
+    @classmethod
+    def from_edges(cls, src: np.ndarray, dst: np.ndarray, pool_size: int) -> CitationIndex:
+        keys = np.unique(src.astype(np.int64) * pool_size + dst)
+        src, dst = keys // pool_size, keys % pool_size
+        indptr = np.zeros(pool_size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=pool_size), out=indptr[1:])
+        return cls(indptr=indptr, indices=dst)
+
+    def degree(self, rows: np.ndarray) -> np.ndarray:
+        return self.indptr[rows + 1] - self.indptr[rows]
+
+    def gather(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(owner index into rows, target) for every out-edge of `rows`."""
+        deg = self.degree(rows)
+        owner = np.repeat(np.arange(len(rows), dtype=np.int64), deg)
+        starts = np.repeat(self.indptr[rows] - np.cumsum(deg) + deg, deg)
+        return owner, self.indices[starts + np.arange(deg.sum())]
+
+
+def _first_per_group(group: np.ndarray, key: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the k smallest keys per group, ordered by (group, key), and their rank in the group."""
+    order = np.lexsort((key, group))
+    g = group[order]
+    start = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1] if len(g) else np.zeros(0, dtype=np.int64)
+    rank = np.arange(len(g)) - np.repeat(start, np.diff(np.r_[start, len(g)]))
+    keep = rank < k
+    return order[keep], rank[keep]
+
+
+def specter_batch(query_rows: np.ndarray, cites: CitationIndex, pool_ids: np.ndarray, c_pos: int, c_hard: int,
+                  c_easy: int, seed: int) -> Batch:
+    """SPECTER triplets for queries that cite at least one pool paper."""
+    n, pool_size = len(query_rows), len(pool_ids)
+    qids = pool_ids[query_rows]
+    owner, cited = cites.gather(query_rows)
+    deg = np.bincount(owner, minlength=n)
+    if (deg == 0).any():
+        raise ValueError("specter_batch needs queries that cite at least one pool paper")
+
+    # Positives: the c_pos cited papers with the smallest hash; fewer citations are cycled.
+    chosen, _ = _first_per_group(owner, hash64(seed, SALT_POSITIVE, qids[owner], pool_ids[cited]), c_pos)
+    distinct = np.minimum(deg, c_pos)
+    first = np.r_[0, np.cumsum(distinct)[:-1]]
+    slot = np.tile(np.arange(c_pos), n) % np.repeat(distinct, c_pos)
+    positives = cited[chosen][np.repeat(first, c_pos) + slot].reshape(n, c_pos)
+    repeats = int((c_pos - distinct).sum())
+
+    # Hard negatives: cited by a chosen positive, not cited by the query, not the query.
+    p_owner, p_rows = owner[chosen], cited[chosen]
+    h_owner_idx, h_cand = cites.gather(p_rows)
+    h_owner = p_owner[h_owner_idx]
+    cited_keys = owner * pool_size + cited                        # sorted: CSR rows are sorted and owners ascend
+    cand_keys = np.unique(h_owner * pool_size + h_cand)
+    at = np.searchsorted(cited_keys, cand_keys)
+    is_cited = (at < len(cited_keys)) & (cited_keys[np.minimum(at, len(cited_keys) - 1)] == cand_keys)
+    h_owner, h_cand = cand_keys // pool_size, cand_keys % pool_size
+    ok = ~is_cited & (h_cand != query_rows[h_owner])
+    h_owner, h_cand = h_owner[ok], h_cand[ok]
+    picked, rank = _first_per_group(h_owner, hash64(seed, SALT_HARD, qids[h_owner], pool_ids[h_cand]), c_hard)
+    hard = np.full((n, c_hard), -1, dtype=np.int64)
+    hard[h_owner[picked], rank] = h_cand[picked]
+    shortfall = hard < 0
+
+    # Easy negatives (and the hard slots nobody could fill): pool papers not cited by the query, not itself.
+    forbidden = np.sort(np.concatenate([cited_keys, np.arange(n, dtype=np.int64) * pool_size + query_rows]))
+    easy = _sample_outside(seed, qids, forbidden, c_hard + c_easy, pool_size)
+    negatives = np.concatenate([np.where(shortfall, easy[:, :c_hard], hard), easy[:, c_hard:]], axis=1)
+    is_hard = np.concatenate([~shortfall, np.zeros((n, c_easy), dtype=bool)], axis=1)
+    return Batch(query=np.repeat(query_rows, c_pos), positive=positives.ravel(), negative=negatives.ravel(),
+                 hard=is_hard.ravel(), positive_rank=np.full(n * c_pos, -1, dtype=np.int64),
+                 negative_rank=np.full(n * c_pos, -1, dtype=np.int64),
+                 counts={"queries": n, "positive_repeats": repeats, "hard_negative_shortfall": int(shortfall.sum())})
+
+
+def collisions(query: np.ndarray, positive: np.ndarray, negative: np.ndarray, pool_size: int) -> int:
+    """Distinct (query, paper) pairs that are both a positive and a negative of that query (pool positions)."""
+    pos = np.unique(query.astype(np.int64) * pool_size + positive)
+    neg = np.unique(query.astype(np.int64) * pool_size + negative)
+    return int(np.intersect1d(pos, neg, assume_unique=True).size)
+
+
+def batches(rows: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    for lo in range(0, len(rows), size):
+        yield rows[lo:lo + size]

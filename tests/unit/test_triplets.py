@@ -1,0 +1,178 @@
+"""Triplet mining on hand-built embeddings and graphs whose answers are known (SPEC §4)."""
+
+import numpy as np
+import pytest
+
+from citeflow.errors import CiteflowError
+from models import triplets as T
+
+
+def arc(n: int) -> np.ndarray:
+    """n unit vectors on a half circle at angles 0, 1, 3, 6, 10, ... degrees (steps grow, so no ties):
+    from row 0, row i is the i-th nearest neighbour."""
+    angles = np.radians(np.cumsum(np.arange(n)) * 170 / (n * (n - 1) / 2))
+    return np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+
+
+def mine_scincl(vectors, rows, windows, seed=0, batch=None):
+    index, _ = T.build_index(vectors, "flat", k_max=windows.k_max, use_gpu=False)
+    pool_ids = np.arange(100, 100 + len(vectors), dtype=np.int64)
+    parts = []
+    for chunk in T.batches(rows, batch or len(rows)):
+        parts.append(T.scincl_batch(chunk, T.search_neighbours(index, vectors, chunk, windows.k_max), windows,
+                                    pool_ids, seed))
+    return parts
+
+
+def test_neighbour_ranks_on_the_arc_exclude_the_query():
+    vectors = arc(30)
+    index, _ = T.build_index(vectors, "flat", k_max=10, use_gpu=False)
+    got = T.search_neighbours(index, vectors, np.array([0, 29]), 10)
+    assert got[0].tolist() == list(range(1, 11))       # row i is rank i from row 0
+    assert got[1].tolist() == list(range(28, 18, -1))  # and from the other end, backwards
+
+
+def test_the_query_is_dropped_even_when_a_duplicate_ties_with_it():
+    vectors = arc(12)
+    vectors[5] = vectors[4]                             # rows 4 and 5 are the same point
+    index, _ = T.build_index(vectors, "flat", k_max=6, use_gpu=False)
+    got = T.search_neighbours(index, vectors, np.array([4, 5]), 6)
+    assert 4 not in got[0] and 5 in got[0] and got[0][0] == 5
+    assert 5 not in got[1] and 4 in got[1] and got[1][0] == 4
+    assert got.shape == (2, 6)
+
+
+def test_scincl_windows_on_the_arc():
+    vectors = arc(40)
+    windows = T.Windows(k_pos=6, k_hard=12, c_pos=3, c_hard=1, c_easy=2)
+    (batch,) = mine_scincl(vectors, np.array([0]), windows)
+    pool_ids = np.arange(100, 140)
+    # positives: ranks (6-3, 6] = rows 4, 5, 6; hard negative: rank 12 = row 12; then two easy ones
+    assert batch.positive.tolist() == [4, 5, 6]
+    assert batch.positive_rank.tolist() == [4, 5, 6]
+    assert batch.negative[0] == 12 and batch.negative_rank.tolist() == [12, -1, -1]
+    assert batch.hard.tolist() == [True, False, False]
+    assert all(13 <= e < 40 for e in batch.negative[1:])  # outside the query and its k_max = 12 neighbours
+    assert batch.query.tolist() == [0, 0, 0]
+    assert pool_ids[batch.positive].tolist() == [104, 105, 106]
+
+
+def test_easy_negatives_never_fall_in_the_k_max_neighbourhood():
+    vectors = arc(40)
+    windows = T.Windows(k_pos=5, k_hard=15, c_pos=5, c_hard=2, c_easy=3)
+    rows = np.arange(40)
+    index, _ = T.build_index(vectors, "flat", k_max=15, use_gpu=False)
+    neighbours = T.search_neighbours(index, vectors, rows, 15)
+    for seed in range(20):
+        batch = T.scincl_batch(rows, neighbours, windows, np.arange(40), seed)
+        easy = batch.negative[~batch.hard].reshape(40, 3)
+        for q in rows:
+            assert q not in easy[q] and not set(easy[q]) & set(neighbours[q])
+
+
+def test_draws_do_not_depend_on_the_batch_size():
+    vectors = arc(60)
+    windows = T.Windows(k_pos=5, k_hard=20, c_pos=5, c_hard=2, c_easy=3)
+    rows = np.arange(0, 60, 2)
+    whole = mine_scincl(vectors, rows, windows, seed=3)
+    pieces = mine_scincl(vectors, rows, windows, seed=3, batch=7)
+    assert np.array_equal(whole[0].negative, np.concatenate([b.negative for b in pieces]))
+    other_seed = mine_scincl(vectors, rows, windows, seed=4)
+    assert not np.array_equal(whole[0].negative, other_seed[0].negative)
+
+
+def test_exact_ranks_agree_with_the_windows():
+    vectors = arc(40)
+    windows = T.Windows(k_pos=6, k_hard=12, c_pos=3, c_hard=1, c_easy=2)
+    (batch,) = mine_scincl(vectors, np.array([0, 39]), windows)
+    targets = np.concatenate([batch.positive.reshape(2, 3), batch.negative.reshape(2, 3)], axis=1)
+    ranks = T.exact_ranks(vectors, np.array([0, 39]), targets)
+    assert ranks[:, :3].tolist() == [[4, 5, 6], [4, 5, 6]]
+    assert ranks[:, 3].tolist() == [12, 12] and (ranks[:, 4:] > 12).all()
+
+
+def test_fit_windows_caps_k_hard_and_warns_on_overlap():
+    windows, warnings = T.fit_windows(1001, 25, 4000, 5, 2, 3)
+    assert windows.k_hard == 500 and windows.k_max == 500 and "capped from 4000 to 500" in warnings[0]
+    windows, warnings = T.fit_windows(10_000, 25, 4000, 5, 2, 3)
+    assert (windows.k_pos, windows.k_hard, warnings) == (25, 4000, [])
+    assert windows.positive_ranks.tolist() == [21, 22, 23, 24, 25] and windows.hard_ranks.tolist() == [3999, 4000]
+    _, warnings = T.fit_windows(10_000, 5, 5, 5, 2, 3)
+    assert "overlap" in warnings[0]
+    with pytest.raises(CiteflowError, match="too small"):
+        T.fit_windows(30, 25, 4000, 5, 2, 3)
+    with pytest.raises(CiteflowError, match="must equal"):
+        T.fit_windows(10_000, 25, 4000, 5, 2, 2)
+
+
+def test_overlapping_windows_collide_and_are_counted():
+    vectors = arc(30)
+    windows = T.Windows(k_pos=5, k_hard=5, c_pos=5, c_hard=2, c_easy=3)  # hard ranks 4, 5 are positives too
+    (batch,) = mine_scincl(vectors, np.array([0, 10]), windows)
+    assert T.collisions(batch.query, batch.positive, batch.negative, 30) == 4
+    assert T.collisions(np.array([1, 1]), np.array([2, 3]), np.array([4, 5]), 30) == 0
+
+
+def graph(pool_size, edges):
+    src, dst = np.array([e[0] for e in edges]), np.array([e[1] for e in edges])
+    return T.CitationIndex.from_edges(src, dst, pool_size)
+
+
+def test_specter_citation_of_citation_rule():
+    # 0 cites 1 and 2; 1 cites 3 and 4; 2 cites 4, 1 (cited by 0: never a negative) and 0 (the query itself)
+    cites = graph(12, [(0, 1), (0, 2), (1, 3), (1, 4), (2, 4), (2, 1), (2, 0), (5, 6), (6, 7)])
+    pool_ids = np.arange(1000, 1012)
+    batch = T.specter_batch(np.array([0, 5]), cites, pool_ids, 5, 2, 3, seed=0)
+    q0 = slice(0, 5)
+    assert sorted(set(batch.positive[q0])) == [1, 2]
+    assert sorted(batch.positive[q0].tolist()) in ([1, 1, 1, 2, 2], [1, 1, 2, 2, 2])  # cycled, each 2 or 3 times
+    assert sorted(batch.negative[q0][:2].tolist()) == [3, 4] and batch.hard[q0].tolist() == [True, True, False,
+                                                                                             False, False]
+    assert not set(batch.negative[q0][2:]) & {0, 1, 2}
+    # 5 cites only 6, which cites 7: one hard negative (7), the other hard slot becomes an easy one
+    q5 = slice(5, 10)
+    assert batch.positive[q5].tolist() == [6] * 5
+    assert batch.negative[q5][0] == 7 and batch.hard[q5].tolist() == [True, False, False, False, False]
+    assert not set(batch.negative[q5][1:]) & {5, 6}
+    assert batch.counts == {"queries": 2, "positive_repeats": 3 + 4, "hard_negative_shortfall": 1}
+    assert T.collisions(batch.query, batch.positive, batch.negative, 12) == 0
+
+
+def test_specter_draws_without_repeats_when_there_are_enough_citations():
+    cites = graph(50, [(0, j) for j in range(1, 21)] + [(j, j + 20) for j in range(1, 21)])
+    batch = T.specter_batch(np.array([0]), cites, np.arange(50), 5, 2, 3, seed=1)
+    assert len(set(batch.positive)) == 5 and set(batch.positive) <= set(range(1, 21))
+    # hard negatives are cited by the chosen positives
+    assert set(batch.negative[:2]) <= {int(p) + 20 for p in batch.positive}
+    assert batch.counts["positive_repeats"] == 0
+
+
+def test_specter_refuses_queries_without_citations():
+    with pytest.raises(ValueError):
+        T.specter_batch(np.array([3]), graph(5, [(0, 1)]), np.arange(5), 5, 2, 3, seed=0)
+
+
+def test_hashed_sample_is_seeded_and_stable_when_papers_are_added():
+    ids = np.arange(10_000, 20_000)
+    sample = T.hashed_sample(ids, 500, seed=1, salt=T.SALT_POOL)
+    assert len(sample) == 500 and np.array_equal(sample, np.sort(sample))
+    assert np.array_equal(sample, T.hashed_sample(ids[::-1].copy(), 500, seed=1, salt=T.SALT_POOL))
+    assert not np.array_equal(sample, T.hashed_sample(ids, 500, seed=2, salt=T.SALT_POOL))
+    grown = T.hashed_sample(np.arange(10_000, 21_000), 500, seed=1, salt=T.SALT_POOL)
+    old_in_grown = grown[grown < 20_000]
+    assert set(old_in_grown) <= set(sample) and len(old_in_grown) > 400
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw", "ivfpq"])
+def test_approximate_indexes_find_the_exact_neighbours(kind):
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(20, 16))
+    vectors = T.l2_normalize(np.repeat(centres, 100, axis=0) + 0.3 * rng.normal(size=(2000, 16)))
+    rows = np.arange(0, 2000, 40)
+    exact_index, _ = T.build_index(vectors, "flat", k_max=30, use_gpu=False)
+    exact = T.search_neighbours(exact_index, vectors, rows, 30)
+    index, description = T.build_index(vectors, kind, k_max=30, nlist=20, nprobe=20, pq_m=8, use_gpu=False)
+    approx = T.search_neighbours(index, vectors, rows, 30)
+    recall = T.neighbour_recall(approx, exact, 30)
+    # every list probed: IVF is exact; HNSW with efSearch 60 nearly; PQ loses some precision
+    assert recall >= {"ivf": 1.0, "hnsw": 0.95, "ivfpq": 0.5}[kind], (description, recall)
