@@ -179,7 +179,7 @@ class ArtifactStore:
         return [
             i.base_name
             for i in self.children(self.stage_path(snapshot, stage))
-            if i.type == pafs.FileType.Directory
+            if i.type == pafs.FileType.Directory and not i.base_name.startswith(".")
             and self.fs.get_file_info(posixpath.join(i.path, MANIFEST)).type != pafs.FileType.File
         ]
 

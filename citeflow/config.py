@@ -251,6 +251,81 @@ class MineTripletsConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TrainEncoderConfig:
+    """Stage train_encoder: a Transformer trained on the triplets with triplet loss (SPEC §5).
+
+    Defaults are SPECTER/SciNCL's recipe; the model is a local Hugging Face directory (e.g. SciBERT) or
+    `small`, a small BERT with a WordPiece tokenizer trained on the snapshot's texts.
+    """
+
+    model: str = field(default="small", metadata=_help(
+        "local Hugging Face model folder (e.g. a downloaded scibert_scivocab_uncased) or 'small'"))
+    max_length: int = field(default=512, metadata=_help("tokens per paper (title [SEP] abstract)"))
+    pooling: Literal["cls", "mean"] = field(default="cls", metadata=_help("cls: final [CLS] state; mean: token mean"))
+    epochs: int = field(default=2, metadata=_help("passes over the triplets"))
+    max_steps: int = field(default=0, metadata=_help("stop after this many optimizer steps; 0: all epochs"))
+    batch_size: int = field(default=32, metadata=_help("effective batch: per_device_batch x accumulation x processes"))
+    lr: float = field(default=2e-5, metadata=_help("AdamW learning rate"))
+    weight_decay: float = field(default=0.01, metadata=_help("AdamW weight decay (not on biases and LayerNorm)"))
+    warmup_fraction: float = field(default=0.1, metadata=_help("share of steps with linear warm-up, then decay"))
+    margin: float = field(default=1.0, metadata=_help("triplet loss margin (L2 distance)"))
+    bitfit: bool = field(default=False, metadata=_help("train bias terms only (BitFit)"))
+    bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit"))
+    seed: int = field(default=0, metadata=_help("seed of the initialisation (small model) and the data order"))
+    vocab_size: int = field(default=16_000, metadata=_help("small model: WordPiece vocabulary"))
+    hidden_size: int = field(default=256, metadata=_help("small model: hidden size"))
+    layers: int = field(default=4, metadata=_help("small model: Transformer layers"))
+    heads: int = field(default=4, metadata=_help("small model: attention heads"))
+    per_device_batch: int = field(default=8, metadata=_help(
+        "triplets per forward pass and process; accumulation makes up the rest of batch_size", versioned=False))
+    nproc: int = field(default=0, metadata=_help(
+        "training processes (torchrun, one per GPU); 0: one per visible GPU, or 1 on CPU", versioned=False))
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = field(default="auto", metadata=_help(
+        "GPU autocast; auto: bf16 where supported, else fp16. CPU always trains in fp32", versioned=False))
+    gradient_checkpointing: bool = field(default=False, metadata=_help(
+        "recompute activations in the backward pass (long inputs on small GPUs)", versioned=False))
+    checkpoint_every: int = field(default=500, metadata=_help("optimizer steps between checkpoints", versioned=False))
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise CiteflowError("train_encoder.model must be 'small' or a local model folder")
+        if self.pooling not in ("cls", "mean"):
+            raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
+        for name in ("max_length", "epochs", "batch_size", "vocab_size", "hidden_size", "layers", "heads",
+                     "per_device_batch", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise CiteflowError(f"train_encoder.{name} must be at least 1")
+        if self.max_length > 8192:
+            raise CiteflowError("train_encoder.max_length must be at most 8192")
+        if self.hidden_size % self.heads:
+            raise CiteflowError("train_encoder.hidden_size must be a multiple of train_encoder.heads")
+        if not 0 <= self.warmup_fraction < 1:
+            raise CiteflowError("train_encoder.warmup_fraction must be in [0, 1)")
+        if self.lr <= 0 or self.bitfit_lr <= 0:
+            raise CiteflowError("train_encoder learning rates must be positive")
+        if self.max_steps < 0 or self.nproc < 0:
+            raise CiteflowError("train_encoder.max_steps and nproc must not be negative")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbedPapersConfig:
+    """Stage embed_papers: embeddings of a set of papers (by default the SciDocs papers) by the trained encoder."""
+
+    papers: str = field(default="", metadata=_help(
+        "papers to embed: a SciDocs folder (original or BEIR layout), or JSON lines / Parquet with id, title, "
+        "abstract; empty: the run's --scidocs"))
+    model: Literal["trained", "base"] = field(default="trained", metadata=_help(
+        "trained: the train_encoder model; base: the model it started from (the untrained baseline)"))
+    batch_size: int = field(default=64, metadata=_help("papers per forward pass", versioned=False))
+
+    def __post_init__(self) -> None:
+        if self.model not in ("trained", "base"):
+            raise CiteflowError(f"embed_papers.model must be trained or base, not {self.model!r}")
+        if self.batch_size < 1:
+            raise CiteflowError("embed_papers.batch_size must be at least 1")
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Everything one `citeflow run` needs: where the inputs are and how each stage is set."""
 
@@ -264,6 +339,8 @@ class RunConfig:
     filter_leakage: FilterLeakageConfig = field(default_factory=FilterLeakageConfig)
     embed_graph: EmbedGraphConfig = field(default_factory=EmbedGraphConfig)
     mine_triplets: MineTripletsConfig = field(default_factory=MineTripletsConfig)
+    train_encoder: TrainEncoderConfig = field(default_factory=TrainEncoderConfig)
+    embed_papers: EmbedPapersConfig = field(default_factory=EmbedPapersConfig)
 
     def __post_init__(self) -> None:
         validate_snapshot_id(self.snapshot)
@@ -279,7 +356,12 @@ PROFILES: dict[str, tuple[str, ...]] = {
     "demo": ("embed_graph.dimension=64", "embed_graph.num_epochs=8", "embed_graph.batch_size=1000",
              "embed_graph.num_edge_chunks=1", "embed_graph.holdout=0.02",
              "mine_triplets.pool_size=0", "mine_triplets.num_queries=2000", "mine_triplets.k_hard=1000",
-             "mine_triplets.rank_sample=500"),
+             "mine_triplets.rank_sample=500",
+             # A small BERT from scratch has no pre-trained [CLS] summary: mean pooling learns in minutes.
+             "train_encoder.hidden_size=128", "train_encoder.layers=2", "train_encoder.heads=2",
+             "train_encoder.vocab_size=8000", "train_encoder.max_length=96", "train_encoder.lr=1e-3",
+             "train_encoder.pooling=mean", "train_encoder.epochs=1", "train_encoder.per_device_batch=32",
+             "train_encoder.checkpoint_every=100"),
     "full": (),
 }
 

@@ -16,6 +16,11 @@ import os
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
 
+# GPU work (encoder training, embedding) goes to this Airflow pool, and to this queue / executor where a
+# deployment runs GPU workers separately (e.g. CeleryExecutor queue "gpu"). The pool must exist:
+#   airflow pools set gpu 1 "citeflow encoder training"
+GPU_POOL = os.environ.get("CITEFLOW_GPU_POOL", "gpu")
+GPU_QUEUE = os.environ.get("CITEFLOW_GPU_QUEUE", "default")
 DEFAULT_ROOT = os.environ.get("CITEFLOW_HOME", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo"))
 
 PARAMS = {
@@ -93,8 +98,21 @@ def citeflow_rebuild():
     def mine_triplets(strategy: str) -> dict[str, object]:
         return _run_stage("mine_triplets", strategy)
 
+    # Training runs as its own process (python -m models.train_encoder, or torchrun), started by the task.
+    @task(outlets=[stage_asset("train_encoder")], pool=GPU_POOL, queue=GPU_QUEUE,
+          map_index_template="{{ task.op_kwargs['mined']['strategy'] }}")
+    def train_encoder(mined: dict) -> dict[str, object]:
+        return _run_stage("train_encoder", str(mined["strategy"]))
+
+    @task(outlets=[stage_asset("embed_papers")], pool=GPU_POOL, queue=GPU_QUEUE,
+          map_index_template="{{ task.op_kwargs['trained']['strategy'] }}")
+    def embed_papers(trained: dict) -> dict[str, object]:
+        return _run_stage("embed_papers", str(trained["strategy"]))
+
     graph = build_graph() >> filter_leakage() >> embed_graph()
-    graph >> mine_triplets.expand(strategy=triplet_strategies())
+    mined = mine_triplets.expand(strategy=triplet_strategies())
+    graph >> mined
+    embed_papers.expand(trained=train_encoder.expand(mined=mined))
 
 
 dag_object = citeflow_rebuild()

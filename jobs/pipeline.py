@@ -26,6 +26,8 @@ STAGE_MODULES: dict[str, str] = {
     "filter_leakage": "jobs.filter_leakage",
     "embed_graph": "jobs.embed_graph",
     "mine_triplets": "jobs.mine_triplets",
+    "train_encoder": "jobs.train_encoder",
+    "embed_papers": "jobs.embed_papers",
 }
 
 

@@ -1,0 +1,182 @@
+"""Stage embed_papers: embeddings of a set of papers by the trained encoder (or its untrained base).
+
+Reads: the train_encoder version of the run and the papers to embed:
+`embed_papers.papers` or, by default, the run's `--scidocs` folder. A SciDocs
+folder in the original layout gives the papers of `paper_metadata_*.json`; in
+the BEIR layout, `corpus.jsonl` and `queries.jsonl`; any other file or folder
+is read as JSON lines or Parquet with `id` (or `paper_id`, `_id`,
+`corpus_id`), `title` and `abstract` (or `text`).
+Writes `ARTIFACTS/<snapshot>/embed_papers/<version>/embeddings`: paper_id
+(string), embedding (float32 list), in input order, batched with a progress
+bar. Papers with neither title nor abstract are embedded from the empty text
+and counted (`empty_text`); ids seen twice are embedded once (`duplicates`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Iterator
+
+from citeflow.artifacts import ArtifactStore, Manifest
+from citeflow.config import RunConfig, to_dict, versioned_dict
+from citeflow.errors import CiteflowError
+from citeflow.stage import execute
+
+STAGE = "embed_papers"
+STAGE_VERSION = 1
+TABLES = ["embeddings"]
+
+log = logging.getLogger("citeflow")
+
+
+def run(config: RunConfig) -> Manifest:
+    from citeflow.snapshot import fingerprint_path
+    from jobs import train_encoder
+
+    model = train_encoder.run(config)
+    source = config.embed_papers.papers or config.scidocs
+    if not source:
+        raise CiteflowError("embed_papers needs papers: pass --scidocs or set embed_papers.papers=PATH")
+    store = ArtifactStore(config.artifacts)
+    return execute(
+        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION,
+        config=versioned_dict(config.embed_papers) | {"papers": "(fingerprint)"},
+        resolved_config={"embed_papers": to_dict(config.embed_papers), "source": source,
+                         "strategy": model.metrics["strategy"], "leakage_mode": model.metrics["leakage_mode"]},
+        inputs=[model.lineage(), fingerprint_path("papers", source)], tables=TABLES,
+        build=lambda path: build(config, model, source, Path(path)),
+    )
+
+
+def model_folder(model: Manifest, which: str) -> str:
+    """The encoder a train_encoder version trained (`trained`) or started from (`base`)."""
+    if which == "trained":
+        return f"{model.path}/model"
+    if Path(f"{model.path}/base_model").is_dir():
+        return f"{model.path}/base_model"
+    return model.config["train_encoder"]["model"]
+
+
+def build(config: RunConfig, model: Manifest, source: str, path: Path) -> dict[str, Any]:
+    cfg = config.embed_papers
+    folder = model_folder(model, cfg.model)
+    settings = model.config["train_encoder"]
+    stats = embed_to_parquet(read_papers(source), folder, path / "embeddings", max_length=settings["max_length"],
+                             pooling=settings["pooling"], batch_size=cfg.batch_size)
+    log.info("%s: embedded %s papers with the %s model", STAGE, f"{stats['papers']:,}", cfg.model)
+    return {**stats, "model": cfg.model, "model_folder": folder, "strategy": model.metrics["strategy"],
+            "leakage_mode": model.metrics["leakage_mode"], "train_encoder_version": model.version}
+
+
+def embed_to_parquet(papers: Iterator[tuple[str, str | None, str | None]], model_dir: str, out: Path, *,
+                     max_length: int, pooling: str, batch_size: int) -> dict[str, Any]:
+    """Embed (id, title, abstract) rows in batches and stream them to `out/part-0.parquet`."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import torch
+    from tqdm import tqdm
+
+    from models.encoder import load, paper_text, pool
+
+    tokenizer, model = load(model_dir)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device).eval()
+    dimension = model.config.hidden_size
+    schema = pa.schema([("paper_id", pa.string()), ("embedding", pa.list_(pa.float32(), dimension))])
+    out.mkdir(parents=True)
+    seen: set[str] = set()
+    counts = {"papers": 0, "empty_text": 0, "duplicates": 0}
+
+    def flush(writer, ids, texts):
+        encoded = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+        encoded = {k: v.to(device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
+        with torch.inference_mode():
+            hidden = model(**encoded).last_hidden_state
+            vectors = pool(hidden, encoded["attention_mask"], pooling).float().cpu().numpy().astype(np.float32)
+        flat = pa.array(vectors.reshape(-1), pa.float32())
+        writer.write_table(pa.table({"paper_id": pa.array(ids, pa.string()),
+                                     "embedding": pa.FixedSizeListArray.from_arrays(flat, dimension)}, schema=schema))
+
+    with pq.ParquetWriter(out / "part-0.parquet", schema, compression="zstd") as writer, \
+            tqdm(desc="embed_papers", unit="paper", disable=None) as bar:
+        ids: list[str] = []
+        texts: list[str] = []
+        for paper_id, title, abstract in papers:
+            if paper_id in seen:
+                counts["duplicates"] += 1
+                continue
+            seen.add(paper_id)
+            if not (title or "").strip() and not (abstract or "").strip():
+                counts["empty_text"] += 1
+            ids.append(paper_id)
+            texts.append(paper_text(title, abstract, tokenizer.sep_token))
+            if len(ids) == batch_size:
+                flush(writer, ids, texts)
+                counts["papers"] += len(ids)
+                bar.update(len(ids))
+                ids, texts = [], []
+        if ids:
+            flush(writer, ids, texts)
+            counts["papers"] += len(ids)
+            bar.update(len(ids))
+    if counts["papers"] == 0:
+        raise CiteflowError("embed_papers: no papers to embed")
+    return {**counts, "dimension": dimension}
+
+
+def read_papers(source: str) -> Iterator[tuple[str, str | None, str | None]]:
+    """(id, title, abstract) from a SciDocs folder (original or BEIR layout), JSON lines or Parquet."""
+    root = Path(source)
+    if not root.exists():
+        raise CiteflowError(f"papers path {source!r} does not exist")
+    if root.is_dir():
+        metadata = sorted(root.glob("paper_metadata_*.json"))
+        if metadata:
+            for file in metadata:
+                for key, entry in json.loads(file.read_text()).items():
+                    yield str(entry.get("paper_id") or key), entry.get("title"), entry.get("abstract")
+            return
+        beir = [root / "corpus.jsonl", root / "queries.jsonl"]
+        if beir[0].is_file():
+            for file in beir:
+                if file.is_file():
+                    yield from _rows(_jsonl(file))
+            return
+        files = sorted(p for p in root.rglob("*") if p.suffix in (".jsonl", ".parquet") or p.name.endswith(".jsonl.gz"))
+        if not files:
+            raise CiteflowError(f"{source!r} holds no SciDocs metadata, BEIR corpus, JSON lines or Parquet")
+    else:
+        files = [root]
+    for file in files:
+        yield from _rows(_parquet(file) if file.suffix == ".parquet" else _jsonl(file))
+
+
+def _jsonl(file: Path) -> Iterator[dict]:
+    import gzip
+
+    opener = gzip.open if file.name.endswith(".gz") else open
+    with opener(file, "rt", encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    raise CiteflowError(f"{file}:{number}: not a JSON line") from None
+
+
+def _parquet(file: Path) -> Iterator[dict]:
+    import pyarrow.parquet as pq
+
+    for batch in pq.ParquetFile(file).iter_batches(batch_size=4096):
+        yield from batch.to_pylist()
+
+
+def _rows(records: Iterator[dict]) -> Iterator[tuple[str, str | None, str | None]]:
+    for record in records:
+        key = next((record[k] for k in ("id", "paper_id", "_id", "corpus_id") if record.get(k) is not None), None)
+        if key is None:
+            raise CiteflowError(f"a paper record has no id, paper_id, _id or corpus_id: {str(record)[:200]}")
+        yield str(key), record.get("title"), record.get("abstract", record.get("text"))

@@ -1,0 +1,254 @@
+"""Stage train_encoder: a Transformer paper encoder trained on the mined triplets (SPEC §5).
+
+Reads: the mine_triplets version of the run (`triplets`, `training_texts`)
+and the model: a local Hugging Face directory (`train_encoder.model`, e.g.
+SciBERT) or `small`, a small BERT whose WordPiece tokenizer is trained on
+the training texts.
+Writes `ARTIFACTS/<snapshot>/train_encoder/<version>/`:
+- `model/`: the trained encoder (safetensors, tokenizer, `citeflow.json`),
+  loadable with plain `transformers.AutoModel.from_pretrained`.
+- `base_model/` (small model only): the untrained model it started from.
+- `training_log`: step, epoch, loss, lr, seconds, triplets_per_second; and
+  `training_loss.png`.
+
+Training runs in its own process (`python -m models.train_encoder`, or
+`torchrun` with `train_encoder.nproc` > 1), never inside the caller (an
+Airflow task, the CLI). Its working state (tokens, checkpoints) lives in
+`ARTIFACTS/<snapshot>/train_encoder/.work/<version>/`, outside the version
+folder, so a killed run resumes from its last checkpoint when run again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from citeflow.artifacts import ArtifactStore, Manifest
+from citeflow.config import RunConfig, to_dict, versioned_dict
+from citeflow.errors import CiteflowError
+from citeflow.stage import execute
+
+STAGE = "train_encoder"
+STAGE_VERSION = 1
+TABLES = ["training_log"]
+READ_BATCH = 4096
+
+log = logging.getLogger("citeflow")
+
+
+def run(config: RunConfig) -> Manifest:
+    from citeflow.snapshot import fingerprint_path
+    from jobs import mine_triplets
+
+    triplets = mine_triplets.run(config)
+    store = ArtifactStore(config.artifacts)
+    if not store.local:
+        raise CiteflowError("train_encoder trains on local files: use a local --artifacts root (or a mounted one)")
+    cfg = config.train_encoder
+    inputs = [triplets.lineage()]
+    versioned = versioned_dict(cfg)
+    if cfg.model != "small":
+        from models.encoder import check_model_dir
+
+        check_model_dir(cfg.model)
+        inputs.append(fingerprint_path("model", cfg.model))
+        for name in ("vocab_size", "hidden_size", "layers", "heads"):
+            versioned.pop(name)
+    leakage = store.upstream(triplets, "filter_leakage")
+    return execute(
+        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION, config=versioned,
+        resolved_config={"train_encoder": to_dict(cfg), "strategy": triplets.metrics["strategy"],
+                         "leakage_mode": leakage.metrics["mode"]},
+        inputs=inputs, tables=TABLES,
+        build=lambda path: build(config, store, triplets, leakage, Path(path)),
+    )
+
+
+def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: Manifest, path: Path) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from citeflow.leakage import audit_no_benchmark_papers
+    from models.encoder import TokenStore, build_small, load
+
+    cfg = config.train_encoder
+    work = path.parent / ".work" / path.name
+    work.mkdir(parents=True, exist_ok=True)
+    texts_path = triplets.table_path("training_texts")
+    text_ids = _column(texts_path, "corpus_id")
+    audit = audit_no_benchmark_papers(text_ids, leakage, what="encoder training texts")
+
+    if cfg.model == "small":
+        base = work / "base_model"
+        if not (base / "config.json").is_file():
+            log.info("%s: training a %d-token WordPiece vocabulary on %s texts", STAGE, cfg.vocab_size,
+                     f"{len(text_ids):,}")
+            shutil.rmtree(base, ignore_errors=True)
+            build_small(_texts(texts_path), base.with_name("base_model.tmp"), vocab_size=cfg.vocab_size,
+                        hidden=cfg.hidden_size, layers=cfg.layers, heads=cfg.heads,
+                        intermediate=4 * cfg.hidden_size, max_length=cfg.max_length, seed=cfg.seed)
+            os.replace(base.with_name("base_model.tmp"), base)
+        model_in = str(base)
+    else:
+        model_in = cfg.model
+    tokenizer, _ = load(model_in, tokenizer_only=True)
+    tokens = work / "tokens"
+    if not (tokens / "tokens.npy").is_file():
+        log.info("%s: tokenising %s papers (max %d tokens)", STAGE, f"{len(text_ids):,}", cfg.max_length)
+        TokenStore.write(tokens, _sorted_batches(texts_path), tokenizer, cfg.max_length, len(text_ids))
+
+    nproc = cfg.nproc or _gpus() or 1
+    spec = {
+        "tokens": str(tokens), "triplets": triplets.table_path("triplets"), "model_in": model_in,
+        "model_out": str(work / "model"), "work": str(work / "checkpoints"), "log": str(work / "log.jsonl"),
+        "epochs": cfg.epochs, "max_steps": cfg.max_steps, "batch_size": cfg.batch_size,
+        "per_device_batch": _per_device(cfg.batch_size, cfg.per_device_batch, nproc), "lr": cfg.lr,
+        "weight_decay": cfg.weight_decay, "warmup_fraction": cfg.warmup_fraction, "margin": cfg.margin,
+        "bitfit": cfg.bitfit, "bitfit_lr": cfg.bitfit_lr, "pooling": cfg.pooling, "seed": cfg.seed,
+        "gradient_checkpointing": cfg.gradient_checkpointing, "precision": cfg.precision,
+        "checkpoint_every": cfg.checkpoint_every,
+        "citeflow": {"snapshot": config.snapshot, "train_encoder_version": path.name, "pooling": cfg.pooling,
+                     "max_length": cfg.max_length, "strategy": triplets.metrics["strategy"],
+                     "mine_triplets_version": triplets.version, "leakage_mode": leakage.metrics["mode"],
+                     "base_model": cfg.model},
+    }
+    spec_path = work / "spec.json"
+    spec_path.write_text(json.dumps(spec, indent=2))
+    resumed = _checkpoint_step(work / "checkpoints")
+    launch(spec_path, nproc, work / "train.log")
+
+    shutil.move(str(work / "model"), str(path / "model"))
+    if cfg.model == "small":
+        shutil.copytree(work / "base_model", path / "base_model")
+    rows = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines() if line.strip()]
+    folder = path / "training_log"
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema([
+        ("step", pa.int64()), ("epoch", pa.int64()), ("loss", pa.float64()), ("lr", pa.float64()),
+        ("seconds", pa.float64()), ("triplets_per_second", pa.float64())])), folder / "part-0.parquet")
+    _plot(rows, path / "training_loss.png", config.snapshot, triplets.metrics["strategy"])
+    shutil.copy(work / "train.log", path / "train.log")
+    shutil.rmtree(work, ignore_errors=True)
+    window = max(1, len(rows) // 10)
+    throughput = [r["triplets_per_second"] for r in rows[1:]] or [r["triplets_per_second"] for r in rows]
+    return {
+        "strategy": triplets.metrics["strategy"], "leakage_mode": leakage.metrics["mode"], "leakage_audit": audit,
+        "model": cfg.model, "steps": len(rows), "triplets_seen": len(rows) * cfg.batch_size,
+        "first_loss": sum(r["loss"] for r in rows[:window]) / window if rows else None,
+        "final_loss": sum(r["loss"] for r in rows[-window:]) / window if rows else None,
+        "triplets_per_second": round(sum(throughput) / len(throughput), 2) if throughput else None,
+        "processes": nproc, "device": "cuda" if _gpus() else "cpu", "resumed_from_step": resumed,
+    }
+
+
+def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
+    """Run the trainer in its own process (torchrun for several); its output goes to `log_path` and stderr."""
+    module = ["-m", "models.train_encoder", str(spec_path)]
+    if nproc > 1:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *module]
+    else:
+        command = [sys.executable, *module]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                        os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    log.info("%s: %s", STAGE, " ".join(command))
+    with open(log_path, "ab") as out:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        assert process.stdout is not None
+        for chunk in iter(lambda: process.stdout.read1(4096), b""):
+            out.write(chunk)
+            out.flush()
+            sys.stderr.buffer.write(chunk)
+            sys.stderr.flush()
+        code = process.wait()
+    if code != 0:
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise CiteflowError(f"encoder training failed (exit {code}); rerun to resume from the last checkpoint. "
+                            f"Log {log_path}:\n{tail}")
+
+
+def _per_device(batch: int, per_device: int, nproc: int) -> int:
+    """The largest per-device batch <= the asked one that divides batch / nproc."""
+    if batch % nproc:
+        raise CiteflowError(f"train_encoder.batch_size {batch} is not divisible by {nproc} processes")
+    share = batch // nproc
+    return max(d for d in range(1, min(per_device, share) + 1) if share % d == 0)
+
+
+def _gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - no usable CUDA means CPU
+        return 0
+
+
+def _checkpoint_step(folder: Path) -> int | None:
+    from models.train_encoder import latest_checkpoint
+
+    found = latest_checkpoint(folder) if folder.exists() else None
+    return json.loads((found / "state.json").read_text())["step"] if found else None
+
+
+def _column(table: str, column: str):
+    import pyarrow.dataset as ds
+
+    return ds.dataset(table, format="parquet").to_table(columns=[column]).column(column).to_numpy()
+
+
+def _sorted_batches(texts: str):
+    """(ids, titles, abstracts) batches in corpus id order (training_texts is written in id order per part)."""
+    import numpy as np
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(texts, format="parquet").to_table(columns=["corpus_id"])
+    order = np.argsort(table.column("corpus_id").to_numpy(), kind="stable")
+    if not (np.diff(order) > 0).all():
+        # not sorted on disk: read it sorted (texts are small next to the corpus: ids, title, abstract)
+        data = ds.dataset(texts, format="parquet").to_table().take(order)
+        for lo in range(0, data.num_rows, READ_BATCH):
+            part = data.slice(lo, READ_BATCH)
+            yield part["corpus_id"].to_numpy(), part["title"].to_pylist(), part["abstract"].to_pylist()
+        return
+    for batch in ds.dataset(texts, format="parquet").to_batches(batch_size=READ_BATCH):
+        yield batch.column("corpus_id").to_numpy(), batch.column("title").to_pylist(), batch.column("abstract").to_pylist()
+
+
+def _texts(texts: str):
+    import pyarrow.dataset as ds
+
+    from models.encoder import paper_text
+
+    for batch in ds.dataset(texts, format="parquet").to_batches(columns=["title", "abstract"], batch_size=READ_BATCH):
+        for title, abstract in zip(batch.column("title").to_pylist(), batch.column("abstract").to_pylist()):
+            yield paper_text(title, abstract, "")
+
+
+def _plot(rows: list[dict], target: Path, snapshot: str, strategy: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+    steps = np.array([r["step"] for r in rows])
+    loss = np.array([r["loss"] for r in rows])
+    ax.plot(steps, loss, alpha=0.35, label="per step")
+    if len(loss) >= 10:
+        k = max(1, len(loss) // 20)
+        ax.plot(steps[k - 1:], np.convolve(loss, np.ones(k) / k, mode="valid"), label=f"mean of {k} steps")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("triplet loss")
+    ax.set_title(f"encoder training ({strategy} triplets) — {snapshot}")
+    ax.legend()
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(target)
+    plt.close(fig)

@@ -1,0 +1,176 @@
+"""The paper encoder: any local Hugging Face encoder, or a small BERT built for demos and tests (SPEC §5).
+
+- `load(model_dir)`: tokenizer and model from a local directory only (SciBERT,
+  BERT, a previous citeflow model); a hub name is refused with a clear error.
+- `build_small(texts, out, ...)`: trains a lower-cased WordPiece tokenizer on
+  the given texts, builds a BertModel from a config (seeded init) and saves
+  both as a normal Hugging Face directory.
+- `paper_text(title, abstract, sep)`: SPECTER's input, `title [SEP] abstract`.
+- `pool(hidden, mask, how)`: `[CLS]` (the final hidden state of the first
+  token, SPECTER/SciNCL) or the masked mean of the tokens.
+- `TokenStore`: token ids of many papers in two memory-mapped arrays
+  (offsets, flat ids), written in batches, so training never holds all
+  texts or all token lists in Python objects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from citeflow.errors import CiteflowError
+
+CITEFLOW_FILE = "citeflow.json"
+
+
+def paper_text(title: str | None, abstract: str | None, sep: str) -> str:
+    return f"{(title or '').strip()} {sep} {(abstract or '').strip()}".strip()
+
+
+def check_model_dir(model_dir: str) -> Path:
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise CiteflowError(f"model directory {model_dir!r} does not exist; give a local Hugging Face model folder "
+                            "(config.json, weights, tokenizer), e.g. a downloaded scibert_scivocab_uncased, "
+                            "or 'small' for a small BERT trained on the snapshot")
+    if not (path / "config.json").is_file():
+        raise CiteflowError(f"{model_dir!r} has no config.json: not a Hugging Face model folder")
+    return path
+
+
+def load(model_dir: str, *, tokenizer_only: bool = False):
+    """(tokenizer, model) from a local directory; nothing is fetched from a hub."""
+    from transformers import AutoModel, AutoTokenizer
+
+    path = check_model_dir(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    if tokenizer_only:
+        return tokenizer, None
+    model = AutoModel.from_pretrained(str(path), local_files_only=True, add_pooling_layer=False) \
+        if _is_bert(path) else AutoModel.from_pretrained(str(path), local_files_only=True)
+    return tokenizer, model
+
+
+def _is_bert(path: Path) -> bool:
+    return json.loads((path / "config.json").read_text()).get("model_type") == "bert"
+
+
+def build_small(texts: Iterable[str], out: Path, *, vocab_size: int, hidden: int, layers: int, heads: int,
+                intermediate: int, max_length: int, seed: int, dropout: float = 0.1) -> Path:
+    """Train a WordPiece tokenizer on `texts`, build a seeded small BERT, save both under `out`."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, min_frequency=2,
+                                        show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
+    tokenizer = BertTokenizerFast(tokenizer_object=tok, do_lower_case=True, model_max_length=max_length)
+    config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=intermediate,
+                        max_position_embeddings=max(512, max_length), pad_token_id=tok.token_to_id("[PAD]"),
+                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    torch.manual_seed(seed)
+    model = BertModel(config, add_pooling_layer=False)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    return out
+
+
+def pool(hidden, mask, how: str):
+    """Paper embeddings from the final hidden states: `cls` (token 0) or masked `mean`."""
+    if how == "cls":
+        return hidden[:, 0]
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
+
+
+class TokenStore:
+    """Token ids of papers, row i = the i-th corpus id of `ids` (sorted): `offsets.npy` and `tokens.npy`."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.ids = np.load(self.folder / "ids.npy", mmap_mode="r")
+        self.offsets = np.load(self.folder / "offsets.npy", mmap_mode="r")
+        self.tokens = np.load(self.folder / "tokens.npy", mmap_mode="r")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def rows(self, corpus_ids: np.ndarray) -> np.ndarray:
+        at = np.searchsorted(self.ids, corpus_ids)
+        bad = (at >= len(self.ids)) | (np.asarray(self.ids)[np.minimum(at, len(self.ids) - 1)] != corpus_ids)
+        if bad.any():
+            raise CiteflowError(f"{int(bad.sum())} triplet papers have no text (e.g. corpus id "
+                                f"{int(corpus_ids[bad][0])}); training_texts and triplets disagree")
+        return at
+
+    def get(self, row: int) -> np.ndarray:
+        return np.asarray(self.tokens[self.offsets[row]:self.offsets[row + 1]])
+
+    @staticmethod
+    def write(folder: Path, batches: Iterator[tuple[np.ndarray, list[str | None], list[str | None]]], tokenizer,
+              max_length: int, total_rows: int) -> TokenStore:
+        """Tokenise (ids, titles, abstracts) batches into memory-mapped arrays, written via a temp folder."""
+        folder = Path(folder)
+        tmp = folder.with_name(folder.name + ".tmp")
+        tmp.mkdir(parents=True, exist_ok=True)
+        ids_out = np.lib.format.open_memmap(tmp / "ids.npy", mode="w+", dtype=np.int64, shape=(total_rows,))
+        offsets = np.lib.format.open_memmap(tmp / "offsets.npy", mode="w+", dtype=np.int64, shape=(total_rows + 1,))
+        offsets[0] = 0
+        chunks_path = tmp / "tokens.bin"
+        row = 0
+        with open(chunks_path, "wb") as fh:
+            for ids, titles, abstracts in batches:
+                texts = [paper_text(t, a, tokenizer.sep_token) for t, a in zip(titles, abstracts)]
+                encoded = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+                lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=len(encoded))
+                flat = np.fromiter((t for e in encoded for t in e), dtype=np.int32, count=int(lengths.sum()))
+                fh.write(flat.tobytes())
+                ids_out[row:row + len(ids)] = ids
+                offsets[row + 1:row + 1 + len(ids)] = offsets[row] + np.cumsum(lengths)
+                row += len(ids)
+        if row != total_rows:
+            raise RuntimeError(f"tokenised {row} papers, expected {total_rows}")
+        if total_rows and not (np.diff(ids_out) > 0).all():
+            raise RuntimeError("token store ids must be sorted and distinct")
+        flat = np.memmap(chunks_path, dtype=np.int32, mode="r") if offsets[-1] else np.zeros(0, np.int32)
+        tokens = np.lib.format.open_memmap(tmp / "tokens.npy", mode="w+", dtype=np.int32, shape=(int(offsets[-1]),))
+        tokens[:] = flat
+        tokens.flush()
+        ids_out.flush()
+        offsets.flush()
+        del flat, tokens, ids_out, offsets
+        os.remove(chunks_path)
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+        return TokenStore(folder)
+
+
+def collate(sequences: list[np.ndarray], pad_id: int):
+    """Pad token id arrays to the longest: (input_ids, attention_mask) int64 tensors."""
+    import torch
+
+    longest = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), longest), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), longest), dtype=torch.long)
+    for i, s in enumerate(sequences):
+        ids[i, :len(s)] = torch.from_numpy(s.astype(np.int64))
+        mask[i, :len(s)] = 1
+    return ids, mask

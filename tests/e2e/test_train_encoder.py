@@ -1,0 +1,124 @@
+"""train_encoder and embed_papers end to end: a small BERT trained on SciNCL triplets of a generated snapshot."""
+
+import json
+import os
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from citeflow.config import apply_overrides
+from citeflow.errors import CiteflowError
+from jobs import embed_papers, train_encoder
+from jobs.embed_papers import embed_to_parquet
+
+pytestmark = pytest.mark.slow
+
+TINY = ["train_encoder.hidden_size=64", "train_encoder.layers=2", "train_encoder.heads=2",
+        "train_encoder.vocab_size=4000", "train_encoder.max_length=64", "train_encoder.per_device_batch=16"]
+
+
+@pytest.fixture(scope="module")
+def trained(generated_topics, topics_config, spark):
+    snap, _ = generated_topics
+    cfg = apply_overrides(topics_config, TINY)
+    return snap, cfg, train_encoder.run(cfg)
+
+
+def test_training_loss_falls_and_the_model_is_saved(trained):
+    _, _, m = trained
+    log = pq.read_table(m.table_path("training_log")).to_pydict()
+    assert log["step"] == list(range(1, m.metrics["steps"] + 1)) and m.metrics["steps"] == 5000 // 32
+    assert m.metrics["final_loss"] < 0.6 * m.metrics["first_loss"], m.metrics
+    assert max(log["lr"]) <= 1e-3 and log["lr"][-1] < max(log["lr"])   # warm-up then decay
+    for name in ("model/model.safetensors", "model/tokenizer.json", "model/citeflow.json",
+                 "base_model/model.safetensors", "training_loss.png"):
+        assert os.path.exists(f"{m.path}/{name}"), name
+    about = json.loads(open(f"{m.path}/model/citeflow.json").read())
+    assert about["strategy"] == "scincl" and about["pooling"] == "mean" and about["train_encoder_version"] == m.version
+    assert m.metrics["leakage_audit"]["mode"] == "report_only" and m.metrics["processes"] == 1
+    assert not os.path.exists(os.path.join(os.path.dirname(m.path), ".work", m.version))
+
+
+def knn_topic_share(vectors, labels, k=10):
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    sims = unit @ unit.T
+    np.fill_diagonal(sims, -np.inf)
+    top = np.argpartition(-sims, k, axis=1)[:, :k]
+    return float(np.mean(labels[top] == labels[:, None]))
+
+
+def test_trained_encoder_separates_unseen_papers_by_subtopic(trained, tmp_path):
+    snap, cfg, m = trained
+    mine = next(i for i in m.inputs if i["stage"] == "mine_triplets")
+    seen = set(pq.read_table(mine["path"] + "/training_texts")["corpus_id"].to_pylist())
+    leak = json.loads(open(mine["path"] + "/_manifest.json").read())["inputs"][1]["path"]
+    papers = ds.dataset(leak + "/papers").to_table(columns=["corpus_id", "title", "abstract"])
+    papers = papers.filter(pc.invert(pc.is_in(papers["corpus_id"], value_set=__import__("pyarrow").array(sorted(seen)))))
+    papers = papers.filter(pc.greater(pc.utf8_length(pc.fill_null(papers["abstract"], "")), 0)).slice(0, 1500)
+    topics = pq.read_table(snap / "paper_topics.parquet").to_pydict()
+    community = dict(zip(topics["corpus_id"], topics["community"]))
+    labels = np.array([community[c] for c in papers["corpus_id"].to_pylist()])
+    rows = list(zip(map(str, papers["corpus_id"].to_pylist()), papers["title"].to_pylist(),
+                    papers["abstract"].to_pylist()))
+    shares = {}
+    for which in ("base_model", "model"):
+        out = tmp_path / which
+        embed_to_parquet(iter(rows), f"{m.path}/{which}", out, max_length=64, pooling="mean", batch_size=128)
+        table = pq.read_table(out)
+        assert table["paper_id"].to_pylist() == [r[0] for r in rows]
+        shares[which] = knn_topic_share(np.stack(table["embedding"].to_numpy(zero_copy_only=False)), labels)
+    _, counts = np.unique(labels, return_counts=True)
+    chance = float(np.sum((counts / counts.sum()) ** 2))
+    assert shares["model"] > shares["base_model"] + 0.1, (shares, chance)
+    assert shares["model"] > 3 * chance, (shares, chance)
+
+
+def test_embed_papers_embeds_the_scidocs_papers_like_plain_transformers(trained):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    snap, cfg, m = trained
+    e = embed_papers.run(cfg)
+    metadata = {}
+    for name in ("paper_metadata_mag_mesh.json", "paper_metadata_view_cite_read.json"):
+        metadata.update(json.loads((snap / "scidocs" / name).read_text()))
+    table = pq.read_table(e.table_path("embeddings"))
+    assert sorted(table["paper_id"].to_pylist()) == sorted(metadata) and e.metrics["papers"] == len(metadata)
+    assert e.metrics["dimension"] == 64 and e.metrics["model"] == "trained" and e.metrics["strategy"] == "scincl"
+    # a plain transformers user gets the same vectors (mean pooling over the attention mask)
+    tokenizer = AutoTokenizer.from_pretrained(f"{m.path}/model")
+    model = AutoModel.from_pretrained(f"{m.path}/model").eval()
+    first = table.slice(0, 3).to_pylist()
+    texts = [f"{(metadata[r['paper_id']]['title'] or '').strip()} {tokenizer.sep_token} "
+             f"{(metadata[r['paper_id']]['abstract'] or '').strip()}".strip() for r in first]
+    enc = tokenizer(texts, truncation=True, max_length=64, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        hidden = model(**enc).last_hidden_state
+    mask = enc["attention_mask"].unsqueeze(-1).float()
+    expected = ((hidden * mask).sum(1) / mask.sum(1)).numpy()
+    assert np.allclose(np.stack([r["embedding"] for r in first]), expected, atol=1e-5)
+    again = embed_papers.run(cfg)
+    assert again.skipped and again.version == e.version
+    base = embed_papers.run(apply_overrides(cfg, ["embed_papers.model=base"]))
+    assert base.version != e.version and base.metrics["model"] == "base"
+
+
+def test_a_killed_training_resumes_from_its_checkpoint(trained, monkeypatch):
+    _, cfg, _ = trained
+    cfg = apply_overrides(cfg, ["train_encoder.seed=5", "train_encoder.max_steps=12",
+                                "train_encoder.checkpoint_every=5"])
+    monkeypatch.setenv("CITEFLOW_KILL_AT_STEP", "8")
+    with pytest.raises(CiteflowError, match="rerun to resume"):
+        train_encoder.run(cfg)
+    monkeypatch.delenv("CITEFLOW_KILL_AT_STEP")
+    m = train_encoder.run(cfg)
+    assert not m.skipped and m.metrics["resumed_from_step"] == 5 and m.metrics["steps"] == 12
+
+
+def test_a_missing_model_folder_is_a_clear_error(trained, tmp_path):
+    _, cfg, _ = trained
+    with pytest.raises(CiteflowError, match="does not exist"):
+        train_encoder.run(apply_overrides(cfg, [f"train_encoder.model={tmp_path}/scibert"]))
