@@ -326,6 +326,20 @@ class EmbedPapersConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BenchmarkConfig:
+    """Stage benchmark: SciDocs (original layout) and SciRepEval-format tasks on the trained and base models."""
+
+    scirepeval: tuple[str, ...] = field(default=(), metadata=_help(
+        "SciRepEval task files or folders (JSON / JSON lines in SciRepEval's layout), embedded by each model"))
+    base: bool = field(default=True, metadata=_help("also score the untrained model the encoder started from"))
+    n_jobs: int = field(default=0, metadata=_help("parallel SVM fits; 0: one per core", versioned=False))
+
+    def __post_init__(self) -> None:
+        if self.n_jobs < 0:
+            raise CiteflowError("benchmark.n_jobs must not be negative")
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Everything one `citeflow run` needs: where the inputs are and how each stage is set."""
 
@@ -341,6 +355,7 @@ class RunConfig:
     mine_triplets: MineTripletsConfig = field(default_factory=MineTripletsConfig)
     train_encoder: TrainEncoderConfig = field(default_factory=TrainEncoderConfig)
     embed_papers: EmbedPapersConfig = field(default_factory=EmbedPapersConfig)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
 
     def __post_init__(self) -> None:
         validate_snapshot_id(self.snapshot)

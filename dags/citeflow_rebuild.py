@@ -109,10 +109,17 @@ def citeflow_rebuild():
     def embed_papers(trained: dict) -> dict[str, object]:
         return _run_stage("embed_papers", str(trained["strategy"]))
 
+    @task(outlets=[stage_asset("benchmark")], map_index_template="{{ task.op_kwargs['embedded']['strategy'] }}")
+    def benchmark(embedded: dict) -> dict[str, object]:
+        result = _run_stage("benchmark", str(embedded["strategy"]))
+        report = os.path.join(os.path.dirname(os.path.dirname(str(result["manifest"]))), "report.html")
+        print(f"benchmark report of the snapshot: {report}")
+        return {**result, "report": report}
+
     graph = build_graph() >> filter_leakage() >> embed_graph()
     mined = mine_triplets.expand(strategy=triplet_strategies())
     graph >> mined
-    embed_papers.expand(trained=train_encoder.expand(mined=mined))
+    benchmark.expand(embedded=embed_papers.expand(trained=train_encoder.expand(mined=mined)))
 
 
 dag_object = citeflow_rebuild()

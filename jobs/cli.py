@@ -56,6 +56,20 @@ def _add_artifacts(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the manifests as JSON")
 
 
+def _add_benchmark(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("benchmark", help="score any model's paper embeddings on SciDocs / SciRepEval tasks",
+                       description="Score embeddings Parquet files (an id column and 'embedding') on the SciDocs "
+                                   "tasks of a folder in the original layout and on SciRepEval-format task files.")
+    p.add_argument("--embeddings", action="append", required=True, metavar="PARQUET",
+                   help="embeddings to score (file or folder); repeat to compare models side by side")
+    p.add_argument("--label", action="append", default=[], help="a name per --embeddings (default: file name)")
+    p.add_argument("--scidocs", default="", help="SciDocs folder (original layout)")
+    p.add_argument("--scirepeval", action="append", default=[], metavar="PATH",
+                   help="SciRepEval task file or folder (needs --model to embed its papers)")
+    p.add_argument("--model", default="", help="local model folder that made the embeddings (for SciRepEval tasks)")
+    p.add_argument("--out", required=True, help="folder for scores.parquet, report.md, report.html, scores.png")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="citeflow", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -63,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(sub)
     _add_run(sub)
     _add_artifacts(sub)
+    _add_benchmark(sub)
     sub.add_parser("settings", help="list every setting --set accepts")
     return parser
 
@@ -121,6 +136,13 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
                 _print_leakage(m.metrics)
             if stage == "mine_triplets":
                 _print_triplets(m.metrics)
+            if stage == "benchmark":
+                for which in ("trained", "base"):
+                    if which in m.metrics and m.metrics[which]["average"] is not None:
+                        print(f"      {m.metrics['strategy']} {which}: {m.metrics[which]['average_label']} "
+                              f"= {m.metrics[which]['average']:.2f}")
+        if stage == "benchmark" and manifests:
+            print(f"  report: {store.stage_path(args.snapshot, stage)}/report.html")
         incomplete = store.incomplete_versions(args.snapshot, stage)
         if incomplete:
             print(f"  incomplete (killed runs, removed on the next run): {', '.join(incomplete)}")
@@ -148,6 +170,40 @@ def _print_triplets(metrics: dict) -> None:
           f"median neighbour rank: {medians or 'n/a'}")
 
 
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from evaluation.report import write_report
+    from jobs.benchmark import _schema, load_embeddings, score
+
+    if not args.scidocs and not args.scirepeval:
+        raise CiteflowError("nothing to score: give --scidocs DIR and/or --scirepeval PATH")
+    if args.scidocs and not Path(args.scidocs).is_dir():
+        raise CiteflowError(f"SciDocs folder {args.scidocs!r} does not exist")
+    if args.label and len(args.label) != len(args.embeddings):
+        raise CiteflowError("give one --label per --embeddings, or none")
+    labels = args.label or [Path(p).stem for p in args.embeddings]
+    rows = []
+    for label, path in zip(labels, args.embeddings):
+        scored = score(load_embeddings(path), Path(args.scidocs) if args.scidocs else None, tuple(args.scirepeval),
+                       args.model or None)
+        for row in scored:
+            row.update(model=label, label=label, model_version="", strategy="", leakage_mode="")
+        rows += scored
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=_schema()), out / "scores.parquet")
+    report = write_report(rows, out, "citeflow benchmark")
+    for row in rows:
+        if row["status"] == "ok" and row["split"] == "test":
+            print(f"{row['label']:<24} {row['task']:<22} {row['metric']:<12} {row['value']:7.2f}  (n={row['n']})")
+    print(f"report: {report['html']}")
+    return 0
+
+
 def cmd_settings(_args: argparse.Namespace) -> int:
     defaults = RunConfig(snapshot="x", corpus="x")
     for f in dataclasses.fields(RunConfig):
@@ -160,7 +216,8 @@ def cmd_settings(_args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"generate": cmd_generate, "run": cmd_run, "artifacts": cmd_artifacts, "settings": cmd_settings}
+COMMANDS = {"generate": cmd_generate, "run": cmd_run, "artifacts": cmd_artifacts, "settings": cmd_settings,
+            "benchmark": cmd_benchmark}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,7 @@ STAGE_MODULES: dict[str, str] = {
     "mine_triplets": "jobs.mine_triplets",
     "train_encoder": "jobs.train_encoder",
     "embed_papers": "jobs.embed_papers",
+    "benchmark": "jobs.benchmark",
 }
 
 

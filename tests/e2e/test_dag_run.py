@@ -31,10 +31,15 @@ def test_rebuild_dag_runs_the_stages_then_skips_them(generated_s2orc, tmp_path):
     }
     migrated = airflow(["db", "migrate"], env)
     assert migrated.returncode == 0, migrated.stderr[-3000:]
+    pool = airflow(["pools", "set", "gpu", "1", "citeflow encoder training"], env)
+    assert pool.returncode == 0, pool.stderr[-3000:]
     artifacts = tmp_path / "artifacts"
     conf = {"snapshot": "dag-demo", "corpus": str(snap / "corpus"), "scidocs": str(snap / "scidocs"),
             "paper_ids": str(snap / "paper-ids"), "artifacts": str(artifacts),
-            "overrides": ["spark.shuffle_partitions=4", "spark.driver_memory=2g", "build_graph.output_files=2"]}
+            "triplet_strategy": "both",
+            "overrides": ["spark.shuffle_partitions=4", "spark.driver_memory=2g", "build_graph.output_files=2",
+                          "mine_triplets.num_queries=200", "train_encoder.hidden_size=32", "train_encoder.layers=1",
+                          "train_encoder.max_length=32", "train_encoder.vocab_size=2000"]}
 
     first = airflow(["dags", "test", "citeflow_rebuild", "-c", json.dumps(conf)], env)
     log = first.stdout + first.stderr
@@ -58,3 +63,9 @@ def test_rebuild_dag_runs_the_stages_then_skips_them(generated_s2orc, tmp_path):
     assert f"filter_leakage: cached version {leak['version']}" in log
     assert len(list(artifacts.glob("dag-demo/build_graph/*"))) == 1
     assert len(list(artifacts.glob("dag-demo/filter_leakage/*"))) == 1
+    # both strategies went through mining, training and embedding, once each, and were cached the second time
+    for stage in ("mine_triplets", "train_encoder", "embed_papers"):
+        manifests = [json.loads(p.read_text()) for p in artifacts.glob(f"dag-demo/{stage}/*/_manifest.json")]
+        assert sorted(m["metrics"]["strategy"] for m in manifests) == ["scincl", "specter"], stage
+        for m in manifests:
+            assert f"{stage}: cached version {m['version']}" in log

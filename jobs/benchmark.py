@@ -1,0 +1,206 @@
+"""Stage benchmark: SciDocs and SciRepEval-format scores of the trained model and its untrained base.
+
+Reads: the embed_papers version of the run (trained model) and, with
+`benchmark.base` (default), embed_papers with `model=base`; the SciDocs
+folder of the run; `benchmark.scirepeval` task files, whose papers (and
+search queries) are embedded by each model here.
+Writes `ARTIFACTS/<snapshot>/benchmark/<version>/scores`: task, split,
+metric, value (× 100), n, missing, status (ok / missing / not_evaluated),
+reason, model (trained / base), label, model_version (train_encoder),
+strategy, leakage_mode; plus `report.md` / `report.html` / `scores.png` of
+this version. After every run the snapshot's report,
+`ARTIFACTS/<snapshot>/benchmark/report.html`, is rebuilt from every
+benchmark version of the snapshot (SciNCL-trained, SPECTER-trained, base ...)
+next to the published numbers of SPEC §6.
+
+Standalone, on any model's embeddings:
+    citeflow benchmark --embeddings E.parquet [--embeddings F.parquet] --scidocs DIR --out DIR
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from citeflow.artifacts import ArtifactStore, Manifest
+from citeflow.config import RunConfig, to_dict, versioned_dict
+from citeflow.errors import CiteflowError
+from citeflow.stage import execute
+
+STAGE = "benchmark"
+STAGE_VERSION = 1
+TABLES = ["scores"]
+
+log = logging.getLogger("citeflow")
+
+
+def run(config: RunConfig) -> Manifest:
+    import dataclasses
+
+    from citeflow.snapshot import fingerprint_path
+    from jobs import embed_papers
+
+    if not config.scidocs:
+        raise CiteflowError("benchmark needs the SciDocs folder: pass --scidocs DIR")
+    trained = embed_papers.run(config)
+    embedded = {"trained": trained}
+    if config.benchmark.base:
+        embedded["base"] = embed_papers.run(dataclasses.replace(
+            config, embed_papers=dataclasses.replace(config.embed_papers, model="base")))
+    inputs = [m.lineage() for m in embedded.values()] + [fingerprint_path("scidocs", config.scidocs)]
+    inputs += [fingerprint_path("scirepeval", p) for p in config.benchmark.scirepeval]
+    store = ArtifactStore(config.artifacts)
+    manifest = execute(
+        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION,
+        config=versioned_dict(config.benchmark),
+        resolved_config={"benchmark": to_dict(config.benchmark), "strategy": trained.metrics["strategy"],
+                         "leakage_mode": trained.metrics["leakage_mode"]},
+        inputs=inputs, tables=TABLES,
+        build=lambda path: build(config, store, embedded, Path(path)),
+    )
+    snapshot_report(store, config.snapshot)
+    return manifest
+
+
+def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest], path: Path) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from evaluation.report import write_report
+
+    rows: list[dict[str, Any]] = []
+    summary = {}
+    for which, manifest in embedded.items():
+        vectors = load_embeddings(manifest.table_path("embeddings"))
+        label = f"{manifest.metrics['strategy']} {which} ({manifest.metrics['train_encoder_version'][:8]})"
+        scored = score(vectors, Path(config.scidocs), config.benchmark.scirepeval, manifest.metrics["model_folder"],
+                       n_jobs=config.benchmark.n_jobs or -1)
+        for row in scored:
+            row.update(model=which, label=label, model_version=manifest.metrics["train_encoder_version"],
+                       strategy=manifest.metrics["strategy"], leakage_mode=manifest.metrics["leakage_mode"])
+        rows += scored
+        average = next(r for r in scored if r["task"] == "average")
+        summary[which] = {"average": average["value"], "average_label": average["average_label"]}
+    folder = path / "scores"
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=_schema()), folder / "part-0.parquet")
+    write_report(rows, path, f"citeflow benchmark — {config.snapshot}")
+    return {"strategy": embedded["trained"].metrics["strategy"],
+            "leakage_mode": embedded["trained"].metrics["leakage_mode"], **summary}
+
+
+def _schema():
+    import pyarrow as pa
+
+    return pa.schema([("task", pa.string()), ("split", pa.string()), ("metric", pa.string()),
+                      ("value", pa.float64()), ("n", pa.int64()), ("missing", pa.int64()), ("status", pa.string()),
+                      ("reason", pa.string()), ("average_label", pa.string()), ("model", pa.string()),
+                      ("label", pa.string()), ("model_version", pa.string()), ("strategy", pa.string()),
+                      ("leakage_mode", pa.string())])
+
+
+def load_embeddings(path: str) -> dict[str, Any]:
+    """{paper id (string): float32 vector} from a Parquet file or folder with an id column and `embedding`."""
+    import numpy as np
+    import pyarrow.dataset as ds
+
+    if not os.path.exists(path):
+        raise CiteflowError(f"embeddings {path!r} do not exist")
+    dataset = ds.dataset(path, format="parquet")
+    names = dataset.schema.names
+    key = next((k for k in ("paper_id", "corpus_id", "id", "doc_id") if k in names), None)
+    if key is None or "embedding" not in names:
+        raise CiteflowError(f"embeddings {path!r} need an id column (paper_id, corpus_id, id) and 'embedding'; "
+                            f"found {', '.join(names)}")
+    out: dict[str, Any] = {}
+    for batch in dataset.to_batches(columns=[key, "embedding"]):
+        ids = [str(v) for v in batch.column(key).to_pylist()]
+        column = batch.column("embedding")
+        width = column.type.list_size if hasattr(column.type, "list_size") and column.type.list_size > 0 else None
+        flat = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32)
+        if width is None:
+            lengths = np.diff(column.offsets.to_numpy())
+            if len(set(lengths.tolist())) > 1:
+                raise CiteflowError(f"embeddings {path!r} have vectors of different lengths")
+            width = int(lengths[0]) if len(lengths) else 0
+        matrix = flat.reshape(len(ids), width)
+        out.update(zip(ids, matrix))
+    if not out:
+        raise CiteflowError(f"embeddings {path!r} are empty")
+    return out
+
+
+def embedder(model_dir: str | None):
+    """A function (id, title, abstract) rows -> {id: vector} with the model, or None without one."""
+    if not model_dir:
+        return None
+    from models.encoder import load
+
+    settings = {"pooling": "cls", "max_length": 512}
+    about = Path(model_dir) / "citeflow.json"
+    if about.is_file():
+        import json
+
+        settings.update({k: v for k, v in json.loads(about.read_text()).items() if k in settings})
+
+    def embed(rows):
+        import tempfile
+
+        import pyarrow.parquet as pq
+
+        from jobs.embed_papers import embed_to_parquet
+
+        with tempfile.TemporaryDirectory() as tmp:
+            embed_to_parquet(iter(rows), model_dir, Path(tmp) / "e", max_length=settings["max_length"],
+                             pooling=settings["pooling"], batch_size=64)
+            return load_embeddings(str(Path(tmp) / "e"))
+
+    load(model_dir, tokenizer_only=True)  # fail early on a bad folder
+    return embed
+
+
+def score(vectors: dict[str, Any], scidocs: Path | None, scirepeval: tuple[str, ...] = (), model_dir: str | None = None,
+          *, n_jobs: int | None = None) -> list[dict[str, Any]]:
+    """Score rows of every available task, and one `average` row over SciDocs' 12 headline numbers."""
+    from evaluation import scidocs as S
+    from evaluation import scirepeval as R
+
+    rows = S.evaluate(scidocs, vectors, n_jobs=n_jobs) if scidocs else []
+    average = S.average(rows)
+    rows.append({"task": "average", "split": "test", "metric": "avg", "value": average["value"], "n": average["of"],
+                 "missing": average["total"] - average["of"], "status": "ok" if average["of"] else "missing",
+                 "reason": average["label"], "average_label": average["label"]})
+    embed = embedder(model_dir)
+    for name, file in R.discover(scirepeval):
+        if embed is None:
+            rows.append({"task": f"scirepeval/{name}", "split": "test", "metric": "n/a", "value": None, "n": 0,
+                         "missing": 0, "status": "missing", "reason": "needs --model to embed its papers"})
+            continue
+        rows += R.evaluate_task(name, file, embed)
+    for row in rows:
+        row.setdefault("average_label", "")
+    return rows
+
+
+def snapshot_report(store: ArtifactStore, snapshot: str) -> dict[str, str] | None:
+    """Rebuild ARTIFACTS/<snapshot>/benchmark/report.* from every benchmark version of the snapshot."""
+    import pyarrow.parquet as pq
+
+    from evaluation.report import write_report
+
+    versions = store.list_versions(snapshot, STAGE)
+    if not versions or not store.local:
+        return None
+    rows = []
+    for manifest in versions:
+        rows += pq.read_table(manifest.table_path("scores")).to_pylist()
+    # one column per model: the newest version wins when the same model was benchmarked twice
+    latest = {}
+    for row in rows:
+        latest[(row["label"], row["task"], row["split"], row["metric"])] = row
+    report = write_report(list(latest.values()), Path(store.stage_path(snapshot, STAGE)),
+                          f"citeflow benchmark — snapshot {snapshot}")
+    log.info("benchmark: report of snapshot %s at %s", snapshot, report["html"])
+    return report

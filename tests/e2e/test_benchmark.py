@@ -1,0 +1,88 @@
+"""benchmark end to end: SciDocs tasks of a generated snapshot, trained vs untrained, report, standalone CLI."""
+
+import dataclasses
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from citeflow.config import apply_overrides
+from jobs import benchmark
+from tests.e2e.test_train_encoder import TINY
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def scored(generated_topics, topics_config, spark):
+    snap, truth = generated_topics
+    cfg = apply_overrides(topics_config, TINY)
+    return snap, truth, cfg, benchmark.run(cfg)
+
+
+def test_every_scidocs_task_of_the_snapshot_is_scored(scored):
+    _, truth, _, m = scored
+    rows = pq.read_table(m.table_path("scores")).to_pylist()
+    ok = {(r["model"], r["task"], r["metric"]) for r in rows if r["status"] == "ok"}
+    for model in ("trained", "base"):
+        for task, metric in [("mag", "f1"), ("mesh", "f1")] + [(t, x) for t in ("cite", "cocite", "coview", "coread")
+                                                                for x in ("map", "ndcg")]:
+            assert (model, task, metric) in ok, (model, task, metric)
+    by = {(r["model"], r["task"], r["metric"]): r for r in rows}
+    assert by["trained", "recomm", "ndcg"]["status"] == "missing"            # the generator writes no recomm
+    assert by["trained", "average", "avg"]["reason"] == "average of 10 of 12 (rest missing)"
+    assert by["trained", "cite", "map"]["n"] == truth["scidocs"]["tasks"]["cite"]["test"]["queries"]
+    assert by["trained", "mag", "f1"]["n"] == truth["scidocs"]["tasks"]["mag"]["test"]
+    assert {r["strategy"] for r in rows} == {"scincl"} and {r["leakage_mode"] for r in rows} == {"report_only"}
+    assert all(0 <= r["value"] <= 100 for r in rows if r["status"] == "ok")
+
+
+def test_the_trained_model_beats_its_untrained_base(scored):
+    _, _, _, m = scored
+    trained, base = m.metrics["trained"]["average"], m.metrics["base"]["average"]
+    assert trained > base + 3, (trained, base)
+
+
+def test_the_snapshot_report_shows_every_model_and_the_published_numbers(scored):
+    _, _, cfg, m = scored
+    report = (m.path.rsplit("/", 1)[0] + "/report.md")
+    text = open(report).read()
+    assert "scincl trained" in text and "scincl base" in text and "SPECTER (published)" in text
+    assert "| mag | f1 |" in text and "82.0" in text
+    html = open(report.replace(".md", ".html")).read()
+    assert "data:image/png;base64," in html
+    again = benchmark.run(cfg)
+    assert again.skipped and again.version == m.version
+
+
+def test_scirepeval_samples_are_scored(scored, shared_data):
+    _, _, cfg, _ = scored
+    m = benchmark.run(apply_overrides(cfg, [f"benchmark.scirepeval={shared_data / 'scirepeval'}",
+                                            "benchmark.base=false"]))
+    rows = {r["task"]: r for r in pq.read_table(m.table_path("scores")).to_pylist() if r["task"].startswith("scirepeval/")}
+    assert set(rows) == {"scirepeval/fos_small", "scirepeval/mesh_small", "scirepeval/search_small"}
+    assert all(r["status"] == "ok" and r["n"] > 0 for r in rows.values()), rows
+    assert rows["scirepeval/fos_small"]["reason"] == "multi-label classification"
+    assert rows["scirepeval/search_small"]["metric"] == "ndcg"
+
+
+def test_standalone_cli_scores_any_embeddings(scored, tmp_path):
+    snap, _, cfg, m = scored
+    inputs = {i["stage"]: i for i in m.inputs if i.get("stage") == "embed_papers"}
+    paths = [i["path"] + "/embeddings" for i in m.inputs if i.get("stage") == "embed_papers"]
+    assert len(paths) == 2 and inputs
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", "benchmark", "--embeddings", paths[0], "--embeddings",
+                           paths[1], "--label", "one", "--label", "two", "--scidocs", str(snap / "scidocs"),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "one" in done.stdout and "cocite" in done.stdout and (tmp_path / "out" / "report.html").is_file()
+    table = pq.read_table(tmp_path / "out" / "scores.parquet").to_pylist()
+    ours = {(r["task"], r["metric"]): r["value"] for r in table if r["label"] == "one" and r["status"] == "ok"}
+    stage = {(r["task"], r["metric"]): r["value"] for r in pq.read_table(m.table_path("scores")).to_pylist()
+             if r["model"] == "trained" and r["status"] == "ok"}
+    assert ours == pytest.approx(stage)
+    bad = subprocess.run([sys.executable, "-m", "jobs.cli", "benchmark", "--embeddings", str(tmp_path / "nope"),
+                          "--scidocs", str(snap / "scidocs"), "--out", str(tmp_path / "x")], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and "do not exist" in bad.stderr
