@@ -103,7 +103,7 @@ def _supervised(name: str, kind: str, records: list[dict], embed: Embed) -> list
         warnings.simplefilter("ignore", UserWarning)  # small samples: a label absent from a fold, tiny classes
         if kind == "regression":
             y = {s: np.array([float(r.get("score", r.get("target"))) for r in split[s]]) for s in split}
-            search = GridSearchCV(LinearSVR(random_state=42, max_iter=5000), {"C": C_GRID},
+            search = GridSearchCV(LinearSVR(random_state=42, dual=True), {"C": C_GRID},
                                   cv=min(folds, len(y["train"])))
             search.fit(x["train"], y["train"])
             tau = kendalltau(y["test"], search.predict(x["test"])).statistic
@@ -113,11 +113,11 @@ def _supervised(name: str, kind: str, records: list[dict], embed: Embed) -> list
         if multi:
             binarizer = MultiLabelBinarizer().fit(labels)
             y = {s: binarizer.transform([_labels(r) for r in split[s]]) for s in split}
-            model = OneVsRestClassifier(LinearSVC(random_state=42, max_iter=5000))
+            model = OneVsRestClassifier(LinearSVC(random_state=42, dual=True))
             grid, scoring = {"estimator__C": C_GRID}, "f1_macro"
         else:
             y = {s: np.array([_labels(r)[0] for r in split[s]]) for s in split}
-            model, grid, scoring = LinearSVC(random_state=42, max_iter=5000), {"C": C_GRID}, "f1_macro"
+            model, grid, scoring = LinearSVC(random_state=42, dual=True), {"C": C_GRID}, "f1_macro"
             smallest = min(np.unique(y["train"], return_counts=True)[1])
             folds = max(2, min(folds, int(smallest)))
         search = GridSearchCV(model, grid, cv=folds, scoring=scoring, error_score=0.0)

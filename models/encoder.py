@@ -31,6 +31,13 @@ def paper_text(title: str | None, abstract: str | None, sep: str) -> str:
     return f"{(title or '').strip()} {sep} {(abstract or '').strip()}".strip()
 
 
+def _quiet_transformers() -> None:
+    """No per-file progress bars from transformers: citeflow shows its own progress."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def check_model_dir(model_dir: str) -> Path:
     path = Path(model_dir)
     if not path.is_dir():
@@ -47,6 +54,7 @@ def load(model_dir: str, *, tokenizer_only: bool = False):
     from transformers import AutoModel, AutoTokenizer
 
     path = check_model_dir(model_dir)
+    _quiet_transformers()
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     if tokenizer_only:
         return tokenizer, None
@@ -66,6 +74,7 @@ def build_small(texts: Iterable[str], out: Path, *, vocab_size: int, hidden: int
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
+    _quiet_transformers()
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)

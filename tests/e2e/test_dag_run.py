@@ -64,8 +64,10 @@ def test_rebuild_dag_runs_the_stages_then_skips_them(generated_s2orc, tmp_path):
     assert len(list(artifacts.glob("dag-demo/build_graph/*"))) == 1
     assert len(list(artifacts.glob("dag-demo/filter_leakage/*"))) == 1
     # both strategies went through mining, training and embedding, once each, and were cached the second time
-    for stage in ("mine_triplets", "train_encoder", "embed_papers"):
+    for stage in ("mine_triplets", "train_encoder", "embed_papers", "benchmark"):
         manifests = [json.loads(p.read_text()) for p in artifacts.glob(f"dag-demo/{stage}/*/_manifest.json")]
-        assert sorted(m["metrics"]["strategy"] for m in manifests) == ["scincl", "specter"], stage
+        models = ["trained", "base"] if stage == "embed_papers" else [None]   # benchmark also embeds with the base
+        assert sorted((m["metrics"]["strategy"], m["metrics"].get("model") if stage == "embed_papers" else None)
+                      for m in manifests) == sorted((s, x) for s in ("scincl", "specter") for x in models), stage
         for m in manifests:
             assert f"{stage}: cached version {m['version']}" in log

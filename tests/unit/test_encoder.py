@@ -170,3 +170,13 @@ def test_two_processes_with_ddp_match_one_with_accumulation(small, tmp_path):
     la = [json.loads(x)["loss"] for x in (one / "log.jsonl").read_text().splitlines()]
     lb = [json.loads(x)["loss"] for x in (two / "log.jsonl").read_text().splitlines()]
     assert np.allclose(la, lb, atol=1e-5)
+
+
+def test_gradient_checkpointing_trains_the_same_model(small, tmp_path):
+    plain = make_spec(small, tmp_path, "plain", max_steps=3)
+    checkpointed = make_spec(small, tmp_path, "checkpointed", max_steps=3, gradient_checkpointing=True)
+    for run in (plain, checkpointed):
+        done = train(run)
+        assert done.returncode == 0, done.stdout[-3000:]
+    a, b = weights(plain / "model"), weights(checkpointed / "model")
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
