@@ -85,13 +85,13 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
         summary[which] = {"average": average["value"], "average_label": average["average_label"]}
     folder = path / "scores"
     folder.mkdir()
-    pq.write_table(pa.Table.from_pylist(rows, schema=_schema()), folder / "part-0.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=scores_schema()), folder / "part-0.parquet")
     write_report(rows, path, f"citeflow benchmark — {config.snapshot}")
     return {"strategy": embedded["trained"].metrics["strategy"],
             "leakage_mode": embedded["trained"].metrics["leakage_mode"], **summary}
 
 
-def _schema():
+def scores_schema():
     import pyarrow as pa
 
     return pa.schema([("task", pa.string()), ("split", pa.string()), ("metric", pa.string()),

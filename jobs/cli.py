@@ -177,7 +177,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from evaluation.report import write_report
-    from jobs.benchmark import _schema, load_embeddings, score
+    from jobs.benchmark import load_embeddings, score, scores_schema
 
     if not args.scidocs and not args.scirepeval:
         raise CiteflowError("nothing to score: give --scidocs DIR and/or --scirepeval PATH")
@@ -195,7 +195,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         rows += scored
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=_schema()), out / "scores.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=scores_schema()), out / "scores.parquet")
     report = write_report(rows, out, "citeflow benchmark")
     for row in rows:
         if row["status"] == "ok" and row["split"] == "test":

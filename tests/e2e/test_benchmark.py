@@ -69,9 +69,8 @@ def test_scirepeval_samples_are_scored(scored, shared_data):
 
 def test_standalone_cli_scores_any_embeddings(scored, tmp_path):
     snap, _, cfg, m = scored
-    inputs = {i["stage"]: i for i in m.inputs if i.get("stage") == "embed_papers"}
-    paths = [i["path"] + "/embeddings" for i in m.inputs if i.get("stage") == "embed_papers"]
-    assert len(paths) == 2 and inputs
+    paths = [i["path"] + "/embeddings" for i in m.inputs if i.get("stage") == "embed_papers"]  # trained, base
+    assert len(paths) == 2
     done = subprocess.run([sys.executable, "-m", "jobs.cli", "benchmark", "--embeddings", paths[0], "--embeddings",
                            paths[1], "--label", "one", "--label", "two", "--scidocs", str(snap / "scidocs"),
                            "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
