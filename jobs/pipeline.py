@@ -59,6 +59,24 @@ def run_stage(stage: str, config: RunConfig) -> Manifest:
     return module.run(config)
 
 
+def preflight(config: RunConfig, stages: list[str]) -> None:
+    """User mistakes that would only surface late (after hours of Spark and PBG), caught before any work."""
+    import os
+
+    from citeflow.snapshot import discover
+
+    discover(config.corpus, config.build_graph.format)  # a missing or unknown corpus first
+    if "train_encoder" in stages and config.train_encoder.model != "small":
+        from models.encoder import check_model_dir
+
+        check_model_dir(config.train_encoder.model)
+    if "benchmark" in stages and not config.scidocs:
+        raise CiteflowError("the benchmark stage needs the SciDocs folder: pass --scidocs DIR (or --until embed_papers)")
+    for path in (config.embed_papers.papers, *config.benchmark.scirepeval):
+        if path and not os.path.exists(path):
+            raise CiteflowError(f"path {path!r} does not exist")
+
+
 def with_strategy(config: RunConfig, strategy: str) -> RunConfig:
     """The config with mine_triplets.strategy set (validated by the config class)."""
     return dataclasses.replace(config, mine_triplets=dataclasses.replace(config.mine_triplets, strategy=strategy))
@@ -76,6 +94,7 @@ def run_pipeline(
     strategy, so their models can be compared; the stages before are shared.
     """
     stages = stages_until(until)
+    preflight(config, stages)
     strategies = strategies or [config.mine_triplets.strategy]
     steps: list[tuple[str, RunConfig, str]] = []
     for stage in stages:

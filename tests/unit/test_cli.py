@@ -40,16 +40,28 @@ def test_corpus_of_unknown_layout_is_explained(tmp_path):
     assert done.returncode == 2 and "cannot tell the format" in done.stderr
 
 
-def test_until_a_stage_not_implemented_yet_is_named():
+def test_until_names_the_stages_to_run():
     from citeflow.config import STAGES
-    from jobs.pipeline import STAGE_MODULES, stages_until
+    from jobs.pipeline import stages_until
 
-    missing = [s for s in STAGES if s not in STAGE_MODULES]
-    if not missing:
-        pytest.skip("every stage is implemented")
-    with pytest.raises(CiteflowError, match=f"stage '{missing[0]}' is not implemented yet"):
-        stages_until(missing[0])
     assert stages_until("build_graph") == ["build_graph"]
+    assert stages_until(None) == list(STAGES)
+    with pytest.raises(CiteflowError, match="unknown stage 'nope'"):
+        stages_until("nope")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "train_encoder.model=/no/such/scibert"], "model directory '/no/such/scibert' does not exist"),
+    ([], "needs the SciDocs folder"),
+    (["--scidocs", "/tmp", "--set", "benchmark.scirepeval=/no/such/task.json"], "does not exist"),
+])
+def test_late_mistakes_are_caught_before_any_work(tmp_path, args, message):
+    corpus = tmp_path / "corpus" / "metadata"
+    corpus.mkdir(parents=True)
+    (corpus / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
+    done = run_cli("run", "--snapshot", "ok", "--corpus", str(corpus.parent), "--artifacts", str(tmp_path / "a"), *args)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not (tmp_path / "a").exists()
 
 
 def test_settings_lists_every_stage_setting(capsys):
