@@ -1,75 +1,89 @@
 """`airflow dags test citeflow_rebuild` on a generated snapshot, with its own AIRFLOW_HOME and SQLite."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.e2e.airflow_cli import FAST_OVERRIDES, AirflowHome
+
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
+STRATEGY_STAGES = ("mine_triplets", "train_encoder", "embed_papers", "benchmark")
 
 
-def airflow(args, env, timeout=600):
-    airflow_bin = Path(sys.executable).with_name("airflow")
-    return subprocess.run([str(airflow_bin), *args], capture_output=True, text=True, env=env, timeout=timeout)
-
-
-def test_rebuild_dag_runs_the_stages_then_skips_them(generated_s2orc, tmp_path):
+def test_rebuild_builds_every_stage_then_skips_them_as_cached(generated_s2orc, tmp_path):
     snap, truth = generated_s2orc
-    home = tmp_path / "airflow"
-    home.mkdir()
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "AIRFLOW__CORE__PARALLELISM": "2",
-    }
-    migrated = airflow(["db", "migrate"], env)
-    assert migrated.returncode == 0, migrated.stderr[-3000:]
-    pool = airflow(["pools", "set", "gpu", "1", "citeflow encoder training"], env)
-    assert pool.returncode == 0, pool.stderr[-3000:]
+    # Spark's master comes from the Airflow connection, as with the Spark provider's operators.
+    airflow = AirflowHome(tmp_path / "airflow",
+                          AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}))
     artifacts = tmp_path / "artifacts"
     conf = {"snapshot": "dag-demo", "corpus": str(snap / "corpus"), "scidocs": str(snap / "scidocs"),
-            "paper_ids": str(snap / "paper-ids"), "artifacts": str(artifacts),
-            "triplet_strategy": "both",
-            "overrides": ["spark.shuffle_partitions=4", "spark.driver_memory=2g", "build_graph.output_files=2",
-                          "mine_triplets.num_queries=200", "train_encoder.hidden_size=32", "train_encoder.layers=1",
-                          "train_encoder.max_length=32", "train_encoder.vocab_size=2000"]}
+            "paper_ids": str(snap / "paper-ids"), "artifacts": str(artifacts), "triplet_strategy": "both",
+            "overrides": FAST_OVERRIDES}
 
-    first = airflow(["dags", "test", "citeflow_rebuild", "-c", json.dumps(conf)], env)
-    log = first.stdout + first.stderr
-    assert first.returncode == 0, log[-4000:]
-    assert "state=success" in log
+    log = airflow.dags_test("citeflow_rebuild", conf)
+    first_run, first_seconds = airflow.last_run("citeflow_rebuild")
+    states = airflow.task_states("citeflow_rebuild", first_run)
+    assert set(states.values()) == {"success"}, states
+    assert sum(1 for task, _ in states if task.startswith("per_strategy.")) == 2 * len(STRATEGY_STAGES)
     (manifest_path,) = artifacts.glob("dag-demo/build_graph/*/_manifest.json")
     manifest = json.loads(manifest_path.read_text())
     assert manifest["tables"]["citations"]["rows"] == truth["counts"]["citations"]
+    assert manifest["config"]["spark"]["master"] == "local[2]"
     assert f"build_graph: built version {manifest['version']}" in log
     (leak_path,) = artifacts.glob("dag-demo/filter_leakage/*/_manifest.json")
     leak = json.loads(leak_path.read_text())
-    assert leak["metrics"]["mode"] == "exclude"
     assert leak["metrics"]["mapped_by"]["title"] == truth["scidocs"]["mapped_by_title_only"]
     assert leak["inputs"][0] == {"stage": "build_graph", "version": manifest["version"],
                                  "path": str(manifest_path.parent)}
 
-    second = airflow(["dags", "test", "citeflow_rebuild", "-c", json.dumps(conf)], env)
-    log = second.stdout + second.stderr
-    assert second.returncode == 0, log[-4000:]
+    # one Asset event per built version, carrying version, rows, manifest and headline metrics
+    events = airflow.asset_events()
+    by_stage: dict[str, list[dict]] = {}
+    for name, extra in events:
+        by_stage.setdefault(name.removeprefix("citeflow."), []).append(extra)
+    assert {s: len(e) for s, e in by_stage.items()} == {
+        "build_graph": 1, "filter_leakage": 1, "embed_graph": 1,
+        **{s: 2 for s in STRATEGY_STAGES}}
+    (graph_event,) = by_stage["build_graph"]
+    assert graph_event["version"] == manifest["version"]
+    assert graph_event["manifest"] == str(manifest_path)
+    assert graph_event["rows"]["citations"] == truth["counts"]["citations"]
+    assert graph_event["metrics"]["citations"] == truth["counts"]["citations"]
+    assert sorted(e["strategy"] for e in by_stage["mine_triplets"]) == ["scincl", "specter"]
+    for event in by_stage["benchmark"]:
+        assert 0 < event["metrics"]["trained.average"] <= 100
+
+    # the same trigger again: every stage is cached, shown as skipped, and no new Asset event is recorded
+    log = airflow.dags_test("citeflow_rebuild", conf)
+    second_run, second_seconds = airflow.last_run("citeflow_rebuild")
+    states = airflow.task_states("citeflow_rebuild", second_run)
+    stage_states = {task: state for task, state in states.items() if task[0] not in ("check_inputs",
+                                                                                     "triplet_strategies")}
+    assert set(stage_states.values()) == {"skipped"}, states
+    assert len(stage_states) == 3 + 2 * len(STRATEGY_STAGES)
     assert f"build_graph: cached version {manifest['version']}" in log
-    assert f"filter_leakage: cached version {leak['version']}" in log
+    assert len(airflow.asset_events()) == len(events)
     assert len(list(artifacts.glob("dag-demo/build_graph/*"))) == 1
-    assert len(list(artifacts.glob("dag-demo/filter_leakage/*"))) == 1
-    # both strategies went through mining, training and embedding, once each, and were cached the second time
-    for stage in ("mine_triplets", "train_encoder", "embed_papers", "benchmark"):
-        manifests = [json.loads(p.read_text()) for p in artifacts.glob(f"dag-demo/{stage}/*/_manifest.json")]
-        models = ["trained", "base"] if stage == "embed_papers" else [None]   # benchmark also embeds with the base
-        assert sorted((m["metrics"]["strategy"], m["metrics"].get("model") if stage == "embed_papers" else None)
-                      for m in manifests) == sorted((s, x) for s in ("scincl", "specter") for x in models), stage
-        for m in manifests:
-            if m["metrics"].get("model") == "base":
-                continue  # embedded inside the benchmark task, whose own version is checked as cached
-            assert f"{stage}: cached version {m['version']}" in log
+    for stage in STRATEGY_STAGES:
+        for m in (json.loads(p.read_text()) for p in artifacts.glob(f"dag-demo/{stage}/*/_manifest.json")):
+            if m["metrics"].get("model") != "base":  # base embeddings are made inside the benchmark task
+                assert f"{stage}: cached version {m['version']}" in log
+    assert second_seconds < 0.25 * first_seconds, (first_seconds, second_seconds)
+
+
+def test_rebuild_refuses_bad_input_before_any_work(tmp_path):
+    airflow = AirflowHome(tmp_path / "airflow")
+    artifacts = tmp_path / "artifacts"
+    bad_id = airflow.airflow("dags", "test", "citeflow_rebuild", "-c", json.dumps({"snapshot": "../../etc"}))
+    assert bad_id.returncode != 0
+    assert "Invalid input for param snapshot" in bad_id.stdout + bad_id.stderr
+
+    missing = airflow.airflow("dags", "test", "citeflow_rebuild", "-c", json.dumps(
+        {"snapshot": "ok", "corpus": str(tmp_path / "nowhere"), "artifacts": str(artifacts)}))
+    assert missing.returncode != 0
+    assert f"citeflow: corpus folder '{tmp_path / 'nowhere'}' does not exist" in missing.stdout + missing.stderr
+    run_id, _ = airflow.last_run("citeflow_rebuild")
+    states = airflow.task_states("citeflow_rebuild", run_id)
+    assert states[("check_inputs", -1)] == "failed"
+    assert states[("build_graph", -1)] == "upstream_failed"
+    assert not artifacts.exists()

@@ -34,14 +34,17 @@ def test_dag_file_parses_light(dag_file, tmp_path):
     assert list(result["dags"]) == [dag_file.stem], "DAG id must equal the file stem"
 
 
-def test_rebuild_dag_has_the_implemented_stages(tmp_path):
-    from jobs.pipeline import implemented_stages
+@pytest.mark.parametrize("dag_id", ["citeflow_rebuild", "citeflow_releases"])
+def test_dags_have_one_task_per_stage(dag_id, tmp_path):
+    from jobs.pipeline import STRATEGY_STAGES, implemented_stages
 
     env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
-    dag_file = next(p for p in DAGS if p.stem == "citeflow_rebuild")
+    dag_file = next(p for p in DAGS if p.stem == dag_id)
     done = subprocess.run([sys.executable, "-c", PROBE, str(dag_file), "[]"], capture_output=True, text=True,
                           timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    tasks = json.loads(done.stdout.strip().splitlines()[-1])["dags"]["citeflow_rebuild"]
-    # one task per stage, plus the one that turns the triplet_strategy param into the list mine_triplets maps over
-    assert sorted(tasks) == sorted([*implemented_stages(), "triplet_strategies"])
+    tasks = json.loads(done.stdout.strip().splitlines()[-1])["dags"][dag_id]
+    # one task per stage (the per-strategy ones in a task group mapped over the strategies), plus the task
+    # that checks the run's inputs and the one that lists the strategies
+    stages = [f"per_strategy.{s}" if s in STRATEGY_STAGES else s for s in implemented_stages()]
+    assert sorted(tasks) == sorted([*stages, "check_inputs", "triplet_strategies"])

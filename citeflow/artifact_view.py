@@ -1,0 +1,195 @@
+"""What a stage wrote, as a person reads it: the artifact summary behind Airflow's "Artifacts" tab.
+
+`summarize(store, snapshot, stage, version)` reads one version through its manifest: version, lineage
+(input versions), each table's schema, row count and first rows, metrics and plots. `render_html` turns
+that into one self-contained page (plots inlined). Both are plain functions, usable without Airflow.
+
+`create_app()` is the FastAPI app the citeflow Airflow plugin (`citeflow.airflow_plugin`) mounts under
+`/citeflow` in Airflow's API server:
+
+    GET /citeflow/artifacts/task?dag_id=..&run_id=..&task_id=..&map_index=..     the page
+    GET /citeflow/artifacts/task.json?...                                        the summary as JSON
+    GET /citeflow/artifacts/report?...                                           the benchmark report
+
+A task instance is resolved to its artifact through the XCom its stage task pushed (snapshot, stage,
+version, artifact root), so the page shows exactly the version that run used, cached or built. Every
+route requires an authenticated Airflow user allowed to read the DAG's task instances (Airflow's own
+`requires_access_dag`): plugin routes are not authenticated by default.
+"""
+
+# No `from __future__ import annotations`: FastAPI resolves the route signatures, defined inside create_app.
+
+import base64
+import html
+import json
+import posixpath
+from typing import Any
+
+from citeflow.artifacts import ArtifactStore
+from citeflow.errors import CiteflowError
+
+SAMPLE_ROWS = 5
+PLOT_SUFFIXES = (".png",)
+MAX_PLOT_BYTES = 8 << 20
+XCOM_FIELDS = ("artifacts", "snapshot", "stage", "version")
+
+
+def _cell(value: Any) -> str:
+    """One value of a sample row, shortened: vectors show their length and first entries."""
+    if isinstance(value, (list, tuple)):
+        head = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in value[:4])
+        return f"[{head}{', …' if len(value) > 4 else ''}] ({len(value)})"
+    text = str(value)
+    return text if len(text) <= 120 else text[:117] + "…"
+
+
+def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> dict[str, Any]:
+    """Everything the artifact page shows, read through the version's manifest."""
+    import pyarrow.dataset as ds
+
+    manifest = store.read_manifest(snapshot, stage, version)
+    if manifest is None:
+        raise CiteflowError(f"{stage} version {version} of snapshot {snapshot} has no manifest in {store.uri} "
+                            "(deleted, or never completed)")
+    tables = []
+    for name, stats in manifest.tables.items():
+        dataset = ds.dataset(manifest.table_path(name), filesystem=store.fs, format="parquet",
+                             ignore_prefixes=[".", "_"])
+        sample = dataset.head(SAMPLE_ROWS).to_pylist()
+        tables.append({"name": name, "rows": stats["rows"], "files": stats["files"], "schema": stats["schema"],
+                       "sample": [{k: _cell(v) for k, v in row.items()} for row in sample]})
+    plots = {}
+    for name in sorted(manifest.files):
+        info = store.fs.get_file_info(posixpath.join(manifest.path, name))
+        if name.endswith(PLOT_SUFFIXES) and "/" not in name and 0 < info.size <= MAX_PLOT_BYTES:
+            with store.fs.open_input_stream(info.path) as fh:
+                plots[name] = base64.b64encode(fh.read()).decode()
+    return {
+        "stage": manifest.stage, "snapshot": manifest.snapshot, "version": manifest.version,
+        "path": manifest.path, "code_version": manifest.code_version, "started_at": manifest.started_at,
+        "finished_at": manifest.finished_at, "duration_s": manifest.duration_s, "inputs": manifest.inputs,
+        "metrics": manifest.metrics, "config": manifest.config, "tables": tables, "plots": plots,
+        "files": sorted(manifest.files),
+    }
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_url: str = "") -> str:
+    """The artifact page: one self-contained HTML document."""
+    e = html.escape
+    state = "" if cached is None else (" — cached in this run (not re-run)" if cached else " — built in this run")
+    parts = [
+        "<!doctype html><meta charset=utf-8>",
+        f"<title>{e(summary['stage'])} {e(summary['version'])}</title>",
+        "<style>body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;"
+        "margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
+        "th{background:#f3f3f3}code,pre{background:#f6f6f6;padding:2px 4px}img{max-width:100%}</style>",
+        f"<h1>{e(summary['stage'])} · version {e(summary['version'])}</h1>",
+        f"<p>Snapshot <b>{e(summary['snapshot'])}</b>{e(state)}. Finished {e(str(summary['finished_at']))} "
+        f"in {summary['duration_s']:.1f} s; code {e(summary['code_version'])}.<br>"
+        f"<code>{e(summary['path'])}</code></p>",
+    ]
+    if report_url:
+        parts.append(f"<p><a href='{e(report_url)}' target=_blank>Benchmark report of the snapshot</a></p>")
+    parts.append("<h2>Lineage</h2>")
+    inputs = [[str(i.get("stage") or i.get("kind", "")), str(i.get("version") or i.get("fingerprint", ""))[:40],
+               str(i.get("path", ""))] for i in summary["inputs"]]
+    parts.append(_table(["input", "version", "path"], inputs) if inputs else "<p>No inputs.</p>")
+    parts.append("<h2>Tables</h2>")
+    parts.append(_table(["table", "rows", "files", "columns"],
+                        [[t["name"], f"{t['rows']:,}", str(t["files"]), str(len(t["schema"]))]
+                         for t in summary["tables"]]))
+    for t in summary["tables"]:
+        parts.append(f"<h3>{e(t['name'])}</h3>")
+        parts.append("<p>" + ", ".join(f"<code>{e(c['name'])}</code> {e(c['type'])}" for c in t["schema"]) + "</p>")
+        if t["sample"]:
+            columns = list(t["sample"][0])
+            parts.append(_table(columns, [[row[c] for c in columns] for row in t["sample"]]))
+    if summary["plots"]:
+        parts.append("<h2>Plots</h2>")
+        for name, data in summary["plots"].items():
+            parts.append(f"<figure><img alt='{e(name)}' src='data:image/png;base64,{data}'>"
+                         f"<figcaption>{e(name)}</figcaption></figure>")
+    parts.append("<h2>Metrics</h2>")
+    parts.append(f"<pre>{e(json.dumps(summary['metrics'], indent=2, sort_keys=True, default=str))}</pre>")
+    parts.append("<details><summary>Resolved config</summary>"
+                 f"<pre>{e(json.dumps(summary['config'], indent=2, sort_keys=True, default=str))}</pre></details>")
+    return "".join(parts)
+
+
+def xcom_target(value: Any) -> dict[str, Any]:
+    """The artifact a stage task's XCom points at, checked: a tampered or foreign XCom opens nothing."""
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and value[k] for k in XCOM_FIELDS):
+        raise CiteflowError("this task instance recorded no citeflow artifact (not a stage task, or it failed "
+                            "before writing one)")
+    return value
+
+
+def create_app():
+    """The FastAPI app of the Airflow plugin (imports Airflow's API server modules: call it there)."""
+    from typing import Annotated
+
+    from fastapi import Depends, FastAPI, HTTPException, Query
+    from fastapi.responses import HTMLResponse
+    from sqlalchemy import select
+
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+    from airflow.api_fastapi.common.db.common import SessionDep
+    from airflow.api_fastapi.core_api.security import requires_access_dag
+    from airflow.models.xcom import XComModel
+
+    app = FastAPI(title="citeflow artifacts", description="Artifact summaries of citeflow stage tasks")
+    can_read = [Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))]
+
+    def target(session, dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:
+        row = session.scalar(select(XComModel).where(
+            XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.task_id == task_id,
+            XComModel.map_index == map_index, XComModel.key == "return_value"))
+        try:
+            return xcom_target(None if row is None else XComModel.deserialize_value(row))
+        except CiteflowError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    def load(found: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return summarize(ArtifactStore(found["artifacts"]), found["snapshot"], found["stage"], found["version"])
+        except CiteflowError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    Ids = Annotated[str, Query(min_length=1, max_length=250)]
+
+    @app.get("/artifacts/task.json", dependencies=can_read)
+    def task_json(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids, map_index: int = -1) -> dict:
+        found = target(session, dag_id, run_id, task_id, map_index)
+        return {**load(found), "cached": bool(found.get("cached"))}
+
+    @app.get("/artifacts/task", response_class=HTMLResponse, dependencies=can_read)
+    def task_page(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids, map_index: int = -1) -> str:
+        found = target(session, dag_id, run_id, task_id, map_index)
+        report = ""
+        if found.get("report"):
+            from urllib.parse import urlencode
+
+            report = "report?" + urlencode({"dag_id": dag_id, "run_id": run_id, "task_id": task_id,
+                                             "map_index": map_index})
+        return render_html(load(found), cached=bool(found.get("cached")), report_url=report)
+
+    @app.get("/artifacts/report", response_class=HTMLResponse, dependencies=can_read)
+    def report_page(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids, map_index: int = -1) -> str:
+        found = target(session, dag_id, run_id, task_id, map_index)
+        if found["stage"] != "benchmark":
+            raise HTTPException(404, "only benchmark tasks have a report")
+        store = ArtifactStore(found["artifacts"])
+        # The report lies beside the benchmark versions, and is found from the store, never from the XCom.
+        path = posixpath.join(store.stage_path(found["snapshot"], "benchmark"), "report.html")
+        if store.fs.get_file_info(path).type.name != "File":
+            raise HTTPException(404, "the snapshot has no benchmark report yet")
+        with store.fs.open_input_stream(path) as fh:
+            return fh.read().decode()
+
+    return app

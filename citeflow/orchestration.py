@@ -1,0 +1,291 @@
+"""The Airflow side of citeflow: trigger-form params, stage tasks, Assets, shared by every citeflow DAG.
+
+The DAG files in `dags/` stay thin: they pick a schedule and the task that turns a DAG run into run
+settings (`check_inputs`), then call `stage_tasks(settings)`, which lays out one task per stage:
+
+    build_graph >> filter_leakage >> embed_graph >> per_strategy[scincl|specter](
+        mine_triplets >> train_encoder >> embed_papers >> benchmark)
+
+- `check_inputs` validates everything a user typed (snapshot id, paths, settings) before any work; a
+  mistake fails the run at once with one clear message (`AirflowFailException`: no retries).
+- A stage task calls the stage's `run(config)`. An up-to-date stage is not re-run: its task pushes the
+  existing manifest's summary to XCom and ends as *skipped*, so the grid shows at a glance what was
+  cached; later stages run anyway (trigger rule `none_failed`).
+- A stage that built a version records an Asset event (`citeflow.<stage>`) whose extra carries the
+  version, row counts, manifest path and headline metrics. Each task also declares its upstream stage's
+  Asset as an inlet, so Airflow's asset graph shows the stages' lineage.
+- Spark's master comes from the Airflow connection `spark_default` (env `CITEFLOW_SPARK_CONN_ID`), as
+  with the Spark provider's operators: host `local[*]`, `yarn`, `spark://host` + port, `k8s://...`;
+  its extra's `spark.*` keys become Spark conf. Without the connection Spark runs `local[*]`.
+- Training and embedding go to the `gpu` pool (env `CITEFLOW_GPU_POOL`) and queue (`CITEFLOW_GPU_QUEUE`),
+  and start training as its own process (`python -m models.train_encoder` / torchrun).
+
+Only `airflow.sdk` and the standard library are imported here at module level: the scheduler parses the
+DAG files every few seconds. Stage code (pyspark, torch, ...) is imported inside the tasks.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow.sdk import Asset, Param, get_current_context, task, task_group
+
+SNAPSHOT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+GPU_POOL = os.environ.get("CITEFLOW_GPU_POOL", "gpu")
+GPU_QUEUE = os.environ.get("CITEFLOW_GPU_QUEUE", "default")
+SPARK_CONN_ID = os.environ.get("CITEFLOW_SPARK_CONN_ID", "spark_default")
+DEMO_PAPERS = 20_000
+STAGE_ORDER = ("build_graph", "filter_leakage", "embed_graph", "mine_triplets", "train_encoder", "embed_papers",
+               "benchmark")
+# Manifest metrics an Asset event carries first (the rest of the scalar metrics follow, up to HEADLINE_MAX).
+HEADLINE_FIRST = ("papers", "citations", "mode", "mapped_share", "removed_papers", "entities", "final_loss",
+                  "link_prediction.mrr", "link_prediction.auc", "queries", "triplets", "collisions",
+                  "triplets_per_second", "strategy", "model", "trained.average", "base.average")
+HEADLINE_MAX = 20
+
+
+def stage_asset(stage: str) -> Asset:
+    """The Asset a stage's task updates: one per stage, named after it."""
+    return Asset(name=f"citeflow.{stage}", uri=f"citeflow://{stage}")
+
+
+def demo_root(dag_file: str) -> str:
+    """Where the built-in demo lives: $CITEFLOW_HOME, else `demo/` beside the DAG folder (the checkout)."""
+    return os.environ.get("CITEFLOW_HOME") or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(dag_file))),
+                                                           "demo")
+
+
+def common_params(demo: str) -> dict[str, Param]:
+    """Trigger-form fields every citeflow DAG shares (what to train and how); defaults run the demo."""
+    return {
+        "scidocs": Param(os.path.join(demo, "snapshot", "scidocs"), type="string", title="SciDocs folder",
+                         minLength=1,
+                         description="SciDocs in the original or BEIR layout: its papers are kept out of training "
+                                     "(leakage), and it is the benchmark"),
+        "artifacts": Param(os.path.join(demo, "artifacts"), type="string", title="Artifact root",
+                           description="local path or URI (s3://...) under which every stage writes its versions"),
+        "triplet_strategy": Param("scincl", enum=["scincl", "specter", "both"], title="Triplet strategy",
+                                  description="SciNCL kNN windows, SPECTER citations, or both (two models to "
+                                              "compare)"),
+        "model": Param("small", type="string", title="Encoder to start from",
+                       description="'small' (a small BERT built from a config, tokenizer trained on the corpus) "
+                                   "or a local Hugging Face model folder, e.g. /models/scibert_scivocab_uncased"),
+        "profile": Param("demo", enum=["demo", "full"], title="Profile",
+                         description="demo: settings sized for one small machine; full: the published settings"),
+        "overrides": Param([], type="array", items={"type": "string", "pattern": r"^[a-z_]+(\.[a-z_]+)?=.*$"},
+                           title="Setting overrides",
+                           description="one stage.key=value per line, e.g. mine_triplets.k_hard=3000 "
+                                       "(`citeflow settings` lists them all)"),
+    }
+
+
+def rebuild_params(demo: str) -> dict[str, Param]:
+    """The trigger form of `citeflow_rebuild`: which snapshot, where it lies, and the common fields."""
+    snapshot = os.path.join(demo, "snapshot")
+    return {
+        "snapshot": Param("demo", type="string", pattern=SNAPSHOT_PATTERN, maxLength=128, title="Snapshot id",
+                          description="names the snapshot's artifacts (letters, digits, . _ -), e.g. 2023-08-29"),
+        "corpus": Param(os.path.join(snapshot, "corpus"), type="string", minLength=1, title="Corpus folder",
+                        description="S2ORC (metadata/*.jsonl.gz) or S2AG (papers/, abstracts/, citations/)"),
+        "corpus_format": Param("auto", enum=["auto", "s2orc", "s2ag"], title="Corpus format",
+                               description="auto: recognised from the folder's layout"),
+        "paper_ids": Param(os.path.join(snapshot, "paper-ids"), type="string", title="paper-ids folder",
+                           description="S2AG paper-ids shards (sha -> corpus id) to map SciDocs ids; may be empty"),
+        **common_params(demo),
+    }
+
+
+def release_params(demo: str, releases_root: str) -> dict[str, Param]:
+    """The form of `citeflow_releases`: the folder of dated releases and the common fields."""
+    return {
+        "releases_root": Param(releases_root, type="string", minLength=1, title="Releases folder",
+                               description="one sub-folder per release, named by its date (YYYY-MM-DD); a run "
+                                           "processes the release of its logical date"),
+        "corpus_format": Param("auto", enum=["auto", "s2orc", "s2ag"], title="Corpus format"),
+        **common_params(demo),
+    }
+
+
+def _fail(message: str) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    raise AirflowFailException(message)
+
+
+def ensure_demo_snapshot(demo: str, corpus: str) -> None:
+    """Generate the built-in sample when a run asks for it and it is not there yet (first run, no make demo)."""
+    snapshot = os.path.join(demo, "snapshot")
+    if os.path.abspath(corpus) == os.path.join(snapshot, "corpus") and not os.path.exists(
+            os.path.join(snapshot, "generator.json")):
+        from jobs.generate_snapshot import GenerateConfig, run
+
+        print(f"generating the built-in demo snapshot ({DEMO_PAPERS:,} papers) in {snapshot}")
+        run(GenerateConfig(papers=DEMO_PAPERS, out=snapshot, overwrite=True))
+
+
+def spark_master_from_connection() -> list[str]:
+    """Overrides for Spark taken from the Airflow connection, or none when it is not defined."""
+    from airflow.sdk import Connection
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        conn = Connection.get(SPARK_CONN_ID)
+    except AirflowNotFoundException:
+        return []
+    host = (conn.host or "").strip()
+    if not host:
+        return []
+    master = f"{host}:{conn.port}" if conn.port and host.startswith(("spark://", "k8s://", "mesos://")) else host
+    overrides = [f"spark.master={master}"]
+    extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else {}
+    conf = [f"{k}={v}" for k, v in sorted(extra.items()) if k.startswith("spark.") and "," not in f"{k}={v}"]
+    if conf:
+        overrides.append(f"spark.conf={','.join(conf)}")
+    return overrides
+
+
+def check_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """Validate a run's settings exactly as the stages will use them; a user mistake fails with one line."""
+    from citeflow.errors import CiteflowError
+    from jobs.pipeline import preflight, stages_until
+
+    try:
+        config = run_config(settings)
+        preflight(config, stages_until(None))
+    except CiteflowError as exc:
+        _fail(f"citeflow: {exc}")
+    return settings
+
+
+def run_config(settings: dict[str, Any]):
+    """The RunConfig of a DAG run: profile, then form fields, then the Spark connection, then overrides."""
+    from citeflow.config import RunConfig, apply_overrides, profile_overrides, validate_snapshot_id
+    from citeflow.errors import CiteflowError
+
+    validate_snapshot_id(settings["snapshot"])
+    for key in ("corpus", "scidocs", "paper_ids"):
+        if settings[key] and not os.path.exists(settings[key]):
+            raise CiteflowError(f"{key.replace('_', '-')} folder {settings[key]!r} does not exist")
+    overrides = [*profile_overrides(settings["profile"]), f"build_graph.format={settings['corpus_format']}"]
+    if settings["model"] and settings["model"] != "small":
+        overrides.append(f"train_encoder.model={settings['model']}")
+    overrides += settings.get("spark", [])
+    overrides += settings["overrides"]
+    base = RunConfig(snapshot=settings["snapshot"], corpus=settings["corpus"], scidocs=settings["scidocs"],
+                     paper_ids=settings["paper_ids"], artifacts=settings["artifacts"])
+    return apply_overrides(base, overrides)
+
+
+def settings_from_params(params: dict[str, Any], **fields: str) -> dict[str, Any]:
+    """Run settings (JSON, carried by XCom) from the form's params plus DAG-specific `fields`."""
+    settings = {key: params[key] for key in ("scidocs", "artifacts", "triplet_strategy", "model", "profile",
+                                             "corpus_format")}
+    settings["overrides"] = [str(o) for o in params["overrides"]]
+    settings.update(fields)
+    settings["spark"] = spark_master_from_connection()
+    return settings
+
+
+def headline(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A few scalar metrics for the Asset event (nested dicts flattened one level as `a.b`)."""
+    flat: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": v for k, v in value.items() if isinstance(v, (int, float, bool, str))})
+        elif isinstance(value, (int, float, bool)) or (isinstance(value, str) and len(value) <= 80):
+            flat[key] = value
+    ordered = [k for k in HEADLINE_FIRST if k in flat] + [k for k in flat if k not in HEADLINE_FIRST]
+    return {k: flat[k] for k in ordered[:HEADLINE_MAX]}
+
+
+def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = None) -> dict[str, Any]:
+    """Body of a stage task: run it, then publish an Asset event or, when cached, end as skipped."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from citeflow.errors import CiteflowError
+    from jobs.pipeline import run_stage, with_strategy
+
+    context = get_current_context()
+    try:
+        config = run_config(settings)
+    except CiteflowError as exc:
+        _fail(f"citeflow: {exc}")
+    if strategy is not None:
+        config = with_strategy(config, strategy)
+    manifest = run_stage(stage, config)
+    summary = {
+        "stage": stage,
+        "artifacts": settings["artifacts"],
+        "snapshot": manifest.snapshot,
+        "version": manifest.version,
+        "manifest": f"{manifest.path}/_manifest.json",
+        "cached": manifest.skipped,
+        "strategy": strategy,
+        "rows": {name: t["rows"] for name, t in manifest.tables.items()},
+        "metrics": headline(manifest.metrics),
+    }
+    if stage == "benchmark":
+        summary["report"] = os.path.join(os.path.dirname(os.path.dirname(manifest.path)), "report.html")
+        print(f"benchmark report of the snapshot: {summary['report']}")
+    if manifest.skipped:
+        # XCom first, so the artifact view and later readers find the version this run used.
+        context["ti"].xcom_push(key="return_value", value=summary)
+        print(f"{stage}: cached version {manifest.version} at {manifest.path}")
+        raise AirflowSkipException(f"{stage}: cached, version {manifest.version} is up to date")
+    print(f"{stage}: built version {manifest.version} at {manifest.path}")
+    context["outlet_events"][stage_asset(stage)].extra = {
+        k: summary[k] for k in ("snapshot", "version", "manifest", "strategy", "rows", "metrics")}
+    return summary
+
+
+def _stage_task(stage: str, **kwargs: Any):
+    upstream = STAGE_ORDER[STAGE_ORDER.index(stage) - 1] if stage != STAGE_ORDER[0] else None
+    return task(task_id=stage, outlets=[stage_asset(stage)],
+                inlets=[stage_asset(upstream)] if upstream else [], trigger_rule="none_failed", **kwargs)
+
+
+def stage_tasks(settings: Any) -> None:
+    """Lay out the stage tasks of one DAG after `settings` (the XComArg of the DAG's check_inputs task)."""
+
+    @_stage_task("build_graph")
+    def build_graph(settings: dict) -> dict:
+        return run_stage_task("build_graph", settings)
+
+    @_stage_task("filter_leakage")
+    def filter_leakage(settings: dict) -> dict:
+        return run_stage_task("filter_leakage", settings)
+
+    @_stage_task("embed_graph")
+    def embed_graph(settings: dict) -> dict:
+        return run_stage_task("embed_graph", settings)
+
+    @task
+    def triplet_strategies(settings: dict) -> list[str]:
+        choice = settings["triplet_strategy"]
+        return ["scincl", "specter"] if choice == "both" else [choice]
+
+    @_stage_task("mine_triplets")
+    def mine_triplets(settings: dict, strategy: str) -> dict:
+        return run_stage_task("mine_triplets", settings, strategy)
+
+    # Training starts its own process (python -m models.train_encoder, or torchrun): never inside the worker.
+    @_stage_task("train_encoder", pool=GPU_POOL, queue=GPU_QUEUE)
+    def train_encoder(settings: dict, strategy: str) -> dict:
+        return run_stage_task("train_encoder", settings, strategy)
+
+    @_stage_task("embed_papers", pool=GPU_POOL, queue=GPU_QUEUE)
+    def embed_papers(settings: dict, strategy: str) -> dict:
+        return run_stage_task("embed_papers", settings, strategy)
+
+    @_stage_task("benchmark")
+    def benchmark(settings: dict, strategy: str) -> dict:
+        return run_stage_task("benchmark", settings, strategy)
+
+    @task_group(group_id="per_strategy")
+    def per_strategy(settings: dict, strategy: str) -> None:
+        (mine_triplets(settings, strategy) >> train_encoder(settings, strategy) >> embed_papers(settings, strategy)
+         >> benchmark(settings, strategy))
+
+    graph = build_graph(settings) >> filter_leakage(settings) >> embed_graph(settings)
+    graph >> per_strategy.partial(settings=settings).expand(strategy=triplet_strategies(settings))

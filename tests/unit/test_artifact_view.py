@@ -1,0 +1,89 @@
+"""The artifact summary behind Airflow's Artifacts tab, and the headline metrics of Asset events."""
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from citeflow.artifact_view import render_html, summarize, xcom_target
+from citeflow.artifacts import ArtifactStore
+from citeflow.errors import CiteflowError
+from citeflow.stage import execute
+
+# the 8-byte PNG signature plus a few bytes: the page inlines the file, it does not decode it
+PNG = b"\x89PNG\r\n\x1a\n" + b"citeflow"
+
+
+def _build(path: str) -> dict:
+    os.makedirs(os.path.join(path, "embeddings"))
+    table = pa.table({"paper_id": [f"p{i}" for i in range(8)],
+                      "embedding": [[float(i), 0.5, 0.25, 0.125, 1.0] for i in range(8)]})
+    pq.write_table(table, os.path.join(path, "embeddings", "part-0.parquet"))
+    with open(os.path.join(path, "loss.png"), "wb") as fh:
+        fh.write(PNG)
+    return {"papers": 8, "note": "<script>alert(1)</script>", "by_task": {"mag": 71.5}}
+
+
+@pytest.fixture()
+def built(tmp_path):
+    store = ArtifactStore(str(tmp_path))
+    manifest = execute(store=store, snapshot="s1", stage="embed_papers", stage_version=1, config={"k": 1},
+                       resolved_config={"k": 1}, inputs=[{"stage": "train_encoder", "version": "abc123",
+                                                          "path": "/x/train_encoder/abc123"}],
+                       tables=["embeddings"], build=_build)
+    return store, manifest
+
+
+def test_summary_reads_the_version_through_its_manifest(built):
+    store, manifest = built
+    summary = summarize(store, "s1", "embed_papers", manifest.version)
+    assert summary["version"] == manifest.version
+    assert summary["inputs"] == [{"stage": "train_encoder", "version": "abc123", "path": "/x/train_encoder/abc123"}]
+    (table,) = summary["tables"]
+    assert (table["name"], table["rows"], table["files"]) == ("embeddings", 8, 1)
+    assert [c["name"] for c in table["schema"]] == ["paper_id", "embedding"]
+    # five sample rows; a vector shows its first four entries and its length
+    assert [row["paper_id"] for row in table["sample"]] == ["p0", "p1", "p2", "p3", "p4"]
+    assert table["sample"][3]["embedding"] == "[3, 0.5, 0.25, 0.125, …] (5)"
+    assert list(summary["plots"]) == ["loss.png"]
+    assert summary["metrics"]["by_task"] == {"mag": 71.5}
+
+
+def test_page_escapes_what_it_shows_and_inlines_plots(built):
+    store, manifest = built
+    page = render_html(summarize(store, "s1", "embed_papers", manifest.version), cached=True)
+    assert f"<h1>embed_papers · version {manifest.version}</h1>" in page
+    assert "cached in this run" in page
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "data:image/png;base64,iVBORw0KGgpjaXRlZmxvdw==" in page
+    assert "<td>train_encoder</td><td>abc123</td>" in page
+
+
+def test_missing_or_incomplete_version_is_a_clear_error(built, tmp_path):
+    store, manifest = built
+    with pytest.raises(CiteflowError, match="has no manifest"):
+        summarize(store, "s1", "embed_papers", "0" * 16)
+    (tmp_path / "s1" / "embed_papers" / manifest.version / "_manifest.json").unlink()
+    with pytest.raises(CiteflowError, match="has no manifest"):
+        summarize(store, "s1", "embed_papers", manifest.version)
+    with pytest.raises(CiteflowError, match="invalid snapshot id"):
+        summarize(store, "../s1", "embed_papers", manifest.version)
+
+
+@pytest.mark.parametrize("value", [None, "text", {"stage": "x"}, {"artifacts": "/a", "snapshot": "s", "stage": "x",
+                                                                    "version": 3}])
+def test_xcom_that_names_no_artifact_opens_nothing(value):
+    with pytest.raises(CiteflowError, match="recorded no citeflow artifact"):
+        xcom_target(value)
+
+
+def test_headline_puts_the_known_metrics_first_and_flattens_one_level():
+    from citeflow.orchestration import HEADLINE_MAX, headline
+
+    metrics = {"zeta": 1, "citations": 10, "papers": 3, "link_prediction": {"mrr": 0.5, "auc": 0.9, "curve": [1]},
+               "histogram": [1, 2, 3], "long": "x" * 100, **{f"m{i}": i for i in range(30)}}
+    out = headline(metrics)
+    assert list(out)[:4] == ["papers", "citations", "link_prediction.mrr", "link_prediction.auc"]
+    assert "histogram" not in out and "long" not in out and "link_prediction.curve" not in out
+    assert len(out) == HEADLINE_MAX
