@@ -1,6 +1,7 @@
 """The `citeflow` command line: a thin layer over the stage entry points.
 
     citeflow generate --papers 20000 --out demo/snapshot [--seed 0] [--format s2orc|s2ag]
+    citeflow generate --derive-from demo/snapshot --out demo/snapshot-2 [--added N] [--removed N] [--changed N]
     citeflow run --snapshot demo --corpus demo/snapshot/corpus [--until build_graph]
                  [--scidocs DIR] [--paper-ids DIR] [--artifacts ROOT] [--set stage.key=value ...]
     citeflow artifacts --snapshot demo [--artifacts ROOT] [--json]
@@ -40,13 +41,22 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("generate", help="write a realistic synthetic snapshot (+ SciDocs set and paper-ids)")
-    p.add_argument("--papers", type=int, required=True, help="number of papers")
+    p = sub.add_parser("generate", help="write a realistic synthetic snapshot (+ SciDocs set and paper-ids), or a "
+                                        "later release of one (--derive-from)")
+    p.add_argument("--papers", type=int, default=None, help="number of papers (required unless --derive-from)")
     p.add_argument("--out", required=True, help="output folder (must be empty or absent)")
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
-    p.add_argument("--format", choices=["s2orc", "s2ag"], default="s2orc", help="snapshot layout")
+    p.add_argument("--format", choices=["s2orc", "s2ag"], default=None, help="snapshot layout (default: s2orc)")
     p.add_argument("--shards", type=int, default=None, help="number of corpus shards (default: one per 50k papers)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    later = p.add_argument_group("a later release", "derive release 2 from a generated release 1, in its layout: "
+                                                    "papers added, removed (never SciDocs papers) and changed")
+    later.add_argument("--derive-from", metavar="RELEASE_DIR", default=None,
+                       help="release 1: a folder written by citeflow generate")
+    later.add_argument("--added", type=int, default=None, help="papers to add (default: 5%% of release 1's)")
+    later.add_argument("--removed", type=int, default=None, help="papers to remove (default: 1%% of release 1's)")
+    later.add_argument("--changed", type=int, default=None,
+                       help="papers whose title and/or abstract change (default: 2%% of release 1's)")
 
 
 def _add_artifacts(sub: argparse._SubParsersAction) -> None:
@@ -83,13 +93,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    if args.derive_from is not None:
+        return _derive(args)
     from jobs.generate_snapshot import GenerateConfig, run
 
+    if args.papers is None:
+        raise CiteflowError("--papers is required (or --derive-from RELEASE_DIR for a later release of a snapshot)")
+    given = [f"--{name}" for name in ("added", "removed", "changed") if getattr(args, name) is not None]
+    if given:
+        raise CiteflowError(f"{', '.join(given)} only apply with --derive-from RELEASE_DIR")
+    args.format = args.format or "s2orc"
     summary = run(GenerateConfig(papers=args.papers, out=args.out, seed=args.seed, format=args.format,
                                  shards=args.shards, overwrite=args.overwrite))
     counts = summary["counts"]
     print(f"wrote a {args.format} snapshot of {counts['papers']:,} papers and {counts['citations']:,} citations to {args.out}")
     print(f"  corpus:    {args.out}/corpus\n  scidocs:   {args.out}/scidocs\n  paper-ids: {args.out}/paper-ids")
+    print(f"  truth:     {args.out}/generator.json")
+    return 0
+
+
+def _derive(args: argparse.Namespace) -> int:
+    from jobs.derive_release import DeriveConfig, run
+
+    given = [f"--{name}" for name in ("papers", "format", "shards") if getattr(args, name) is not None]
+    if given:
+        raise CiteflowError(f"{', '.join(given)} cannot be used with --derive-from: a derived release keeps "
+                            "release 1's layout and shards, and --added / --removed / --changed set its size")
+    summary = run(DeriveConfig(derive_from=args.derive_from, out=args.out, added=args.added, removed=args.removed,
+                               changed=args.changed, seed=args.seed, overwrite=args.overwrite))
+    d, counts = summary["diff"], summary["counts"]
+    print(f"wrote release {summary['release']} ({summary['format']}) of {counts['papers']:,} papers and "
+          f"{counts['citations']:,} citations to {args.out}: {d['added']:,} added, {d['removed']:,} removed, "
+          f"{d['changed']:,} changed")
+    print(f"  corpus:    {args.out}/corpus\n  diff:      {args.out}/release_diff.parquet")
     print(f"  truth:     {args.out}/generator.json")
     return 0
 

@@ -43,6 +43,10 @@ What the corpus looks like:
   mappable at all (unknown sha, and a title matching no corpus paper or several).
 - The format only changes the serialisation: the same seed gives the same papers and graph in both.
 
+A later release of a snapshot (papers added, removed and changed) is derived by jobs/derive_release.py
+(`citeflow generate --derive-from DIR`); it samples its new papers with `sample_papers(config, LaterRelease(...))`
+(published after the old release, with ids it does not use) and writes them with this module's line writers.
+
 Every array is built with numpy / pyarrow compute (no per-edge Python loops); only `run` touches files.
 1,000,000 papers take a few minutes on two cores.
 """
@@ -835,8 +839,23 @@ def _zero_pad(values: np.ndarray, width: int) -> pa.Array:
     return pc.utf8_lpad(_str(values), width=width, padding="0")
 
 
-def sample_papers(config: GenerateConfig) -> Papers:
-    n, seed = config.papers, config.seed
+@dataclass(frozen=True)
+class LaterRelease:
+    """Where papers added by a later release go (jobs/derive_release.py): published in the year after the
+    release they extend, with corpus ids and MAG / PubMed / PMC ids that release does not use."""
+
+    papers: int                 # how many papers to sample (instead of config.papers)
+    first_day: int              # January 1st of the new year, in days since 1970-01-01
+    taken_ids: np.ndarray       # int64 ids in use (corpus ids, cited and paper-ids ids); new ones avoid them
+    mag_floor: int              # new external ids are larger than every id of the old release, as in reality
+    pubmed_floor: int
+    pmc_floor: int
+
+
+def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> Papers:
+    """The papers of a snapshot or, with `later`, the papers a later release adds (same draws, other
+    dates and ids; None leaves a fresh snapshot's bytes as they were)."""
+    n, seed = (config.papers if later is None else later.papers), config.seed
     rng = _rng(seed, "papers")
     field_ = rng.choice(len(FIELDS), size=n, p=FIELD_WEIGHTS).astype(np.int64)
     subtopic = (rng.random(n) * _SUBTOPIC_COUNTS[field_]).astype(np.int64)
@@ -849,18 +868,24 @@ def sample_papers(config: GenerateConfig) -> Papers:
     span = (_LAST_DAY + 1) / 365.25
     t = np.log1p(rng.random(n) * np.expm1(_YEAR_GROWTH * span)) / _YEAR_GROWTH
     day = np.minimum((t * 365.25).astype(np.int64), _LAST_DAY)
+    if later is not None:  # the same growth curve squeezed into the new year
+        day = later.first_day + (t / span * 365).astype(np.int64)
     year = _days_to_year(day)
-    corpus_id = unique_ints(rng, n, *_CORPUS_ID_RANGE)
+    corpus_id = unique_ints(rng, n, *_CORPUS_ID_RANGE, exclude=None if later is None else later.taken_ids)
     fitness = rng.lognormal(0.0, 1.2, size=n)
     journal = _JOURNAL_OFFSET[field_] + (np.diff(_JOURNAL_OFFSET)[field_] * rng.random(n) ** 1.7).astype(np.int64)
 
     ids = _rng(seed, "external-ids")
-    mag_id = np.where(ids.random(n) < 0.94, unique_ints(ids, n, 1_000_000_000, 3_200_000_000), -1)
+    mag_range, pubmed_range, pmc_range = (1_000_000_000, 3_200_000_000), (1_000_000, 35_000_000), (1_000_000, 9_000_000)
+    if later is not None:
+        room = 20 * n + 1000
+        mag_range, pubmed_range, pmc_range = ((f, f + room) for f in (later.mag_floor, later.pubmed_floor,
+                                                                      later.pmc_floor))
+    mag_id = np.where(ids.random(n) < 0.94, unique_ints(ids, n, *mag_range), -1)
     life = np.isin(field_, [_FIELD_INDEX[f] for f in ("Medicine", "Biology", "Psychology")])
     has_pubmed = (life & (ids.random(n) < 0.55)) | (ids.random(n) < 0.03)
-    pubmed_id = np.where(has_pubmed, unique_ints(ids, n, 1_000_000, 35_000_000), -1)
-    pmc_id = np.where(has_pubmed & (ids.random(n) < 0.25) & (year >= 1990),
-                      unique_ints(ids, n, 1_000_000, 9_000_000), -1)
+    pubmed_id = np.where(has_pubmed, unique_ints(ids, n, *pubmed_range), -1)
+    pmc_id = np.where(has_pubmed & (ids.random(n) < 0.25) & (year >= 1990), unique_ints(ids, n, *pmc_range), -1)
     # DOI: registrant / journal abbreviation . year . a distinct number
     has_doi = ids.random(n) < np.where(year >= 2000, 0.75, 0.45)
     prefix = pa.array(_DOI_PREFIXES).take(pa.array(ids.integers(0, len(_DOI_PREFIXES), size=n)))
