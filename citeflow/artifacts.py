@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import posixpath
+import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass, field
@@ -82,6 +83,7 @@ class Manifest:
     finished_at: str
     duration_s: float
     files: dict[str, str] = field(default_factory=dict)
+    reused_from: dict[str, Any] | None = None  # {snapshot, path, bytes} when copied from another snapshot
     skipped: bool = False
 
     def to_json(self) -> dict[str, Any]:
@@ -175,6 +177,23 @@ class ArtifactStore:
     def snapshots(self) -> list[str]:
         return sorted(i.base_name for i in self.children(self.root) if i.type == pafs.FileType.Directory)
 
+    def find_elsewhere(self, stage: str, version: str, snapshot: str) -> Manifest | None:
+        """A complete copy of a stage version in another snapshot (versions are content addresses, so the
+        same version is the same artifact), or None. Folders that are not snapshot ids are passed over."""
+        copies = []
+        for other in self.snapshots():
+            if other == snapshot:
+                continue
+            try:
+                found = self.read_manifest(other, stage, version)
+            except CiteflowError:
+                continue
+            if found is not None and found.reused_from is None:
+                return found
+            if found is not None:
+                copies.append(found)  # a copy of a copy is as good when the original is gone
+        return copies[0] if copies else None
+
     def incomplete_versions(self, snapshot: str, stage: str) -> list[str]:
         return [
             i.base_name
@@ -198,6 +217,31 @@ class ArtifactStore:
             self.fs.delete_dir(path)
         self.fs.create_dir(path, recursive=True)
         return path
+
+    def copy_version(self, source: str, dest: str) -> int:
+        """Copy a version folder's files (not its manifest) into an empty `dest`; returns bytes copied.
+        On a local store files are hard-linked when the filesystem allows it: artifacts are never modified
+        in place, and deleting either snapshot leaves the other whole."""
+        total = 0
+        selector = pafs.FileSelector(source, recursive=True)
+        for info in sorted(self.fs.get_file_info(selector), key=lambda i: i.path):
+            rel = posixpath.relpath(info.path, source)
+            target = posixpath.join(dest, rel)
+            if info.type == pafs.FileType.Directory:
+                self.fs.create_dir(target, recursive=True)
+                continue
+            if rel == MANIFEST or info.base_name.startswith(f".{MANIFEST}."):
+                continue
+            self.fs.create_dir(posixpath.dirname(target), recursive=True)
+            if self.local:
+                try:
+                    os.link(info.path, target)
+                except OSError:
+                    shutil.copy2(info.path, target)
+            else:
+                self.fs.copy_file(info.path, target)
+            total += info.size or 0
+        return total
 
     def clean_incomplete(self, snapshot: str, stage: str) -> list[str]:
         """Delete version folders that have no manifest; returns their names."""

@@ -221,6 +221,7 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
         "version": manifest.version,
         "manifest": f"{manifest.path}/_manifest.json",
         "cached": manifest.skipped,
+        "reused_from": (manifest.reused_from or {}).get("snapshot"),
         "strategy": strategy,
         "rows": {name: t["rows"] for name, t in manifest.tables.items()},
         "metrics": headline(manifest.metrics),
@@ -233,7 +234,11 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
         context["ti"].xcom_push(key="return_value", value=summary)
         print(f"{stage}: cached version {manifest.version} at {manifest.path}")
         raise AirflowSkipException(f"{stage}: cached, version {manifest.version} is up to date")
-    print(f"{stage}: built version {manifest.version} at {manifest.path}")
+    if manifest.reused_from:
+        print(f"{stage}: reused version {manifest.version} of snapshot {manifest.reused_from['snapshot']} "
+              f"(same inputs and settings) at {manifest.path}")
+    else:
+        print(f"{stage}: built version {manifest.version} at {manifest.path}")
     context["outlet_events"][stage_asset(stage)].extra = {
         k: summary[k] for k in ("snapshot", "version", "manifest", "strategy", "rows", "metrics")}
     return summary

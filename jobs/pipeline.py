@@ -110,7 +110,9 @@ def run_pipeline(
         manifest = run_stage(stage, stage_config)
         took = time.monotonic() - t0
         rows = ", ".join(f"{name} {t['rows']:,}" for name, t in manifest.tables.items())
-        state = "up to date, skipped" if manifest.skipped else f"built in {took:.1f}s"
+        state = ("up to date, skipped" if manifest.skipped else
+                 f"reused from snapshot {manifest.reused_from['snapshot']} in {took:.1f}s" if manifest.reused_from
+                 else f"built in {took:.1f}s")
         report(f"[{i}/{len(steps)}] {label}: {state} — version {manifest.version} ({rows})")
         report(f"      {manifest.path}")
         manifests.append(manifest)

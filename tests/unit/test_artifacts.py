@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,8 +17,8 @@ def _build_two_rows(path: str) -> dict:
     return {"rows_written": 2}
 
 
-def _execute(store, config, build=_build_two_rows, inputs=None):
-    return execute(store=store, snapshot="s1", stage="demo", stage_version=1, config=config,
+def _execute(store, config, build=_build_two_rows, inputs=None, snapshot="s1"):
+    return execute(store=store, snapshot=snapshot, stage="demo", stage_version=1, config=config,
                    resolved_config=config, inputs=inputs or [{"kind": "corpus", "fingerprint": "abc"}],
                    tables=["t"], build=build)
 
@@ -104,3 +105,37 @@ def test_store_accepts_filesystem_uris(tmp_path):
                    inputs=[], tables=["t"], build=_build_two_rows)
     assert store.engine_uri(done.path).startswith("file://")
     assert ArtifactStore(str(tmp_path)).read_manifest("s1", "demo", done.version).tables["t"]["rows"] == 2
+
+
+def test_a_version_built_for_another_snapshot_is_reused_not_rebuilt(tmp_path):
+    store = ArtifactStore(str(tmp_path))
+
+    def build_with_a_path(path):
+        return {**_build_two_rows(path), "model_folder": f"{path}/model", "elsewhere": "/data/x"}
+
+    first = _execute(store, {"k": 1}, build=build_with_a_path)
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "s1").rglob("*")}
+    (tmp_path / "not a snapshot id").mkdir()  # stray folders under the root are passed over
+
+    def must_not_run(path):
+        raise AssertionError("a version another snapshot holds was rebuilt")
+
+    reused = _execute(store, {"k": 1}, build=must_not_run, snapshot="s2",
+                      inputs=[{"kind": "corpus", "fingerprint": "abc", "path": "/releases/s2"}])
+    assert reused.version == first.version and not reused.skipped
+    assert reused.snapshot == "s2" and reused.path == str(tmp_path / "s2" / "demo" / first.version)
+    assert reused.reused_from["snapshot"] == "s1" and reused.reused_from["bytes"] > 0
+    assert reused.metrics["model_folder"] == f"{reused.path}/model"
+    assert reused.metrics["elsewhere"] == "/data/x"
+    assert reused.inputs[0]["path"] == "/releases/s2"
+    on_disk = store.read_manifest("s2", "demo", first.version)
+    assert on_disk.reused_from == reused.reused_from and on_disk.tables["t"]["rows"] == 2
+    assert pq.read_table(reused.table_path("t")).column("a").to_pylist() == [1, 2]
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "s1").rglob("*")} == before
+
+    # the copy is the snapshot's own: the donor can go, and the copy stays whole and cached
+    shutil.rmtree(tmp_path / "s1")
+    assert _execute(store, {"k": 1}, build=must_not_run, snapshot="s2").skipped
+    assert pq.read_table(reused.table_path("t")).num_rows == 2
+    # another config is another version: built, not reused
+    assert _execute(store, {"k": 2}, snapshot="s2").reused_from is None

@@ -1,0 +1,101 @@
+"""`citeflow_releases` as a backfill runs it: one DAG run per date, each on the release of its date.
+
+Two dated releases (a generated one, and one derived from it with papers added, removed and changed), a date
+without a release, a date run again, and a third release identical to the first: each release gets its own
+artifacts, exact to its own counts, versions built for one release are reused (not rebuilt) by another whose
+inputs are the same, and nothing of another release is touched.
+"""
+
+import json
+import shutil
+
+import pytest
+
+from tests.e2e.airflow_cli import FAST_OVERRIDES, AirflowHome
+
+pytestmark = pytest.mark.slow
+STAGES = ("build_graph", "filter_leakage", "embed_graph", "mine_triplets", "train_encoder", "embed_papers",
+          "benchmark")
+
+
+def files_and_mtimes(root):
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_each_release_date_builds_its_own_artifacts_and_reruns_are_cached(generated_s2orc, tmp_path):
+    from jobs.derive_release import DeriveConfig, run as derive
+
+    snap, truth = generated_s2orc
+    releases = tmp_path / "releases"
+    shutil.copytree(snap, releases / "2024-01-01")
+    later = derive(DeriveConfig(derive_from=str(releases / "2024-01-01"), out=str(releases / "2024-02-01"),
+                                added=150, removed=30, changed=60, seed=3))
+    assert later["counts"]["citations"] != truth["counts"]["citations"]
+    airflow = AirflowHome(tmp_path / "airflow")
+    artifacts = tmp_path / "artifacts"
+    conf = {"releases_root": str(releases), "artifacts": str(artifacts), "triplet_strategy": "scincl",
+            "overrides": FAST_OVERRIDES}
+
+    def run_date(date: str) -> tuple[dict, str]:
+        log = airflow.dags_test("citeflow_releases", conf, logical_date=date)
+        run_id, _ = airflow.last_run("citeflow_releases")
+        return {task.removeprefix("per_strategy."): state
+                for (task, _), state in airflow.task_states("citeflow_releases", run_id).items()}, log
+
+    def graph_manifest(date: str) -> dict:
+        (path,) = (artifacts / date / "build_graph").glob("*/_manifest.json")
+        return json.loads(path.read_text())
+
+    states, _ = run_date("2024-01-01")
+    assert set(states.values()) == {"success"}, states
+    first = graph_manifest("2024-01-01")
+    assert first["snapshot"] == "2024-01-01"
+    assert first["tables"]["citations"]["rows"] == truth["counts"]["citations"]
+    release_one = files_and_mtimes(artifacts / "2024-01-01")
+
+    states, _ = run_date("2024-02-01")
+    assert set(states.values()) == {"success"}, states
+    second = graph_manifest("2024-02-01")
+    assert second["tables"]["citations"]["rows"] == later["counts"]["citations"]
+    assert second["tables"]["papers"]["rows"] == later["counts"]["papers"]
+    for stage in STAGES:
+        assert list((artifacts / "2024-02-01" / stage).glob("*/_manifest.json")), stage
+    # the later release's SciDocs papers are still kept out of its training data
+    (leak_path,) = (artifacts / "2024-02-01" / "filter_leakage").glob("*/_manifest.json")
+    assert json.loads(leak_path.read_text())["metrics"]["mapped_by"]["title"] == \
+        truth["scidocs"]["mapped_by_title_only"]
+    assert files_and_mtimes(artifacts / "2024-01-01") == release_one
+
+    # a date without a release: the run is skipped as a whole, and writes nothing
+    states, log = run_date("2024-01-15")
+    assert states.pop("check_inputs") == "success"
+    assert set(states.values()) == {"skipped"}, states
+    assert "no release 2024-01-15" in log
+    assert sorted(p.name for p in artifacts.iterdir()) == ["2024-01-01", "2024-02-01"]
+
+    # a date run again (a backfill over dates already done): every stage cached, nothing rewritten
+    states, log = run_date("2024-01-01")
+    stage_states = {task: state for task, state in states.items()
+                    if task not in ("check_inputs", "triplet_strategies")}
+    assert set(stage_states.values()) == {"skipped"}, states
+    assert f"build_graph: cached version {first['version']}" in log
+    assert files_and_mtimes(artifacts / "2024-01-01") == release_one
+
+    # a release that republishes an earlier one unchanged: every stage reuses that release's version
+    shutil.copytree(releases / "2024-01-01", releases / "2024-03-01")
+    states, log = run_date("2024-03-01")
+    assert set(states.values()) == {"success"}, states
+    for stage in STAGES:
+        manifests = [json.loads(p.read_text()) for p in (artifacts / "2024-03-01" / stage).glob("*/_manifest.json")]
+        assert len(manifests) == len(list((artifacts / "2024-01-01" / stage).glob("*/_manifest.json"))), stage
+        for manifest in manifests:
+            assert manifest["reused_from"]["snapshot"] == "2024-01-01", stage
+            if manifest["metrics"].get("model") != "base":  # base embeddings are made inside the benchmark task
+                assert f"{stage}: reused version {manifest['version']} of snapshot 2024-01-01" in log
+    assert "built version" not in log
+    assert graph_manifest("2024-03-01")["tables"] == first["tables"]
+    assert files_and_mtimes(artifacts / "2024-01-01") == release_one
+
+    events = [(name, extra["snapshot"]) for name, extra in airflow.asset_events()]
+    assert sorted({snapshot for _, snapshot in events}) == ["2024-01-01", "2024-02-01", "2024-03-01"]
+    assert len(events) == 3 * len(STAGES)
