@@ -1,6 +1,7 @@
 # citeflow: two commands on a fresh machine (Python 3.11 and Java 17 needed):
-#   make demo   create .venv, install, run the pipeline on a generated sample, print where the artifacts are
-#   make test   the test suite
+#   make demo     create .venv, install, rebuild a generated sample through Airflow, print the artifact summary
+#   make test     the test suite
+#   make airflow  start Airflow locally (standalone, SQLite, sized for 2 cores) with citeflow's DAGs; prints URL and login
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -9,7 +10,11 @@ DEMO   ?= demo
 DEMO_PAPERS ?= 20000
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-fast bench lock clean-demo
+AIRFLOW_DEMO_HOME := $(abspath $(DEMO))/airflow
+AIRFLOW_ENV := AIRFLOW_HOME=$(AIRFLOW_DEMO_HOME) AIRFLOW__CORE__DAGS_FOLDER=$(abspath dags) \
+	AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__CORE__PARALLELISM=2 CITEFLOW_HOME=$(abspath $(DEMO))
+
+.PHONY: install demo demo-cli airflow test test-fast bench lock clean-demo
 
 $(STAMP): setup.cfg pyproject.toml requirements.lock
 	@command -v java >/dev/null || { echo "citeflow needs Java 17+ for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -22,11 +27,28 @@ $(STAMP): setup.cfg pyproject.toml requirements.lock
 
 install: $(STAMP)
 
+# The whole rebuild through Airflow itself (embedded SQLite, `airflow dags test`: no server left running).
 demo: $(STAMP)
+	@test -f $(DEMO)/snapshot/generator.json || $(BIN)/citeflow generate --papers $(DEMO_PAPERS) --out $(DEMO)/snapshot --overwrite
+	@mkdir -p $(AIRFLOW_DEMO_HOME)
+	@$(AIRFLOW_ENV) $(BIN)/airflow db migrate > $(AIRFLOW_DEMO_HOME)/migrate.log 2>&1 || { tail -20 $(AIRFLOW_DEMO_HOME)/migrate.log; exit 1; }
+	@$(AIRFLOW_ENV) $(BIN)/airflow pools set gpu 1 "citeflow encoder training" > /dev/null
+	@echo "airflow dags test citeflow_rebuild (log: $(AIRFLOW_DEMO_HOME)/demo-run.log)"
+	@$(AIRFLOW_ENV) $(BIN)/airflow dags test citeflow_rebuild > $(AIRFLOW_DEMO_HOME)/demo-run.log 2>&1 || { \
+		grep -E "citeflow:|Error|error" $(AIRFLOW_DEMO_HOME)/demo-run.log | tail -20; exit 1; }
+	@grep -E "(built|cached) version|DagRun Finished" $(AIRFLOW_DEMO_HOME)/demo-run.log | sed -E 's/.*(DagRun Finished).*(run_duration=[0-9.]+), (state=[a-z]+).*/\1: \2 s, \3/'
+	$(BIN)/citeflow artifacts --snapshot demo --artifacts $(DEMO)/artifacts
+
+# The same pipeline without Airflow, from the command line.
+demo-cli: $(STAMP)
 	@test -f $(DEMO)/snapshot/generator.json || $(BIN)/citeflow generate --papers $(DEMO_PAPERS) --out $(DEMO)/snapshot --overwrite
 	$(BIN)/citeflow run --snapshot demo --corpus $(DEMO)/snapshot/corpus --scidocs $(DEMO)/snapshot/scidocs \
 		--paper-ids $(DEMO)/snapshot/paper-ids --artifacts $(DEMO)/artifacts
 	$(BIN)/citeflow artifacts --snapshot demo --artifacts $(DEMO)/artifacts
+
+# Airflow's UI on http://localhost:8080 with citeflow's DAGs (Ctrl-C stops every process it started).
+airflow: $(STAMP)
+	CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m citeflow.local_airflow --home $(AIRFLOW_DEMO_HOME)-server
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)

@@ -69,7 +69,7 @@ def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> 
         "path": manifest.path, "code_version": manifest.code_version, "started_at": manifest.started_at,
         "finished_at": manifest.finished_at, "duration_s": manifest.duration_s, "inputs": manifest.inputs,
         "metrics": manifest.metrics, "config": manifest.config, "tables": tables, "plots": plots,
-        "files": sorted(manifest.files),
+        "files": sorted(manifest.files), "reused_from": manifest.reused_from,
     }
 
 
@@ -94,6 +94,9 @@ def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_u
         f"in {summary['duration_s']:.1f} s; code {e(summary['code_version'])}.<br>"
         f"<code>{e(summary['path'])}</code></p>",
     ]
+    if summary.get("reused_from"):
+        parts.append(f"<p>Reused from snapshot <b>{e(str(summary['reused_from']['snapshot']))}</b>, which built "
+                     "this version from the same inputs and settings.</p>")
     if report_url:
         parts.append(f"<p><a href='{e(report_url)}' target=_blank>Benchmark report of the snapshot</a></p>")
     parts.append("<h2>Lineage</h2>")
@@ -130,6 +133,19 @@ def xcom_target(value: Any) -> dict[str, Any]:
     return value
 
 
+def map_index_of(raw: str | None) -> int:
+    """The map index a link names; unmapped tasks get -1.
+
+    Airflow 3.3 leaves its ``{MAP_INDEX}`` placeholder unfilled in external-view links of unmapped task
+    instances, so anything that is not an integer means "not mapped" rather than a 422.
+    """
+    try:
+        value = int(raw) if raw is not None else -1
+    except ValueError:
+        return -1
+    return value if value >= -1 else -1
+
+
 def create_app():
     """The FastAPI app of the Airflow plugin (imports Airflow's API server modules: call it there)."""
     from typing import Annotated
@@ -162,26 +178,30 @@ def create_app():
             raise HTTPException(404, str(exc)) from None
 
     Ids = Annotated[str, Query(min_length=1, max_length=250)]
+    MapIndex = Annotated[str, Query(max_length=20)]
 
     @app.get("/artifacts/task.json", dependencies=can_read)
-    def task_json(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids, map_index: int = -1) -> dict:
-        found = target(session, dag_id, run_id, task_id, map_index)
+    def task_json(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids,
+                  map_index: MapIndex = "-1") -> dict:
+        found = target(session, dag_id, run_id, task_id, map_index_of(map_index))
         return {**load(found), "cached": bool(found.get("cached"))}
 
     @app.get("/artifacts/task", response_class=HTMLResponse, dependencies=can_read)
-    def task_page(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids, map_index: int = -1) -> str:
-        found = target(session, dag_id, run_id, task_id, map_index)
+    def task_page(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids,
+                  map_index: MapIndex = "-1") -> str:
+        found = target(session, dag_id, run_id, task_id, map_index_of(map_index))
         report = ""
         if found.get("report"):
             from urllib.parse import urlencode
 
             report = "report?" + urlencode({"dag_id": dag_id, "run_id": run_id, "task_id": task_id,
-                                             "map_index": map_index})
+                                             "map_index": map_index_of(map_index)})
         return render_html(load(found), cached=bool(found.get("cached")), report_url=report)
 
     @app.get("/artifacts/report", response_class=HTMLResponse, dependencies=can_read)
-    def report_page(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids, map_index: int = -1) -> str:
-        found = target(session, dag_id, run_id, task_id, map_index)
+    def report_page(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids,
+                    map_index: MapIndex = "-1") -> str:
+        found = target(session, dag_id, run_id, task_id, map_index_of(map_index))
         if found["stage"] != "benchmark":
             raise HTTPException(404, "only benchmark tasks have a report")
         store = ArtifactStore(found["artifacts"])

@@ -78,6 +78,14 @@ def test_xcom_that_names_no_artifact_opens_nothing(value):
         xcom_target(value)
 
 
+@pytest.mark.parametrize("raw, expected", [("3", 3), ("-1", -1), ("{MAP_INDEX}", -1), ("", -1), (None, -1),
+                                            ("-7", -1), ("0", 0)])
+def test_map_index_placeholder_left_by_airflow_means_unmapped(raw, expected):
+    from citeflow.artifact_view import map_index_of
+
+    assert map_index_of(raw) == expected
+
+
 def test_headline_puts_the_known_metrics_first_and_flattens_one_level():
     from citeflow.orchestration import HEADLINE_MAX, headline
 

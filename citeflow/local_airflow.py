@@ -1,0 +1,357 @@
+"""Run Airflow 3 locally with citeflow's DAGs and plugins, sized for a small machine (2 cores).
+
+    python -m citeflow.local_airflow                    # foreground: Ctrl-C stops every component
+    python -m citeflow.local_airflow --background       # returns once healthy; pid file in the home
+    python -m citeflow.local_airflow --stop             # stops what --background started
+
+Reads nothing but its arguments. Writes the Airflow home (default `.airflow/`): `airflow.cfg`, the
+SQLite database, the simple auth manager's password file, `local-logs/standalone.log` and, in the
+background, `airflow-local.pid`. Runs `airflow db migrate`, creates the `gpu` pool the GPU tasks
+queue on, then starts `airflow standalone` (api-server, scheduler, dag-processor, triggerer, with the
+LocalExecutor) in a process group of its own, so that stopping the group also stops the tasks they
+spawned (Spark's JVM, training processes).
+
+Login: the simple auth manager with one admin user. The password is `--password`, else the one kept in
+the home's password file, else a new random one; it is printed once at start (a local demo login).
+
+Airflow itself is not imported here: it is driven through its command line, with the `airflow`
+executable next to this Python's (the project's virtualenv). The test `tests/e2e/test_browser.py` uses
+`start()` from this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PID_FILE = "airflow-local.pid"
+PASSWORD_FILE = "simple_auth_manager_passwords.json"
+LOG_DIR = "local-logs"
+GPU_POOL = ("gpu", "1", "citeflow encoder training")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LocalAirflowConfig:
+    """Where Airflow keeps its state, what it serves and who logs in."""
+
+    home: Path = dataclasses.field(default=REPO / ".airflow", metadata={"help": "AIRFLOW_HOME (SQLite, logs, cfg)"})
+    port: int = dataclasses.field(default=8080, metadata={"help": "api-server port (listens on 127.0.0.1 only)"})
+    user: str = dataclasses.field(default="admin", metadata={"help": "the simple auth manager's one (admin) user"})
+    password: str | None = dataclasses.field(default=None, metadata={"help": "kept from the home when not given"})
+    dags: Path = dataclasses.field(default=REPO / "dags", metadata={"help": "DAGs folder"})
+    plugins: Path = dataclasses.field(default=REPO / "plugins", metadata={"help": "plugins folder"})
+    artifacts: Path | None = dataclasses.field(
+        default=None, metadata={"help": "artifact root, exported to every component as CITEFLOW_ARTIFACTS "
+                                         "(for the DAGs' trigger-form default)"})
+    parallelism: int = dataclasses.field(default=2, metadata={"help": "task slots of the LocalExecutor"})
+    extra_env: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self):
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is not a TCP port")
+        if ":" in self.user or "," in self.user or not self.user:
+            raise ValueError(f"user name {self.user!r} cannot be empty or hold ':' or ','")
+        if self.parallelism < 1:
+            raise ValueError("parallelism must be at least 1")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def airflow_executable() -> str:
+    """The `airflow` of the Python running this script (the virtualenv's), else the one on PATH."""
+    beside = Path(sys.executable).with_name("airflow")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("airflow")
+    if not found:
+        raise SystemExit("local_airflow: no `airflow` executable; run with the project's .venv/bin/python")
+    return found
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (another process may still take it before us)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def known_password(cfg: LocalAirflowConfig) -> str:
+    """The user's password: given, else kept in the home's password file, else new; written to that file."""
+    path = cfg.home / PASSWORD_FILE
+    stored = json.loads(path.read_text()) if path.exists() and path.read_text().strip() else {}
+    password = cfg.password or stored.get(cfg.user) or secrets.token_urlsafe(12)
+    if stored != {cfg.user: password}:
+        path.write_text(json.dumps({cfg.user: password}) + "\n")
+        path.chmod(0o600)
+    return password
+
+
+def airflow_env(cfg: LocalAirflowConfig) -> dict[str, str]:
+    """The environment every Airflow command of this home runs with (secrets stay in the home's airflow.cfg)."""
+    home = cfg.home.resolve()
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(Path(cfg.dags).resolve()),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(Path(cfg.plugins).resolve()),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        # What `airflow standalone` uses: LocalExecutor, whose task slots are [core] parallelism.
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": str(cfg.parallelism),
+        "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(cfg.parallelism),
+        # Task processes reach the api-server here; the default assumes port 8080.
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{cfg.port}/execution/",
+        "AIRFLOW__CORE__AUTH_MANAGER":
+            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{cfg.user}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / PASSWORD_FILE),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(cfg.port),
+        "AIRFLOW__API__WORKERS": "1",
+        # Two cores: parse with one process, and not more often than a person edits a DAG file.
+        "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "60",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "120",
+        "AIRFLOW__DAG_PROCESSOR__PRINT_STATS_INTERVAL": "300",
+        "AIRFLOW__TRIGGERER__CAPACITY": "50",
+        # Two servers on one machine (a dev server and a test's) must not fight over the log servers' ports.
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+        # The components' own children (`airflow` of the same virtualenv) must find the same executable.
+        "PATH": f"{Path(airflow_executable()).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    if cfg.artifacts is not None:
+        env["CITEFLOW_ARTIFACTS"] = str(Path(cfg.artifacts).resolve())
+    env.update(dict(cfg.extra_env))
+    return env
+
+
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
+    """One `airflow` command to completion; its output, or SystemExit with the tail of it."""
+    done = subprocess.run([airflow_executable(), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise SystemExit(f"airflow {' '.join(args[:2])} failed ({done.returncode}):\n"
+                         f"{(done.stdout + done.stderr)[-3000:]}")
+    return done.stdout
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(pgid: int, timeout: float = 30) -> None:
+    """SIGTERM to the whole process group, SIGKILL to what is left after `timeout` seconds."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and group_alive(pgid):
+            time.sleep(0.2)
+        if not group_alive(pgid):
+            return
+
+
+@dataclasses.dataclass
+class AirflowHandle:
+    """A running local Airflow: where it answers, who logs in, and how to stop it."""
+
+    cfg: LocalAirflowConfig
+    password: str
+    pgid: int
+    processes: dict[str, subprocess.Popen]
+    env: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return self.cfg.url
+
+    @property
+    def log_dir(self) -> Path:
+        return self.cfg.home / LOG_DIR
+
+    def token(self) -> str:
+        """A JWT for the REST API, from the simple auth manager's POST /auth/token."""
+        body = json.dumps({"username": self.cfg.user, "password": self.password}).encode()
+        request = urllib.request.Request(f"{self.url}/auth/token", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)["access_token"]
+
+    def exited(self) -> dict[str, int]:
+        """Components that have exited, with their status."""
+        return {name: p.returncode for name, p in self.processes.items() if p.poll() is not None}
+
+    def log_tail(self, chars: int = 3000) -> str:
+        parts = []
+        for name in self.processes:
+            path = self.log_dir / f"{name}.log"
+            if path.exists():
+                parts.append(f"--- {name} ---\n{path.read_text(errors='replace')[-chars:]}")
+        return "\n".join(parts)
+
+    def stop(self, timeout: float = 30) -> None:
+        """Stop every component and whatever they spawned (idempotent)."""
+        stop_group(self.pgid, timeout)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        pid_file = self.cfg.home / PID_FILE
+        if pid_file.exists() and pid_file.read_text().split()[0] == str(self.pgid):
+            pid_file.unlink()
+
+
+def health(url: str) -> dict | None:
+    """GET /api/v2/monitor/health (no login needed), or None while the api-server does not answer."""
+    try:
+        with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=5) as response:
+            return json.load(response)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def is_healthy(report: dict | None) -> bool:
+    return bool(report) and all(part.get("status") == "healthy" for part in report.values())
+
+
+def start(cfg: LocalAirflowConfig, timeout: float = 300, quiet: bool = False) -> AirflowHandle:
+    """Migrate the database, create the `gpu` pool, start `airflow standalone`, wait until all is healthy.
+
+    Standalone runs in a new session (a process group of its own, which its components and their tasks
+    inherit), so that Ctrl-C in a terminal does not reach it and `handle.stop()` ends all of them.
+    """
+    say = (lambda *_: None) if quiet else (lambda msg: print(f"local_airflow: {msg}", flush=True))
+    cfg.home.mkdir(parents=True, exist_ok=True)
+    if (cfg.home / PID_FILE).exists():
+        pgid = int((cfg.home / PID_FILE).read_text().split()[0])
+        if group_alive(pgid):
+            raise SystemExit(f"local_airflow: already running in {cfg.home} (process group {pgid}); --stop first")
+        (cfg.home / PID_FILE).unlink()
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", cfg.port)) == 0:
+            raise SystemExit(f"local_airflow: port {cfg.port} is taken; pick another with --port")
+    password = known_password(cfg)
+    env = airflow_env(cfg)
+    say(f"AIRFLOW_HOME={env['AIRFLOW_HOME']}: airflow db migrate")
+    run_cli(["db", "migrate"], env)
+    run_cli(["pools", "set", *GPU_POOL], env)
+
+    log_dir = cfg.home / LOG_DIR
+    log_dir.mkdir(exist_ok=True)
+    pgid = 0
+    try:
+        with open(log_dir / "standalone.log", "ab") as log:
+            process = subprocess.Popen([airflow_executable(), "standalone"], env=env, stdin=subprocess.DEVNULL,
+                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        pgid = process.pid
+        handle = AirflowHandle(cfg=cfg, password=password, pgid=pgid, processes={"standalone": process}, env=env)
+        say(f"started airflow standalone (process group {pgid}); log: {log_dir / 'standalone.log'}")
+        deadline = time.monotonic() + timeout
+        while not is_healthy(report := health(cfg.url)):
+            if handle.exited():
+                raise RuntimeError(f"airflow components exited: {handle.exited()}\n{handle.log_tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"airflow not healthy after {timeout:.0f}s: {report}\n{handle.log_tail()}")
+            time.sleep(2)
+    except BaseException:
+        if pgid:
+            stop_group(pgid)
+        raise
+    return handle
+
+
+def stop_from_pid_file(home: Path) -> bool:
+    """Stop the process group recorded by --background; False when nothing was running."""
+    pid_file = home / PID_FILE
+    if not pid_file.exists():
+        return False
+    pgid = int(pid_file.read_text().split()[0])
+    running = group_alive(pgid)
+    stop_group(pgid)
+    pid_file.unlink()
+    return running
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(LocalAirflowConfig)}
+    parser.add_argument("--home", type=Path, default=REPO / ".airflow", help=helps["home"])
+    parser.add_argument("--port", type=int, default=8080, help=helps["port"])
+    parser.add_argument("--user", default="admin", help=helps["user"])
+    parser.add_argument("--password", help=helps["password"])
+    parser.add_argument("--dags", type=Path, default=REPO / "dags", help=helps["dags"])
+    parser.add_argument("--plugins", type=Path, default=REPO / "plugins", help=helps["plugins"])
+    parser.add_argument("--artifacts", type=Path, help=helps["artifacts"])
+    parser.add_argument("--parallelism", type=int, default=2, help=helps["parallelism"])
+    parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for a healthy Airflow")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--background", action="store_true", help="write the pid file and return once healthy")
+    mode.add_argument("--stop", action="store_true", help="stop the Airflow started with --background")
+    args = parser.parse_args(argv)
+
+    if args.stop:
+        stopped = stop_from_pid_file(args.home)
+        print(f"local_airflow: {'stopped' if stopped else 'nothing running'} in {args.home}")
+        return 0
+    try:
+        cfg = LocalAirflowConfig(home=args.home, port=args.port, user=args.user, password=args.password,
+                                 dags=args.dags, plugins=args.plugins, artifacts=args.artifacts,
+                                 parallelism=args.parallelism)
+    except ValueError as exc:
+        parser.error(str(exc))
+    handle = start(cfg, timeout=args.timeout)
+    print(f"local_airflow: Airflow is up at {handle.url}/  login: {cfg.user} / {handle.password}", flush=True)
+    if args.background:
+        (cfg.home / PID_FILE).write_text(f"{handle.pgid} {cfg.port}\n")
+        print(f"local_airflow: running in the background; stop it with: "
+              f"{Path(sys.executable).name} {Path(__file__).relative_to(REPO)} --stop --home {cfg.home}")
+        return 0
+
+    # Foreground: stay until Ctrl-C (or SIGTERM), or until a component dies; then stop the whole group.
+    signal.signal(signal.SIGTERM, _interrupt)
+    print("local_airflow: Ctrl-C stops it", flush=True)
+    try:
+        while not handle.exited():
+            time.sleep(1)
+        print(f"local_airflow: a component exited {handle.exited()}; stopping\n{handle.log_tail(1500)}", flush=True)
+        status = 1
+    except KeyboardInterrupt:
+        status = 0
+    print("local_airflow: stopping", flush=True)
+    handle.stop()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
