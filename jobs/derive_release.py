@@ -76,8 +76,7 @@ _LOC = 1 << 32  # a line's location: shard * _LOC + line number
 _NUMBER = re.compile(rb"\d+")
 
 
-def _help(text: str) -> dict[str, Any]:
-    return {"help": text}
+_help = G._help  # the same field help as GenerateConfig's, for the CLI
 
 
 @dataclass(frozen=True, kw_only=True)
