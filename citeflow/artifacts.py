@@ -188,10 +188,11 @@ class ArtifactStore:
                 found = self.read_manifest(other, stage, version)
             except CiteflowError:
                 continue
-            if found is not None and found.reused_from is None:
+            if found is None:
+                continue
+            if found.reused_from is None:
                 return found
-            if found is not None:
-                copies.append(found)  # a copy of a copy is as good when the original is gone
+            copies.append(found)  # a copy of a copy is as good when the original is gone
         return copies[0] if copies else None
 
     def incomplete_versions(self, snapshot: str, stage: str) -> list[str]:

@@ -40,7 +40,9 @@ REPO = Path(__file__).resolve().parents[1]
 PID_FILE = "airflow-local.pid"
 PASSWORD_FILE = "simple_auth_manager_passwords.json"
 LOG_DIR = "local-logs"
-GPU_POOL = ("gpu", "1", "citeflow encoder training")
+# the pool the DAGs' GPU tasks use (citeflow.orchestration.GPU_POOL, which this module does not import: it
+# would import Airflow), with one slot
+GPU_POOL = (os.environ.get("CITEFLOW_GPU_POOL", "gpu"), "1", "citeflow encoder training")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

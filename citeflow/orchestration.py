@@ -221,7 +221,6 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
         "version": manifest.version,
         "manifest": f"{manifest.path}/_manifest.json",
         "cached": manifest.skipped,
-        "reused_from": (manifest.reused_from or {}).get("snapshot"),
         "strategy": strategy,
         "rows": {name: t["rows"] for name, t in manifest.tables.items()},
         "metrics": headline(manifest.metrics),

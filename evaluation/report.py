@@ -43,6 +43,12 @@ def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, str]],
     return labels, keys + extra + [("average", "avg")], values
 
 
+def report_paths(folder: Path) -> dict[str, str]:
+    """The files `write_report` writes into `folder`."""
+    return {"markdown": str(folder / "report.md"), "html": str(folder / "report.html"),
+            "plot": str(folder / "scores.png")}
+
+
 def write_report(rows: list[dict[str, Any]], folder: Path, title: str) -> dict[str, str]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -65,7 +71,7 @@ def write_report(rows: list[dict[str, Any]], folder: Path, title: str) -> dict[s
     lines += ["", "![scores](scores.png)", ""]
     _atomic_write(folder / "report.md", "\n".join(lines))
     _atomic_write(folder / "report.html", _html(title, header, keys, labels, refs, values, notes, skipped, plot))
-    return {"markdown": str(folder / "report.md"), "html": str(folder / "report.html"), "plot": str(plot)}
+    return report_paths(folder)
 
 
 def _html(title, header, keys, labels, refs, values, notes, skipped, plot: Path) -> str:

@@ -142,14 +142,10 @@ def embedder(model_dir: str | None):
     settings = {"pooling": "cls", "max_length": 512}
     about = Path(model_dir) / "citeflow.json"
     if about.is_file():
-        import json
-
         settings.update({k: v for k, v in json.loads(about.read_text()).items() if k in settings})
 
     def embed(rows):
         import tempfile
-
-        import pyarrow.parquet as pq
 
         from jobs.embed_papers import embed_to_parquet
 
@@ -189,7 +185,7 @@ def snapshot_report(store: ArtifactStore, snapshot: str) -> dict[str, str] | Non
     """Rebuild ARTIFACTS/<snapshot>/benchmark/report.* from every benchmark version of the snapshot."""
     import pyarrow.parquet as pq
 
-    from evaluation.report import write_report
+    from evaluation.report import report_paths, write_report
 
     versions = store.list_versions(snapshot, STAGE)
     if not versions or not store.local:
@@ -199,8 +195,7 @@ def snapshot_report(store: ArtifactStore, snapshot: str) -> dict[str, str] | Non
     # as it is (a rerun where every stage is cached changes no file)
     made_from = json.dumps([[m.version, m.finished_at] for m in versions])
     stamp = folder / ".report-versions.json"
-    existing = {"markdown": str(folder / "report.md"), "html": str(folder / "report.html"),
-                "plot": str(folder / "scores.png")}
+    existing = report_paths(folder)
     if stamp.is_file() and stamp.read_text() == made_from and all(Path(p).is_file() for p in existing.values()):
         return existing
     rows = []

@@ -45,7 +45,6 @@ import hashlib
 import itertools
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -471,15 +470,8 @@ def _cite_existing(rng: np.random.Generator, config: G.GenerateConfig, papers: G
     n = papers.n
     if len(pool_year) == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    sigma = 0.9
-    mu = math.log(config.mean_references / max(1e-9, 1 - config.zero_reference_rate)) - sigma**2 / 2
-    degree = np.minimum(np.ceil(rng.lognormal(mu, sigma, size=n)), 500).astype(np.int64)
-    degree[rng.random(n) < config.zero_reference_rate] = 0
-    citing = np.repeat(np.arange(n, dtype=np.int64), degree)
+    citing, kind, v = G.draw_references(rng, config, n)
     e = len(citing)
-    kind = np.searchsorted([config.same_subtopic_rate, config.same_subtopic_rate + config.same_field_rate],
-                           rng.random(e), side="right")
-    v = np.sqrt(rng.random(e))
     day = np.full(e, int(pool_year.max(initial=0)) + 1)  # every existing paper is older
     cited = np.full(e, -1, dtype=np.int64)
     year = np.maximum(pool_year, 0)

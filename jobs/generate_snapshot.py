@@ -1025,6 +1025,22 @@ class _Pool:
         return self.order[np.minimum(pos, len(self.order) - 1)], ok
 
 
+def draw_references(rng: np.random.Generator, config: GenerateConfig, n: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The references of n citing papers before their targets are picked: (citing paper of each reference,
+    its kind: 0 same subtopic / 1 same field / 2 across fields, a draw v in [0, 1) whose density 2v makes
+    later, more recent papers in the cumulative order likelier). Out-degrees are a discretised lognormal
+    with `zero_reference_rate` of papers citing nothing."""
+    sigma = 0.9
+    mu = math.log(config.mean_references / max(1e-9, 1 - config.zero_reference_rate)) - sigma**2 / 2
+    degree = np.minimum(np.ceil(rng.lognormal(mu, sigma, size=n)), 500).astype(np.int64)
+    degree[rng.random(n) < config.zero_reference_rate] = 0
+    citing = np.repeat(np.arange(n, dtype=np.int64), degree)
+    kind = np.searchsorted([config.same_subtopic_rate, config.same_subtopic_rate + config.same_field_rate],
+                           rng.random(len(citing)), side="right")
+    return citing, kind, np.sqrt(rng.random(len(citing)))
+
+
 def sample_citations(papers: Papers, config: GenerateConfig) -> tuple[np.ndarray, np.ndarray]:
     """Clean citation edges (citing, cited) as paper indices: unique, cited strictly older, sorted.
 
@@ -1035,15 +1051,8 @@ def sample_citations(papers: Papers, config: GenerateConfig) -> tuple[np.ndarray
     """
     rng = _rng(config.seed, "citations")
     n = papers.n
-    sigma = 0.9
-    mu = math.log(config.mean_references / max(1e-9, 1 - config.zero_reference_rate)) - sigma**2 / 2
-    degree = np.minimum(np.ceil(rng.lognormal(mu, sigma, size=n)), 500).astype(np.int64)
-    degree[rng.random(n) < config.zero_reference_rate] = 0
-    citing = np.repeat(np.arange(n, dtype=np.int64), degree)
+    citing, kind, v = draw_references(rng, config, n)
     e = len(citing)
-    kind = np.searchsorted([config.same_subtopic_rate, config.same_subtopic_rate + config.same_field_rate],
-                           rng.random(e), side="right")
-    v = np.sqrt(rng.random(e))  # density 2v: later (more recent) papers in the cumulative order are likelier
     day = papers.day[citing]
     cited = np.full(e, -1, dtype=np.int64)
     by_field = _Pool(papers.field, papers.day, papers.fitness)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from citeflow.local_airflow import GPU_POOL
+
 REPO = Path(__file__).resolve().parents[2]
 # The overrides that make a whole rebuild of a 3,000-paper snapshot take a few minutes here.
 FAST_OVERRIDES = ["spark.shuffle_partitions=4", "spark.driver_memory=2g", "build_graph.output_files=2",
@@ -32,7 +34,7 @@ class AirflowHome:
             **env,
         }
         self.check("db", "migrate")
-        self.check("pools", "set", "gpu", "1", "citeflow encoder training")
+        self.check("pools", "set", *GPU_POOL)
 
     def airflow(self, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
         airflow_bin = Path(sys.executable).with_name("airflow")
