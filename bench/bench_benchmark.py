@@ -71,20 +71,32 @@ def main() -> int:
     ids = [f"{i:040x}" for i in rng.choice(2**62, args.papers, replace=False)]
     vectors = write_scidocs(work / "scidocs", ids, rng, args.dim)
     flat = pa.array(vectors.reshape(-1), pa.float32())
-    pq.write_table(pa.table({"paper_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(flat, args.dim)}),
-                   work / "embeddings.parquet")
+    pq.write_table(
+        pa.table({"paper_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(flat, args.dim)}),
+        work / "embeddings.parquet",
+    )
     t0 = time.monotonic()
     embeddings = load_embeddings(str(work / "embeddings.parquet"))
     loaded = time.monotonic() - t0
     rows = score(embeddings, work / "scidocs", n_jobs=-1)
     seconds = time.monotonic() - t0
-    result = {"papers": args.papers, "dim": args.dim, "seconds": round(seconds, 1), "load_seconds": round(loaded, 1),
-              "scores": {f"{r['task']}/{r['metric']}": round(r["value"], 2) for r in rows
-                         if r["status"] == "ok" and r["split"] == "test"}}
+    result = {
+        "papers": args.papers,
+        "dim": args.dim,
+        "seconds": round(seconds, 1),
+        "load_seconds": round(loaded, 1),
+        "scores": {
+            f"{r['task']}/{r['metric']}": round(r["value"], 2)
+            for r in rows
+            if r["status"] == "ok" and r["split"] == "test"
+        },
+    }
     (out / "benchmark.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "benchmark.md").write_text("| papers | dim | tasks | seconds (incl. reading embeddings) |\n|---:|---:|---|---:|\n"
-                                      f"| {args.papers:,} | {args.dim} | mag, mesh, cite, cocite, coview, coread "
-                                      f"| {seconds:.1f} |\n")
+    (out / "benchmark.md").write_text(
+        "| papers | dim | tasks | seconds (incl. reading embeddings) |\n|---:|---:|---|---:|\n"
+        f"| {args.papers:,} | {args.dim} | mag, mesh, cite, cocite, coview, coread "
+        f"| {seconds:.1f} |\n"
+    )
     print(json.dumps(result, indent=2))
     return 0
 

@@ -56,7 +56,7 @@ def bound(vectors: np.ndarray, rows: np.ndarray, k: int, batch: int) -> float:
     pool = torch.from_numpy(vectors)
     t0 = time.monotonic()
     for lo in range(0, len(rows), batch):
-        scores = torch.from_numpy(vectors[rows[lo:lo + batch]]) @ pool.T
+        scores = torch.from_numpy(vectors[rows[lo : lo + batch]]) @ pool.T
         torch.topk(scores, k, dim=1)
     return time.monotonic() - t0
 
@@ -101,17 +101,28 @@ def main() -> int:
         print(f"  mined {triplets // 5:,}/{len(rows):,} queries, {time.monotonic() - t0:.0f}s", flush=True)
     mining = time.monotonic() - t0
 
-    bound_rows = rows[:args.bound_queries]
+    bound_rows = rows[: args.bound_queries]
     bound_seconds = bound(vectors, bound_rows, windows.k_max + 1, args.bound_batch)
     bound_scaled = bound_seconds * len(rows) / len(bound_rows)
     result = {
-        "pool": args.pool, "queries": len(rows), "dim": args.dim, "k_max": windows.k_max, "index": description,
-        "threads": os.cpu_count(), "index_seconds": round(index_seconds, 2), "mining_seconds": round(mining, 2),
-        "search_seconds": round(search, 2), "sampling_seconds": round(sample, 2),
-        "queries_per_second": round(len(rows) / mining, 1), "triplets": triplets,
-        "bound_queries": len(bound_rows), "bound_seconds": round(bound_seconds, 2),
-        "bound_seconds_scaled": round(bound_scaled, 2), "ratio_to_bound": round(mining / bound_scaled, 3),
-        "peak_rss_gib": round(peak_gib(), 2), "warnings": warnings,
+        "pool": args.pool,
+        "queries": len(rows),
+        "dim": args.dim,
+        "k_max": windows.k_max,
+        "index": description,
+        "threads": os.cpu_count(),
+        "index_seconds": round(index_seconds, 2),
+        "mining_seconds": round(mining, 2),
+        "search_seconds": round(search, 2),
+        "sampling_seconds": round(sample, 2),
+        "queries_per_second": round(len(rows) / mining, 1),
+        "triplets": triplets,
+        "bound_queries": len(bound_rows),
+        "bound_seconds": round(bound_seconds, 2),
+        "bound_seconds_scaled": round(bound_scaled, 2),
+        "ratio_to_bound": round(mining / bound_scaled, 3),
+        "peak_rss_gib": round(peak_gib(), 2),
+        "warnings": warnings,
     }
     (out / "mine.json").write_text(json.dumps(result, indent=2) + "\n")
     (out / "mine.md").write_text(
@@ -119,7 +130,8 @@ def main() -> int:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         f"| {args.pool:,} | {len(rows):,} | {args.dim} | {windows.k_max} | {mining:.1f} s | {search:.1f} s | "
         f"{bound_scaled:.1f} s ({len(bound_rows):,} queries timed) | {mining / bound_scaled:.2f}x | "
-        f"{result['peak_rss_gib']:.2f} GiB |\n")
+        f"{result['peak_rss_gib']:.2f} GiB |\n"
+    )
     print(json.dumps(result, indent=2))
     return 0
 

@@ -37,14 +37,17 @@ def main() -> int:
     parser.add_argument("--citations", required=True, help="a citations Parquet folder (citing, cited)")
     parser.add_argument("--edges", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--skip-pbg-import-above", type=int, default=20_000_000,
-                        help="do not run PBG's importer above this many edges")
+    parser.add_argument(
+        "--skip-pbg-import-above", type=int, default=20_000_000, help="do not run PBG's importer above this many edges"
+    )
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    table = ds.dataset(args.citations, format="parquet", ignore_prefixes=[".", "_"]).to_table(columns=["citing", "cited"])
+    table = ds.dataset(args.citations, format="parquet", ignore_prefixes=[".", "_"]).to_table(
+        columns=["citing", "cited"]
+    )
     rows = []
     for n in args.edges:
         n = min(n, table.num_rows)
@@ -53,10 +56,16 @@ def main() -> int:
             (work / "parquet").mkdir()
             pq.write_table(table.slice(0, n), work / "parquet" / "part-0.parquet")
             row = {"edges": n}
-            ours = measure([sys.executable, "-c", textwrap.dedent(f"""
+            ours = measure(
+                [
+                    sys.executable,
+                    "-c",
+                    textwrap.dedent(f"""
                 from models.pbg_import import import_citations
-                import_citations({str(work / 'parquet')!r}, {str(work / 'ours')!r}, holdout=0.0, seed=0)
-            """)])
+                import_citations({str(work / "parquet")!r}, {str(work / "ours")!r}, holdout=0.0, seed=0)
+            """),
+                ]
+            )
             row["citeflow_import"] = ours
             if n <= args.skip_pbg_import_above:
                 tsv = work / "edges.tsv"
@@ -64,41 +73,71 @@ def main() -> int:
                     for batch in table.slice(0, n).to_batches(1 << 20):
                         c, d = batch.column(0).to_pylist(), batch.column(1).to_pylist()
                         fh.write("".join(f"{a}\t{b}\n" for a, b in zip(c, d)))
-                config = {"entity_path": str(work / "pbg" / "entities"), "edge_paths": [str(work / "pbg" / "edges")],
-                          "entities": {"paper": {"num_partitions": 1}},
-                          "relations": [{"name": "cites", "lhs": "paper", "rhs": "paper", "operator": "none"}]}
-                row["pbg_tsv_import"] = measure([sys.executable, "-c", textwrap.dedent(f"""
+                config = {
+                    "entity_path": str(work / "pbg" / "entities"),
+                    "edge_paths": [str(work / "pbg" / "edges")],
+                    "entities": {"paper": {"num_partitions": 1}},
+                    "relations": [{"name": "cites", "lhs": "paper", "rhs": "paper", "operator": "none"}],
+                }
+                row["pbg_tsv_import"] = measure(
+                    [
+                        sys.executable,
+                        "-c",
+                        textwrap.dedent(f"""
                     from models import pbg_compat; pbg_compat.apply()
                     from pathlib import Path
                     from torchbiggraph.converters.import_from_tsv import convert_input_data, parse_config_partial
                     ents, rels, entity_path, edge_paths, dyn = parse_config_partial({config!r})
                     convert_input_data(ents, rels, entity_path, edge_paths, [Path({str(tsv)!r})], 0, 1, None, 1, 1, dyn)
-                """)])
+                """),
+                    ]
+                )
                 row["speedup"] = round(row["pbg_tsv_import"]["seconds"] / max(ours["seconds"], 1e-9), 1)
             print(json.dumps({"partial": True, **row}), flush=True)  # imports done; training next
             from models.pbg_train import pbg_config, train_in_subprocess
 
-            cfg = pbg_config(entities=str(work / "ours" / "entities"), train_edges=str(work / "ours" / "edges_train"),
-                             checkpoint=str(work / "ckpt"), num_partitions=1, dimension=args.dim, comparator="dot",
-                             loss_fn="ranking", margin=0.15, lr=0.1, num_epochs=1, batch_size=10_000,
-                             num_edge_chunks=10, max_norm=1.0, workers=os.cpu_count() or 1, num_uniform_negs=50,
-                             num_batch_negs=50)
+            cfg = pbg_config(
+                entities=str(work / "ours" / "entities"),
+                train_edges=str(work / "ours" / "edges_train"),
+                checkpoint=str(work / "ckpt"),
+                num_partitions=1,
+                dimension=args.dim,
+                comparator="dot",
+                loss_fn="ranking",
+                margin=0.15,
+                lr=0.1,
+                num_epochs=1,
+                batch_size=10_000,
+                num_edge_chunks=10,
+                max_norm=1.0,
+                workers=os.cpu_count() or 1,
+                num_uniform_negs=50,
+                num_batch_negs=50,
+            )
             t0 = time.monotonic()
             train_in_subprocess(cfg, work / "config.json", work / "train.log", seed=0)
             seconds = time.monotonic() - t0
-            row["train_epoch"] = {"seconds": round(seconds, 1), "edges_per_second": round(n / seconds),
-                                  "dimension": args.dim}
+            row["train_epoch"] = {
+                "seconds": round(seconds, 1),
+                "edges_per_second": round(n / seconds),
+                "dimension": args.dim,
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     (out / "pbg.json").write_text(json.dumps({"cpus": os.cpu_count(), "results": rows}, indent=2))
-    lines = ["| edges | citeflow import | PBG TSV import | speed-up | 1 training epoch (dim) |", "|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| edges | citeflow import | PBG TSV import | speed-up | 1 training epoch (dim) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         pbg = r.get("pbg_tsv_import")
-        lines.append(f"| {r['edges']:,} | {r['citeflow_import']['seconds']} s, {r['citeflow_import']['peak_rss_gib']} GiB | "
-                     + (f"{pbg['seconds']} s, {pbg['peak_rss_gib']} GiB | {r['speedup']}x" if pbg else "not run | –")
-                     + f" | {r['train_epoch']['seconds']} s = {r['train_epoch']['edges_per_second']:,} edges/s ({args.dim}) |")
+        lines.append(
+            f"| {r['edges']:,} | {r['citeflow_import']['seconds']} s, {r['citeflow_import']['peak_rss_gib']} GiB | "
+            + (f"{pbg['seconds']} s, {pbg['peak_rss_gib']} GiB | {r['speedup']}x" if pbg else "not run | –")
+            + f" | {r['train_epoch']['seconds']} s = {r['train_epoch']['edges_per_second']:,} edges/s ({args.dim}) |"
+        )
     (out / "pbg.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

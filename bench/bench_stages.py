@@ -63,22 +63,41 @@ def main() -> int:
     try:
         for n in args.sizes:
             snap = work / f"snap-{n}"
-            gen = measure(citeflow + ["generate", "--papers", str(n), "--out", str(snap), "--format", args.format,
-                                      "--overwrite"])
+            gen = measure(
+                citeflow + ["generate", "--papers", str(n), "--out", str(snap), "--format", args.format, "--overwrite"]
+            )
             truth = json.loads((snap / "generator.json").read_text())
             corpus_bytes = sum(f.stat().st_size for f in (snap / "corpus").rglob("*.gz"))
-            row = {"papers": n, "format": args.format, "corpus_gz_mib": round(corpus_bytes / 2**20, 1),
-                   "generate": gen}
+            row = {"papers": n, "format": args.format, "corpus_gz_mib": round(corpus_bytes / 2**20, 1), "generate": gen}
             for stage in args.stages:
-                row[stage] = measure(citeflow + [
-                    "run", "--snapshot", f"bench-{n}", "--corpus", str(snap / "corpus"),
-                    "--scidocs", str(snap / "scidocs"), "--paper-ids", str(snap / "paper-ids"),
-                    "--artifacts", str(work / "artifacts"), "--until", stage])
+                row[stage] = measure(
+                    citeflow
+                    + [
+                        "run",
+                        "--snapshot",
+                        f"bench-{n}",
+                        "--corpus",
+                        str(snap / "corpus"),
+                        "--scidocs",
+                        str(snap / "scidocs"),
+                        "--paper-ids",
+                        str(snap / "paper-ids"),
+                        "--artifacts",
+                        str(work / "artifacts"),
+                        "--until",
+                        stage,
+                    ]
+                )
                 (manifest,) = (work / "artifacts" / f"bench-{n}" / stage).glob("*/_manifest.json")
-                row[stage]["metrics"] = {k: v for k, v in json.loads(manifest.read_text())["metrics"].items()
-                                         if isinstance(v, (int, float, str))}
+                row[stage]["metrics"] = {
+                    k: v
+                    for k, v in json.loads(manifest.read_text())["metrics"].items()
+                    if isinstance(v, (int, float, str))
+                }
             if "build_graph" in row:
-                row["counts_match_generator"] = row["build_graph"]["metrics"]["citations"] == truth["counts"]["citations"]
+                row["counts_match_generator"] = (
+                    row["build_graph"]["metrics"]["citations"] == truth["counts"]["citations"]
+                )
             rows.append(row)
             print(json.dumps(row), flush=True)
             shutil.rmtree(snap)
@@ -86,17 +105,24 @@ def main() -> int:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
 
-    machine = {"cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-               "python": platform.python_version(), "platform": platform.platform()}
+    machine = {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
     (out / "stages.json").write_text(json.dumps({"machine": machine, "results": rows}, indent=2))
     header = "| papers | corpus (gz) | generate | " + " | ".join(args.stages) + " |"
     lines = [header, "|---:|---:|---:|" + "---:|" * len(args.stages)]
     for r in rows:
         cells = [f"{r[s]['seconds']} s, peak {r[s]['peak_rss_gib']} GiB" for s in args.stages]
-        lines.append(f"| {r['papers']:,} | {r['corpus_gz_mib']} MiB | {r['generate']['seconds']} s, peak "
-                     f"{r['generate']['peak_rss_gib']} GiB | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {r['papers']:,} | {r['corpus_gz_mib']} MiB | {r['generate']['seconds']} s, peak "
+            f"{r['generate']['peak_rss_gib']} GiB | " + " | ".join(cells) + " |"
+        )
     (out / "stages.md").write_text(
-        f"Machine: {machine['cpus']} CPUs, {machine['memory_gib']} GiB\n\n" + "\n".join(lines) + "\n")
+        f"Machine: {machine['cpus']} CPUs, {machine['memory_gib']} GiB\n\n" + "\n".join(lines) + "\n"
+    )
     print("\n".join(lines))
     return 0
 

@@ -59,42 +59,80 @@ def main() -> int:
     n_words = args.tokens  # each synthetic word becomes at least one token: every paper is truncated
     texts = [(" ".join(rng.choice(words, 12)), " ".join(rng.choice(words, n_words))) for _ in range(papers)]
     shape = SHAPES[args.shape]
-    build_small((f"{t} {a}" for t, a in texts), work / "model", vocab_size=30_522, hidden=shape["hidden"],
-                layers=shape["layers"], heads=shape["heads"], intermediate=4 * shape["hidden"],
-                max_length=args.tokens, seed=0)
+    build_small(
+        (f"{t} {a}" for t, a in texts),
+        work / "model",
+        vocab_size=30_522,
+        hidden=shape["hidden"],
+        layers=shape["layers"],
+        heads=shape["heads"],
+        intermediate=4 * shape["hidden"],
+        max_length=args.tokens,
+        seed=0,
+    )
     tokenizer, _ = load(str(work / "model"), tokenizer_only=True)
     ids = np.arange(papers, dtype=np.int64)
-    store = TokenStore.write(work / "tokens", iter([(ids, [t for t, _ in texts], [a for _, a in texts])]), tokenizer,
-                             args.tokens, papers)
+    store = TokenStore.write(
+        work / "tokens", iter([(ids, [t for t, _ in texts], [a for _, a in texts])]), tokenizer, args.tokens, papers
+    )
     lengths = np.diff(np.asarray(store.offsets))
     triplets = args.batch * (args.steps + 1)
-    pq.write_table(pa.table({c: rng.choice(ids, triplets) for c in ("query_id", "positive_id", "negative_id")}),
-                   work / "triplets.parquet")
-    spec = {"tokens": str(work / "tokens"), "triplets": str(work / "triplets.parquet"),
-            "model_in": str(work / "model"), "model_out": str(work / "out"), "work": str(work / "checkpoints"),
-            "log": str(work / "log.jsonl"), "epochs": 1, "max_steps": args.steps, "batch_size": args.batch,
-            "per_device_batch": min(args.per_device, args.batch // args.nproc), "lr": 2e-5, "weight_decay": 0.01,
-            "warmup_fraction": 0.1, "margin": 1.0, "bitfit": False, "bitfit_lr": 1e-4, "pooling": "cls", "seed": 0,
-            "gradient_checkpointing": args.gradient_checkpointing, "precision": args.precision,
-            "checkpoint_every": 10 ** 9, "citeflow": {"bench": True}}
+    pq.write_table(
+        pa.table({c: rng.choice(ids, triplets) for c in ("query_id", "positive_id", "negative_id")}),
+        work / "triplets.parquet",
+    )
+    spec = {
+        "tokens": str(work / "tokens"),
+        "triplets": str(work / "triplets.parquet"),
+        "model_in": str(work / "model"),
+        "model_out": str(work / "out"),
+        "work": str(work / "checkpoints"),
+        "log": str(work / "log.jsonl"),
+        "epochs": 1,
+        "max_steps": args.steps,
+        "batch_size": args.batch,
+        "per_device_batch": min(args.per_device, args.batch // args.nproc),
+        "lr": 2e-5,
+        "weight_decay": 0.01,
+        "warmup_fraction": 0.1,
+        "margin": 1.0,
+        "bitfit": False,
+        "bitfit_lr": 1e-4,
+        "pooling": "cls",
+        "seed": 0,
+        "gradient_checkpointing": args.gradient_checkpointing,
+        "precision": args.precision,
+        "checkpoint_every": 10**9,
+        "citeflow": {"bench": True},
+    }
     (work / "spec.json").write_text(json.dumps(spec))
     launch(work / "spec.json", args.nproc, work / "train.log")
     rows = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
-    rates = [r["triplets_per_second"] for r in rows[args.warmup:]] or [r["triplets_per_second"] for r in rows]
+    rates = [r["triplets_per_second"] for r in rows[args.warmup :]] or [r["triplets_per_second"] for r in rows]
     import torch
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"
-    result = {"shape": args.shape, "tokens": args.tokens, "mean_tokens": float(lengths.mean()), "steps": len(rows),
-              "batch": args.batch, "per_device": spec["per_device_batch"], "nproc": args.nproc,
-              "precision": args.precision, "device": device, "triplets_per_second": round(statistics.median(rates), 2),
-              "seconds_per_step": round(statistics.median(r["seconds"] for r in rows[args.warmup:] or rows), 3)}
+    result = {
+        "shape": args.shape,
+        "tokens": args.tokens,
+        "mean_tokens": float(lengths.mean()),
+        "steps": len(rows),
+        "batch": args.batch,
+        "per_device": spec["per_device_batch"],
+        "nproc": args.nproc,
+        "precision": args.precision,
+        "device": device,
+        "triplets_per_second": round(statistics.median(rates), 2),
+        "seconds_per_step": round(statistics.median(r["seconds"] for r in rows[args.warmup :] or rows), 3),
+    }
     name = f"train_{args.shape}_{args.tokens}"
     (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     (out / f"{name}.md").write_text(
         "| model | tokens | device | precision | processes | triplets/s | s/step (batch 32) |\n"
         "|---|---:|---|---|---:|---:|---:|\n"
         f"| {args.shape} | {args.tokens} | {device} | {args.precision} | {args.nproc} | "
-        f"{result['triplets_per_second']} | {result['seconds_per_step']} |\n")
+        f"{result['triplets_per_second']} | {result['seconds_per_step']} |\n"
+    )
     print(json.dumps(result, indent=2))
     return 0
 

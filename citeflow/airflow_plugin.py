@@ -11,8 +11,7 @@ from __future__ import annotations
 from airflow.plugins_manager import AirflowPlugin
 
 URL_PREFIX = "/citeflow"
-TASK_VIEW = (URL_PREFIX + "/artifacts/task?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}"
-             "&map_index={MAP_INDEX}")
+TASK_VIEW = URL_PREFIX + "/artifacts/task?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}&map_index={MAP_INDEX}"
 
 
 def _app():
@@ -24,9 +23,11 @@ def _app():
 class CiteflowPlugin(AirflowPlugin):
     name = "citeflow"
     fastapi_apps = [{"app": _app(), "url_prefix": URL_PREFIX, "name": "citeflow artifacts"}]
-    external_views = [{
-        "name": "Artifacts",
-        "href": TASK_VIEW,
-        "destination": "task_instance",
-        "url_route": "citeflow_artifacts",
-    }]
+    external_views = [
+        {
+            "name": "Artifacts",
+            "href": TASK_VIEW,
+            "destination": "task_instance",
+            "url_route": "citeflow_artifacts",
+        }
+    ]

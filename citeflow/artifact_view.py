@@ -49,15 +49,25 @@ def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> 
 
     manifest = store.read_manifest(snapshot, stage, version)
     if manifest is None:
-        raise CiteflowError(f"{stage} version {version} of snapshot {snapshot} has no manifest in {store.uri} "
-                            "(deleted, or never completed)")
+        raise CiteflowError(
+            f"{stage} version {version} of snapshot {snapshot} has no manifest in {store.uri} "
+            "(deleted, or never completed)"
+        )
     tables = []
     for name, stats in manifest.tables.items():
-        dataset = ds.dataset(manifest.table_path(name), filesystem=store.fs, format="parquet",
-                             ignore_prefixes=[".", "_"])
+        dataset = ds.dataset(
+            manifest.table_path(name), filesystem=store.fs, format="parquet", ignore_prefixes=[".", "_"]
+        )
         sample = dataset.head(SAMPLE_ROWS).to_pylist()
-        tables.append({"name": name, "rows": stats["rows"], "files": stats["files"], "schema": stats["schema"],
-                       "sample": [{k: _cell(v) for k, v in row.items()} for row in sample]})
+        tables.append(
+            {
+                "name": name,
+                "rows": stats["rows"],
+                "files": stats["files"],
+                "schema": stats["schema"],
+                "sample": [{k: _cell(v) for k, v in row.items()} for row in sample],
+            }
+        )
     plots = {}
     for name in sorted(manifest.files):
         info = store.fs.get_file_info(posixpath.join(manifest.path, name))
@@ -65,11 +75,21 @@ def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> 
             with store.fs.open_input_stream(info.path) as fh:
                 plots[name] = base64.b64encode(fh.read()).decode()
     return {
-        "stage": manifest.stage, "snapshot": manifest.snapshot, "version": manifest.version,
-        "path": manifest.path, "code_version": manifest.code_version, "started_at": manifest.started_at,
-        "finished_at": manifest.finished_at, "duration_s": manifest.duration_s, "inputs": manifest.inputs,
-        "metrics": manifest.metrics, "config": manifest.config, "tables": tables, "plots": plots,
-        "files": sorted(manifest.files), "reused_from": manifest.reused_from,
+        "stage": manifest.stage,
+        "snapshot": manifest.snapshot,
+        "version": manifest.version,
+        "path": manifest.path,
+        "code_version": manifest.code_version,
+        "started_at": manifest.started_at,
+        "finished_at": manifest.finished_at,
+        "duration_s": manifest.duration_s,
+        "inputs": manifest.inputs,
+        "metrics": manifest.metrics,
+        "config": manifest.config,
+        "tables": tables,
+        "plots": plots,
+        "files": sorted(manifest.files),
+        "reused_from": manifest.reused_from,
     }
 
 
@@ -95,18 +115,29 @@ def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_u
         f"<code>{e(summary['path'])}</code></p>",
     ]
     if summary.get("reused_from"):
-        parts.append(f"<p>Reused from snapshot <b>{e(str(summary['reused_from']['snapshot']))}</b>, which built "
-                     "this version from the same inputs and settings.</p>")
+        parts.append(
+            f"<p>Reused from snapshot <b>{e(str(summary['reused_from']['snapshot']))}</b>, which built "
+            "this version from the same inputs and settings.</p>"
+        )
     if report_url:
         parts.append(f"<p><a href='{e(report_url)}' target=_blank>Benchmark report of the snapshot</a></p>")
     parts.append("<h2>Lineage</h2>")
-    inputs = [[str(i.get("stage") or i.get("kind", "")), str(i.get("version") or i.get("fingerprint", ""))[:40],
-               str(i.get("path", ""))] for i in summary["inputs"]]
+    inputs = [
+        [
+            str(i.get("stage") or i.get("kind", "")),
+            str(i.get("version") or i.get("fingerprint", ""))[:40],
+            str(i.get("path", "")),
+        ]
+        for i in summary["inputs"]
+    ]
     parts.append(_table(["input", "version", "path"], inputs) if inputs else "<p>No inputs.</p>")
     parts.append("<h2>Tables</h2>")
-    parts.append(_table(["table", "rows", "files", "columns"],
-                        [[t["name"], f"{t['rows']:,}", str(t["files"]), str(len(t["schema"]))]
-                         for t in summary["tables"]]))
+    parts.append(
+        _table(
+            ["table", "rows", "files", "columns"],
+            [[t["name"], f"{t['rows']:,}", str(t["files"]), str(len(t["schema"]))] for t in summary["tables"]],
+        )
+    )
     for t in summary["tables"]:
         parts.append(f"<h3>{e(t['name'])}</h3>")
         parts.append("<p>" + ", ".join(f"<code>{e(c['name'])}</code> {e(c['type'])}" for c in t["schema"]) + "</p>")
@@ -116,20 +147,25 @@ def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_u
     if summary["plots"]:
         parts.append("<h2>Plots</h2>")
         for name, data in summary["plots"].items():
-            parts.append(f"<figure><img alt='{e(name)}' src='data:image/png;base64,{data}'>"
-                         f"<figcaption>{e(name)}</figcaption></figure>")
+            parts.append(
+                f"<figure><img alt='{e(name)}' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{e(name)}</figcaption></figure>"
+            )
     parts.append("<h2>Metrics</h2>")
     parts.append(f"<pre>{e(json.dumps(summary['metrics'], indent=2, sort_keys=True, default=str))}</pre>")
-    parts.append("<details><summary>Resolved config</summary>"
-                 f"<pre>{e(json.dumps(summary['config'], indent=2, sort_keys=True, default=str))}</pre></details>")
+    parts.append(
+        "<details><summary>Resolved config</summary>"
+        f"<pre>{e(json.dumps(summary['config'], indent=2, sort_keys=True, default=str))}</pre></details>"
+    )
     return "".join(parts)
 
 
 def xcom_target(value: Any) -> dict[str, Any]:
     """The artifact a stage task's XCom points at, checked: a tampered or foreign XCom opens nothing."""
     if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and value[k] for k in XCOM_FIELDS):
-        raise CiteflowError("this task instance recorded no citeflow artifact (not a stage task, or it failed "
-                            "before writing one)")
+        raise CiteflowError(
+            "this task instance recorded no citeflow artifact (not a stage task, or it failed before writing one)"
+        )
     return value
 
 
@@ -163,9 +199,15 @@ def create_app():
     can_read = [Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))]
 
     def target(session, dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:
-        row = session.scalar(select(XComModel).where(
-            XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.task_id == task_id,
-            XComModel.map_index == map_index, XComModel.key == "return_value"))
+        row = session.scalar(
+            select(XComModel).where(
+                XComModel.dag_id == dag_id,
+                XComModel.run_id == run_id,
+                XComModel.task_id == task_id,
+                XComModel.map_index == map_index,
+                XComModel.key == "return_value",
+            )
+        )
         try:
             return xcom_target(None if row is None else XComModel.deserialize_value(row))
         except CiteflowError as exc:
@@ -181,26 +223,24 @@ def create_app():
     MapIndex = Annotated[str, Query(max_length=20)]
 
     @app.get("/artifacts/task.json", dependencies=can_read)
-    def task_json(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids,
-                  map_index: MapIndex = "-1") -> dict:
+    def task_json(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids, map_index: MapIndex = "-1") -> dict:
         found = target(session, dag_id, run_id, task_id, map_index_of(map_index))
         return {**load(found), "cached": bool(found.get("cached"))}
 
     @app.get("/artifacts/task", response_class=HTMLResponse, dependencies=can_read)
-    def task_page(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids,
-                  map_index: MapIndex = "-1") -> str:
+    def task_page(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids, map_index: MapIndex = "-1") -> str:
         found = target(session, dag_id, run_id, task_id, map_index_of(map_index))
         report = ""
         if found.get("report"):
             from urllib.parse import urlencode
 
-            report = "report?" + urlencode({"dag_id": dag_id, "run_id": run_id, "task_id": task_id,
-                                             "map_index": map_index_of(map_index)})
+            report = "report?" + urlencode(
+                {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index_of(map_index)}
+            )
         return render_html(load(found), cached=bool(found.get("cached")), report_url=report)
 
     @app.get("/artifacts/report", response_class=HTMLResponse, dependencies=can_read)
-    def report_page(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids,
-                    map_index: MapIndex = "-1") -> str:
+    def report_page(session: SessionDep, dag_id: Ids, run_id: Ids, task_id: Ids, map_index: MapIndex = "-1") -> str:
         found = target(session, dag_id, run_id, task_id, map_index_of(map_index))
         if found["stage"] != "benchmark":
             raise HTTPException(404, "only benchmark tasks have a report")

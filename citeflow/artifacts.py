@@ -159,8 +159,10 @@ class ArtifactStore:
             if item.get("stage") == stage:
                 found = self.read_manifest(manifest.snapshot, stage, item["version"])
                 if found is None:
-                    raise CiteflowError(f"{manifest.stage} {manifest.version} was built from {stage} "
-                                        f"{item['version']}, which is gone from {self.uri}")
+                    raise CiteflowError(
+                        f"{manifest.stage} {manifest.version} was built from {stage} "
+                        f"{item['version']}, which is gone from {self.uri}"
+                    )
                 return found
         raise CiteflowError(f"{manifest.stage} {manifest.version} has no {stage} input")
 
@@ -199,7 +201,8 @@ class ArtifactStore:
         return [
             i.base_name
             for i in self.children(self.stage_path(snapshot, stage))
-            if i.type == pafs.FileType.Directory and not i.base_name.startswith(".")
+            if i.type == pafs.FileType.Directory
+            and not i.base_name.startswith(".")
             and self.fs.get_file_info(posixpath.join(i.path, MANIFEST)).type != pafs.FileType.File
         ]
 
@@ -287,8 +290,9 @@ def table_stats(store: ArtifactStore, path: str) -> dict[str, Any]:
     """Row count and schema of one Parquet table folder, read from file footers only."""
     import pyarrow.dataset as ds
 
-    dataset = ds.dataset(path, filesystem=store.fs, format="parquet", exclude_invalid_files=False,
-                         ignore_prefixes=[".", "_"])
+    dataset = ds.dataset(
+        path, filesystem=store.fs, format="parquet", exclude_invalid_files=False, ignore_prefixes=[".", "_"]
+    )
     rows = sum(fragment.metadata.num_rows for fragment in dataset.get_fragments())
     files = sorted(posixpath.basename(f) for f in dataset.files)
     return {

@@ -70,10 +70,12 @@ class SparkConfig:
         metadata=_help("spark.driver.memory (in local mode the executors live in the driver JVM)", versioned=False),
     )
     shuffle_partitions: int = field(
-        default=16, metadata=_help("spark.sql.shuffle.partitions (adaptive execution coalesces small ones)", versioned=False)
+        default=16,
+        metadata=_help("spark.sql.shuffle.partitions (adaptive execution coalesces small ones)", versioned=False),
     )
     local_dir: str = field(
-        default="", metadata=_help("spark.local.dir for shuffle and spill files; empty: Spark's default", versioned=False)
+        default="",
+        metadata=_help("spark.local.dir for shuffle and spill files; empty: Spark's default", versioned=False),
     )
     conf: tuple[str, ...] = field(
         default=(),
@@ -101,21 +103,15 @@ class BuildGraphConfig:
     )
     citations_from: Literal["outbound", "inbound"] = field(
         default="outbound",
-        metadata=_help(
-            "S2ORC only: build edges from each paper's outbound_citations (SciNCL) or inbound_citations"
-        ),
+        metadata=_help("S2ORC only: build edges from each paper's outbound_citations (SciNCL) or inbound_citations"),
     )
-    output_files: int = field(
-        default=8, metadata=_help("Parquet files per output table", versioned=False)
-    )
+    output_files: int = field(default=8, metadata=_help("Parquet files per output table", versioned=False))
 
     def __post_init__(self) -> None:
         if self.format not in ("auto", "s2orc", "s2ag"):
             raise CiteflowError(f"build_graph.format must be auto, s2orc or s2ag, not {self.format!r}")
         if self.citations_from not in ("outbound", "inbound"):
-            raise CiteflowError(
-                f"build_graph.citations_from must be outbound or inbound, not {self.citations_from!r}"
-            )
+            raise CiteflowError(f"build_graph.citations_from must be outbound or inbound, not {self.citations_from!r}")
         if self.output_files < 1:
             raise CiteflowError("build_graph.output_files must be at least 1")
 
@@ -166,7 +162,8 @@ class EmbedGraphConfig:
     num_edge_chunks: int = field(default=10, metadata=_help("edge chunks per epoch (bounds memory)"))
     max_norm: float = field(default=1.0, metadata=_help("embedding norm cap; 0 disables it"))
     num_partitions: int = field(
-        default=1, metadata=_help("entity partitions; distributed PBG needs at least 2 per machine"))
+        default=1, metadata=_help("entity partitions; distributed PBG needs at least 2 per machine")
+    )
     num_uniform_negs: int = field(default=50, metadata=_help("uniformly sampled negatives per batch chunk"))
     num_batch_negs: int = field(default=50, metadata=_help("in-batch negatives per positive"))
     holdout: float = field(default=0.01, metadata=_help("share of edges held out for link prediction"))
@@ -174,7 +171,9 @@ class EmbedGraphConfig:
     seed: int = field(default=0, metadata=_help("seed for entity order, holdout and training"))
     workers: int = field(default=0, metadata=_help("PBG HOGWILD workers; 0: one per core", versioned=False))
     pbg: tuple[str, ...] = field(
-        default=(), metadata=_help("any other PBG ConfigSchema option as 'key=value' (JSON values), e.g. init_scale=0.01"))
+        default=(),
+        metadata=_help("any other PBG ConfigSchema option as 'key=value' (JSON values), e.g. init_scale=0.01"),
+    )
 
     def __post_init__(self) -> None:
         for name in ("dimension", "num_epochs", "batch_size", "num_edge_chunks", "num_partitions", "eval_negatives"):
@@ -188,11 +187,11 @@ class EmbedGraphConfig:
             key, value = (part.strip() for part in item.split("=", 1))
             # Distributed PBG trains disjoint buckets on each machine: unpartitioned
             # entities cannot be trained distributed (SPEC §3).
-            if key == "num_machines" and value.isdigit() and int(value) > 1 \
-                    and self.num_partitions < 2 * int(value):
+            if key == "num_machines" and value.isdigit() and int(value) > 1 and self.num_partitions < 2 * int(value):
                 raise CiteflowError(
                     f"distributed PBG on {value} machines needs embed_graph.num_partitions >= {2 * int(value)}, "
-                    f"not {self.num_partitions}")
+                    f"not {self.num_partitions}"
+                )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,28 +203,49 @@ class MineTripletsConfig:
 
     strategy: Literal["scincl", "specter"] = field(
         default="scincl",
-        metadata=_help("scincl: kNN windows over the graph embeddings; specter: citations and citations of "
-                       "citations. Mine both by running the stage once per strategy (citeflow run --strategy both)"))
-    pool_size: int = field(default=680_967, metadata=_help(
-        "candidate pool: papers with a graph embedding and a title or abstract, seeded sample; 0: all of them"))
+        metadata=_help(
+            "scincl: kNN windows over the graph embeddings; specter: citations and citations of "
+            "citations. Mine both by running the stage once per strategy (citeflow run --strategy both)"
+        ),
+    )
+    pool_size: int = field(
+        default=680_967,
+        metadata=_help(
+            "candidate pool: papers with a graph embedding and a title or abstract, seeded sample; 0: all of them"
+        ),
+    )
     num_queries: int = field(default=136_820, metadata=_help("query papers drawn from the pool; 0: the whole pool"))
     positives: int = field(default=5, metadata=_help("positives (= triplets) per query, c in SPEC §4"))
     hard_negatives: int = field(default=2, metadata=_help("hard negatives per query"))
     easy_negatives: int = field(default=3, metadata=_help("easy negatives per query"))
     k_pos: int = field(default=25, metadata=_help("scincl: positives come from neighbour ranks (k_pos - c, k_pos]"))
-    k_hard: int = field(default=4000, metadata=_help(
-        "scincl: hard negatives come from ranks (k_hard - c, k_hard]; capped at half the pool, with a warning"))
-    index: Literal["flat", "ivf", "hnsw", "ivfpq"] = field(default="flat", metadata=_help(
-        "scincl: FAISS index; flat is exact, ivf / hnsw / ivfpq approximate (recall reported in the manifest)"))
+    k_hard: int = field(
+        default=4000,
+        metadata=_help(
+            "scincl: hard negatives come from ranks (k_hard - c, k_hard]; capped at half the pool, with a warning"
+        ),
+    )
+    index: Literal["flat", "ivf", "hnsw", "ivfpq"] = field(
+        default="flat",
+        metadata=_help(
+            "scincl: FAISS index; flat is exact, ivf / hnsw / ivfpq approximate (recall reported in the manifest)"
+        ),
+    )
     nlist: int = field(default=0, metadata=_help("ivf, ivfpq: inverted lists; 0: 4 * sqrt(pool)"))
     nprobe: int = field(default=32, metadata=_help("ivf, ivfpq: lists searched per query"))
     hnsw_m: int = field(default=32, metadata=_help("hnsw: links per node"))
     ef_search: int = field(default=0, metadata=_help("hnsw: search breadth; 0: 2 * k_max"))
     pq_m: int = field(default=0, metadata=_help("ivfpq: sub-quantisers (must divide the dimension); 0: dimension / 8"))
-    recall_sample: int = field(default=1000, metadata=_help(
-        "approximate indexes: queries whose neighbours are also searched exactly to measure recall"))
-    rank_sample: int = field(default=1000, metadata=_help(
-        "queries whose positives and negatives are ranked exactly in the graph-embedding space (histograms)"))
+    recall_sample: int = field(
+        default=1000,
+        metadata=_help("approximate indexes: queries whose neighbours are also searched exactly to measure recall"),
+    )
+    rank_sample: int = field(
+        default=1000,
+        metadata=_help(
+            "queries whose positives and negatives are ranked exactly in the graph-embedding space (histograms)"
+        ),
+    )
     seed: int = field(default=0, metadata=_help("seed of the pool, the queries and every draw"))
     batch_size: int = field(default=2048, metadata=_help("queries per search batch (bounds memory)", versioned=False))
     gpu: bool = field(default=True, metadata=_help("use FAISS GPUs when there are any", versioned=False))
@@ -235,8 +255,17 @@ class MineTripletsConfig:
             raise CiteflowError(f"mine_triplets.strategy must be scincl or specter, not {self.strategy!r}")
         if self.index not in ("flat", "ivf", "hnsw", "ivfpq"):
             raise CiteflowError(f"mine_triplets.index must be flat, ivf, hnsw or ivfpq, not {self.index!r}")
-        for name in ("pool_size", "num_queries", "hard_negatives", "easy_negatives", "nlist", "ef_search", "pq_m",
-                     "recall_sample", "rank_sample"):
+        for name in (
+            "pool_size",
+            "num_queries",
+            "hard_negatives",
+            "easy_negatives",
+            "nlist",
+            "ef_search",
+            "pq_m",
+            "recall_sample",
+            "rank_sample",
+        ):
             if getattr(self, name) < 0:
                 raise CiteflowError(f"mine_triplets.{name} must not be negative")
         for name in ("positives", "k_pos", "k_hard", "nprobe", "hnsw_m", "batch_size"):
@@ -245,7 +274,8 @@ class MineTripletsConfig:
         if self.positives != self.hard_negatives + self.easy_negatives:
             raise CiteflowError(
                 f"mine_triplets.positives ({self.positives}) must equal hard_negatives ({self.hard_negatives}) + "
-                f"easy_negatives ({self.easy_negatives}): each triplet pairs one positive with one negative")
+                f"easy_negatives ({self.easy_negatives}): each triplet pairs one positive with one negative"
+            )
         if self.k_pos < self.positives or self.k_hard < self.hard_negatives:
             raise CiteflowError("mine_triplets: k_pos must be at least positives and k_hard at least hard_negatives")
 
@@ -258,8 +288,10 @@ class TrainEncoderConfig:
     `small`, a small BERT with a WordPiece tokenizer trained on the snapshot's texts.
     """
 
-    model: str = field(default="small", metadata=_help(
-        "local Hugging Face model folder (e.g. a downloaded scibert_scivocab_uncased) or 'small'"))
+    model: str = field(
+        default="small",
+        metadata=_help("local Hugging Face model folder (e.g. a downloaded scibert_scivocab_uncased) or 'small'"),
+    )
     max_length: int = field(default=512, metadata=_help("tokens per paper (title [SEP] abstract)"))
     pooling: Literal["cls", "mean"] = field(default="cls", metadata=_help("cls: final [CLS] state; mean: token mean"))
     epochs: int = field(default=2, metadata=_help("passes over the triplets"))
@@ -276,14 +308,28 @@ class TrainEncoderConfig:
     hidden_size: int = field(default=256, metadata=_help("small model: hidden size"))
     layers: int = field(default=4, metadata=_help("small model: Transformer layers"))
     heads: int = field(default=4, metadata=_help("small model: attention heads"))
-    per_device_batch: int = field(default=8, metadata=_help(
-        "triplets per forward pass and process; accumulation makes up the rest of batch_size", versioned=False))
-    nproc: int = field(default=0, metadata=_help(
-        "training processes (torchrun, one per GPU); 0: one per visible GPU, or 1 on CPU", versioned=False))
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = field(default="auto", metadata=_help(
-        "GPU autocast; auto: bf16 where supported, else fp16. CPU always trains in fp32", versioned=False))
-    gradient_checkpointing: bool = field(default=False, metadata=_help(
-        "recompute activations in the backward pass (long inputs on small GPUs)", versioned=False))
+    per_device_batch: int = field(
+        default=8,
+        metadata=_help(
+            "triplets per forward pass and process; accumulation makes up the rest of batch_size", versioned=False
+        ),
+    )
+    nproc: int = field(
+        default=0,
+        metadata=_help(
+            "training processes (torchrun, one per GPU); 0: one per visible GPU, or 1 on CPU", versioned=False
+        ),
+    )
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = field(
+        default="auto",
+        metadata=_help(
+            "GPU autocast; auto: bf16 where supported, else fp16. CPU always trains in fp32", versioned=False
+        ),
+    )
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata=_help("recompute activations in the backward pass (long inputs on small GPUs)", versioned=False),
+    )
     checkpoint_every: int = field(default=500, metadata=_help("optimizer steps between checkpoints", versioned=False))
 
     def __post_init__(self) -> None:
@@ -291,8 +337,17 @@ class TrainEncoderConfig:
             raise CiteflowError("train_encoder.model must be 'small' or a local model folder")
         if self.pooling not in ("cls", "mean"):
             raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
-        for name in ("max_length", "epochs", "batch_size", "vocab_size", "hidden_size", "layers", "heads",
-                     "per_device_batch", "checkpoint_every"):
+        for name in (
+            "max_length",
+            "epochs",
+            "batch_size",
+            "vocab_size",
+            "hidden_size",
+            "layers",
+            "heads",
+            "per_device_batch",
+            "checkpoint_every",
+        ):
             if getattr(self, name) < 1:
                 raise CiteflowError(f"train_encoder.{name} must be at least 1")
         if self.max_length > 8192:
@@ -311,11 +366,17 @@ class TrainEncoderConfig:
 class EmbedPapersConfig:
     """Stage embed_papers: embeddings of a set of papers (by default the SciDocs papers) by the trained encoder."""
 
-    papers: str = field(default="", metadata=_help(
-        "papers to embed: a SciDocs folder (original or BEIR layout), or JSON lines / Parquet with id, title, "
-        "abstract; empty: the run's --scidocs"))
-    model: Literal["trained", "base"] = field(default="trained", metadata=_help(
-        "trained: the train_encoder model; base: the model it started from (the untrained baseline)"))
+    papers: str = field(
+        default="",
+        metadata=_help(
+            "papers to embed: a SciDocs folder (original or BEIR layout), or JSON lines / Parquet with id, title, "
+            "abstract; empty: the run's --scidocs"
+        ),
+    )
+    model: Literal["trained", "base"] = field(
+        default="trained",
+        metadata=_help("trained: the train_encoder model; base: the model it started from (the untrained baseline)"),
+    )
     batch_size: int = field(default=64, metadata=_help("papers per forward pass", versioned=False))
 
     def __post_init__(self) -> None:
@@ -329,8 +390,12 @@ class EmbedPapersConfig:
 class BenchmarkConfig:
     """Stage benchmark: SciDocs (original layout) and SciRepEval-format tasks on the trained and base models."""
 
-    scirepeval: tuple[str, ...] = field(default=(), metadata=_help(
-        "SciRepEval task files or folders (JSON / JSON lines in SciRepEval's layout), embedded by each model"))
+    scirepeval: tuple[str, ...] = field(
+        default=(),
+        metadata=_help(
+            "SciRepEval task files or folders (JSON / JSON lines in SciRepEval's layout), embedded by each model"
+        ),
+    )
     base: bool = field(default=True, metadata=_help("also score the untrained model the encoder started from"))
     n_jobs: int = field(default=0, metadata=_help("parallel SVM fits; 0: one per core", versioned=False))
 
@@ -368,15 +433,28 @@ class RunConfig:
 # Named sets of overrides, applied before --set. `demo` fits the demo and the tests on a
 # 2-core machine; `full` keeps the published settings.
 PROFILES: dict[str, tuple[str, ...]] = {
-    "demo": ("embed_graph.dimension=64", "embed_graph.num_epochs=8", "embed_graph.batch_size=1000",
-             "embed_graph.num_edge_chunks=1", "embed_graph.holdout=0.02",
-             "mine_triplets.pool_size=0", "mine_triplets.num_queries=2000", "mine_triplets.k_hard=1000",
-             "mine_triplets.rank_sample=500",
-             # A small BERT from scratch has no pre-trained [CLS] summary: mean pooling learns in minutes.
-             "train_encoder.hidden_size=128", "train_encoder.layers=2", "train_encoder.heads=2",
-             "train_encoder.vocab_size=8000", "train_encoder.max_length=96", "train_encoder.lr=1e-3",
-             "train_encoder.pooling=mean", "train_encoder.epochs=1", "train_encoder.per_device_batch=32",
-             "train_encoder.checkpoint_every=100"),
+    "demo": (
+        "embed_graph.dimension=64",
+        "embed_graph.num_epochs=8",
+        "embed_graph.batch_size=1000",
+        "embed_graph.num_edge_chunks=1",
+        "embed_graph.holdout=0.02",
+        "mine_triplets.pool_size=0",
+        "mine_triplets.num_queries=2000",
+        "mine_triplets.k_hard=1000",
+        "mine_triplets.rank_sample=500",
+        # A small BERT from scratch has no pre-trained [CLS] summary: mean pooling learns in minutes.
+        "train_encoder.hidden_size=128",
+        "train_encoder.layers=2",
+        "train_encoder.heads=2",
+        "train_encoder.vocab_size=8000",
+        "train_encoder.max_length=96",
+        "train_encoder.lr=1e-3",
+        "train_encoder.pooling=mean",
+        "train_encoder.epochs=1",
+        "train_encoder.per_device_batch=32",
+        "train_encoder.checkpoint_every=100",
+    ),
     "full": (),
 }
 
@@ -490,5 +568,7 @@ def _set_path(config: Any, path: list[str], raw: str, key: str) -> Any:
             raise CiteflowError(f"{key!r}: {head} has no sub-settings")
         return dataclasses.replace(config, **{head: _set_path(current, path[1:], raw, key)})
     if dataclasses.is_dataclass(current):
-        raise CiteflowError(f"{key!r} is a section; set one of its keys, e.g. {key}.{dataclasses.fields(current)[0].name}=...")
+        raise CiteflowError(
+            f"{key!r} is a section; set one of its keys, e.g. {key}.{dataclasses.fields(current)[0].name}=..."
+        )
     return dataclasses.replace(config, **{head: _parse_value(raw, hints[head], key)})

@@ -36,8 +36,9 @@ def benchmark_corpus_ids(manifest: Manifest) -> pa.Array:
     return pc.unique(table.column("corpus_id").combine_chunks().drop_null())
 
 
-def audit_no_benchmark_papers(ids: Iterable[int] | np.ndarray | pa.Array | pa.ChunkedArray, manifest: Manifest,
-                              *, what: str) -> dict[str, Any]:
+def audit_no_benchmark_papers(
+    ids: Iterable[int] | np.ndarray | pa.Array | pa.ChunkedArray, manifest: Manifest, *, what: str
+) -> dict[str, Any]:
     """Check `ids` (corpus ids) against the benchmark papers; raise on a hit in exclude mode."""
     mode = manifest.metrics.get("mode", "exclude")
     if isinstance(ids, (pa.Array, pa.ChunkedArray)):
@@ -45,8 +46,13 @@ def audit_no_benchmark_papers(ids: Iterable[int] | np.ndarray | pa.Array | pa.Ch
     else:
         values = pa.array(np.fromiter(ids, dtype=np.int64) if not isinstance(ids, np.ndarray) else ids.astype(np.int64))
     hits = pc.unique(values.filter(pc.is_in(values, value_set=benchmark_corpus_ids(manifest))))
-    result = {"what": what, "checked": len(values), "benchmark_hits": len(hits), "mode": mode,
-              "filter_leakage_version": manifest.version}
+    result = {
+        "what": what,
+        "checked": len(values),
+        "benchmark_hits": len(hits),
+        "mode": mode,
+        "filter_leakage_version": manifest.version,
+    }
     if len(hits) and mode == "exclude":
         examples = ", ".join(str(x) for x in hits[:5].to_pylist())
         raise LeakageError(

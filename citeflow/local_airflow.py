@@ -56,8 +56,12 @@ class LocalAirflowConfig:
     dags: Path = dataclasses.field(default=REPO / "dags", metadata={"help": "DAGs folder"})
     plugins: Path = dataclasses.field(default=REPO / "plugins", metadata={"help": "plugins folder"})
     artifacts: Path | None = dataclasses.field(
-        default=None, metadata={"help": "artifact root, exported to every component as CITEFLOW_ARTIFACTS "
-                                         "(for the DAGs' trigger-form default)"})
+        default=None,
+        metadata={
+            "help": "artifact root, exported to every component as CITEFLOW_ARTIFACTS "
+            "(for the DAGs' trigger-form default)"
+        },
+    )
     parallelism: int = dataclasses.field(default=2, metadata={"help": "task slots of the LocalExecutor"})
     extra_env: tuple[tuple[str, str], ...] = ()
 
@@ -119,8 +123,7 @@ def airflow_env(cfg: LocalAirflowConfig) -> dict[str, str]:
         "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(cfg.parallelism),
         # Task processes reach the api-server here; the default assumes port 8080.
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{cfg.port}/execution/",
-        "AIRFLOW__CORE__AUTH_MANAGER":
-            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{cfg.user}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / PASSWORD_FILE),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
@@ -149,8 +152,9 @@ def run_cli(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
     """One `airflow` command to completion; its output, or SystemExit with the tail of it."""
     done = subprocess.run([airflow_executable(), *args], env=env, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
-        raise SystemExit(f"airflow {' '.join(args[:2])} failed ({done.returncode}):\n"
-                         f"{(done.stdout + done.stderr)[-3000:]}")
+        raise SystemExit(
+            f"airflow {' '.join(args[:2])} failed ({done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}"
+        )
     return done.stdout
 
 
@@ -199,8 +203,9 @@ class AirflowHandle:
     def token(self) -> str:
         """A JWT for the REST API, from the simple auth manager's POST /auth/token."""
         body = json.dumps({"username": self.cfg.user, "password": self.password}).encode()
-        request = urllib.request.Request(f"{self.url}/auth/token", data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.url}/auth/token", data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.load(response)["access_token"]
 
@@ -269,8 +274,14 @@ def start(cfg: LocalAirflowConfig, timeout: float = 300, quiet: bool = False) ->
     pgid = 0
     try:
         with open(log_dir / "standalone.log", "ab") as log:
-            process = subprocess.Popen([airflow_executable(), "standalone"], env=env, stdin=subprocess.DEVNULL,
-                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                [airflow_executable(), "standalone"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         pgid = process.pid
         handle = AirflowHandle(cfg=cfg, password=password, pgid=pgid, processes={"standalone": process}, env=env)
         say(f"started airflow standalone (process group {pgid}); log: {log_dir / 'standalone.log'}")
@@ -305,8 +316,9 @@ def _interrupt(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(LocalAirflowConfig)}
     parser.add_argument("--home", type=Path, default=REPO / ".airflow", help=helps["home"])
     parser.add_argument("--port", type=int, default=8080, help=helps["port"])
@@ -327,17 +339,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"local_airflow: {'stopped' if stopped else 'nothing running'} in {args.home}")
         return 0
     try:
-        cfg = LocalAirflowConfig(home=args.home, port=args.port, user=args.user, password=args.password,
-                                 dags=args.dags, plugins=args.plugins, artifacts=args.artifacts,
-                                 parallelism=args.parallelism)
+        cfg = LocalAirflowConfig(
+            home=args.home,
+            port=args.port,
+            user=args.user,
+            password=args.password,
+            dags=args.dags,
+            plugins=args.plugins,
+            artifacts=args.artifacts,
+            parallelism=args.parallelism,
+        )
     except ValueError as exc:
         parser.error(str(exc))
     handle = start(cfg, timeout=args.timeout)
     print(f"local_airflow: Airflow is up at {handle.url}/  login: {cfg.user} / {handle.password}", flush=True)
     if args.background:
         (cfg.home / PID_FILE).write_text(f"{handle.pgid} {cfg.port}\n")
-        print(f"local_airflow: running in the background; stop it with: "
-              f"{Path(sys.executable).name} {Path(__file__).relative_to(REPO)} --stop --home {cfg.home}")
+        print(
+            f"local_airflow: running in the background; stop it with: "
+            f"{Path(sys.executable).name} {Path(__file__).relative_to(REPO)} --stop --home {cfg.home}"
+        )
         return 0
 
     # Foreground: stay until Ctrl-C (or SIGTERM), or until a component dies; then stop the whole group.

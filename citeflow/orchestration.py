@@ -36,12 +36,35 @@ GPU_POOL = os.environ.get("CITEFLOW_GPU_POOL", "gpu")
 GPU_QUEUE = os.environ.get("CITEFLOW_GPU_QUEUE", "default")
 SPARK_CONN_ID = os.environ.get("CITEFLOW_SPARK_CONN_ID", "spark_default")
 DEMO_PAPERS = 20_000
-STAGE_ORDER = ("build_graph", "filter_leakage", "embed_graph", "mine_triplets", "train_encoder", "embed_papers",
-               "benchmark")
+STAGE_ORDER = (
+    "build_graph",
+    "filter_leakage",
+    "embed_graph",
+    "mine_triplets",
+    "train_encoder",
+    "embed_papers",
+    "benchmark",
+)
 # Manifest metrics an Asset event carries first (the rest of the scalar metrics follow, up to HEADLINE_MAX).
-HEADLINE_FIRST = ("papers", "citations", "mode", "mapped_share", "removed_papers", "entities", "final_loss",
-                  "link_prediction.mrr", "link_prediction.auc", "queries", "triplets", "collisions",
-                  "triplets_per_second", "strategy", "model", "trained.average", "base.average")
+HEADLINE_FIRST = (
+    "papers",
+    "citations",
+    "mode",
+    "mapped_share",
+    "removed_papers",
+    "entities",
+    "final_loss",
+    "link_prediction.mrr",
+    "link_prediction.auc",
+    "queries",
+    "triplets",
+    "collisions",
+    "triplets_per_second",
+    "strategy",
+    "model",
+    "trained.average",
+    "base.average",
+)
 HEADLINE_MAX = 20
 
 
@@ -52,31 +75,55 @@ def stage_asset(stage: str) -> Asset:
 
 def demo_root(dag_file: str) -> str:
     """Where the built-in demo lives: $CITEFLOW_HOME, else `demo/` beside the DAG folder (the checkout)."""
-    return os.environ.get("CITEFLOW_HOME") or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(dag_file))),
-                                                           "demo")
+    return os.environ.get("CITEFLOW_HOME") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(dag_file))), "demo"
+    )
 
 
 def common_params(demo: str) -> dict[str, Param]:
     """Trigger-form fields every citeflow DAG shares (what to train and how); defaults run the demo."""
     return {
-        "scidocs": Param(os.path.join(demo, "snapshot", "scidocs"), type="string", title="SciDocs folder",
-                         minLength=1,
-                         description="SciDocs in the original or BEIR layout: its papers are kept out of training "
-                                     "(leakage), and it is the benchmark"),
-        "artifacts": Param(os.path.join(demo, "artifacts"), type="string", title="Artifact root",
-                           description="local path or URI (s3://...) under which every stage writes its versions"),
-        "triplet_strategy": Param("scincl", enum=["scincl", "specter", "both"], title="Triplet strategy",
-                                  description="SciNCL kNN windows, SPECTER citations, or both (two models to "
-                                              "compare)"),
-        "model": Param("small", type="string", title="Encoder to start from",
-                       description="'small' (a small BERT built from a config, tokenizer trained on the corpus) "
-                                   "or a local Hugging Face model folder, e.g. /models/scibert_scivocab_uncased"),
-        "profile": Param("demo", enum=["demo", "full"], title="Profile",
-                         description="demo: settings sized for one small machine; full: the published settings"),
-        "overrides": Param([], type="array", items={"type": "string", "pattern": r"^[a-z_]+(\.[a-z_]+)?=.*$"},
-                           title="Setting overrides",
-                           description="one stage.key=value per line, e.g. mine_triplets.k_hard=3000 "
-                                       "(`citeflow settings` lists them all)"),
+        "scidocs": Param(
+            os.path.join(demo, "snapshot", "scidocs"),
+            type="string",
+            title="SciDocs folder",
+            minLength=1,
+            description="SciDocs in the original or BEIR layout: its papers are kept out of training "
+            "(leakage), and it is the benchmark",
+        ),
+        "artifacts": Param(
+            os.path.join(demo, "artifacts"),
+            type="string",
+            title="Artifact root",
+            description="local path or URI (s3://...) under which every stage writes its versions",
+        ),
+        "triplet_strategy": Param(
+            "scincl",
+            enum=["scincl", "specter", "both"],
+            title="Triplet strategy",
+            description="SciNCL kNN windows, SPECTER citations, or both (two models to compare)",
+        ),
+        "model": Param(
+            "small",
+            type="string",
+            title="Encoder to start from",
+            description="'small' (a small BERT built from a config, tokenizer trained on the corpus) "
+            "or a local Hugging Face model folder, e.g. /models/scibert_scivocab_uncased",
+        ),
+        "profile": Param(
+            "demo",
+            enum=["demo", "full"],
+            title="Profile",
+            description="demo: settings sized for one small machine; full: the published settings",
+        ),
+        "overrides": Param(
+            [],
+            type="array",
+            items={"type": "string", "pattern": r"^[a-z_]+(\.[a-z_]+)?=.*$"},
+            title="Setting overrides",
+            description="one stage.key=value per line, e.g. mine_triplets.k_hard=3000 "
+            "(`citeflow settings` lists them all)",
+        ),
     }
 
 
@@ -84,14 +131,33 @@ def rebuild_params(demo: str) -> dict[str, Param]:
     """The trigger form of `citeflow_rebuild`: which snapshot, where it lies, and the common fields."""
     snapshot = os.path.join(demo, "snapshot")
     return {
-        "snapshot": Param("demo", type="string", pattern=SNAPSHOT_PATTERN, maxLength=128, title="Snapshot id",
-                          description="names the snapshot's artifacts (letters, digits, . _ -), e.g. 2023-08-29"),
-        "corpus": Param(os.path.join(snapshot, "corpus"), type="string", minLength=1, title="Corpus folder",
-                        description="S2ORC (metadata/*.jsonl.gz) or S2AG (papers/, abstracts/, citations/)"),
-        "corpus_format": Param("auto", enum=["auto", "s2orc", "s2ag"], title="Corpus format",
-                               description="auto: recognised from the folder's layout"),
-        "paper_ids": Param(os.path.join(snapshot, "paper-ids"), type="string", title="paper-ids folder",
-                           description="S2AG paper-ids shards (sha -> corpus id) to map SciDocs ids; may be empty"),
+        "snapshot": Param(
+            "demo",
+            type="string",
+            pattern=SNAPSHOT_PATTERN,
+            maxLength=128,
+            title="Snapshot id",
+            description="names the snapshot's artifacts (letters, digits, . _ -), e.g. 2023-08-29",
+        ),
+        "corpus": Param(
+            os.path.join(snapshot, "corpus"),
+            type="string",
+            minLength=1,
+            title="Corpus folder",
+            description="S2ORC (metadata/*.jsonl.gz) or S2AG (papers/, abstracts/, citations/)",
+        ),
+        "corpus_format": Param(
+            "auto",
+            enum=["auto", "s2orc", "s2ag"],
+            title="Corpus format",
+            description="auto: recognised from the folder's layout",
+        ),
+        "paper_ids": Param(
+            os.path.join(snapshot, "paper-ids"),
+            type="string",
+            title="paper-ids folder",
+            description="S2AG paper-ids shards (sha -> corpus id) to map SciDocs ids; may be empty",
+        ),
         **common_params(demo),
     }
 
@@ -99,9 +165,14 @@ def rebuild_params(demo: str) -> dict[str, Param]:
 def release_params(demo: str, releases_root: str) -> dict[str, Param]:
     """The form of `citeflow_releases`: the folder of dated releases and the common fields."""
     return {
-        "releases_root": Param(releases_root, type="string", minLength=1, title="Releases folder",
-                               description="one sub-folder per release, named by its date (YYYY-MM-DD); a run "
-                                           "processes the release of its logical date"),
+        "releases_root": Param(
+            releases_root,
+            type="string",
+            minLength=1,
+            title="Releases folder",
+            description="one sub-folder per release, named by its date (YYYY-MM-DD); a run "
+            "processes the release of its logical date",
+        ),
         "corpus_format": Param("auto", enum=["auto", "s2orc", "s2ag"], title="Corpus format"),
         **common_params(demo),
     }
@@ -117,7 +188,8 @@ def ensure_demo_snapshot(demo: str, corpus: str) -> None:
     """Generate the built-in sample when a run asks for it and it is not there yet (first run, no make demo)."""
     snapshot = os.path.join(demo, "snapshot")
     if os.path.abspath(corpus) == os.path.join(snapshot, "corpus") and not os.path.exists(
-            os.path.join(snapshot, "generator.json")):
+        os.path.join(snapshot, "generator.json")
+    ):
         from jobs.generate_snapshot import GenerateConfig, run
 
         print(f"generating the built-in demo snapshot ({DEMO_PAPERS:,} papers) in {snapshot}")
@@ -172,15 +244,21 @@ def run_config(settings: dict[str, Any]):
         overrides.append(f"train_encoder.model={settings['model']}")
     overrides += settings.get("spark", [])
     overrides += settings["overrides"]
-    base = RunConfig(snapshot=settings["snapshot"], corpus=settings["corpus"], scidocs=settings["scidocs"],
-                     paper_ids=settings["paper_ids"], artifacts=settings["artifacts"])
+    base = RunConfig(
+        snapshot=settings["snapshot"],
+        corpus=settings["corpus"],
+        scidocs=settings["scidocs"],
+        paper_ids=settings["paper_ids"],
+        artifacts=settings["artifacts"],
+    )
     return apply_overrides(base, overrides)
 
 
 def settings_from_params(params: dict[str, Any], **fields: str) -> dict[str, Any]:
     """Run settings (JSON, carried by XCom) from the form's params plus DAG-specific `fields`."""
-    settings = {key: params[key] for key in ("scidocs", "artifacts", "triplet_strategy", "model", "profile",
-                                             "corpus_format")}
+    settings = {
+        key: params[key] for key in ("scidocs", "artifacts", "triplet_strategy", "model", "profile", "corpus_format")
+    }
     settings["overrides"] = [str(o) for o in params["overrides"]]
     settings.update(fields)
     settings["spark"] = spark_master_from_connection()
@@ -234,19 +312,27 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
         print(f"{stage}: cached version {manifest.version} at {manifest.path}")
         raise AirflowSkipException(f"{stage}: cached, version {manifest.version} is up to date")
     if manifest.reused_from:
-        print(f"{stage}: reused version {manifest.version} of snapshot {manifest.reused_from['snapshot']} "
-              f"(same inputs and settings) at {manifest.path}")
+        print(
+            f"{stage}: reused version {manifest.version} of snapshot {manifest.reused_from['snapshot']} "
+            f"(same inputs and settings) at {manifest.path}"
+        )
     else:
         print(f"{stage}: built version {manifest.version} at {manifest.path}")
     context["outlet_events"][stage_asset(stage)].extra = {
-        k: summary[k] for k in ("snapshot", "version", "manifest", "strategy", "rows", "metrics")}
+        k: summary[k] for k in ("snapshot", "version", "manifest", "strategy", "rows", "metrics")
+    }
     return summary
 
 
 def _stage_task(stage: str, **kwargs: Any):
     upstream = STAGE_ORDER[STAGE_ORDER.index(stage) - 1] if stage != STAGE_ORDER[0] else None
-    return task(task_id=stage, outlets=[stage_asset(stage)],
-                inlets=[stage_asset(upstream)] if upstream else [], trigger_rule="none_failed", **kwargs)
+    return task(
+        task_id=stage,
+        outlets=[stage_asset(stage)],
+        inlets=[stage_asset(upstream)] if upstream else [],
+        trigger_rule="none_failed",
+        **kwargs,
+    )
 
 
 def stage_tasks(settings: Any) -> None:
@@ -288,8 +374,12 @@ def stage_tasks(settings: Any) -> None:
 
     @task_group(group_id="per_strategy")
     def per_strategy(settings: dict, strategy: str) -> None:
-        (mine_triplets(settings, strategy) >> train_encoder(settings, strategy) >> embed_papers(settings, strategy)
-         >> benchmark(settings, strategy))
+        (
+            mine_triplets(settings, strategy)
+            >> train_encoder(settings, strategy)
+            >> embed_papers(settings, strategy)
+            >> benchmark(settings, strategy)
+        )
 
     graph = build_graph(settings) >> filter_leakage(settings) >> embed_graph(settings)
     graph >> per_strategy.partial(settings=settings).expand(strategy=triplet_strategies(settings))

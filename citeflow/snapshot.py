@@ -74,8 +74,11 @@ def _list_jsonl(fs: pafs.FileSystem, path: str, recursive: bool = False) -> list
     if info.type != pafs.FileType.Directory:
         return []
     return sorted(
-        (i for i in fs.get_file_info(pafs.FileSelector(path, recursive=recursive))
-         if i.type == pafs.FileType.File and JSONL.search(i.base_name) and not i.base_name.startswith((".", "_"))),
+        (
+            i
+            for i in fs.get_file_info(pafs.FileSelector(path, recursive=recursive))
+            if i.type == pafs.FileType.File and JSONL.search(i.base_name) and not i.base_name.startswith((".", "_"))
+        ),
         key=lambda i: i.path,
     )
 
@@ -112,7 +115,11 @@ def discover(path: str, fmt: str = "auto") -> Snapshot:
 
     if fmt == "auto":
         if len(found) != 1:
-            detail = "both S2ORC metadata and S2AG papers" if found else "no metadata*.jsonl[.gz] (S2ORC) or papers*.jsonl[.gz] (S2AG) files"
+            detail = (
+                "both S2ORC metadata and S2AG papers"
+                if found
+                else "no metadata*.jsonl[.gz] (S2ORC) or papers*.jsonl[.gz] (S2AG) files"
+            )
             raise CiteflowError(f"cannot tell the format of {path!r}: found {detail}; set build_graph.format")
         fmt = next(iter(found))
     elif fmt not in ("s2orc", "s2ag"):
@@ -172,8 +179,14 @@ def fingerprint_path(kind: str, path: str) -> dict[str, object]:
     if info.type == pafs.FileType.File:
         files = [info]
     else:
-        files = sorted((i for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
-                        if i.type == pafs.FileType.File and not i.base_name.startswith(".")), key=lambda i: i.path)
+        files = sorted(
+            (
+                i
+                for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
+                if i.type == pafs.FileType.File and not i.base_name.startswith(".")
+            ),
+            key=lambda i: i.path,
+        )
     base = root if info.type == pafs.FileType.Directory else posixpath.dirname(root)
     digest, total = _digest(fs, base, {kind: [i.path for i in files]}, {i.path: i.size for i in files})
     return {"kind": kind, "path": root, "files": len(files), "bytes": total, "fingerprint": digest}

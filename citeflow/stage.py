@@ -77,8 +77,9 @@ def execute(
     return store.commit(manifest)
 
 
-def reuse(store: ArtifactStore, donor: Manifest, snapshot: str, resolved_config: dict[str, Any],
-          inputs: list[dict[str, Any]]) -> Manifest:
+def reuse(
+    store: ArtifactStore, donor: Manifest, snapshot: str, resolved_config: dict[str, Any], inputs: list[dict[str, Any]]
+) -> Manifest:
     """Give `snapshot` the version another snapshot already built from the same inputs and settings.
 
     The files are copied (hard-linked on a local store) and a manifest of this snapshot's own is committed
@@ -96,7 +97,7 @@ def reuse(store: ArtifactStore, donor: Manifest, snapshot: str, resolved_config:
 
     def moved(value: Any) -> Any:
         if isinstance(value, str) and value.startswith(old_root):
-            return new_root + value[len(old_root):]
+            return new_root + value[len(old_root) :]
         if isinstance(value, dict):
             return {k: moved(v) for k, v in value.items()}
         if isinstance(value, list):
@@ -104,9 +105,17 @@ def reuse(store: ArtifactStore, donor: Manifest, snapshot: str, resolved_config:
         return value
 
     manifest = dataclasses.replace(
-        donor, snapshot=snapshot, path=path, config=resolved_config, inputs=inputs,
+        donor,
+        snapshot=snapshot,
+        path=path,
+        config=resolved_config,
+        inputs=inputs,
         tables={t: table_stats(store, posixpath.join(path, t)) for t in donor.tables},
-        metrics=moved(donor.metrics), started_at=started, finished_at=utcnow(),
+        metrics=moved(donor.metrics),
+        started_at=started,
+        finished_at=utcnow(),
         duration_s=round(time.monotonic() - t0, 3),
-        reused_from={"snapshot": donor.snapshot, "path": donor.path, "bytes": copied}, skipped=False)
+        reused_from={"snapshot": donor.snapshot, "path": donor.path, "bytes": copied},
+        skipped=False,
+    )
     return store.commit(manifest)

@@ -11,21 +11,38 @@ from __future__ import annotations
 
 from airflow.sdk import dag, get_current_context, task
 
-from citeflow.orchestration import (check_settings, demo_root, ensure_demo_snapshot, rebuild_params,
-                                   settings_from_params, stage_tasks)
+from citeflow.orchestration import (
+    check_settings,
+    demo_root,
+    ensure_demo_snapshot,
+    rebuild_params,
+    settings_from_params,
+    stage_tasks,
+)
 
 DEMO = demo_root(__file__)
 
-@dag(dag_id="citeflow_rebuild", schedule=None, catchup=False, params=rebuild_params(DEMO), tags=["citeflow"],
-     doc_md=__doc__, max_active_runs=1)
+
+@dag(
+    dag_id="citeflow_rebuild",
+    schedule=None,
+    catchup=False,
+    params=rebuild_params(DEMO),
+    tags=["citeflow"],
+    doc_md=__doc__,
+    max_active_runs=1,
+)
 def citeflow_rebuild():
     @task
     def check_inputs() -> dict:
         """Every user-supplied id, path and setting checked before any work."""
         params = get_current_context()["params"]
         ensure_demo_snapshot(DEMO, params["corpus"])
-        return check_settings(settings_from_params(params, snapshot=params["snapshot"], corpus=params["corpus"],
-                                                   paper_ids=params["paper_ids"]))
+        return check_settings(
+            settings_from_params(
+                params, snapshot=params["snapshot"], corpus=params["corpus"], paper_ids=params["paper_ids"]
+            )
+        )
 
     stage_tasks(check_inputs())
 

@@ -24,8 +24,16 @@ DEMO = demo_root(__file__)
 RELEASES_ROOT = os.environ.get("CITEFLOW_RELEASES", os.path.join(DEMO, "releases"))
 
 
-@dag(dag_id="citeflow_releases", schedule="@daily", start_date=datetime.datetime(2020, 1, 1),
-     catchup=False, params=release_params(DEMO, RELEASES_ROOT), tags=["citeflow"], doc_md=__doc__, max_active_runs=1)
+@dag(
+    dag_id="citeflow_releases",
+    schedule="@daily",
+    start_date=datetime.datetime(2020, 1, 1),
+    catchup=False,
+    params=release_params(DEMO, RELEASES_ROOT),
+    tags=["citeflow"],
+    doc_md=__doc__,
+    max_active_runs=1,
+)
 def citeflow_releases():
     @task.short_circuit
     def check_inputs() -> dict | None:
@@ -40,9 +48,12 @@ def citeflow_releases():
             return None
         corpus = os.path.join(folder, "corpus")
         paper_ids = os.path.join(folder, "paper-ids")
-        settings = settings_from_params(params, snapshot=release,
-                                        corpus=corpus if os.path.isdir(corpus) else folder,
-                                        paper_ids=paper_ids if os.path.isdir(paper_ids) else "")
+        settings = settings_from_params(
+            params,
+            snapshot=release,
+            corpus=corpus if os.path.isdir(corpus) else folder,
+            paper_ids=paper_ids if os.path.isdir(paper_ids) else "",
+        )
         if os.path.isdir(os.path.join(folder, "scidocs")):
             settings["scidocs"] = os.path.join(folder, "scidocs")
         print(f"release {release}: corpus {settings['corpus']}")

@@ -87,8 +87,15 @@ def _metadata_rows(path: Path, task: str) -> Iterator[Row]:
         raise CiteflowError(f"{path}: expected an object keyed by paper id")
     for pid, entry in data.items():
         entry = entry if isinstance(entry, dict) else {}
-        yield (str(pid), task, "metadata", entry.get("title"), _ext(entry, "doi", "DOI"),
-               _ext(entry, "pubmed_id", "pmid", "PubMed"), _ext(entry, "arxiv_id", "ArXiv"))
+        yield (
+            str(pid),
+            task,
+            "metadata",
+            entry.get("title"),
+            _ext(entry, "doi", "DOI"),
+            _ext(entry, "pubmed_id", "pmid", "PubMed"),
+            _ext(entry, "arxiv_id", "ArXiv"),
+        )
 
 
 def read_scidocs_original(root: Path) -> Iterator[Row]:
@@ -143,8 +150,15 @@ def read_scidocs_beir(root: Path) -> Iterator[Row]:
     for path in sorted(root.glob("corpus.jsonl*")):
         for entry in _json_lines(path):
             meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
-            yield (str(entry["_id"]), "beir", "corpus", entry.get("title"), _ext(meta, "doi", "DOI"),
-                   _ext(meta, "pubmed_id", "PubMed"), _ext(meta, "arxiv_id", "ArXiv"))
+            yield (
+                str(entry["_id"]),
+                "beir",
+                "corpus",
+                entry.get("title"),
+                _ext(meta, "doi", "DOI"),
+                _ext(meta, "pubmed_id", "PubMed"),
+                _ext(meta, "arxiv_id", "ArXiv"),
+            )
     meta_path = root / "metadata.json"
     if meta_path.is_file():
         yield from _metadata_rows(meta_path, "beir")
@@ -157,8 +171,15 @@ def read_id_list(path: Path) -> Iterator[Row]:
             value = next((entry[k] for k in ID_FIELDS if entry.get(k) not in (None, "")), None)
             if value is None:
                 raise CiteflowError(f"{path}: a line has none of the id fields {', '.join(ID_FIELDS)}")
-            yield (str(value), task, str(entry.get("split") or "list"), entry.get("title"),
-                   _ext(entry, "doi", "DOI"), _ext(entry, "pubmed_id", "PubMed"), _ext(entry, "arxiv_id", "ArXiv"))
+            yield (
+                str(value),
+                task,
+                str(entry.get("split") or "list"),
+                entry.get("title"),
+                _ext(entry, "doi", "DOI"),
+                _ext(entry, "pubmed_id", "PubMed"),
+                _ext(entry, "arxiv_id", "ArXiv"),
+            )
         return
     with _open(path) as fh:
         for line in fh:
@@ -168,7 +189,9 @@ def read_id_list(path: Path) -> Iterator[Row]:
 
 
 def detect_layout(root: Path) -> str:
-    if any(root.glob("paper_metadata_*.json")) or any((root / t).is_dir() for t in CLASSIFICATION_TASKS + RANKING_TASKS):
+    if any(root.glob("paper_metadata_*.json")) or any(
+        (root / t).is_dir() for t in CLASSIFICATION_TASKS + RANKING_TASKS
+    ):
         return "original"
     if (root / "qrels").is_dir() or any(root.glob("qrels*.tsv")) or (root / "queries.jsonl").is_file():
         return "beir"
@@ -198,8 +221,9 @@ def collect(scidocs: str | None, extra: tuple[str, ...] = ()) -> tuple[pa.Table,
     if not rows:
         raise CiteflowError("no benchmark ids found: give --scidocs DIR or filter_leakage.extra_ids=FILE,...")
     columns = list(zip(*rows))
-    table = pa.table({name: pa.array(list(col), pa.string()) for name, col in zip(SCHEMA.names, columns)},
-                     schema=SCHEMA)
+    table = pa.table(
+        {name: pa.array(list(col), pa.string()) for name, col in zip(SCHEMA.names, columns)}, schema=SCHEMA
+    )
     return table, layouts
 
 

@@ -17,8 +17,16 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
-def link_prediction(vectors: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, num_negatives: int = 1000,
-                    comparator: str = "dot", seed: int = 0, batch: int = 4096) -> dict[str, float]:
+def link_prediction(
+    vectors: np.ndarray,
+    lhs: np.ndarray,
+    rhs: np.ndarray,
+    *,
+    num_negatives: int = 1000,
+    comparator: str = "dot",
+    seed: int = 0,
+    batch: int = 4096,
+) -> dict[str, float]:
     """Metrics for edges lhs[i] -> rhs[i] given row-indexed `vectors`."""
     if comparator not in ("dot", "cos"):
         raise ValueError(f"comparator must be dot or cos, not {comparator!r}")
@@ -26,7 +34,7 @@ def link_prediction(vectors: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, nu
     rng = np.random.default_rng(seed)
     rr, h1, h10, auc = [], [], [], []
     for start in range(0, len(lhs), batch):
-        a, b = emb[lhs[start:start + batch]], emb[rhs[start:start + batch]]
+        a, b = emb[lhs[start : start + batch]], emb[rhs[start : start + batch]]
         negatives = emb[rng.integers(0, len(emb), size=num_negatives)]
         pos = np.einsum("ij,ij->i", a, b)[:, None]
         neg = a @ negatives.T
@@ -40,5 +48,10 @@ def link_prediction(vectors: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, nu
     if not rr:
         return {"mrr": float("nan"), "hits@1": float("nan"), "hits@10": float("nan"), "auc": float("nan"), "edges": 0}
     cat = np.concatenate
-    return {"mrr": float(cat(rr).mean()), "hits@1": float(cat(h1).mean()), "hits@10": float(cat(h10).mean()),
-            "auc": float(cat(auc).mean()), "edges": int(len(lhs))}
+    return {
+        "mrr": float(cat(rr).mean()),
+        "hits@1": float(cat(h1).mean()),
+        "hits@10": float(cat(h10).mean()),
+        "auc": float(cat(auc).mean()),
+        "edges": int(len(lhs)),
+    }

@@ -18,11 +18,21 @@ from evaluation.scidocs import HEADLINE
 
 # SPEC §6, test split. SPECTER has per-task numbers; the others only their average.
 REFERENCE = {
-    "SPECTER (published)": {("mag", "f1"): 82.0, ("mesh", "f1"): 86.4, ("coview", "map"): 83.6,
-                            ("coview", "ndcg"): 91.5, ("coread", "map"): 84.5, ("coread", "ndcg"): 92.4,
-                            ("cite", "map"): 88.3, ("cite", "ndcg"): 94.9, ("cocite", "map"): 88.1,
-                            ("cocite", "ndcg"): 94.8, ("recomm", "ndcg"): 53.9, ("recomm", "p@1"): 20.0,
-                            ("average", "avg"): 80.0},
+    "SPECTER (published)": {
+        ("mag", "f1"): 82.0,
+        ("mesh", "f1"): 86.4,
+        ("coview", "map"): 83.6,
+        ("coview", "ndcg"): 91.5,
+        ("coread", "map"): 84.5,
+        ("coread", "ndcg"): 92.4,
+        ("cite", "map"): 88.3,
+        ("cite", "ndcg"): 94.9,
+        ("cocite", "map"): 88.1,
+        ("cocite", "ndcg"): 94.8,
+        ("recomm", "ndcg"): 53.9,
+        ("recomm", "p@1"): 20.0,
+        ("average", "avg"): 80.0,
+    },
     "SciNCL (published, w/ leakage)": {("average", "avg"): 81.8},
     "SciNCL (published, w/o leakage)": {("average", "avg"): 79.4},
     "SPECTER (published, w/o leakage)": {("average", "avg"): 77.7},
@@ -45,8 +55,11 @@ def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, str]],
 
 def report_paths(folder: Path) -> dict[str, str]:
     """The files `write_report` writes into `folder`."""
-    return {"markdown": str(folder / "report.md"), "html": str(folder / "report.html"),
-            "plot": str(folder / "scores.png")}
+    return {
+        "markdown": str(folder / "report.md"),
+        "html": str(folder / "report.html"),
+        "plot": str(folder / "scores.png"),
+    }
 
 
 def write_report(rows: list[dict[str, Any]], folder: Path, title: str) -> dict[str, str]:
@@ -56,8 +69,14 @@ def write_report(rows: list[dict[str, Any]], folder: Path, title: str) -> dict[s
     notes = {r["label"]: r.get("average_label", "") for r in rows if r["task"] == "average"}
     refs = list(REFERENCE)
     header = ["task", "metric", *labels, *refs]
-    lines = [f"# {title}", "", "Test split, × 100. Published numbers are for orientation only: other corpora, "
-             "other models.", "", "| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
+    lines = [
+        f"# {title}",
+        "",
+        "Test split, × 100. Published numbers are for orientation only: other corpora, other models.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * 2 + "---:|" * (len(header) - 2),
+    ]
     for task, metric in keys:
         cells = [_fmt(values.get((label, task, metric))) for label in labels]
         cells += [_fmt(REFERENCE[ref].get((task, metric))) for ref in refs]
@@ -80,17 +99,22 @@ def _html(title, header, keys, labels, refs, values, notes, skipped, plot: Path)
     for task, metric in keys:
         cells = [_fmt(values.get((label, task, metric))) for label in labels]
         cells += [_fmt(REFERENCE[ref].get((task, metric))) for ref in refs]
-        body.append(f"<tr><td>{html.escape(task)}</td><td>{html.escape(metric)}</td>"
-                    + "".join(f"<td class=n>{c}</td>" for c in cells) + "</tr>")
+        body.append(
+            f"<tr><td>{html.escape(task)}</td><td>{html.escape(metric)}</td>"
+            + "".join(f"<td class=n>{c}</td>" for c in cells)
+            + "</tr>"
+        )
     items = "".join(f"<li>{html.escape(label)}: {html.escape(note)}</li>" for label, note in notes.items() if note)
     missing = "".join(f"<li>{html.escape(t)}: {html.escape(s)} ({html.escape(r)})</li>" for t, s, r in skipped)
-    return (f"<!doctype html><meta charset=utf-8><title>{html.escape(title)}</title>"
-            "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
-            "td.n{text-align:right}</style>"
-            f"<h1>{html.escape(title)}</h1><p>Test split, × 100. Published numbers are for orientation only.</p>"
-            f"<table>{''.join(body)}</table><ul>{items}</ul>"
-            + (f"<h2>Not scored</h2><ul>{missing}</ul>" if missing else "")
-            + f"<img alt=scores src='data:image/png;base64,{image}'>")
+    return (
+        f"<!doctype html><meta charset=utf-8><title>{html.escape(title)}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
+        "td.n{text-align:right}</style>"
+        f"<h1>{html.escape(title)}</h1><p>Test split, × 100. Published numbers are for orientation only.</p>"
+        f"<table>{''.join(body)}</table><ul>{items}</ul>"
+        + (f"<h2>Not scored</h2><ul>{missing}</ul>" if missing else "")
+        + f"<img alt=scores src='data:image/png;base64,{image}'>"
+    )
 
 
 def _plot(labels, keys, values, target: Path, title: str) -> None:

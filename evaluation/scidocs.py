@@ -39,14 +39,33 @@ CLASSIFICATION = ("mag", "mesh")
 RANKING = ("cite", "cocite", "coview", "coread")
 C_GRID = np.logspace(-4, 2, 7)
 # The 12 numbers of SciDocs' average, in the papers' order.
-HEADLINE = [("mag", "f1"), ("mesh", "f1"), ("coview", "map"), ("coview", "ndcg"), ("coread", "map"),
-            ("coread", "ndcg"), ("cite", "map"), ("cite", "ndcg"), ("cocite", "map"), ("cocite", "ndcg"),
-            ("recomm", "ndcg"), ("recomm", "p@1")]
+HEADLINE = [
+    ("mag", "f1"),
+    ("mesh", "f1"),
+    ("coview", "map"),
+    ("coview", "ndcg"),
+    ("coread", "map"),
+    ("coread", "ndcg"),
+    ("cite", "map"),
+    ("cite", "ndcg"),
+    ("cocite", "map"),
+    ("cocite", "ndcg"),
+    ("recomm", "ndcg"),
+    ("recomm", "p@1"),
+]
 
 
 def _row(task, split, metric, value, n=0, missing=0, status="ok", reason=""):
-    return {"task": task, "split": split, "metric": metric, "value": value, "n": n, "missing": missing,
-            "status": status, "reason": reason}
+    return {
+        "task": task,
+        "split": split,
+        "metric": metric,
+        "value": value,
+        "n": n,
+        "missing": missing,
+        "status": status,
+        "reason": reason,
+    }
 
 
 def read_labels(path: Path) -> list[tuple[str, str]]:
@@ -126,7 +145,9 @@ def l2_run(qrels: dict[str, dict[str, int]], embeddings: Mapping[str, np.ndarray
     return run, skipped, unembedded
 
 
-def evaluate(root: Path, embeddings: Mapping[str, np.ndarray], *, splits=("test",), n_jobs=None) -> list[dict[str, Any]]:
+def evaluate(
+    root: Path, embeddings: Mapping[str, np.ndarray], *, splits=("test",), n_jobs=None
+) -> list[dict[str, Any]]:
     root = Path(root)
     dim = len(next(iter(embeddings.values())))
     rows: list[dict[str, Any]] = []
@@ -145,19 +166,31 @@ def evaluate(root: Path, embeddings: Mapping[str, np.ndarray], *, splits=("test"
         for split in splits:
             path = root / task / f"{split}.qrel"
             if not path.is_file():
-                rows += [_row(task, split, m, None, status="missing", reason=f"{task}/{split}.qrel absent")
-                         for m in ("map", "ndcg")]
+                rows += [
+                    _row(task, split, m, None, status="missing", reason=f"{task}/{split}.qrel absent")
+                    for m in ("map", "ndcg")
+                ]
                 continue
             qrels = read_qrels(path)
             run, skipped, unembedded = l2_run(qrels, embeddings)
             result = evaluate_run(run, qrels)
             reason = f"{unembedded} candidates without embedding ranked last" if unembedded else ""
-            rows += [_row(task, split, m, 100 * result[m], n=result["queries"], missing=skipped, reason=reason)
-                     for m in ("map", "ndcg")]
+            rows += [
+                _row(task, split, m, 100 * result[m], n=result["queries"], missing=skipped, reason=reason)
+                for m in ("map", "ndcg")
+            ]
     if (root / "recomm").is_dir():
-        rows += [_row("recomm", "test", m, None, status="not_evaluated",
-                      reason="recomm needs SciDocs' recommendation ranker, which citeflow does not implement")
-                 for m in ("ndcg", "p@1")]
+        rows += [
+            _row(
+                "recomm",
+                "test",
+                m,
+                None,
+                status="not_evaluated",
+                reason="recomm needs SciDocs' recommendation ranker, which citeflow does not implement",
+            )
+            for m in ("ndcg", "p@1")
+        ]
     else:
         rows += [_row("recomm", "test", m, None, status="missing", reason="recomm/ absent") for m in ("ndcg", "p@1")]
     return rows
@@ -167,5 +200,9 @@ def average(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean of the available headline numbers, and how many of the 12 it covers."""
     values = {(r["task"], r["metric"]): r["value"] for r in rows if r["split"] == "test" and r["status"] == "ok"}
     have = [values[k] for k in HEADLINE if k in values and values[k] is not None]
-    return {"value": float(np.mean(have)) if have else None, "of": len(have), "total": len(HEADLINE),
-            "label": "average of 12" if len(have) == len(HEADLINE) else f"average of {len(have)} of 12 (rest missing)"}
+    return {
+        "value": float(np.mean(have)) if have else None,
+        "of": len(have),
+        "total": len(HEADLINE),
+        "label": "average of 12" if len(have) == len(HEADLINE) else f"average of {len(have)} of 12 (rest missing)",
+    }

@@ -73,8 +73,16 @@ def evaluate_task(name: str, path: Path, embed: Embed, kind: str | None = None) 
 
 
 def _row(task, kind, metric, value, n=0, missing=0, status="ok", reason=""):
-    return {"task": f"scirepeval/{task}", "split": "test", "metric": metric, "value": value, "n": n,
-            "missing": missing, "status": status, "reason": reason if reason else kind}
+    return {
+        "task": f"scirepeval/{task}",
+        "split": "test",
+        "metric": metric,
+        "value": value,
+        "n": n,
+        "missing": missing,
+        "status": status,
+        "reason": reason if reason else kind,
+    }
 
 
 def _supervised(name: str, kind: str, records: list[dict], embed: Embed) -> list[dict[str, Any]]:
@@ -91,11 +99,22 @@ def _supervised(name: str, kind: str, records: list[dict], embed: Embed) -> list
     vectors = embed([_paper(r) for r in records])
     kept = [r for r in records if _paper(r)[0] in vectors]
     missing = len(records) - len(kept)
-    x = {s: np.stack([vectors[_paper(r)[0]] for r in kept if _split(r) == s]) for s in ("train", "test")
-         if any(_split(r) == s for r in kept)}
+    x = {
+        s: np.stack([vectors[_paper(r)[0]] for r in kept if _split(r) == s])
+        for s in ("train", "test")
+        if any(_split(r) == s for r in kept)
+    }
     if set(x) != {"train", "test"}:
-        return [_row(name, kind, "f1" if kind == "classification" else "kendall_tau", None, status="missing",
-                     reason="needs train and test papers with embeddings")]
+        return [
+            _row(
+                name,
+                kind,
+                "f1" if kind == "classification" else "kendall_tau",
+                None,
+                status="missing",
+                reason="needs train and test papers with embeddings",
+            )
+        ]
     split = {s: [r for r in kept if _split(r) == s] for s in ("train", "test")}
     folds = 5
     with warnings.catch_warnings():
@@ -103,8 +122,7 @@ def _supervised(name: str, kind: str, records: list[dict], embed: Embed) -> list
         warnings.simplefilter("ignore", UserWarning)  # small samples: a label absent from a fold, tiny classes
         if kind == "regression":
             y = {s: np.array([float(r.get("score", r.get("target"))) for r in split[s]]) for s in split}
-            search = GridSearchCV(LinearSVR(random_state=42, dual=True), {"C": C_GRID},
-                                  cv=min(folds, len(y["train"])))
+            search = GridSearchCV(LinearSVR(random_state=42, dual=True), {"C": C_GRID}, cv=min(folds, len(y["train"])))
             search.fit(x["train"], y["train"])
             tau = kendalltau(y["test"], search.predict(x["test"])).statistic
             return [_row(name, kind, "kendall_tau", 100 * float(tau), n=len(y["test"]), missing=missing)]
@@ -124,8 +142,17 @@ def _supervised(name: str, kind: str, records: list[dict], embed: Embed) -> list
         search.fit(x["train"], y["train"])
         predicted = search.predict(x["test"])
     f1 = f1_score(y["test"], predicted, average="macro", zero_division=0)
-    return [_row(name, kind, "f1", 100 * float(f1), n=len(split["test"]), missing=missing,
-                 reason=f"{'multi-label ' if multi else ''}classification")]
+    return [
+        _row(
+            name,
+            kind,
+            "f1",
+            100 * float(f1),
+            n=len(split["test"]),
+            missing=missing,
+            reason=f"{'multi-label ' if multi else ''}classification",
+        )
+    ]
 
 
 def _labels(record: dict[str, Any]) -> list[str]:
@@ -172,8 +199,11 @@ def discover(paths: Iterable[str]) -> list[tuple[str, Path]]:
     found = []
     for item in paths:
         path = Path(item)
-        files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.stem != "scirepeval_tasks") \
-            if path.is_dir() else [path]
+        files = (
+            sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.stem != "scirepeval_tasks")
+            if path.is_dir()
+            else [path]
+        )
         for file in files:
             try:
                 detect_format(read_records(file)[0])

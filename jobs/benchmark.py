@@ -48,17 +48,25 @@ def run(config: RunConfig) -> Manifest:
     trained = embed_papers.run(config)
     embedded = {"trained": trained}
     if config.benchmark.base:
-        embedded["base"] = embed_papers.run(dataclasses.replace(
-            config, embed_papers=dataclasses.replace(config.embed_papers, model="base")))
+        embedded["base"] = embed_papers.run(
+            dataclasses.replace(config, embed_papers=dataclasses.replace(config.embed_papers, model="base"))
+        )
     inputs = [m.lineage() for m in embedded.values()] + [fingerprint_path("scidocs", config.scidocs)]
     inputs += [fingerprint_path("scirepeval", p) for p in config.benchmark.scirepeval]
     store = ArtifactStore(config.artifacts)
     manifest = execute(
-        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION,
+        store=store,
+        snapshot=config.snapshot,
+        stage=STAGE,
+        stage_version=STAGE_VERSION,
         config=versioned_dict(config.benchmark),
-        resolved_config={"benchmark": to_dict(config.benchmark), "strategy": trained.metrics["strategy"],
-                         "leakage_mode": trained.metrics["leakage_mode"]},
-        inputs=inputs, tables=TABLES,
+        resolved_config={
+            "benchmark": to_dict(config.benchmark),
+            "strategy": trained.metrics["strategy"],
+            "leakage_mode": trained.metrics["leakage_mode"],
+        },
+        inputs=inputs,
+        tables=TABLES,
         build=lambda path: build(config, store, embedded, Path(path)),
     )
     snapshot_report(store, config.snapshot)
@@ -76,11 +84,21 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
     for which, manifest in embedded.items():
         vectors = load_embeddings(manifest.table_path("embeddings"))
         label = f"{manifest.metrics['strategy']} {which} ({manifest.metrics['train_encoder_version'][:8]})"
-        scored = score(vectors, Path(config.scidocs), config.benchmark.scirepeval, manifest.metrics["model_folder"],
-                       n_jobs=config.benchmark.n_jobs or -1)
+        scored = score(
+            vectors,
+            Path(config.scidocs),
+            config.benchmark.scirepeval,
+            manifest.metrics["model_folder"],
+            n_jobs=config.benchmark.n_jobs or -1,
+        )
         for row in scored:
-            row.update(model=which, label=label, model_version=manifest.metrics["train_encoder_version"],
-                       strategy=manifest.metrics["strategy"], leakage_mode=manifest.metrics["leakage_mode"])
+            row.update(
+                model=which,
+                label=label,
+                model_version=manifest.metrics["train_encoder_version"],
+                strategy=manifest.metrics["strategy"],
+                leakage_mode=manifest.metrics["leakage_mode"],
+            )
         rows += scored
         average = next(r for r in scored if r["task"] == "average")
         summary[which] = {"average": average["value"], "average_label": average["average_label"]}
@@ -88,18 +106,34 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
     folder.mkdir()
     pq.write_table(pa.Table.from_pylist(rows, schema=scores_schema()), folder / "part-0.parquet")
     write_report(rows, path, f"citeflow benchmark — {config.snapshot}")
-    return {"strategy": embedded["trained"].metrics["strategy"],
-            "leakage_mode": embedded["trained"].metrics["leakage_mode"], **summary}
+    return {
+        "strategy": embedded["trained"].metrics["strategy"],
+        "leakage_mode": embedded["trained"].metrics["leakage_mode"],
+        **summary,
+    }
 
 
 def scores_schema():
     import pyarrow as pa
 
-    return pa.schema([("task", pa.string()), ("split", pa.string()), ("metric", pa.string()),
-                      ("value", pa.float64()), ("n", pa.int64()), ("missing", pa.int64()), ("status", pa.string()),
-                      ("reason", pa.string()), ("average_label", pa.string()), ("model", pa.string()),
-                      ("label", pa.string()), ("model_version", pa.string()), ("strategy", pa.string()),
-                      ("leakage_mode", pa.string())])
+    return pa.schema(
+        [
+            ("task", pa.string()),
+            ("split", pa.string()),
+            ("metric", pa.string()),
+            ("value", pa.float64()),
+            ("n", pa.int64()),
+            ("missing", pa.int64()),
+            ("status", pa.string()),
+            ("reason", pa.string()),
+            ("average_label", pa.string()),
+            ("model", pa.string()),
+            ("label", pa.string()),
+            ("model_version", pa.string()),
+            ("strategy", pa.string()),
+            ("leakage_mode", pa.string()),
+        ]
+    )
 
 
 def load_embeddings(path: str) -> dict[str, Any]:
@@ -113,8 +147,9 @@ def load_embeddings(path: str) -> dict[str, Any]:
     names = dataset.schema.names
     key = next((k for k in ("paper_id", "corpus_id", "id", "doc_id") if k in names), None)
     if key is None or "embedding" not in names:
-        raise CiteflowError(f"embeddings {path!r} need an id column (paper_id, corpus_id, id) and 'embedding'; "
-                            f"found {', '.join(names)}")
+        raise CiteflowError(
+            f"embeddings {path!r} need an id column (paper_id, corpus_id, id) and 'embedding'; found {', '.join(names)}"
+        )
     out: dict[str, Any] = {}
     for batch in dataset.to_batches(columns=[key, "embedding"]):
         ids = [str(v) for v in batch.column(key).to_pylist()]
@@ -150,30 +185,62 @@ def embedder(model_dir: str | None):
         from jobs.embed_papers import embed_to_parquet
 
         with tempfile.TemporaryDirectory() as tmp:
-            embed_to_parquet(iter(rows), model_dir, Path(tmp) / "e", max_length=settings["max_length"],
-                             pooling=settings["pooling"], batch_size=64)
+            embed_to_parquet(
+                iter(rows),
+                model_dir,
+                Path(tmp) / "e",
+                max_length=settings["max_length"],
+                pooling=settings["pooling"],
+                batch_size=64,
+            )
             return load_embeddings(str(Path(tmp) / "e"))
 
     load(model_dir, tokenizer_only=True)  # fail early on a bad folder
     return embed
 
 
-def score(vectors: dict[str, Any], scidocs: Path | None, scirepeval: tuple[str, ...] = (), model_dir: str | None = None,
-          *, n_jobs: int | None = None) -> list[dict[str, Any]]:
+def score(
+    vectors: dict[str, Any],
+    scidocs: Path | None,
+    scirepeval: tuple[str, ...] = (),
+    model_dir: str | None = None,
+    *,
+    n_jobs: int | None = None,
+) -> list[dict[str, Any]]:
     """Score rows of every available task, and one `average` row over SciDocs' 12 headline numbers."""
     from evaluation import scidocs as S
     from evaluation import scirepeval as R
 
     rows = S.evaluate(scidocs, vectors, n_jobs=n_jobs) if scidocs else []
     average = S.average(rows)
-    rows.append({"task": "average", "split": "test", "metric": "avg", "value": average["value"], "n": average["of"],
-                 "missing": average["total"] - average["of"], "status": "ok" if average["of"] else "missing",
-                 "reason": average["label"], "average_label": average["label"]})
+    rows.append(
+        {
+            "task": "average",
+            "split": "test",
+            "metric": "avg",
+            "value": average["value"],
+            "n": average["of"],
+            "missing": average["total"] - average["of"],
+            "status": "ok" if average["of"] else "missing",
+            "reason": average["label"],
+            "average_label": average["label"],
+        }
+    )
     embed = embedder(model_dir)
     for name, file in R.discover(scirepeval):
         if embed is None:
-            rows.append({"task": f"scirepeval/{name}", "split": "test", "metric": "n/a", "value": None, "n": 0,
-                         "missing": 0, "status": "missing", "reason": "needs --model to embed its papers"})
+            rows.append(
+                {
+                    "task": f"scirepeval/{name}",
+                    "split": "test",
+                    "metric": "n/a",
+                    "value": None,
+                    "n": 0,
+                    "missing": 0,
+                    "status": "missing",
+                    "reason": "needs --model to embed its papers",
+                }
+            )
             continue
         rows += R.evaluate_task(name, file, embed)
     for row in rows:

@@ -47,8 +47,12 @@ def run(config: RunConfig) -> Manifest:
         stage=STAGE,
         stage_version=STAGE_VERSION,
         config=stage_config,
-        resolved_config={"build_graph": to_dict(config.build_graph), "spark": to_dict(config.spark),
-                         "corpus": config.corpus, "detected_format": snapshot.format},
+        resolved_config={
+            "build_graph": to_dict(config.build_graph),
+            "spark": to_dict(config.spark),
+            "corpus": config.corpus,
+            "detected_format": snapshot.format,
+        },
         inputs=[fingerprint(snapshot)],
         tables=TABLES,
         build=lambda path: build(config, snapshot, store, path),
@@ -100,9 +104,16 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
         if citation_lines is not None:
             pairs = R.s2ag_citation_pairs(R.parse_lines(citation_lines, R.S2AG_CITATIONS_SCHEMA))
             candidates = pairs.where(F.col("parse_error").isNull()).drop("parse_error", "value")
-            rejected.append(R.rejected_rows(pairs.where(F.col("parse_error").isNotNull()), kind="citation",
-                                            reason=F.col("parse_error"), id_col=F.col("citing_raw"),
-                                            cited=F.col("cited_raw"), raw=F.col("value")))
+            rejected.append(
+                R.rejected_rows(
+                    pairs.where(F.col("parse_error").isNotNull()),
+                    kind="citation",
+                    reason=F.col("parse_error"),
+                    id_col=F.col("citing_raw"),
+                    cited=F.col("cited_raw"),
+                    raw=F.col("value"),
+                )
+            )
         else:
             log.warning("%s: no citations dataset in %s; the graph has no edges", STAGE, snapshot.root)
             candidates = spark.createDataFrame([], "citing_raw string, cited_raw string, source string")
@@ -126,9 +137,11 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     written_papers = spark.read.parquet(out("papers"))
     G.degree_histogram(written_papers).coalesce(1).write.mode("errorifexists").parquet(out("degree_histogram"))
 
-    reasons = (spark.read.parquet(out("rejected")).groupBy("kind", "reason").count().collect())
+    reasons = spark.read.parquet(out("rejected")).groupBy("kind", "reason").count().collect()
     metrics: dict[str, Any] = G.degree_summary(written_papers)
-    metrics["rejected"] = {f"{r['kind']}.{r['reason']}": int(r["count"]) for r in sorted(reasons, key=lambda r: (r["kind"], r["reason"]))}
+    metrics["rejected"] = {
+        f"{r['kind']}.{r['reason']}": int(r["count"]) for r in sorted(reasons, key=lambda r: (r["kind"], r["reason"]))
+    }
     metrics["rejected_total"] = sum(metrics["rejected"].values())
     metrics["format"] = snapshot.format
     metrics["input_files"] = {name: len(files) for name, files in snapshot.datasets.items()}
@@ -141,11 +154,20 @@ def write_graph(spark, papers, edges, out, files: int) -> None:
     degrees of the written edges. Every stage that outputs a graph writes it this way."""
     from spark import graph as G
 
-    (edges.repartitionByRange(files, "citing", "cited").sortWithinPartitions("citing", "cited")
-     .write.mode("errorifexists").parquet(out("citations")))
+    (
+        edges.repartitionByRange(files, "citing", "cited")
+        .sortWithinPartitions("citing", "cited")
+        .write.mode("errorifexists")
+        .parquet(out("citations"))
+    )
     written_edges = spark.read.parquet(out("citations"))
-    (G.with_degrees(papers, written_edges).repartitionByRange(files, "corpus_id").sortWithinPartitions("corpus_id")
-     .write.mode("errorifexists").parquet(out("papers")))
+    (
+        G.with_degrees(papers, written_edges)
+        .repartitionByRange(files, "corpus_id")
+        .sortWithinPartitions("corpus_id")
+        .write.mode("errorifexists")
+        .parquet(out("papers"))
+    )
 
 
 def _plot_degrees(store: ArtifactStore, path: str, histogram, snapshot: str) -> None:
@@ -160,8 +182,9 @@ def _plot_degrees(store: ArtifactStore, path: str, histogram, snapshot: str) -> 
     data = histogram.to_pydict()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
     for direction, marker in (("out", "o"), ("in", "s")):
-        points = sorted((d, n) for dr, d, n in zip(data["direction"], data["degree"], data["papers"])
-                        if dr == direction and d > 0)
+        points = sorted(
+            (d, n) for dr, d, n in zip(data["direction"], data["degree"], data["papers"]) if dr == direction and d > 0
+        )
         if points:
             ax.loglog([p[0] for p in points], [p[1] for p in points], marker, ms=3, label=f"{direction}-degree")
     ax.set_xlabel("degree")

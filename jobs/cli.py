@@ -31,32 +31,57 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--paper-ids", default="", help="S2AG paper-ids folder (sha -> corpus id)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root: local path or URI (default: ./artifacts)")
     p.add_argument("--until", choices=STAGES, help="last stage to run (default: every implemented stage)")
-    p.add_argument("--profile", choices=sorted(PROFILES), default="demo",
-                   help="named settings applied before --set: demo (small, this machine) or full (published settings)")
-    p.add_argument("--strategy", choices=["scincl", "specter", "both"], default=None,
-                   help="triplet strategy from mine_triplets on; both: mine (and train) once per strategy "
-                        "(default: mine_triplets.strategy, scincl)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="STAGE.KEY=VALUE",
-                   help="override a setting, e.g. build_graph.citations_from=inbound or spark.master=spark://h:7077")
+    p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="demo",
+        help="named settings applied before --set: demo (small, this machine) or full (published settings)",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=["scincl", "specter", "both"],
+        default=None,
+        help="triplet strategy from mine_triplets on; both: mine (and train) once per strategy "
+        "(default: mine_triplets.strategy, scincl)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="STAGE.KEY=VALUE",
+        help="override a setting, e.g. build_graph.citations_from=inbound or spark.master=spark://h:7077",
+    )
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("generate", help="write a realistic synthetic snapshot (+ SciDocs set and paper-ids), or a "
-                                        "later release of one (--derive-from)")
+    p = sub.add_parser(
+        "generate",
+        help="write a realistic synthetic snapshot (+ SciDocs set and paper-ids), or a "
+        "later release of one (--derive-from)",
+    )
     p.add_argument("--papers", type=int, default=None, help="number of papers (required unless --derive-from)")
     p.add_argument("--out", required=True, help="output folder (must be empty or absent)")
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
     p.add_argument("--format", choices=["s2orc", "s2ag"], default=None, help="snapshot layout (default: s2orc)")
     p.add_argument("--shards", type=int, default=None, help="number of corpus shards (default: one per 50k papers)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    later = p.add_argument_group("a later release", "derive release 2 from a generated release 1, in its layout: "
-                                                    "papers added, removed (never SciDocs papers) and changed")
-    later.add_argument("--derive-from", metavar="RELEASE_DIR", default=None,
-                       help="release 1: a folder written by citeflow generate")
+    later = p.add_argument_group(
+        "a later release",
+        "derive release 2 from a generated release 1, in its layout: "
+        "papers added, removed (never SciDocs papers) and changed",
+    )
+    later.add_argument(
+        "--derive-from", metavar="RELEASE_DIR", default=None, help="release 1: a folder written by citeflow generate"
+    )
     later.add_argument("--added", type=int, default=None, help="papers to add (default: 5%% of release 1's)")
     later.add_argument("--removed", type=int, default=None, help="papers to remove (default: 1%% of release 1's)")
-    later.add_argument("--changed", type=int, default=None,
-                       help="papers whose title and/or abstract change (default: 2%% of release 1's)")
+    later.add_argument(
+        "--changed",
+        type=int,
+        default=None,
+        help="papers whose title and/or abstract change (default: 2%% of release 1's)",
+    )
 
 
 def _add_artifacts(sub: argparse._SubParsersAction) -> None:
@@ -67,15 +92,28 @@ def _add_artifacts(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_benchmark(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("benchmark", help="score any model's paper embeddings on SciDocs / SciRepEval tasks",
-                       description="Score embeddings Parquet files (an id column and 'embedding') on the SciDocs "
-                                   "tasks of a folder in the original layout and on SciRepEval-format task files.")
-    p.add_argument("--embeddings", action="append", required=True, metavar="PARQUET",
-                   help="embeddings to score (file or folder); repeat to compare models side by side")
+    p = sub.add_parser(
+        "benchmark",
+        help="score any model's paper embeddings on SciDocs / SciRepEval tasks",
+        description="Score embeddings Parquet files (an id column and 'embedding') on the SciDocs "
+        "tasks of a folder in the original layout and on SciRepEval-format task files.",
+    )
+    p.add_argument(
+        "--embeddings",
+        action="append",
+        required=True,
+        metavar="PARQUET",
+        help="embeddings to score (file or folder); repeat to compare models side by side",
+    )
     p.add_argument("--label", action="append", default=[], help="a name per --embeddings (default: file name)")
     p.add_argument("--scidocs", default="", help="SciDocs folder (original layout)")
-    p.add_argument("--scirepeval", action="append", default=[], metavar="PATH",
-                   help="SciRepEval task file or folder (needs --model to embed its papers)")
+    p.add_argument(
+        "--scirepeval",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="SciRepEval task file or folder (needs --model to embed its papers)",
+    )
     p.add_argument("--model", default="", help="local model folder that made the embeddings (for SciRepEval tasks)")
     p.add_argument("--out", required=True, help="folder for scores.parquet, report.md, report.html, scores.png")
 
@@ -103,10 +141,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if given:
         raise CiteflowError(f"{', '.join(given)} only apply with --derive-from RELEASE_DIR")
     args.format = args.format or "s2orc"
-    summary = run(GenerateConfig(papers=args.papers, out=args.out, seed=args.seed, format=args.format,
-                                 shards=args.shards, overwrite=args.overwrite))
+    summary = run(
+        GenerateConfig(
+            papers=args.papers,
+            out=args.out,
+            seed=args.seed,
+            format=args.format,
+            shards=args.shards,
+            overwrite=args.overwrite,
+        )
+    )
     counts = summary["counts"]
-    print(f"wrote a {args.format} snapshot of {counts['papers']:,} papers and {counts['citations']:,} citations to {args.out}")
+    print(
+        f"wrote a {args.format} snapshot of {counts['papers']:,} papers and {counts['citations']:,} citations to {args.out}"
+    )
     print(f"  corpus:    {args.out}/corpus\n  scidocs:   {args.out}/scidocs\n  paper-ids: {args.out}/paper-ids")
     print(f"  truth:     {args.out}/generator.json")
     return 0
@@ -117,22 +165,40 @@ def _derive(args: argparse.Namespace) -> int:
 
     given = [f"--{name}" for name in ("papers", "format", "shards") if getattr(args, name) is not None]
     if given:
-        raise CiteflowError(f"{', '.join(given)} cannot be used with --derive-from: a derived release keeps "
-                            "release 1's layout and shards, and --added / --removed / --changed set its size")
-    summary = run(DeriveConfig(derive_from=args.derive_from, out=args.out, added=args.added, removed=args.removed,
-                               changed=args.changed, seed=args.seed, overwrite=args.overwrite))
+        raise CiteflowError(
+            f"{', '.join(given)} cannot be used with --derive-from: a derived release keeps "
+            "release 1's layout and shards, and --added / --removed / --changed set its size"
+        )
+    summary = run(
+        DeriveConfig(
+            derive_from=args.derive_from,
+            out=args.out,
+            added=args.added,
+            removed=args.removed,
+            changed=args.changed,
+            seed=args.seed,
+            overwrite=args.overwrite,
+        )
+    )
     d, counts = summary["diff"], summary["counts"]
-    print(f"wrote release {summary['release']} ({summary['format']}) of {counts['papers']:,} papers and "
-          f"{counts['citations']:,} citations to {args.out}: {d['added']:,} added, {d['removed']:,} removed, "
-          f"{d['changed']:,} changed")
+    print(
+        f"wrote release {summary['release']} ({summary['format']}) of {counts['papers']:,} papers and "
+        f"{counts['citations']:,} citations to {args.out}: {d['added']:,} added, {d['removed']:,} removed, "
+        f"{d['changed']:,} changed"
+    )
     print(f"  corpus:    {args.out}/corpus\n  diff:      {args.out}/release_diff.parquet")
     print(f"  truth:     {args.out}/generator.json")
     return 0
 
 
 def run_config_from_args(args: argparse.Namespace) -> RunConfig:
-    config = RunConfig(snapshot=args.snapshot, corpus=args.corpus, scidocs=args.scidocs,
-                       paper_ids=args.paper_ids, artifacts=args.artifacts)
+    config = RunConfig(
+        snapshot=args.snapshot,
+        corpus=args.corpus,
+        scidocs=args.scidocs,
+        paper_ids=args.paper_ids,
+        artifacts=args.artifacts,
+    )
     return apply_overrides(config, [*profile_overrides(args.profile), *args.overrides])
 
 
@@ -144,7 +210,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.strategy:
         strategies = ["scincl", "specter"] if args.strategy == "both" else [args.strategy]
     manifests = run_pipeline(config, until=args.until, strategies=strategies)
-    print(f"artifacts of snapshot {config.snapshot}: {manifests[-1].path.rsplit('/', 2)[0] if manifests else config.artifacts}")
+    print(
+        f"artifacts of snapshot {config.snapshot}: {manifests[-1].path.rsplit('/', 2)[0] if manifests else config.artifacts}"
+    )
     return 0
 
 
@@ -175,8 +243,10 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
             if stage == "benchmark":
                 for which in ("trained", "base"):
                     if which in m.metrics and m.metrics[which]["average"] is not None:
-                        print(f"      {m.metrics['strategy']} {which}: {m.metrics[which]['average_label']} "
-                              f"= {m.metrics[which]['average']:.2f}")
+                        print(
+                            f"      {m.metrics['strategy']} {which}: {m.metrics[which]['average_label']} "
+                            f"= {m.metrics[which]['average']:.2f}"
+                        )
         if stage == "benchmark" and manifests:
             print(f"  report: {store.stage_path(args.snapshot, stage)}/report.html")
         incomplete = store.incomplete_versions(args.snapshot, stage)
@@ -187,23 +257,30 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
 
 def _print_leakage(metrics: dict) -> None:
     """The leakage report of a filter_leakage version, one line per task and split."""
-    print(f"      mode {metrics['mode']}: {metrics['mapped']:,} of {metrics['benchmark_ids']:,} benchmark ids mapped "
-          f"({metrics['unmapped']:,} unmapped), {metrics['removed_papers']:,} papers and "
-          f"{metrics['removed_citations']:,} citations removed")
+    print(
+        f"      mode {metrics['mode']}: {metrics['mapped']:,} of {metrics['benchmark_ids']:,} benchmark ids mapped "
+        f"({metrics['unmapped']:,} unmapped), {metrics['removed_papers']:,} papers and "
+        f"{metrics['removed_citations']:,} citations removed"
+    )
     methods = [m for m, n in metrics["mapped_by"].items() if n]
     print(f"      {'task/split':<22}{'total':>8}" + "".join(f"{m:>10}" for m in methods) + f"{'unmapped':>10}")
     for row in metrics["report"]:
-        print(f"      {row['task'] + '/' + row['split']:<22}{row['total']:>8}"
-              + "".join(f"{row['mapped_' + m]:>10}" for m in methods) + f"{row['unmapped']:>10}")
+        print(
+            f"      {row['task'] + '/' + row['split']:<22}{row['total']:>8}"
+            + "".join(f"{row['mapped_' + m]:>10}" for m in methods)
+            + f"{row['unmapped']:>10}"
+        )
 
 
 def _print_triplets(metrics: dict) -> None:
     """One line per mine_triplets version: what was mined and where its papers lie in the graph space."""
     ranks = metrics.get("rank_summary", {})
     medians = ", ".join(f"{kind} {ranks[kind]['median']:g}" for kind in ("positive", "hard", "easy") if kind in ranks)
-    print(f"      {metrics['strategy']}: {metrics['queries']:,} queries, {metrics['negatives']['hard']:,} hard and "
-          f"{metrics['negatives']['easy']:,} easy negatives, {metrics['collisions']:,} collisions; "
-          f"median neighbour rank: {medians or 'n/a'}")
+    print(
+        f"      {metrics['strategy']}: {metrics['queries']:,} queries, {metrics['negatives']['hard']:,} hard and "
+        f"{metrics['negatives']['easy']:,} easy negatives, {metrics['collisions']:,} collisions; "
+        f"median neighbour rank: {medians or 'n/a'}"
+    )
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
@@ -224,8 +301,12 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     labels = args.label or [Path(p).stem for p in args.embeddings]
     rows = []
     for label, path in zip(labels, args.embeddings):
-        scored = score(load_embeddings(path), Path(args.scidocs) if args.scidocs else None, tuple(args.scirepeval),
-                       args.model or None)
+        scored = score(
+            load_embeddings(path),
+            Path(args.scidocs) if args.scidocs else None,
+            tuple(args.scirepeval),
+            args.model or None,
+        )
         for row in scored:
             row.update(model=label, label=label, model_version="", strategy="", leakage_mode="")
         rows += scored
@@ -252,14 +333,23 @@ def cmd_settings(_args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"generate": cmd_generate, "run": cmd_run, "artifacts": cmd_artifacts, "settings": cmd_settings,
-            "benchmark": cmd_benchmark}
+COMMANDS = {
+    "generate": cmd_generate,
+    "run": cmd_run,
+    "artifacts": cmd_artifacts,
+    "settings": cmd_settings,
+    "benchmark": cmd_benchmark,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
     for noisy in ("py4j", "matplotlib", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:

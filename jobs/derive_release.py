@@ -67,8 +67,15 @@ log = logging.getLogger("citeflow")
 DERIVE_VERSION = 1
 DEFAULT_SHARES = {"added": 0.05, "removed": 0.01, "changed": 0.02}
 _DATASETS = {"s2orc": ("metadata",), "s2ag": ("papers", "abstracts", "citations")}
-_OURS = ("generator.json", "corpus", "paper-ids", "scidocs", "scidocs_truth.jsonl", "paper_topics.parquet",
-         "release_diff.parquet")
+_OURS = (
+    "generator.json",
+    "corpus",
+    "paper-ids",
+    "scidocs",
+    "scidocs_truth.jsonl",
+    "paper_topics.parquet",
+    "release_diff.parquet",
+)
 # What happens to a changed paper: abstract revised, title corrected, or both.
 _CHANGE_P = (0.6, 0.2, 0.2)
 _LOC = 1 << 32  # a line's location: shard * _LOC + line number
@@ -86,9 +93,11 @@ class DeriveConfig:
     out: str = field(metadata=_help("output folder; must be absent or empty unless overwrite is set"))
     added: int | None = field(default=None, metadata=_help("papers to add; None: 5% of release 1's papers"))
     removed: int | None = field(
-        default=None, metadata=_help("papers to remove (never SciDocs papers); None: 1% of release 1's papers"))
+        default=None, metadata=_help("papers to remove (never SciDocs papers); None: 1% of release 1's papers")
+    )
     changed: int | None = field(
-        default=None, metadata=_help("papers whose title and/or abstract change; None: 2% of release 1's papers"))
+        default=None, metadata=_help("papers whose title and/or abstract change; None: 2% of release 1's papers")
+    )
     seed: int = field(default=0, metadata=_help("random seed (>= 0); same seed and release 1 give identical files"))
     overwrite: bool = field(default=False, metadata=_help("replace a previous generator output in `out`"))
 
@@ -104,8 +113,9 @@ class DeriveConfig:
             raise CiteflowError(f"seed must be an integer between 0 and 2**63 - 1, not {self.seed!r}")
         for name in DEFAULT_SHARES:
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                      or not 0 <= value <= 50_000_000):
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 50_000_000
+            ):
                 raise CiteflowError(f"--{name} must be an integer between 0 and 50,000,000, not {value!r}")
 
     def count(self, name: str, papers: int) -> int:
@@ -136,10 +146,15 @@ def _load_release(root: Path) -> dict[str, Any]:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise CiteflowError(f"cannot read {str(meta_path)!r}: {exc}") from None
-    if (not isinstance(meta, dict) or meta.get("format") not in _DATASETS or not isinstance(meta.get("config"), dict)
-            or not isinstance(meta.get("counts"), dict)):
-        raise CiteflowError(f"{str(meta_path)!r} is not the generator.json of `citeflow generate` "
-                            "(format, config or counts missing)")
+    if (
+        not isinstance(meta, dict)
+        or meta.get("format") not in _DATASETS
+        or not isinstance(meta.get("config"), dict)
+        or not isinstance(meta.get("counts"), dict)
+    ):
+        raise CiteflowError(
+            f"{str(meta_path)!r} is not the generator.json of `citeflow generate` (format, config or counts missing)"
+        )
     for name in ("paper-ids", "scidocs", "corpus"):
         if not (root / name).is_dir():
             raise CiteflowError(f"release {str(root)!r} has no {name}/ folder; it is not a complete generator output")
@@ -148,8 +163,10 @@ def _load_release(root: Path) -> dict[str, Any]:
             raise CiteflowError(f"release {str(root)!r} has no {name}; it is not a complete generator output")
     counts = {ds: len(_shards(root / "corpus" / ds, ds)) for ds in _DATASETS[meta["format"]]}
     if min(counts.values()) == 0 or len(set(counts.values())) != 1:
-        raise CiteflowError(f"release {str(root)!r}: expected as many {meta['format']} shards in each of "
-                            f"{', '.join('corpus/' + d for d in counts)}, found {counts}")
+        raise CiteflowError(
+            f"release {str(root)!r}: expected as many {meta['format']} shards in each of "
+            f"{', '.join('corpus/' + d for d in counts)}, found {counts}"
+        )
     if not _shards(root / "paper-ids", "paper-ids"):
         raise CiteflowError(f"release {str(root)!r}: paper-ids/ holds no paper-ids_*.jsonl.gz shards")
     return meta
@@ -186,33 +203,41 @@ def _filled(value: Any) -> bool:
 def s2orc_completeness(r: dict) -> int:
     """build_graph's score of an S2ORC record (spark.graph.completeness): filled fields, fields of study, refs."""
     fields = ("title", "abstract", "year", "doi", "pubmed_id", "arxiv_id", "mag_id")
-    return (sum(_filled(r.get(f)) for f in fields) + _filled(r.get("venue") or r.get("journal"))
-            + _filled(r.get("mag_field_of_study")) + _filled(r.get("outbound_citations")))
+    return (
+        sum(_filled(r.get(f)) for f in fields)
+        + _filled(r.get("venue") or r.get("journal"))
+        + _filled(r.get("mag_field_of_study"))
+        + _filled(r.get("outbound_citations"))
+    )
 
 
 def s2ag_completeness(r: dict) -> int:
     """build_graph's score of an S2AG papers record (its abstract lives in another dataset)."""
     ext = r.get("externalids") or {}
     venue = r.get("venue") or (r.get("journal") or {}).get("name")
-    return (sum(_filled(r.get(f)) for f in ("title", "year")) + _filled(venue)
-            + sum(_filled(ext.get(k)) for k in ("DOI", "PubMed", "ArXiv", "MAG")) + _filled(r.get("s2fieldsofstudy")))
+    return (
+        sum(_filled(r.get(f)) for f in ("title", "year"))
+        + _filled(venue)
+        + sum(_filled(ext.get(k)) for k in ("DOI", "PubMed", "ArXiv", "MAG"))
+        + _filled(r.get("s2fieldsofstudy"))
+    )
 
 
 @dataclass
 class Corpus:
     """A release's corpus as build_graph sees it: per paper (sorted by corpus id), its most complete record."""
 
-    ids: np.ndarray            # int64, sorted
-    loc: np.ndarray            # location of the kept record (shard * 2**32 + line)
-    year: np.ndarray           # -1 if null
-    title: pa.Array            # kept record's title (null if none)
+    ids: np.ndarray  # int64, sorted
+    loc: np.ndarray  # location of the kept record (shard * 2**32 + line)
+    year: np.ndarray  # -1 if null
+    title: pa.Array  # kept record's title (null if none)
     has_abstract: np.ndarray
-    generic: np.ndarray        # title is one of generate_snapshot.GENERIC_TITLES
-    src: np.ndarray            # clean edges (positions in ids): unique, no self-citations, both ends in corpus
+    generic: np.ndarray  # title is one of generate_snapshot.GENERIC_TITLES
+    src: np.ndarray  # clean edges (positions in ids): unique, no self-citations, both ends in corpus
     dst: np.ndarray
-    referenced: np.ndarray     # every id any citation entry names (in or out of the corpus)
-    floors: dict[str, int]     # largest MAG, PubMed and PMC ids
-    counts: dict[str, Any]     # generator.json counts of the corpus (without paper-ids)
+    referenced: np.ndarray  # every id any citation entry names (in or out of the corpus)
+    floors: dict[str, int]  # largest MAG, PubMed and PMC ids
+    counts: dict[str, Any]  # generator.json counts of the corpus (without paper-ids)
 
 
 class Census:
@@ -320,25 +345,37 @@ class Census:
         if self.fmt == "s2ag":
             counts["abstract_lines"] = self.lines["abstracts"]
             counts["citation_lines"] = self.lines["citations"]
-        counts.update({
-            "malformed_lines": sum(by_dataset.values()),
-            "malformed_lines_by_dataset": by_dataset,
-            "duplicate_records": len(rec_id) - len(ids),
-            "papers_without_title": int(title.null_count),
-            "papers_without_abstract": int((~has_abstract).sum()),
-            "papers_with_generic_title": int(generic.sum()),
-            "citations": len(pairs),
-            "graph_nodes": int((degree > 0).sum()),
-            "self_citations": int(own.sum()),
-            "duplicate_citations": int(internal.sum()) - len(pairs),
-            "external_citations": int(external.sum()),
-            "null_id_citations": int(null.sum()),
-            "citing_not_in_corpus": int(citing_out.sum()),
-            "shards": self.shards,
-        })
-        return Corpus(ids=ids, loc=loc[kept], year=self._col("year")[kept], title=title, has_abstract=has_abstract,
-                      generic=generic, src=src, dst=dst, referenced=np.unique(referenced[referenced >= 0]),
-                      floors=dict(self.floors), counts=counts)
+        counts.update(
+            {
+                "malformed_lines": sum(by_dataset.values()),
+                "malformed_lines_by_dataset": by_dataset,
+                "duplicate_records": len(rec_id) - len(ids),
+                "papers_without_title": int(title.null_count),
+                "papers_without_abstract": int((~has_abstract).sum()),
+                "papers_with_generic_title": int(generic.sum()),
+                "citations": len(pairs),
+                "graph_nodes": int((degree > 0).sum()),
+                "self_citations": int(own.sum()),
+                "duplicate_citations": int(internal.sum()) - len(pairs),
+                "external_citations": int(external.sum()),
+                "null_id_citations": int(null.sum()),
+                "citing_not_in_corpus": int(citing_out.sum()),
+                "shards": self.shards,
+            }
+        )
+        return Corpus(
+            ids=ids,
+            loc=loc[kept],
+            year=self._col("year")[kept],
+            title=title,
+            has_abstract=has_abstract,
+            generic=generic,
+            src=src,
+            dst=dst,
+            referenced=np.unique(referenced[referenced >= 0]),
+            floors=dict(self.floors),
+            counts=counts,
+        )
 
 
 def census(root: Path, fmt: str) -> Corpus:
@@ -370,8 +407,11 @@ def _scidocs_truth(root: Path) -> tuple[np.ndarray, set[str]]:
     A title-only SciDocs id needs its folded title to stay unique in the corpus, an unmappable one needs its
     title to keep matching no paper or several: papers with such a title are neither removed nor retitled, and
     no new title may fold to one."""
-    rows = [json.loads(line) for line in (root / "scidocs_truth.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (root / "scidocs_truth.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     ids = np.unique(np.array([r["corpus_id"] for r in rows if r.get("corpus_id") is not None], dtype=np.int64))
     by_title = {r["id"] for r in rows if r.get("method") != "sha"}
     titles = []
@@ -389,13 +429,13 @@ def _scidocs_truth(root: Path) -> tuple[np.ndarray, set[str]]:
 
 @dataclass
 class Plan:
-    removed: np.ndarray            # corpus ids, sorted
-    changed: np.ndarray            # corpus ids, sorted
-    change_kind: np.ndarray        # per changed paper: 0 abstract, 1 title, 2 both
-    new_title: dict[int, str]      # corpus id -> corrected title
+    removed: np.ndarray  # corpus ids, sorted
+    changed: np.ndarray  # corpus ids, sorted
+    change_kind: np.ndarray  # per changed paper: 0 abstract, 1 title, 2 both
+    new_title: dict[int, str]  # corpus id -> corrected title
     abstract_tail: dict[int, str]  # corpus id -> the rewritten second half of its abstract
-    added: G.World | None          # the added papers (indices 0..A-1), as generator line writers read them
-    added_src: np.ndarray          # their clean references: added index -> existing corpus id
+    added: G.World | None  # the added papers (indices 0..A-1), as generator line writers read them
+    added_src: np.ndarray  # their clean references: added index -> existing corpus id
     added_dst: np.ndarray
     added_year: int
 
@@ -408,8 +448,15 @@ def derived_seed(meta: dict[str, Any], seed: int) -> int:
     return int.from_bytes(hashlib.sha256(text).digest()[:8], "big") >> 1
 
 
-def _fresh_titles(vocab: G.Vocabulary, seed: int, stream: str, field_: np.ndarray, field2: np.ndarray,
-                  community: np.ndarray, avoid: set[str]) -> pa.Array:
+def _fresh_titles(
+    vocab: G.Vocabulary,
+    seed: int,
+    stream: str,
+    field_: np.ndarray,
+    field2: np.ndarray,
+    community: np.ndarray,
+    avoid: set[str],
+) -> pa.Array:
     """make_titles, drawn again (deterministically) for any title that folds to one in `avoid`."""
     titles = G.make_titles(vocab, G._rng(seed, stream), field_, field2, community)
     value_set = pa.array(sorted(avoid), pa.string())
@@ -423,27 +470,39 @@ def _fresh_titles(vocab: G.Vocabulary, seed: int, stream: str, field_: np.ndarra
     raise RuntimeError("could not draw titles unlike SciDocs' title-matched ones; try another seed")
 
 
-def choose_changes(corpus: Corpus, topics: dict[str, np.ndarray], scidocs_ids: np.ndarray, protected: set[str],
-                   removed: int, changed: int, seed: int, vocab: G.Vocabulary) -> tuple[np.ndarray, np.ndarray,
-                                                                                       np.ndarray, dict, dict]:
+def choose_changes(
+    corpus: Corpus,
+    topics: dict[str, np.ndarray],
+    scidocs_ids: np.ndarray,
+    protected: set[str],
+    removed: int,
+    changed: int,
+    seed: int,
+    vocab: G.Vocabulary,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict, dict]:
     """Pick the removed and changed papers and write the changed texts."""
     n = len(corpus.ids)
     folded = G.fold_titles(corpus.title)
-    guarded = np.asarray(pc.fill_null(pc.is_in(folded, value_set=pa.array(sorted(protected), pa.string())), False),
-                         dtype=bool)
+    guarded = np.asarray(
+        pc.fill_null(pc.is_in(folded, value_set=pa.array(sorted(protected), pa.string())), False), dtype=bool
+    )
     removable = ~np.isin(corpus.ids, scidocs_ids) & ~guarded
     if removed > removable.sum():
-        raise CiteflowError(f"cannot remove {removed:,} papers: only {int(removable.sum()):,} of release 1's {n:,} "
-                            "may go (SciDocs papers, and papers with a title SciDocs matches by, stay); ask for "
-                            "fewer (--removed)")
+        raise CiteflowError(
+            f"cannot remove {removed:,} papers: only {int(removable.sum()):,} of release 1's {n:,} "
+            "may go (SciDocs papers, and papers with a title SciDocs matches by, stay); ask for "
+            "fewer (--removed)"
+        )
     rng = G._rng(seed, "derive-removed")
     gone = np.sort(rng.choice(np.flatnonzero(removable), size=removed, replace=False))
     titled = ~np.asarray(pc.is_null(corpus.title), dtype=bool)
     changeable = removable & titled & corpus.has_abstract & ~corpus.generic & ~G._mask(n, gone)
     if changed > changeable.sum():
-        raise CiteflowError(f"cannot change {changed:,} papers: only {int(changeable.sum()):,} of release 1's papers "
-                            "have a title and an abstract, are outside SciDocs and are not removed; ask for fewer "
-                            "(--changed)")
+        raise CiteflowError(
+            f"cannot change {changed:,} papers: only {int(changeable.sum()):,} of release 1's papers "
+            "have a title and an abstract, are outside SciDocs and are not removed; ask for fewer "
+            "(--changed)"
+        )
     rng = G._rng(seed, "derive-changed")
     pos = np.sort(rng.choice(np.flatnonzero(changeable), size=changed, replace=False))
     kind = rng.choice(3, size=changed, p=_CHANGE_P).astype(np.int64)
@@ -453,17 +512,23 @@ def choose_changes(corpus: Corpus, topics: dict[str, np.ndarray], scidocs_ids: n
     old_titles = set(folded.take(pa.array(pos[retitle])).to_pylist())
     titles = _fresh_titles(vocab, seed, "derive-titles", f[retitle], none[retitle], c[retitle], protected | old_titles)
     rewrite = kind != 1
-    tails = G.make_abstracts(vocab, G._rng(seed, "derive-abstracts"), f[rewrite], none[rewrite], c[rewrite],
-                             min_words=30, max_words=100)
+    tails = G.make_abstracts(
+        vocab, G._rng(seed, "derive-abstracts"), f[rewrite], none[rewrite], c[rewrite], min_words=30, max_words=100
+    )
     ids = corpus.ids
     new_title = dict(zip(ids[pos[retitle]].tolist(), titles.to_pylist()))
     abstract_tail = dict(zip(ids[pos[rewrite]].tolist(), tails.to_pylist()))
     return ids[gone], ids[pos], kind, new_title, abstract_tail
 
 
-def _cite_existing(rng: np.random.Generator, config: G.GenerateConfig, papers: G.Papers,
-                   pool_topics: dict[str, np.ndarray], pool_year: np.ndarray,
-                   pool_weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _cite_existing(
+    rng: np.random.Generator,
+    config: G.GenerateConfig,
+    papers: G.Papers,
+    pool_topics: dict[str, np.ndarray],
+    pool_year: np.ndarray,
+    pool_weight: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """References of new papers to the `pool` of existing ones, as generate_snapshot.sample_citations draws
     them: lognormal out-degree, subtopic / field / cross-field, preferential attachment, recent likelier.
     Returns (new paper index, pool index), unique, sorted."""
@@ -495,28 +560,49 @@ def _cite_existing(rng: np.random.Generator, config: G.GenerateConfig, papers: G
     return pairs // m, pairs % m
 
 
-def added_world(base: G.GenerateConfig, seed: int, count: int, shards: int, corpus: Corpus, removed: np.ndarray,
-                topics: dict[str, np.ndarray], taken: np.ndarray, protected: set[str],
-                vocab: G.Vocabulary) -> tuple[G.World, np.ndarray, np.ndarray, int]:
+def added_world(
+    base: G.GenerateConfig,
+    seed: int,
+    count: int,
+    shards: int,
+    corpus: Corpus,
+    removed: np.ndarray,
+    topics: dict[str, np.ndarray],
+    taken: np.ndarray,
+    protected: set[str],
+    vocab: G.Vocabulary,
+) -> tuple[G.World, np.ndarray, np.ndarray, int]:
     """The added papers as a World that generate_snapshot's line writers can serialise, their references
     (added index, existing corpus id) and their year. Only the fields those writers read are filled."""
     added_year = int(corpus.year.max(initial=1969)) + 1
-    first_day = int((np.datetime64(f"{added_year:04d}-01-01", "D") - np.datetime64("1970-01-01", "D"))
-                    .astype(np.int64))
+    first_day = int((np.datetime64(f"{added_year:04d}-01-01", "D") - np.datetime64("1970-01-01", "D")).astype(np.int64))
     cfg = dataclasses.replace(base, seed=seed)
-    later = G.LaterRelease(papers=count, first_day=first_day, taken_ids=taken, mag_floor=corpus.floors["mag"] + 1,
-                           pubmed_floor=corpus.floors["pubmed"] + 1, pmc_floor=corpus.floors["pmc"] + 1)
+    later = G.LaterRelease(
+        papers=count,
+        first_day=first_day,
+        taken_ids=taken,
+        mag_floor=corpus.floors["mag"] + 1,
+        pubmed_floor=corpus.floors["pubmed"] + 1,
+        pmc_floor=corpus.floors["pmc"] + 1,
+    )
     papers = G.sample_papers(cfg, later)
     authors = G.sample_authors(papers, seed)
     title = _fresh_titles(vocab, seed, "added-titles", papers.field, papers.field2, papers.community, protected)
-    has_abstract = ~G._mask(count, G._pick(G._rng(seed, "added-dirt"), count, G._count(base.missing_abstract_rate,
-                                                                                          count)))
+    has_abstract = ~G._mask(
+        count, G._pick(G._rng(seed, "added-dirt"), count, G._count(base.missing_abstract_rate, count))
+    )
     # References: to papers that stay, weighted by the citations they have received (+1).
     stay = ~np.isin(corpus.ids, removed)
     pool = np.flatnonzero(stay)
     weight = (np.bincount(corpus.dst, minlength=len(corpus.ids)) + 1.0)[pool]
-    src, to = _cite_existing(G._rng(seed, "added-citations"), base, papers,
-                             {k: v[pool] for k, v in topics.items()}, corpus.year[pool], weight)
+    src, to = _cite_existing(
+        G._rng(seed, "added-citations"),
+        base,
+        papers,
+        {k: v[pool] for k, v in topics.items()},
+        corpus.year[pool],
+        weight,
+    )
     dst = corpus.ids[pool[to]]
     order = np.lexsort((G._rng(seed, "added-outbound").random(len(src)), src))  # a paper's list in random order
     src, dst = src[order], dst[order]
@@ -525,17 +611,39 @@ def added_world(base: G.GenerateConfig, seed: int, count: int, shards: int, corp
     row_shard = np.searchsorted(bounds, src, side="right") - 1
     empty = np.empty(0, dtype=np.int64)
     world = G.World(
-        config=cfg, papers=papers, authors=authors, vocab=vocab, title=title, has_abstract=has_abstract,
-        generic=np.zeros(count, bool), bounds=bounds, src=empty, dst=empty, clean_ptr=out_ptr,
-        in_ptr=np.zeros(count + 1, dtype=np.int64), in_src=empty, dup_of=empty, dup_shard=empty,
-        malformed={}, out_ptr=out_ptr, out_val=dst,
+        config=cfg,
+        papers=papers,
+        authors=authors,
+        vocab=vocab,
+        title=title,
+        has_abstract=has_abstract,
+        generic=np.zeros(count, bool),
+        bounds=bounds,
+        src=empty,
+        dst=empty,
+        clean_ptr=out_ptr,
+        in_ptr=np.zeros(count + 1, dtype=np.int64),
+        in_src=empty,
+        dup_of=empty,
+        dup_shard=empty,
+        malformed={},
+        out_ptr=out_ptr,
+        out_val=dst,
         rows={"citing": papers.corpus_id[src], "cited": dst, "shard": row_shard, "field": papers.field[src]},
-        abstract_row=has_abstract, primary_sha=G.make_shas(G._rng(seed, "added-shas"), count), extra_paper=empty,
-        extra_sha=G.make_shas(G._rng(seed, "added-shas"), 0), outside_ids=empty,
+        abstract_row=has_abstract,
+        primary_sha=G.make_shas(G._rng(seed, "added-shas"), count),
+        extra_paper=empty,
+        extra_sha=G.make_shas(G._rng(seed, "added-shas"), 0),
+        outside_ids=empty,
         outside_sha=G.make_shas(G._rng(seed, "added-shas"), 0),
-        counts_per_paper={"references": np.diff(out_ptr), "citations": np.zeros(count, np.int64),
-                          "influential": np.zeros(count, np.int64)},
-        context_pool=G.make_context_pool(vocab, G._rng(seed, "added-contexts")), counts={})
+        counts_per_paper={
+            "references": np.diff(out_ptr),
+            "citations": np.zeros(count, np.int64),
+            "influential": np.zeros(count, np.int64),
+        },
+        context_pool=G.make_context_pool(vocab, G._rng(seed, "added-contexts")),
+        counts={},
+    )
     return world, src, dst, added_year
 
 
@@ -564,8 +672,8 @@ class _Edits:
     removed_str: set[str]
     new_title: dict[int, str]
     abstract_tail: dict[int, str]
-    inbound: dict[int, list[str]]               # S2ORC: kept record location -> citing ids to append
-    count_delta: dict[int, tuple[int, int]]     # S2AG: kept record location -> (reference, citation) change
+    inbound: dict[int, list[str]]  # S2ORC: kept record location -> citing ids to append
+    count_delta: dict[int, tuple[int, int]]  # S2AG: kept record location -> (reference, citation) change
 
     def shows_removed(self, line: bytes) -> bool:
         """Whether a malformed line shows a removed id (any run of digits is taken for an id)."""
@@ -612,8 +720,9 @@ def _edit_s2ag_paper(rec: dict, loc: int, e: _Edits) -> bool:
     return touched
 
 
-def _rewrite(dataset: str, fmt: str, path: Path, shard: int, e: _Edits,
-             stats: collections.Counter) -> Iterator[tuple[bytes, dict | None]]:
+def _rewrite(
+    dataset: str, fmt: str, path: Path, shard: int, e: _Edits, stats: collections.Counter
+) -> Iterator[tuple[bytes, dict | None]]:
     """Release 1's lines of one shard (with their JSON object) edited; removed papers' lines and malformed lines
     naming them dropped."""
     for i, (line, rec) in enumerate(_lines(path)):
@@ -664,8 +773,10 @@ def _added_lines(dataset: str, world: G.World | None, abstracts: pa.Array | None
 def _write_shard(path: Path, lines: Iterable[bytes], compresslevel: int) -> None:
     """gzip without a name or time in the header (same lines, same bytes), written in ~1 MB batches."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
-                                                compresslevel=compresslevel) as gz:
+    with (
+        open(path, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=compresslevel) as gz,
+    ):
         batch: list[bytes] = []
         size = 0
         for line in lines:
@@ -695,8 +806,9 @@ def _parsed(lines: list[bytes]) -> Iterator[tuple[bytes, dict]]:
         yield line, json.loads(line.decode("utf-8"))
 
 
-def _write_corpus(src: Path, dst: Path, fmt: str, plan: Plan, e: _Edits, level: int,
-                  stats: collections.Counter) -> Corpus:
+def _write_corpus(
+    src: Path, dst: Path, fmt: str, plan: Plan, e: _Edits, level: int, stats: collections.Counter
+) -> Corpus:
     shards = {ds: _shards(src / ds, ds) for ds in _DATASETS[fmt]}
     k = len(shards[_DATASETS[fmt][0]])
     tally = Census(fmt, k)
@@ -711,8 +823,7 @@ def _write_corpus(src: Path, dst: Path, fmt: str, plan: Plan, e: _Edits, level: 
     return tally.result()
 
 
-def _write_paper_ids(src: Path, dst: Path, plan: Plan, e: _Edits, corpus_ids: np.ndarray,
-                     level: int) -> dict[str, int]:
+def _write_paper_ids(src: Path, dst: Path, plan: Plan, e: _Edits, corpus_ids: np.ndarray, level: int) -> dict[str, int]:
     paths = _shards(src, "paper-ids")
     world = plan.added
     count = world.papers.n if world is not None else 0
@@ -731,8 +842,9 @@ def _write_paper_ids(src: Path, dst: Path, plan: Plan, e: _Edits, corpus_ids: np
             primary += bool(rec and rec.get("primary"))
         if count:
             lo, hi = int(bounds[s]), int(bounds[s + 1])
-            lines = G.paper_id_lines(world.primary_sha.slice(lo, hi - lo), world.papers.corpus_id[lo:hi],
-                                     np.ones(hi - lo, bool))
+            lines = G.paper_id_lines(
+                world.primary_sha.slice(lo, hi - lo), world.papers.corpus_id[lo:hi], np.ones(hi - lo, bool)
+            )
             kept += _split_lines(lines)
             shard_ids += world.papers.corpus_id[lo:hi].tolist()
             primary += hi - lo
@@ -740,8 +852,12 @@ def _write_paper_ids(src: Path, dst: Path, plan: Plan, e: _Edits, corpus_ids: np
         ids.append(np.array(shard_ids, dtype=np.int64))
         _write_shard(dst / path.name, kept, level)
     every = np.concatenate(ids)
-    return {"paper_ids_rows": rows, "paper_ids_primary": primary,
-            "paper_ids_outside_corpus": int((~np.isin(every, corpus_ids)).sum()), "paper_ids_shards": len(paths)}
+    return {
+        "paper_ids_rows": rows,
+        "paper_ids_primary": primary,
+        "paper_ids_outside_corpus": int((~np.isin(every, corpus_ids)).sum()),
+        "paper_ids_shards": len(paths),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -756,11 +872,15 @@ def _check_output(out: Path, release1: Path, overwrite: bool) -> None:
         raise CiteflowError(f"output path {str(out)!r} exists and is not a folder")
     entries = sorted(e.name for e in out.iterdir()) if out.exists() else []
     if entries and not overwrite:
-        raise CiteflowError(f"output folder {str(out)!r} is not empty ({', '.join(entries[:5])}); choose an empty "
-                            "folder or pass --overwrite to replace a previous generator output")
+        raise CiteflowError(
+            f"output folder {str(out)!r} is not empty ({', '.join(entries[:5])}); choose an empty "
+            "folder or pass --overwrite to replace a previous generator output"
+        )
     if entries and not any(name in _OURS for name in entries):
-        raise CiteflowError(f"output folder {str(out)!r} holds no generator output (corpus/, paper-ids/, scidocs/, "
-                            "generator.json); refusing to overwrite it")
+        raise CiteflowError(
+            f"output folder {str(out)!r} holds no generator output (corpus/, paper-ids/, scidocs/, "
+            "generator.json); refusing to overwrite it"
+        )
 
 
 def _write_json(path: Path, content: dict[str, Any]) -> None:
@@ -824,8 +944,10 @@ def run(config: DeriveConfig) -> dict[str, Any]:
     topics_table = pq.read_table(release1 / "paper_topics.parquet")
     topic_ids = topics_table.column("corpus_id").to_numpy()
     if len(topic_ids) != len(corpus.ids) or not np.array_equal(np.sort(topic_ids), corpus.ids):
-        raise CiteflowError(f"release {str(release1)!r} is inconsistent: paper_topics.parquet and corpus/ list "
-                            f"different papers ({len(topic_ids):,} vs {len(corpus.ids):,})")
+        raise CiteflowError(
+            f"release {str(release1)!r} is inconsistent: paper_topics.parquet and corpus/ list "
+            f"different papers ({len(topic_ids):,} vs {len(corpus.ids):,})"
+        )
     order = np.argsort(topic_ids)
     topics = {k: topics_table.column(k).to_numpy()[order].astype(np.int64) for k in ("field", "subtopic", "community")}
     scidocs_ids, protected = _scidocs_truth(release1)
@@ -836,20 +958,34 @@ def run(config: DeriveConfig) -> dict[str, Any]:
     # The plan.
     vocab = G.build_vocabulary(base.seed)
     removed, changed, kind, new_title, abstract_tail = choose_changes(
-        corpus, topics, scidocs_ids, protected, removed_n, changed_n, seed, vocab)
+        corpus, topics, scidocs_ids, protected, removed_n, changed_n, seed, vocab
+    )
     taken = np.unique(np.concatenate([corpus.ids, corpus.referenced, paper_id_ids, scidocs_ids]))
     world, added_src, added_dst, added_year = None, np.empty(0, np.int64), np.empty(0, np.int64), 0
     if added_n:
-        world, added_src, added_dst, added_year = added_world(base, seed, added_n, corpus.counts["shards"], corpus,
-                                                              removed, topics, taken, protected, vocab)
-        scidocs_shas = [json.loads(x)["id"] for x in
-                        (release1 / "scidocs_truth.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+        world, added_src, added_dst, added_year = added_world(
+            base, seed, added_n, corpus.counts["shards"], corpus, removed, topics, taken, protected, vocab
+        )
+        scidocs_shas = [
+            json.loads(x)["id"]
+            for x in (release1 / "scidocs_truth.jsonl").read_text(encoding="utf-8").splitlines()
+            if x.strip()
+        ]
         known = pa.concat_arrays([shas, pa.array(scidocs_shas, pa.string())])
         fresh = world.primary_sha.cast(pa.string())
         if pc.any(pc.is_in(fresh, value_set=known)).as_py() or pc.count_distinct(fresh).as_py() != len(fresh):
             raise RuntimeError("sha collision between added papers and release 1; try another seed")
-    plan = Plan(removed=removed, changed=changed, change_kind=kind, new_title=new_title, abstract_tail=abstract_tail,
-                added=world, added_src=added_src, added_dst=added_dst, added_year=added_year)
+    plan = Plan(
+        removed=removed,
+        changed=changed,
+        change_kind=kind,
+        new_title=new_title,
+        abstract_tail=abstract_tail,
+        added=world,
+        added_src=added_src,
+        added_dst=added_dst,
+        added_year=added_year,
+    )
     edits = _edits(fmt, corpus, plan)
 
     tmp = out.parent / f".{out.name}.derive-tmp"
@@ -870,9 +1006,16 @@ def run(config: DeriveConfig) -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     d = summary["diff"]
-    log.info("derive: wrote release %s to %s: %s papers (+%s, -%s, %s changed), %s citations", summary["release"],
-             out, f"{summary['papers']:,}", f"{d['added']:,}", f"{d['removed']:,}", f"{d['changed']:,}",
-             f"{summary['counts']['citations']:,}")
+    log.info(
+        "derive: wrote release %s to %s: %s papers (+%s, -%s, %s changed), %s citations",
+        summary["release"],
+        out,
+        f"{summary['papers']:,}",
+        f"{d['added']:,}",
+        f"{d['removed']:,}",
+        f"{d['changed']:,}",
+        f"{summary['counts']['citations']:,}",
+    )
     return summary
 
 
@@ -890,22 +1033,34 @@ def _edits(fmt: str, corpus: Corpus, plan: Plan) -> _Edits:
             inbound.setdefault(int(corpus.loc[pos]), []).append(str(cid))
     if fmt == "s2ag":
         gone = G._mask(n, np.searchsorted(corpus.ids, plan.removed))
-        lose_cite = gone[corpus.src] & ~gone[corpus.dst]   # a removed paper cited it
-        lose_ref = gone[corpus.dst] & ~gone[corpus.src]    # it cited a removed paper
+        lose_cite = gone[corpus.src] & ~gone[corpus.dst]  # a removed paper cited it
+        lose_ref = gone[corpus.dst] & ~gone[corpus.src]  # it cited a removed paper
         cites = np.bincount(cited_pos, minlength=n) - np.bincount(corpus.dst[lose_cite], minlength=n)
         refs = -np.bincount(corpus.src[lose_ref], minlength=n)
         for pos in np.flatnonzero((cites != 0) | (refs != 0)).tolist():
             count_delta[int(corpus.loc[pos])] = (int(refs[pos]), int(cites[pos]))
-    return _Edits(removed=removed, removed_str={str(x) for x in removed}, new_title=plan.new_title,
-                  abstract_tail=plan.abstract_tail, inbound=inbound, count_delta=count_delta)
+    return _Edits(
+        removed=removed,
+        removed_str={str(x) for x in removed},
+        new_title=plan.new_title,
+        abstract_tail=plan.abstract_tail,
+        inbound=inbound,
+        count_delta=count_delta,
+    )
 
 
 def _write_topics(table: pa.Table, plan: Plan, path: Path) -> None:
     keep = table.filter(pc.invert(pc.is_in(table.column("corpus_id"), value_set=pa.array(plan.removed, pa.int64()))))
     if plan.added is not None:
         p = plan.added.papers
-        new = pa.table({"corpus_id": pa.array(p.corpus_id, pa.int64()), "field": pa.array(p.field, pa.int64()),
-                        "subtopic": pa.array(p.subtopic, pa.int64()), "community": pa.array(p.community, pa.int64())})
+        new = pa.table(
+            {
+                "corpus_id": pa.array(p.corpus_id, pa.int64()),
+                "field": pa.array(p.field, pa.int64()),
+                "subtopic": pa.array(p.subtopic, pa.int64()),
+                "community": pa.array(p.community, pa.int64()),
+            }
+        )
         keep = pa.concat_tables([keep.select(new.column_names).cast(new.schema), new])
     pq.write_table(keep, path, compression="zstd")
 
@@ -917,22 +1072,37 @@ def _write_diff(plan: Plan, path: Path) -> None:
     title = np.concatenate([np.zeros(len(added) + len(plan.removed), bool), plan.change_kind >= 1])
     abstract = np.concatenate([np.zeros(len(added) + len(plan.removed), bool), plan.change_kind != 1])
     order = np.argsort(ids, kind="stable")
-    table = pa.table({"corpus_id": pa.array(ids[order], pa.int64()),
-                      "change": pa.array(change, pa.string()).take(pa.array(order)),
-                      "title_changed": pa.array(title[order]), "abstract_changed": pa.array(abstract[order])})
+    table = pa.table(
+        {
+            "corpus_id": pa.array(ids[order], pa.int64()),
+            "change": pa.array(change, pa.string()).take(pa.array(order)),
+            "title_changed": pa.array(title[order]),
+            "abstract_changed": pa.array(abstract[order]),
+        }
+    )
     pq.write_table(table, path, compression="zstd")
 
 
-def _summary(config: DeriveConfig, meta: dict[str, Any], release1: Path, base: G.GenerateConfig, plan: Plan,
-             corpus: Corpus, release2: Corpus, paper_ids: dict[str, int],
-             dropped: collections.Counter[str]) -> dict[str, Any]:
+def _summary(
+    config: DeriveConfig,
+    meta: dict[str, Any],
+    release1: Path,
+    base: G.GenerateConfig,
+    plan: Plan,
+    corpus: Corpus,
+    release2: Corpus,
+    paper_ids: dict[str, int],
+    dropped: collections.Counter[str],
+) -> dict[str, Any]:
     n = len(corpus.ids)
     gone = G._mask(n, np.searchsorted(corpus.ids, plan.removed))
     citations_removed = int((gone[corpus.src] | gone[corpus.dst]).sum())
     added = 0 if plan.added is None else plan.added.papers.n
     # Release 2's census against release 1's census plus the diff: a mismatch is a bug here, not user error.
-    expected = {"papers": n - len(plan.removed) + added,
-                "citations": corpus.counts["citations"] - citations_removed + len(plan.added_src)}
+    expected = {
+        "papers": n - len(plan.removed) + added,
+        "citations": corpus.counts["citations"] - citations_removed + len(plan.added_src),
+    }
     got = {k: release2.counts[k] for k in expected}
     if got != expected:
         raise RuntimeError(f"derived release does not add up: counted {got}, expected {expected}")
@@ -949,14 +1119,27 @@ def _summary(config: DeriveConfig, meta: dict[str, Any], release1: Path, base: G
         "config": dataclasses.asdict(config),
         "base_config": dataclasses.asdict(base),
         "paths": {**meta.get("paths", {}), "diff": "release_diff.parquet"},
-        "derived_from": {"path": str(release1.resolve()), "generator_version": meta.get("generator_version"),
-                         "release": meta.get("release", 1), "format": meta["format"], "seed": meta.get("seed"),
-                         "papers": meta.get("papers"), "config": meta["config"]},
-        "diff": {"file": "release_diff.parquet", "added": added, "removed": len(plan.removed),
-                 "changed": len(plan.changed), "changed_title": int((plan.change_kind >= 1).sum()),
-                 "changed_abstract": int((plan.change_kind != 1).sum()),
-                 "added_year": plan.added_year or None, "citations_added": len(plan.added_src),
-                 "citations_removed": citations_removed, "lines_dropped": dict(sorted(dropped.items()))},
+        "derived_from": {
+            "path": str(release1.resolve()),
+            "generator_version": meta.get("generator_version"),
+            "release": meta.get("release", 1),
+            "format": meta["format"],
+            "seed": meta.get("seed"),
+            "papers": meta.get("papers"),
+            "config": meta["config"],
+        },
+        "diff": {
+            "file": "release_diff.parquet",
+            "added": added,
+            "removed": len(plan.removed),
+            "changed": len(plan.changed),
+            "changed_title": int((plan.change_kind >= 1).sum()),
+            "changed_abstract": int((plan.change_kind != 1).sum()),
+            "added_year": plan.added_year or None,
+            "citations_added": len(plan.added_src),
+            "citations_removed": citations_removed,
+            "lines_dropped": dict(sorted(dropped.items())),
+        },
         "counts": counts,
         "scidocs": meta.get("scidocs"),
     }

@@ -46,13 +46,19 @@ def run(config: RunConfig) -> Manifest:
     upstream = filter_leakage.run(config)
     store = ArtifactStore(config.artifacts)
     if not store.local:
-        raise CiteflowError("embed_graph trains with PBG on local files: use a local --artifacts root "
-                            "(or a mounted filesystem) for this stage")
+        raise CiteflowError(
+            "embed_graph trains with PBG on local files: use a local --artifacts root "
+            "(or a mounted filesystem) for this stage"
+        )
     return execute(
-        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION,
+        store=store,
+        snapshot=config.snapshot,
+        stage=STAGE,
+        stage_version=STAGE_VERSION,
         config=versioned_dict(config.embed_graph),
         resolved_config={"embed_graph": to_dict(config.embed_graph), "leakage_mode": upstream.metrics["mode"]},
-        inputs=[upstream.lineage()], tables=TABLES,
+        inputs=[upstream.lineage()],
+        tables=TABLES,
         build=lambda path: build(config, upstream, Path(path)),
     )
 
@@ -70,8 +76,9 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
     cfg = config.embed_graph
     work = path / "pbg"
     log.info("%s: importing %s citations into PBG's format", STAGE, f"{upstream.tables['citations']['rows']:,}")
-    imported = import_citations(upstream.table_path("citations"), work, num_partitions=cfg.num_partitions,
-                                holdout=cfg.holdout, seed=cfg.seed)
+    imported = import_citations(
+        upstream.table_path("citations"), work, num_partitions=cfg.num_partitions, holdout=cfg.holdout, seed=cfg.seed
+    )
     if imported["train_edges"] == 0:
         raise CiteflowError("embed_graph: the filtered graph has no edges to train on")
     extra = {}
@@ -82,14 +89,33 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
         except json.JSONDecodeError:
             extra[key.strip()] = value
     workers = cfg.workers or os.cpu_count() or 1
-    pbg = pbg_config(entities=str(work / "entities"), train_edges=str(work / "edges_train"),
-                     checkpoint=str(work / "checkpoint"), num_partitions=cfg.num_partitions,
-                     dimension=cfg.dimension, comparator=cfg.comparator, loss_fn=cfg.loss_fn, margin=cfg.margin,
-                     lr=cfg.lr, num_epochs=cfg.num_epochs, batch_size=cfg.batch_size,
-                     num_edge_chunks=cfg.num_edge_chunks, max_norm=cfg.max_norm or None, workers=workers,
-                     num_uniform_negs=cfg.num_uniform_negs, num_batch_negs=cfg.num_batch_negs, extra=extra)
-    log.info("%s: training %d-d embeddings of %s papers for %d epochs (%d workers)", STAGE, cfg.dimension,
-             f"{imported['entities']:,}", cfg.num_epochs, workers)
+    pbg = pbg_config(
+        entities=str(work / "entities"),
+        train_edges=str(work / "edges_train"),
+        checkpoint=str(work / "checkpoint"),
+        num_partitions=cfg.num_partitions,
+        dimension=cfg.dimension,
+        comparator=cfg.comparator,
+        loss_fn=cfg.loss_fn,
+        margin=cfg.margin,
+        lr=cfg.lr,
+        num_epochs=cfg.num_epochs,
+        batch_size=cfg.batch_size,
+        num_edge_chunks=cfg.num_edge_chunks,
+        max_norm=cfg.max_norm or None,
+        workers=workers,
+        num_uniform_negs=cfg.num_uniform_negs,
+        num_batch_negs=cfg.num_batch_negs,
+        extra=extra,
+    )
+    log.info(
+        "%s: training %d-d embeddings of %s papers for %d epochs (%d workers)",
+        STAGE,
+        cfg.dimension,
+        f"{imported['entities']:,}",
+        cfg.num_epochs,
+        workers,
+    )
     import time
 
     t0 = time.monotonic()
@@ -100,30 +126,59 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
         audit_no_benchmark_papers(ids, upstream, what="graph-embedding entities")
 
     lhs, rhs = read_edges(work / "edges_holdout", work / "entities", cfg.num_partitions)
-    trained = link_prediction(vectors, lhs, rhs, num_negatives=cfg.eval_negatives, comparator=cfg.comparator,
-                              seed=cfg.seed)
+    trained = link_prediction(
+        vectors, lhs, rhs, num_negatives=cfg.eval_negatives, comparator=cfg.comparator, seed=cfg.seed
+    )
     rng = np.random.default_rng(cfg.seed)
-    baseline = link_prediction(rng.normal(size=vectors.shape).astype(np.float32), lhs, rhs,
-                               num_negatives=cfg.eval_negatives, comparator=cfg.comparator, seed=cfg.seed)
+    baseline = link_prediction(
+        rng.normal(size=vectors.shape).astype(np.float32),
+        lhs,
+        rhs,
+        num_negatives=cfg.eval_negatives,
+        comparator=cfg.comparator,
+        seed=cfg.seed,
+    )
 
     order = np.argsort(ids, kind="stable")
     flat = pa.array(vectors[order].reshape(-1), pa.float32())
-    table = pa.table({"corpus_id": pa.array(ids[order], pa.int64()),
-                      "embedding": pa.FixedSizeListArray.from_arrays(flat, cfg.dimension)})
+    table = pa.table(
+        {
+            "corpus_id": pa.array(ids[order], pa.int64()),
+            "embedding": pa.FixedSizeListArray.from_arrays(flat, cfg.dimension),
+        }
+    )
     _write(table, path / "paper_embeddings")
-    metric_rows = [(model, name, float(value)) for model, values in (("pbg", trained), ("random", baseline))
-                   for name, value in values.items() if name != "edges"]
-    _write(pa.table({"model": [r[0] for r in metric_rows], "metric": [r[1] for r in metric_rows],
-                     "value": [r[2] for r in metric_rows]}), path / "link_prediction")
+    metric_rows = [
+        (model, name, float(value))
+        for model, values in (("pbg", trained), ("random", baseline))
+        for name, value in values.items()
+        if name != "edges"
+    ]
+    _write(
+        pa.table(
+            {
+                "model": [r[0] for r in metric_rows],
+                "metric": [r[1] for r in metric_rows],
+                "value": [r[2] for r in metric_rows],
+            }
+        ),
+        path / "link_prediction",
+    )
     losses = training_losses(work / "checkpoint")
-    _write(pa.Table.from_pylist(losses, schema=pa.schema([("epoch", pa.int64()), ("loss", pa.float64()),
-                                                          ("edges", pa.int64())])), path / "training_log")
+    _write(
+        pa.Table.from_pylist(
+            losses, schema=pa.schema([("epoch", pa.int64()), ("loss", pa.float64()), ("edges", pa.int64())])
+        ),
+        path / "training_log",
+    )
     _plot_losses(losses, path / "training_loss.png", config.snapshot)
     log.info("%s: held-out MRR %.3f (random %.3f), AUC %.3f", STAGE, trained["mrr"], baseline["mrr"], trained["auc"])
     return {
         "leakage_mode": upstream.metrics.get("mode"),
-        "entities": imported["entities"], "train_edges": imported["train_edges"],
-        "holdout_edges": imported["holdout_edges"], "dimension": cfg.dimension,
+        "entities": imported["entities"],
+        "train_edges": imported["train_edges"],
+        "holdout_edges": imported["holdout_edges"],
+        "dimension": cfg.dimension,
         "link_prediction": {k: round(v, 6) for k, v in trained.items() if k != "edges"},
         "random_baseline": {k: round(v, 6) for k, v in baseline.items() if k != "edges"},
         "train_seconds": round(train_seconds, 2),

@@ -41,11 +41,19 @@ def run(config: RunConfig) -> Manifest:
         raise CiteflowError("embed_papers needs papers: pass --scidocs or set embed_papers.papers=PATH")
     store = ArtifactStore(config.artifacts)
     return execute(
-        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION,
+        store=store,
+        snapshot=config.snapshot,
+        stage=STAGE,
+        stage_version=STAGE_VERSION,
         config=versioned_dict(config.embed_papers) | {"papers": "(fingerprint)"},
-        resolved_config={"embed_papers": to_dict(config.embed_papers), "source": source,
-                         "strategy": model.metrics["strategy"], "leakage_mode": model.metrics["leakage_mode"]},
-        inputs=[model.lineage(), fingerprint_path("papers", source)], tables=TABLES,
+        resolved_config={
+            "embed_papers": to_dict(config.embed_papers),
+            "source": source,
+            "strategy": model.metrics["strategy"],
+            "leakage_mode": model.metrics["leakage_mode"],
+        },
+        inputs=[model.lineage(), fingerprint_path("papers", source)],
+        tables=TABLES,
         build=lambda path: build(config, model, source, Path(path)),
     )
 
@@ -63,15 +71,34 @@ def build(config: RunConfig, model: Manifest, source: str, path: Path) -> dict[s
     cfg = config.embed_papers
     folder = model_folder(model, cfg.model)
     settings = model.config["train_encoder"]
-    stats = embed_to_parquet(read_papers(source), folder, path / "embeddings", max_length=settings["max_length"],
-                             pooling=settings["pooling"], batch_size=cfg.batch_size)
+    stats = embed_to_parquet(
+        read_papers(source),
+        folder,
+        path / "embeddings",
+        max_length=settings["max_length"],
+        pooling=settings["pooling"],
+        batch_size=cfg.batch_size,
+    )
     log.info("%s: embedded %s papers with the %s model", STAGE, f"{stats['papers']:,}", cfg.model)
-    return {**stats, "model": cfg.model, "model_folder": folder, "strategy": model.metrics["strategy"],
-            "leakage_mode": model.metrics["leakage_mode"], "train_encoder_version": model.version}
+    return {
+        **stats,
+        "model": cfg.model,
+        "model_folder": folder,
+        "strategy": model.metrics["strategy"],
+        "leakage_mode": model.metrics["leakage_mode"],
+        "train_encoder_version": model.version,
+    }
 
 
-def embed_to_parquet(papers: Iterator[tuple[str, str | None, str | None]], model_dir: str, out: Path, *,
-                     max_length: int, pooling: str, batch_size: int) -> dict[str, Any]:
+def embed_to_parquet(
+    papers: Iterator[tuple[str, str | None, str | None]],
+    model_dir: str,
+    out: Path,
+    *,
+    max_length: int,
+    pooling: str,
+    batch_size: int,
+) -> dict[str, Any]:
     """Embed (id, title, abstract) rows in batches and stream them to `out/part-0.parquet`."""
     import numpy as np
     import pyarrow as pa
@@ -97,11 +124,20 @@ def embed_to_parquet(papers: Iterator[tuple[str, str | None, str | None]], model
             hidden = model(**encoded).last_hidden_state
             vectors = pool(hidden, encoded["attention_mask"], pooling).float().cpu().numpy().astype(np.float32)
         flat = pa.array(vectors.reshape(-1), pa.float32())
-        writer.write_table(pa.table({"paper_id": pa.array(ids, pa.string()),
-                                     "embedding": pa.FixedSizeListArray.from_arrays(flat, dimension)}, schema=schema))
+        writer.write_table(
+            pa.table(
+                {
+                    "paper_id": pa.array(ids, pa.string()),
+                    "embedding": pa.FixedSizeListArray.from_arrays(flat, dimension),
+                },
+                schema=schema,
+            )
+        )
 
-    with pq.ParquetWriter(out / "part-0.parquet", schema, compression="zstd") as writer, \
-            tqdm(desc="embed_papers", unit="paper", disable=None) as bar:
+    with (
+        pq.ParquetWriter(out / "part-0.parquet", schema, compression="zstd") as writer,
+        tqdm(desc="embed_papers", unit="paper", disable=None) as bar,
+    ):
         ids: list[str] = []
         texts: list[str] = []
         for paper_id, title, abstract in papers:

@@ -42,8 +42,10 @@ def run(config: RunConfig) -> Manifest:
 
     cfg = config.filter_leakage
     if not config.scidocs and not cfg.extra_ids:
-        raise CiteflowError("filter_leakage needs the benchmark: give --scidocs DIR (original or BEIR layout) "
-                            "and/or --set filter_leakage.extra_ids=FILE[,FILE...]")
+        raise CiteflowError(
+            "filter_leakage needs the benchmark: give --scidocs DIR (original or BEIR layout) "
+            "and/or --set filter_leakage.extra_ids=FILE[,FILE...]"
+        )
     upstream = build_graph.run(config)
     inputs = [upstream.lineage()]
     if config.scidocs:
@@ -53,11 +55,19 @@ def run(config: RunConfig) -> Manifest:
     inputs += [fingerprint_path("id_list", path) for path in cfg.extra_ids]
     store = ArtifactStore(config.artifacts)
     return execute(
-        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION,
+        store=store,
+        snapshot=config.snapshot,
+        stage=STAGE,
+        stage_version=STAGE_VERSION,
         config={k: v for k, v in versioned_dict(cfg).items() if k != "extra_ids"},  # lists enter via inputs
-        resolved_config={"filter_leakage": to_dict(cfg), "spark": to_dict(config.spark), "scidocs": config.scidocs,
-                         "paper_ids": config.paper_ids},
-        inputs=inputs, tables=TABLES,
+        resolved_config={
+            "filter_leakage": to_dict(cfg),
+            "spark": to_dict(config.spark),
+            "scidocs": config.scidocs,
+            "paper_ids": config.paper_ids,
+        },
+        inputs=inputs,
+        tables=TABLES,
         build=lambda path: build(config, upstream, store, path),
     )
 
@@ -81,7 +91,12 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     read_upstream = lambda table: spark.read.parquet(store.engine_uri(upstream.table_path(table)))  # noqa: E731
 
     bench_table, layouts = collect(config.scidocs or None, cfg.extra_ids)
-    log.info("%s: %d benchmark id rows from %s", STAGE, bench_table.num_rows, ", ".join(f"{k} ({v})" for k, v in layouts.items()))
+    log.info(
+        "%s: %d benchmark id rows from %s",
+        STAGE,
+        bench_table.num_rows,
+        ", ".join(f"{k} ({v})" for k, v in layouts.items()),
+    )
     bench = spark.createDataFrame(bench_table.to_pandas())
     papers = read_upstream("papers")
 
@@ -96,11 +111,19 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
 
     log.info("%s: mapping benchmark ids", STAGE)
     mapped = L.map_ids(L.distinct_ids(bench), papers, paper_ids, match_titles=cfg.match_titles)
-    (bench.select("id", "task", "split").dropDuplicates().join(mapped, "id", "left")
-     .orderBy("task", "split", "id").coalesce(1).write.mode("errorifexists").parquet(out("benchmark_ids")))
+    (
+        bench.select("id", "task", "split")
+        .dropDuplicates()
+        .join(mapped, "id", "left")
+        .orderBy("task", "split", "id")
+        .coalesce(1)
+        .write.mode("errorifexists")
+        .parquet(out("benchmark_ids"))
+    )
     benchmark_ids = spark.read.parquet(out("benchmark_ids"))
     L.leakage_report(benchmark_ids).orderBy("task", "split").coalesce(1).write.mode("errorifexists").parquet(
-        out("leakage_report"))
+        out("leakage_report")
+    )
     report = [r.asDict() for r in spark.read.parquet(out("leakage_report")).collect()]
     overall = next(r for r in report if r["task"] == "all")
     metrics["report"] = report
@@ -110,8 +133,14 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     metrics["in_snapshot"] = overall["in_snapshot"]
     metrics["unmapped_share"] = round(overall["unmapped"] / overall["total"], 6) if overall["total"] else 0.0
     metrics["mapped_by"] = {m: overall[f"mapped_{m}"] for m in L.METHODS}
-    unmapped_reasons = {r["unmapped_reason"]: r["count"] for r in benchmark_ids.dropDuplicates(["id"])
-                        .where(F.col("unmapped_reason").isNotNull()).groupBy("unmapped_reason").count().collect()}
+    unmapped_reasons = {
+        r["unmapped_reason"]: r["count"]
+        for r in benchmark_ids.dropDuplicates(["id"])
+        .where(F.col("unmapped_reason").isNotNull())
+        .groupBy("unmapped_reason")
+        .count()
+        .collect()
+    }
     metrics["unmapped_reasons"] = unmapped_reasons
 
     if metrics["unmapped_share"] > cfg.max_unmapped_share:
@@ -133,18 +162,30 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     metrics["removed_citations"] = before_edges - after_edges
     metrics["papers"] = after_papers
     metrics["citations"] = after_edges
-    log.info("%s: %s — %d of %d benchmark ids mapped; removed %d papers and %d citations", STAGE, cfg.mode,
-             metrics["mapped"], metrics["benchmark_ids"], metrics["removed_papers"], metrics["removed_citations"])
+    log.info(
+        "%s: %s — %d of %d benchmark ids mapped; removed %d papers and %d citations",
+        STAGE,
+        cfg.mode,
+        metrics["mapped"],
+        metrics["benchmark_ids"],
+        metrics["removed_papers"],
+        metrics["removed_citations"],
+    )
     return metrics
 
 
 def _fail_unmapped(benchmark_ids, report: list[dict], metrics: dict, limit: float) -> None:
     from pyspark.sql import functions as F
 
-    examples = [r["id"] for r in benchmark_ids.where(F.col("method").isNull()).select("id").distinct()
-                .orderBy("id").limit(5).collect()]
-    per_task = "; ".join(f"{r['task']}/{r['split']}: {r['unmapped']} of {r['total']}"
-                         for r in report if r["task"] != "all" and r["unmapped"])
+    examples = [
+        r["id"]
+        for r in benchmark_ids.where(F.col("method").isNull()).select("id").distinct().orderBy("id").limit(5).collect()
+    ]
+    per_task = "; ".join(
+        f"{r['task']}/{r['split']}: {r['unmapped']} of {r['total']}"
+        for r in report
+        if r["task"] != "all" and r["unmapped"]
+    )
     raise CiteflowError(
         f"filter_leakage: {metrics['unmapped']} of {metrics['benchmark_ids']} benchmark ids "
         f"({metrics['unmapped_share']:.1%}) map to no corpus id, above the limit of {limit:.1%}. "

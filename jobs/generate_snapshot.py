@@ -84,17 +84,48 @@ GENERATOR_VERSION = 1
 
 # The 19 MAG level-1 fields; a paper's SciDocs MAG label is its index here.
 FIELDS = (
-    "Art", "Biology", "Business", "Chemistry", "Computer Science", "Economics", "Engineering",
-    "Environmental Science", "Geography", "Geology", "History", "Materials Science", "Mathematics",
-    "Medicine", "Philosophy", "Physics", "Political Science", "Psychology", "Sociology",
+    "Art",
+    "Biology",
+    "Business",
+    "Chemistry",
+    "Computer Science",
+    "Economics",
+    "Engineering",
+    "Environmental Science",
+    "Geography",
+    "Geology",
+    "History",
+    "Materials Science",
+    "Mathematics",
+    "Medicine",
+    "Philosophy",
+    "Physics",
+    "Political Science",
+    "Psychology",
+    "Sociology",
 )
 # Counts in the real S2ORC sample (data/s2orc/metadata_sample.jsonl), smoothed by +8 so that the
 # smallest fields still get papers in small corpora.
 _SAMPLE_FIELD_COUNTS = {
-    "Art": 4, "Biology": 120, "Business": 14, "Chemistry": 92, "Computer Science": 65, "Economics": 14,
-    "Engineering": 24, "Environmental Science": 4, "Geography": 3, "Geology": 6, "History": 34,
-    "Materials Science": 24, "Mathematics": 81, "Medicine": 217, "Philosophy": 7, "Physics": 187,
-    "Political Science": 40, "Psychology": 51, "Sociology": 41,
+    "Art": 4,
+    "Biology": 120,
+    "Business": 14,
+    "Chemistry": 92,
+    "Computer Science": 65,
+    "Economics": 14,
+    "Engineering": 24,
+    "Environmental Science": 4,
+    "Geography": 3,
+    "Geology": 6,
+    "History": 34,
+    "Materials Science": 24,
+    "Mathematics": 81,
+    "Medicine": 217,
+    "Philosophy": 7,
+    "Physics": 187,
+    "Political Science": 40,
+    "Psychology": 51,
+    "Sociology": 41,
 }
 FIELD_WEIGHTS = np.array([_SAMPLE_FIELD_COUNTS[f] + 8 for f in FIELDS], dtype=np.float64)
 FIELD_WEIGHTS /= FIELD_WEIGHTS.sum()
@@ -273,8 +304,18 @@ _FUNCTION_WORDS = frozenset(
 
 # Titles found many times in real corpora; they make title matching ambiguous.
 GENERIC_TITLES = (
-    "Editorial", "Introduction", "Book Reviews", "Erratum", "Letter to the Editor", "Preface",
-    "Correspondence", "Front Matter", "Index", "Contents", "News and Views", "Announcements",
+    "Editorial",
+    "Introduction",
+    "Book Reviews",
+    "Erratum",
+    "Letter to the Editor",
+    "Preface",
+    "Correspondence",
+    "Front Matter",
+    "Index",
+    "Contents",
+    "News and Views",
+    "Announcements",
 )
 
 _FIRST_NAMES = """
@@ -310,64 +351,225 @@ Popescu Ionescu Novák Svoboda Dvořák O'Brien O'Connor MacDonald García-Lópe
 
 # Journal names per field (the first is the most common).
 _JOURNALS = {
-    "Art": ("Art Bulletin", "Oxford Art Journal", "Journal of Aesthetics and Art Criticism", "Leonardo",
-            "Music Theory Spectrum"),
-    "Biology": ("PLoS ONE", "Journal of Biological Chemistry", "Molecular Ecology", "Genetics",
-                "Journal of Bacteriology", "Plant Physiology", "Evolution"),
-    "Business": ("Strategic Management Journal", "Journal of Marketing", "Journal of Business Research",
-                 "The Accounting Review", "Journal of Operations Management"),
-    "Chemistry": ("Journal of the American Chemical Society", "Journal of Organic Chemistry",
-                  "Analytical Chemistry", "Macromolecules", "Electrochimica Acta", "Journal of Chemical Physics"),
-    "Computer Science": ("ArXiv", "IEEE Transactions on Pattern Analysis and Machine Intelligence",
-                         "Neural Computation", "Computer Networks", "Proceedings of the VLDB Endowment",
-                         "IEEE Transactions on Information Forensics and Security"),
-    "Economics": ("American Economic Review", "Journal of Political Economy", "Journal of Development Economics",
-                  "Journal of Econometrics", "Journal of International Economics", "Journal of Public Economics"),
-    "Engineering": ("IEEE Transactions on Automatic Control", "IEEE Transactions on Signal Processing",
-                    "Engineering Structures", "IEEE Transactions on Power Systems", "Journal of Fluid Mechanics"),
-    "Environmental Science": ("The Science of the total environment", "Environmental Science & Technology",
-                              "Water Research", "Atmospheric Environment", "Waste Management"),
-    "Geography": ("Annals of the Association of American Geographers", "Urban Studies",
-                  "International Journal of Geographical Information Science", "Tourism Management",
-                  "Journal of Rural Studies"),
-    "Geology": ("Geology", "Earth and Planetary Science Letters", "Sedimentology",
-                "Journal of Volcanology and Geothermal Research", "Hydrogeology Journal", "Journal of Paleontology"),
-    "History": ("The American Historical Review", "Past & Present", "Journal of Roman Studies", "Speculum",
-                "The Economic History Review", "Isis"),
-    "Materials Science": ("Thin Solid Films", "Acta Materialia", "Journal of the European Ceramic Society",
-                          "Composites Science and Technology", "Nano Letters", "Journal of Applied Physics"),
-    "Mathematics": ("Annals of Mathematics", "Journal of Algebra", "Journal of Number Theory", "Topology",
-                    "Annals of Probability", "SIAM Journal on Numerical Analysis", "Journal of Combinatorial Theory"),
-    "Medicine": ("The Lancet", "Circulation", "Kidney International", "Diabetes Care", "Gastroenterology",
-                 "AIDS", "Hepatology", "The American Journal of Psychiatry", "Arthritis & Rheumatology",
-                 "Cancer Research", "Neurology", "Southern Medical Journal",
-                 "Nederlands Tijdschrift voor Geneeskunde"),
+    "Art": (
+        "Art Bulletin",
+        "Oxford Art Journal",
+        "Journal of Aesthetics and Art Criticism",
+        "Leonardo",
+        "Music Theory Spectrum",
+    ),
+    "Biology": (
+        "PLoS ONE",
+        "Journal of Biological Chemistry",
+        "Molecular Ecology",
+        "Genetics",
+        "Journal of Bacteriology",
+        "Plant Physiology",
+        "Evolution",
+    ),
+    "Business": (
+        "Strategic Management Journal",
+        "Journal of Marketing",
+        "Journal of Business Research",
+        "The Accounting Review",
+        "Journal of Operations Management",
+    ),
+    "Chemistry": (
+        "Journal of the American Chemical Society",
+        "Journal of Organic Chemistry",
+        "Analytical Chemistry",
+        "Macromolecules",
+        "Electrochimica Acta",
+        "Journal of Chemical Physics",
+    ),
+    "Computer Science": (
+        "ArXiv",
+        "IEEE Transactions on Pattern Analysis and Machine Intelligence",
+        "Neural Computation",
+        "Computer Networks",
+        "Proceedings of the VLDB Endowment",
+        "IEEE Transactions on Information Forensics and Security",
+    ),
+    "Economics": (
+        "American Economic Review",
+        "Journal of Political Economy",
+        "Journal of Development Economics",
+        "Journal of Econometrics",
+        "Journal of International Economics",
+        "Journal of Public Economics",
+    ),
+    "Engineering": (
+        "IEEE Transactions on Automatic Control",
+        "IEEE Transactions on Signal Processing",
+        "Engineering Structures",
+        "IEEE Transactions on Power Systems",
+        "Journal of Fluid Mechanics",
+    ),
+    "Environmental Science": (
+        "The Science of the total environment",
+        "Environmental Science & Technology",
+        "Water Research",
+        "Atmospheric Environment",
+        "Waste Management",
+    ),
+    "Geography": (
+        "Annals of the Association of American Geographers",
+        "Urban Studies",
+        "International Journal of Geographical Information Science",
+        "Tourism Management",
+        "Journal of Rural Studies",
+    ),
+    "Geology": (
+        "Geology",
+        "Earth and Planetary Science Letters",
+        "Sedimentology",
+        "Journal of Volcanology and Geothermal Research",
+        "Hydrogeology Journal",
+        "Journal of Paleontology",
+    ),
+    "History": (
+        "The American Historical Review",
+        "Past & Present",
+        "Journal of Roman Studies",
+        "Speculum",
+        "The Economic History Review",
+        "Isis",
+    ),
+    "Materials Science": (
+        "Thin Solid Films",
+        "Acta Materialia",
+        "Journal of the European Ceramic Society",
+        "Composites Science and Technology",
+        "Nano Letters",
+        "Journal of Applied Physics",
+    ),
+    "Mathematics": (
+        "Annals of Mathematics",
+        "Journal of Algebra",
+        "Journal of Number Theory",
+        "Topology",
+        "Annals of Probability",
+        "SIAM Journal on Numerical Analysis",
+        "Journal of Combinatorial Theory",
+    ),
+    "Medicine": (
+        "The Lancet",
+        "Circulation",
+        "Kidney International",
+        "Diabetes Care",
+        "Gastroenterology",
+        "AIDS",
+        "Hepatology",
+        "The American Journal of Psychiatry",
+        "Arthritis & Rheumatology",
+        "Cancer Research",
+        "Neurology",
+        "Southern Medical Journal",
+        "Nederlands Tijdschrift voor Geneeskunde",
+    ),
     "Philosophy": ("Mind", "The Philosophical Review", "Ethics", "Noûs", "Journal of Philosophical Logic"),
-    "Physics": ("Physical Review Letters", "Physics Letters B", "The Astrophysical Journal", "Physical Review B",
-                "Optics Express", "AIP Conference Proceedings", "Physics of Plasmas"),
-    "Political Science": ("American Political Science Review", "Electoral Studies", "International Organization",
-                          "Journal of Public Policy", "Comparative Political Studies"),
-    "Psychology": ("Psychological Science", "Journal of Experimental Psychology", "Child Development",
-                   "Journal of Personality and Social Psychology", "Neuropsychologia"),
-    "Sociology": ("American Sociological Review", "Journal of Marriage and Family", "Sociology of Education",
-                  "International Migration Review", "Social Forces"),
+    "Physics": (
+        "Physical Review Letters",
+        "Physics Letters B",
+        "The Astrophysical Journal",
+        "Physical Review B",
+        "Optics Express",
+        "AIP Conference Proceedings",
+        "Physics of Plasmas",
+    ),
+    "Political Science": (
+        "American Political Science Review",
+        "Electoral Studies",
+        "International Organization",
+        "Journal of Public Policy",
+        "Comparative Political Studies",
+    ),
+    "Psychology": (
+        "Psychological Science",
+        "Journal of Experimental Psychology",
+        "Child Development",
+        "Journal of Personality and Social Psychology",
+        "Neuropsychologia",
+    ),
+    "Sociology": (
+        "American Sociological Review",
+        "Journal of Marriage and Family",
+        "Sociology of Education",
+        "International Migration Review",
+        "Social Forces",
+    ),
 }
 
 # arXiv categories of old-style (pre-2007) identifiers per field; fields not listed have no arXiv ids.
 _ARXIV_ARCHIVES = {
     "Physics": ("hep-th", "hep-ph", "astro-ph", "cond-mat", "quant-ph", "physics"),
-    "Mathematics": ("math",), "Computer Science": ("cs",),
+    "Mathematics": ("math",),
+    "Computer Science": ("cs",),
 }
-_DOI_PREFIXES = ("1016", "1007", "1002", "1038", "1103", "1021", "1088", "1109", "1371", "1186", "1177",
-                 "1080", "1093", "1111", "1126", "1063", "1097", "3390")
-_INTENTS = ('["background"]', '["methodology"]', '["result"]', '["methodology","background"]',
-            '["background","result"]')
+_DOI_PREFIXES = (
+    "1016",
+    "1007",
+    "1002",
+    "1038",
+    "1103",
+    "1021",
+    "1088",
+    "1109",
+    "1371",
+    "1186",
+    "1177",
+    "1080",
+    "1093",
+    "1111",
+    "1126",
+    "1063",
+    "1097",
+    "3390",
+)
+_INTENTS = (
+    '["background"]',
+    '["methodology"]',
+    '["result"]',
+    '["methodology","background"]',
+    '["background","result"]',
+)
 _OA_STATUS = ('"GOLD"', '"GREEN"', '"BRONZE"', '"HYBRID"')
 _OA_LICENSE = ("null", '"CCBY"', '"CCBYSA"', '"CCBYNC"', '"CCBYNCND"')
-_PUBLICATION_TYPES = ("null", '["JournalArticle"]', '["Review"]', '["JournalArticle","Review"]',
-                      '["Conference"]', '["JournalArticle","Book"]')
-_PSEUDO_SYLLABLES = ("ka", "ro", "mi", "ne", "lo", "tra", "sen", "vi", "do", "ther", "plex", "gen", "cyt",
-                     "morph", "lyt", "phor", "zen", "bar", "quil", "dra", "ste", "nor", "pel", "xan", "tor")
+_PUBLICATION_TYPES = (
+    "null",
+    '["JournalArticle"]',
+    '["Review"]',
+    '["JournalArticle","Review"]',
+    '["Conference"]',
+    '["JournalArticle","Book"]',
+)
+_PSEUDO_SYLLABLES = (
+    "ka",
+    "ro",
+    "mi",
+    "ne",
+    "lo",
+    "tra",
+    "sen",
+    "vi",
+    "do",
+    "ther",
+    "plex",
+    "gen",
+    "cyt",
+    "morph",
+    "lyt",
+    "phor",
+    "zen",
+    "bar",
+    "quil",
+    "dra",
+    "ste",
+    "nor",
+    "pel",
+    "xan",
+    "tor",
+)
 _PSEUDO_SUFFIXES = ("ase", "in", "ol", "osis", "itis", "ide", "tron", "ics", "ism", "ation", "ene", "oid")
 _PSEUDO_PER_SUBTOPIC = 10
 
@@ -432,61 +634,88 @@ class GenerateConfig:
     out: str = field(metadata=_help("output folder; must be absent or empty unless overwrite is set"))
     seed: int = field(default=0, metadata=_help("random seed (>= 0); same seed and config give identical files"))
     format: Literal["s2orc", "s2ag"] = field(
-        default="s2orc", metadata=_help("corpus layout: S2ORC 20200705v1 metadata or S2AG papers/abstracts/citations"))
+        default="s2orc", metadata=_help("corpus layout: S2ORC 20200705v1 metadata or S2AG papers/abstracts/citations")
+    )
     shards: int | None = field(
-        default=None, metadata=_help("corpus shards per dataset; None: one per 50,000 papers (at least 1)"))
+        default=None, metadata=_help("corpus shards per dataset; None: one per 50,000 papers (at least 1)")
+    )
     overwrite: bool = field(
-        default=False, metadata=_help("replace a previous generator output in `out` (corpus/, paper-ids/, "
-                                      "scidocs/, generator.json); other files there are left alone"))
+        default=False,
+        metadata=_help(
+            "replace a previous generator output in `out` (corpus/, paper-ids/, "
+            "scidocs/, generator.json); other files there are left alone"
+        ),
+    )
     compresslevel: int = field(
-        default=4, metadata=_help("gzip level of the .jsonl.gz shards (1 fastest .. 9 smallest; 4 is half the "
-                                  "time of 6 for 6% more bytes)"))
+        default=4,
+        metadata=_help(
+            "gzip level of the .jsonl.gz shards (1 fastest .. 9 smallest; 4 is half the time of 6 for 6% more bytes)"
+        ),
+    )
     # Graph shape
     mean_references: float = field(
-        default=9.0, metadata=_help("mean number of reference draws per paper before deduplication"))
+        default=9.0, metadata=_help("mean number of reference draws per paper before deduplication")
+    )
     zero_reference_rate: float = field(default=0.15, metadata=_help("share of papers drawn with no references"))
     second_field_rate: float = field(default=0.10, metadata=_help("share of papers with a second field of study"))
     same_subtopic_rate: float = field(default=0.70, metadata=_help("share of references within the citing subtopic"))
     same_field_rate: float = field(
-        default=0.20, metadata=_help("share of references within the citing field; the rest cross fields"))
+        default=0.20, metadata=_help("share of references within the citing field; the rest cross fields")
+    )
     generic_title_rate: float = field(
-        default=0.002, metadata=_help("share of papers with a generic title such as 'Editorial' (ambiguous)"))
+        default=0.002, metadata=_help("share of papers with a generic title such as 'Editorial' (ambiguous)")
+    )
     # Dirt (each injected into kept records only, so every count in generator.json is exact)
     missing_abstract_rate: float = field(default=0.08, metadata=_help("share of papers without abstract"))
     missing_title_rate: float = field(default=0.003, metadata=_help("share of papers with a null title"))
     duplicate_record_rate: float = field(
-        default=0.003, metadata=_help("extra, strictly less complete records of existing papers, per paper"))
+        default=0.003, metadata=_help("extra, strictly less complete records of existing papers, per paper")
+    )
     malformed_line_rate: float = field(
-        default=0.001, metadata=_help("extra truncated (unparseable) lines, per line of each dataset"))
+        default=0.001, metadata=_help("extra truncated (unparseable) lines, per line of each dataset")
+    )
     self_citation_rate: float = field(default=0.002, metadata=_help("share of papers that cite themselves"))
     duplicate_citation_rate: float = field(
-        default=0.003, metadata=_help("extra copies of clean citations, per clean citation"))
+        default=0.003, metadata=_help("extra copies of clean citations, per clean citation")
+    )
     external_citation_rate: float = field(
-        default=0.03, metadata=_help("share of papers citing 1-3 papers outside the corpus"))
+        default=0.03, metadata=_help("share of papers citing 1-3 papers outside the corpus")
+    )
     null_id_citation_rate: float = field(
-        default=0.01, metadata=_help("S2AG: citation rows with a null id, per clean citation"))
+        default=0.01, metadata=_help("S2AG: citation rows with a null id, per clean citation")
+    )
     citing_outside_rate: float = field(
-        default=0.02,
-        metadata=_help("S2AG: citation rows whose citing paper is outside the corpus, per clean citation"))
+        default=0.02, metadata=_help("S2AG: citation rows whose citing paper is outside the corpus, per clean citation")
+    )
     extra_sha_rate: float = field(default=0.10, metadata=_help("non-primary shas in paper-ids, per corpus paper"))
     outside_sha_rate: float = field(
-        default=0.05, metadata=_help("paper-ids rows of papers outside the corpus, per corpus paper"))
+        default=0.05, metadata=_help("paper-ids rows of papers outside the corpus, per corpus paper")
+    )
     # SciDocs
     scidocs_queries: int | None = field(
-        default=None, metadata=_help("queries per ranking task and split; None: min(1000, max(5, papers // 200))"))
+        default=None, metadata=_help("queries per ranking task and split; None: min(1000, max(5, papers // 200))")
+    )
     scidocs_classification: int | None = field(
         default=None,
-        metadata=_help("papers per classification task (split 60/20/20); None: min(25000, max(20, papers // 50))"))
+        metadata=_help("papers per classification task (split 60/20/20); None: min(25000, max(20, papers // 50))"),
+    )
     scidocs_negative_pool: int | None = field(
-        default=None, metadata=_help("papers the random (rel 0) candidates are drawn from, so that SciDocs covers "
-                                     "a minority of the corpus as in the original; None: max(1000, papers // 10)"))
+        default=None,
+        metadata=_help(
+            "papers the random (rel 0) candidates are drawn from, so that SciDocs covers "
+            "a minority of the corpus as in the original; None: max(1000, papers // 10)"
+        ),
+    )
     scidocs_title_only_rate: float = field(
         default=0.01,
-        metadata=_help("SciDocs papers whose sha is not in paper-ids but whose title is unique (at least 3)"))
+        metadata=_help("SciDocs papers whose sha is not in paper-ids but whose title is unique (at least 3)"),
+    )
     scidocs_unmappable_rate: float = field(
-        default=0.004, metadata=_help("SciDocs papers that cannot be mapped at all (at least 3)"))
+        default=0.004, metadata=_help("SciDocs papers that cannot be mapped at all (at least 3)")
+    )
     scidocs_non_primary_rate: float = field(
-        default=0.02, metadata=_help("SciDocs papers keyed by a non-primary sha of their corpus paper"))
+        default=0.02, metadata=_help("SciDocs papers keyed by a non-primary sha of their corpus paper")
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", os.fspath(self.out) if isinstance(self.out, os.PathLike) else self.out)
@@ -501,7 +730,8 @@ class GenerateConfig:
         if self.shards is not None and (not isinstance(self.shards, int) or not 1 <= self.shards <= self.papers // 10):
             raise CiteflowError(
                 f"shards must be between 1 and papers // 10 = {self.papers // 10} (or None for automatic), "
-                f"not {self.shards!r}")
+                f"not {self.shards!r}"
+            )
         if not isinstance(self.compresslevel, int) or not 0 <= self.compresslevel <= 9:
             raise CiteflowError(f"compresslevel must be between 0 and 9, not {self.compresslevel!r}")
         if not 0 < self.mean_references <= 200:
@@ -569,8 +799,7 @@ def _mask(n: int, idx: np.ndarray) -> np.ndarray:
     return m
 
 
-def unique_ints(rng: np.random.Generator, n: int, low: int, high: int,
-                exclude: np.ndarray | None = None) -> np.ndarray:
+def unique_ints(rng: np.random.Generator, n: int, low: int, high: int, exclude: np.ndarray | None = None) -> np.ndarray:
     """n distinct int64 in [low, high), none in `exclude`, in random order."""
     got = np.empty(0, dtype=np.int64)
     while len(got) < n:
@@ -595,8 +824,9 @@ def _ptr(sorted_groups: np.ndarray, n: int) -> np.ndarray:
     return ptr
 
 
-def _gather(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray,
-            cap: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _gather(
+    ptr: np.ndarray, values: np.ndarray, rows: np.ndarray, cap: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, values) of the CSR rows `rows` (the first `cap` of each), concatenated."""
     rows = np.asarray(rows, dtype=np.int64)
     starts = ptr[rows]
@@ -690,8 +920,10 @@ def build_vocabulary(seed: int) -> Vocabulary:
             syllables = rng.integers(0, len(_PSEUDO_SYLLABLES), size=(_PSEUDO_PER_SUBTOPIC, 3))
             lengths = rng.integers(2, 4, size=_PSEUDO_PER_SUBTOPIC)
             suffixes = rng.integers(0, len(_PSEUDO_SUFFIXES), size=_PSEUDO_PER_SUBTOPIC)
-            pseudo = ["".join(_PSEUDO_SYLLABLES[s] for s in syl[:k]) + _PSEUDO_SUFFIXES[x]
-                      for syl, k, x in zip(syllables, lengths, suffixes)]
+            pseudo = [
+                "".join(_PSEUDO_SYLLABLES[s] for s in syl[:k]) + _PSEUDO_SUFFIXES[x]
+                for syl, k, x in zip(syllables, lengths, suffixes)
+            ]
             terms = list(dict.fromkeys([*name.split(), *sub_words, *pseudo]))
             sub_offset.append(len(words))
             sub_size.append(len(terms))
@@ -712,8 +944,15 @@ def build_vocabulary(seed: int) -> Vocabulary:
     )
 
 
-def sample_words(vocab: Vocabulary, rng: np.random.Generator, lengths: np.ndarray, field_: np.ndarray,
-                 field2: np.ndarray, community: np.ndarray, mix: tuple[float, float, float]) -> np.ndarray:
+def sample_words(
+    vocab: Vocabulary,
+    rng: np.random.Generator,
+    lengths: np.ndarray,
+    field_: np.ndarray,
+    field2: np.ndarray,
+    community: np.ndarray,
+    mix: tuple[float, float, float],
+) -> np.ndarray:
     """Word indices (flat, document after document) mixing subtopic, field, second-field and shared words."""
     doc = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
     u = rng.random(len(doc))
@@ -726,11 +965,11 @@ def sample_words(vocab: Vocabulary, rng: np.random.Generator, lengths: np.ndarra
     idx = np.searchsorted(vocab.shared_cdf, r, side="right").clip(0, len(vocab.shared_cdf) - 1)
     # Within a field or subtopic the first words are the most frequent (r ** k skews towards 0).
     f = field_[doc]
-    idx = np.where(is_field, vocab.field_offset[f] + (vocab.field_size[f] * r ** 1.4).astype(np.int64), idx)
+    idx = np.where(is_field, vocab.field_offset[f] + (vocab.field_size[f] * r**1.4).astype(np.int64), idx)
     g = np.maximum(f2, 0)
-    idx = np.where(is_field2, vocab.field_offset[g] + (vocab.field_size[g] * r ** 1.4).astype(np.int64), idx)
+    idx = np.where(is_field2, vocab.field_offset[g] + (vocab.field_size[g] * r**1.4).astype(np.int64), idx)
     c = community[doc]
-    idx = np.where(is_sub, vocab.sub_offset[c] + (vocab.sub_size[c] * r ** 1.3).astype(np.int64), idx)
+    idx = np.where(is_sub, vocab.sub_offset[c] + (vocab.sub_size[c] * r**1.3).astype(np.int64), idx)
     return idx
 
 
@@ -745,8 +984,9 @@ def _join_words(vocab: Vocabulary, idx: np.ndarray, variant: np.ndarray, offsets
     return pc.binary_join(pa.LargeListArray.from_arrays(pa.array(offsets), tokens), " ")
 
 
-def make_titles(vocab: Vocabulary, rng: np.random.Generator, field_: np.ndarray, field2: np.ndarray,
-                community: np.ndarray) -> pa.Array:
+def make_titles(
+    vocab: Vocabulary, rng: np.random.Generator, field_: np.ndarray, field2: np.ndarray, community: np.ndarray
+) -> pa.Array:
     """Titles of 6-14 words in title case (function words stay lower case)."""
     lengths = rng.integers(6, 15, size=len(field_))
     offsets = _offsets(lengths)
@@ -757,13 +997,21 @@ def make_titles(vocab: Vocabulary, rng: np.random.Generator, field_: np.ndarray,
     return _join_words(vocab, idx, variant, offsets)
 
 
-def make_abstracts(vocab: Vocabulary, rng: np.random.Generator, field_: np.ndarray, field2: np.ndarray,
-                   community: np.ndarray, min_words: int = 60, max_words: int = 200,
-                   sentence_words: float = 16.0) -> pa.Array:
+def make_abstracts(
+    vocab: Vocabulary,
+    rng: np.random.Generator,
+    field_: np.ndarray,
+    field2: np.ndarray,
+    community: np.ndarray,
+    min_words: int = 60,
+    max_words: int = 200,
+    sentence_words: float = 16.0,
+) -> pa.Array:
     """Abstracts of sentences (capitalised, ending with a full stop) of about `sentence_words` words."""
     n = len(field_)
-    lengths = np.clip(np.round(rng.normal((min_words + max_words) / 2, (max_words - min_words) / 5, size=n)),
-                      min_words, max_words).astype(np.int64)
+    lengths = np.clip(
+        np.round(rng.normal((min_words + max_words) / 2, (max_words - min_words) / 5, size=n)), min_words, max_words
+    ).astype(np.int64)
     offsets = _offsets(lengths)
     idx = sample_words(vocab, rng, lengths, field_, field2, community, mix=(0.17, 0.22, 0.05))
     # Sentence lengths 6 + Poisson, laid end to end over all documents; each document also ends one.
@@ -787,8 +1035,9 @@ def make_abstracts(vocab: Vocabulary, rng: np.random.Generator, field_: np.ndarr
 _JOURNAL_NAMES = tuple(name for f in FIELDS for name in _JOURNALS[f])
 _JOURNAL_OFFSET = np.concatenate([[0], np.cumsum([len(_JOURNALS[f]) for f in FIELDS])]).astype(np.int64)
 _JOURNAL_ABBR = tuple(
-    "".join(w[0] for w in name.lower().replace("&", " ").replace(":", " ").split() if w[0].isalpha())
-    or "j" for name in _JOURNAL_NAMES)
+    "".join(w[0] for w in name.lower().replace("&", " ").replace(":", " ").split() if w[0].isalpha()) or "j"
+    for name in _JOURNAL_NAMES
+)
 _FIELD_INDEX = {f: i for i, f in enumerate(FIELDS)}
 _NLP_COMMUNITY = int(_COMMUNITY_OFFSETS[_FIELD_INDEX["Computer Science"]]) + 1
 _MEDICINE = _FIELD_INDEX["Medicine"]
@@ -799,22 +1048,22 @@ class Papers:
     """Per-paper arrays; the index of a paper is its position in the corpus shards (write order)."""
 
     n: int
-    corpus_id: np.ndarray          # int64, distinct, random order
-    field: np.ndarray              # int64 index into FIELDS
-    field2: np.ndarray             # int64 second field or -1
-    subtopic: np.ndarray           # int64 index into SUBTOPICS[field]
-    community: np.ndarray          # int64 global subtopic index
-    day: np.ndarray                # int64 days since 1970-01-01 (publication date)
-    year: np.ndarray               # int64
-    fitness: np.ndarray            # float64 attractiveness for preferential attachment
-    journal: np.ndarray            # int64 index into _JOURNAL_NAMES
-    mag_id: np.ndarray             # int64 or -1
-    pubmed_id: np.ndarray          # int64 or -1
-    pmc_id: np.ndarray             # int64 or -1
-    doi: pa.Array                  # string or null
-    arxiv_id: pa.Array             # string or null
-    acl_id: pa.Array               # string or null
-    flags: dict[str, np.ndarray]   # per-paper draws of presentation details (venue shown, pdf parse, ...)
+    corpus_id: np.ndarray  # int64, distinct, random order
+    field: np.ndarray  # int64 index into FIELDS
+    field2: np.ndarray  # int64 second field or -1
+    subtopic: np.ndarray  # int64 index into SUBTOPICS[field]
+    community: np.ndarray  # int64 global subtopic index
+    day: np.ndarray  # int64 days since 1970-01-01 (publication date)
+    year: np.ndarray  # int64
+    fitness: np.ndarray  # float64 attractiveness for preferential attachment
+    journal: np.ndarray  # int64 index into _JOURNAL_NAMES
+    mag_id: np.ndarray  # int64 or -1
+    pubmed_id: np.ndarray  # int64 or -1
+    pmc_id: np.ndarray  # int64 or -1
+    doi: pa.Array  # string or null
+    arxiv_id: pa.Array  # string or null
+    acl_id: pa.Array  # string or null
+    flags: dict[str, np.ndarray]  # per-paper draws of presentation details (venue shown, pdf parse, ...)
 
 
 def _days_to_year(day: np.ndarray) -> np.ndarray:
@@ -844,10 +1093,10 @@ class LaterRelease:
     """Where papers added by a later release go (jobs/derive_release.py): published in the year after the
     release they extend, with corpus ids and MAG / PubMed / PMC ids that release does not use."""
 
-    papers: int                 # how many papers to sample (instead of config.papers)
-    first_day: int              # January 1st of the new year, in days since 1970-01-01
-    taken_ids: np.ndarray       # int64 ids in use (corpus ids, cited and paper-ids ids); new ones avoid them
-    mag_floor: int              # new external ids are larger than every id of the old release, as in reality
+    papers: int  # how many papers to sample (instead of config.papers)
+    first_day: int  # January 1st of the new year, in days since 1970-01-01
+    taken_ids: np.ndarray  # int64 ids in use (corpus ids, cited and paper-ids ids); new ones avoid them
+    mag_floor: int  # new external ids are larger than every id of the old release, as in reality
     pubmed_floor: int
     pmc_floor: int
 
@@ -879,8 +1128,9 @@ def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> 
     mag_range, pubmed_range, pmc_range = (1_000_000_000, 3_200_000_000), (1_000_000, 35_000_000), (1_000_000, 9_000_000)
     if later is not None:
         room = 20 * n + 1000
-        mag_range, pubmed_range, pmc_range = ((f, f + room) for f in (later.mag_floor, later.pubmed_floor,
-                                                                      later.pmc_floor))
+        mag_range, pubmed_range, pmc_range = (
+            (f, f + room) for f in (later.mag_floor, later.pubmed_floor, later.pmc_floor)
+        )
     mag_id = np.where(ids.random(n) < 0.94, unique_ints(ids, n, *mag_range), -1)
     life = np.isin(field_, [_FIELD_INDEX[f] for f in ("Medicine", "Biology", "Psychology")])
     has_pubmed = (life & (ids.random(n) < 0.55)) | (ids.random(n) < 0.03)
@@ -910,19 +1160,25 @@ def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> 
     fits &= np.where(old_style, number < 1000, True)
     has_arxiv &= fits
     new_width = np.where(year >= 2015, 5, 4)
-    new_id = pc.if_else(pa.array(new_width == 5), pc.binary_join_element_wise(yymm, ".", _zero_pad(number, 5), ""),
-                        pc.binary_join_element_wise(yymm, ".", _zero_pad(number, 4), ""))
-    old_id = pc.binary_join_element_wise(pa.array(archive_names).take(pa.array(archive)), "/", yymm,
-                                         _zero_pad(number, 3), "")
-    arxiv_id = pc.if_else(pa.array(has_arxiv), pc.if_else(pa.array(old_style), old_id, new_id),
-                          pa.scalar(None, pa.string()))
+    new_id = pc.if_else(
+        pa.array(new_width == 5),
+        pc.binary_join_element_wise(yymm, ".", _zero_pad(number, 5), ""),
+        pc.binary_join_element_wise(yymm, ".", _zero_pad(number, 4), ""),
+    )
+    old_id = pc.binary_join_element_wise(
+        pa.array(archive_names).take(pa.array(archive)), "/", yymm, _zero_pad(number, 3), ""
+    )
+    arxiv_id = pc.if_else(
+        pa.array(has_arxiv), pc.if_else(pa.array(old_style), old_id, new_id), pa.scalar(None, pa.string())
+    )
     # ACL Anthology: natural language processing papers from 1979.
     has_acl = (community == _NLP_COMMUNITY) & (year >= 1979) & (ids.random(n) < 0.6)
     letter = ids.integers(0, 5, size=n)
     acl_number, acl_fits = _ranked_ids(np.where(has_acl, letter * 100 + year % 100, -1), 1001, 10_000)
     has_acl &= acl_fits
-    acl_id = pc.binary_join_element_wise(pa.array(list("PNDEC")).take(pa.array(letter)), _zero_pad(year % 100, 2),
-                                         "-", _str(acl_number), "")
+    acl_id = pc.binary_join_element_wise(
+        pa.array(list("PNDEC")).take(pa.array(letter)), _zero_pad(year % 100, 2), "-", _str(acl_number), ""
+    )
     acl_id = pc.if_else(pa.array(has_acl), acl_id, pa.scalar(None, pa.string()))
 
     fl = _rng(seed, "flags")
@@ -946,18 +1202,34 @@ def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> 
         "has_date": fl.random(n) < 0.92,
         "updated_ms": fl.integers(*_UPDATED_MS, size=n),
     }
-    return Papers(n=n, corpus_id=corpus_id, field=field_, field2=field2, subtopic=subtopic, community=community,
-                  day=day, year=year, fitness=fitness, journal=journal, mag_id=mag_id, pubmed_id=pubmed_id,
-                  pmc_id=pmc_id, doi=doi, arxiv_id=arxiv_id, acl_id=acl_id, flags=flags)
+    return Papers(
+        n=n,
+        corpus_id=corpus_id,
+        field=field_,
+        field2=field2,
+        subtopic=subtopic,
+        community=community,
+        day=day,
+        year=year,
+        fitness=fitness,
+        journal=journal,
+        mag_id=mag_id,
+        pubmed_id=pubmed_id,
+        pmc_id=pmc_id,
+        doi=doi,
+        arxiv_id=arxiv_id,
+        acl_id=acl_id,
+        flags=flags,
+    )
 
 
 @dataclass
 class Authors:
     """A pool of people (most publish several papers, in their home field) and each paper's author list."""
 
-    s2orc_json: pa.Array   # one S2ORC author object per person, serialised
-    s2ag_json: pa.Array    # one S2AG author object per person, serialised
-    ptr: np.ndarray        # CSR over papers
+    s2orc_json: pa.Array  # one S2ORC author object per person, serialised
+    s2ag_json: pa.Array  # one S2AG author object per person, serialised
+    ptr: np.ndarray  # CSR over papers
     person: np.ndarray
 
 
@@ -978,13 +1250,22 @@ def sample_authors(papers: Papers, seed: int) -> Authors:
     letters = [chr(ord("A") + i) + "." for i in range(26)]
     middle_s2orc = pa.array(["[]"] + [f'["{x}"]' for x in letters]).take(pa.array(middle + 1))
     s2orc_json = pc.binary_join_element_wise(
-        '{"first": ', pa.array([json.dumps(x) for x in shown]).take(shown_idx), ', "middle": ', middle_s2orc,
-        ', "last": ', pa.array([json.dumps(x) for x in last_names]).take(pa.array(last)), ', "suffix": ""}', "")
+        '{"first": ',
+        pa.array([json.dumps(x) for x in shown]).take(shown_idx),
+        ', "middle": ',
+        middle_s2orc,
+        ', "last": ',
+        pa.array([json.dumps(x) for x in last_names]).take(pa.array(last)),
+        ', "suffix": ""}',
+        "",
+    )
     middle_s2ag = pa.array([""] + [" " + x for x in letters]).take(pa.array(middle + 1))
-    name = pc.binary_join_element_wise(pa.array(shown).take(shown_idx), middle_s2ag, " ",
-                                       pa.array(last_names).take(pa.array(last)), "")
-    s2ag_json = pc.binary_join_element_wise('{"authorId":"', _str(author_id), '","name":',
-                                            pc.binary_join_element_wise('"', name, '"', ""), "}", "")
+    name = pc.binary_join_element_wise(
+        pa.array(shown).take(shown_idx), middle_s2ag, " ", pa.array(last_names).take(pa.array(last)), ""
+    )
+    s2ag_json = pc.binary_join_element_wise(
+        '{"authorId":"', _str(author_id), '","name":', pc.binary_join_element_wise('"', name, '"', ""), "}", ""
+    )
     # Papers: 1-12 authors from the paper's field, prolific people more often (u ** 1.6 skews to the front).
     counts = np.clip(1 + rng.poisson(2.4, size=n), 1, 12)
     ptr = _offsets(counts)
@@ -993,7 +1274,7 @@ def sample_authors(papers: Papers, seed: int) -> Authors:
     size = np.searchsorted(home, np.arange(len(FIELDS)), side="right") - start
     f = papers.field[owner]
     u = rng.random(len(owner))
-    person = np.where(size[f] > 0, start[f] + (size[f] * u ** 1.6).astype(np.int64), (people * u).astype(np.int64))
+    person = np.where(size[f] > 0, start[f] + (size[f] * u**1.6).astype(np.int64), (people * u).astype(np.int64))
     return Authors(s2orc_json=s2orc_json, s2ag_json=s2ag_json, ptr=ptr, person=person)
 
 
@@ -1025,8 +1306,9 @@ class _Pool:
         return self.order[np.minimum(pos, len(self.order) - 1)], ok
 
 
-def draw_references(rng: np.random.Generator, config: GenerateConfig, n: int
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def draw_references(
+    rng: np.random.Generator, config: GenerateConfig, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The references of n citing papers before their targets are picked: (citing paper of each reference,
     its kind: 0 same subtopic / 1 same field / 2 across fields, a draw v in [0, 1) whose density 2v makes
     later, more recent papers in the cumulative order likelier). Out-degrees are a discretised lognormal
@@ -1036,8 +1318,11 @@ def draw_references(rng: np.random.Generator, config: GenerateConfig, n: int
     degree = np.minimum(np.ceil(rng.lognormal(mu, sigma, size=n)), 500).astype(np.int64)
     degree[rng.random(n) < config.zero_reference_rate] = 0
     citing = np.repeat(np.arange(n, dtype=np.int64), degree)
-    kind = np.searchsorted([config.same_subtopic_rate, config.same_subtopic_rate + config.same_field_rate],
-                           rng.random(len(citing)), side="right")
+    kind = np.searchsorted(
+        [config.same_subtopic_rate, config.same_subtopic_rate + config.same_field_rate],
+        rng.random(len(citing)),
+        side="right",
+    )
     return citing, kind, np.sqrt(rng.random(len(citing)))
 
 
@@ -1084,29 +1369,29 @@ class World:
     papers: Papers
     authors: Authors
     vocab: Vocabulary
-    title: pa.Array                 # final titles (null for missing; generic ones included)
-    has_abstract: np.ndarray        # bool: the kept record has an abstract
-    generic: np.ndarray             # bool: a generic (ambiguous) title
-    bounds: np.ndarray              # shard s holds papers bounds[s] .. bounds[s + 1] - 1
-    src: np.ndarray                 # clean edges, paper indices, sorted by (src, dst)
+    title: pa.Array  # final titles (null for missing; generic ones included)
+    has_abstract: np.ndarray  # bool: the kept record has an abstract
+    generic: np.ndarray  # bool: a generic (ambiguous) title
+    bounds: np.ndarray  # shard s holds papers bounds[s] .. bounds[s + 1] - 1
+    src: np.ndarray  # clean edges, paper indices, sorted by (src, dst)
     dst: np.ndarray
-    clean_ptr: np.ndarray           # CSR of the clean edges over src
-    in_ptr: np.ndarray              # CSR over dst of the clean citing papers (random order within a row)
+    clean_ptr: np.ndarray  # CSR of the clean edges over src
+    in_ptr: np.ndarray  # CSR over dst of the clean citing papers (random order within a row)
     in_src: np.ndarray
-    dup_of: np.ndarray              # duplicate records: the paper each copies, and the shard it is written to
+    dup_of: np.ndarray  # duplicate records: the paper each copies, and the shard it is written to
     dup_shard: np.ndarray
     malformed: dict[str, np.ndarray]  # dataset -> malformed lines per shard
-    out_ptr: np.ndarray             # S2ORC outbound_citations as written (with dirt), CSR over papers
-    out_val: np.ndarray             # corpus ids
-    rows: dict[str, np.ndarray]     # S2AG citation rows (citing, cited: corpus id or -1 for null; shard; field)
-    abstract_row: np.ndarray        # S2AG: the paper has an abstracts line (its abstract may be null)
+    out_ptr: np.ndarray  # S2ORC outbound_citations as written (with dirt), CSR over papers
+    out_val: np.ndarray  # corpus ids
+    rows: dict[str, np.ndarray]  # S2AG citation rows (citing, cited: corpus id or -1 for null; shard; field)
+    abstract_row: np.ndarray  # S2AG: the paper has an abstracts line (its abstract may be null)
     primary_sha: pa.LargeStringArray  # per paper
-    extra_paper: np.ndarray         # non-primary paper-ids rows: paper index and sha
+    extra_paper: np.ndarray  # non-primary paper-ids rows: paper index and sha
     extra_sha: pa.LargeStringArray
-    outside_ids: np.ndarray         # ids of papers outside the corpus (cited by it, in paper-ids)
+    outside_ids: np.ndarray  # ids of papers outside the corpus (cited by it, in paper-ids)
     outside_sha: pa.LargeStringArray  # primary shas of the first len(outside_sha) outside ids
     counts_per_paper: dict[str, np.ndarray]  # S2AG referencecount, citationcount, influentialcitationcount
-    context_pool: tuple[str, ...]   # S2AG citation contexts (JSON strings), _CONTEXTS_PER_FIELD per field
+    context_pool: tuple[str, ...]  # S2AG citation contexts (JSON strings), _CONTEXTS_PER_FIELD per field
     counts: dict[str, Any]
 
 
@@ -1132,13 +1417,17 @@ def build_world(config: GenerateConfig) -> World:
     no_title = _mask(n, _pick(dirt, n, _count(config.missing_title_rate, n)))
     has_abstract = ~_mask(n, _pick(dirt, n, _count(config.missing_abstract_rate, n)))
     titled = np.flatnonzero(~no_title)
-    generic_idx = np.sort(dirt.choice(titled, size=min(len(titled), max(2, _count(config.generic_title_rate, n))),
-                                      replace=False)) if config.generic_title_rate > 0 else np.empty(0, np.int64)
+    generic_idx = (
+        np.sort(dirt.choice(titled, size=min(len(titled), max(2, _count(config.generic_title_rate, n))), replace=False))
+        if config.generic_title_rate > 0
+        else np.empty(0, np.int64)
+    )
     generic_names = dirt.zipf(1.6, size=len(generic_idx)).clip(1, len(GENERIC_TITLES)) - 1
     generic_names[:2] = 0  # at least two "Editorial": a title that matches several papers
     generic = _mask(n, generic_idx)
-    title = pc.replace_with_mask(title, pa.array(generic),
-                                 pa.array([GENERIC_TITLES[i] for i in generic_names], pa.string()))
+    title = pc.replace_with_mask(
+        title, pa.array(generic), pa.array([GENERIC_TITLES[i] for i in generic_names], pa.string())
+    )
     title = pc.if_else(pa.array(no_title), pa.scalar(None, pa.string()), title)
 
     src, dst = sample_citations(papers, config)
@@ -1174,14 +1463,34 @@ def build_world(config: GenerateConfig) -> World:
     outside_cited = rows_dirt.integers(0, n, size=n_outside)
     outside_citing = outside_ids[rows_dirt.integers(0, len(outside_ids), size=n_outside)]
     known = np.concatenate([src, src[dup_edges], self_cite, ext_src, null_paper, outside_cited])
-    citing = np.concatenate([cid[src], cid[src[dup_edges]], cid[self_cite], cid[ext_src],
-                             np.where(null_citing, -1, cid[null_paper]), outside_citing])
-    cited = np.concatenate([cid[dst], cid[dst[dup_edges]], cid[self_cite], ext_id,
-                            np.where(null_citing, cid[null_paper], -1), cid[outside_cited]])
+    citing = np.concatenate(
+        [
+            cid[src],
+            cid[src[dup_edges]],
+            cid[self_cite],
+            cid[ext_src],
+            np.where(null_citing, -1, cid[null_paper]),
+            outside_citing,
+        ]
+    )
+    cited = np.concatenate(
+        [
+            cid[dst],
+            cid[dst[dup_edges]],
+            cid[self_cite],
+            ext_id,
+            np.where(null_citing, cid[null_paper], -1),
+            cid[outside_cited],
+        ]
+    )
     row_shard = np.searchsorted(bounds, known, side="right") - 1
     order = np.lexsort((rows_dirt.random(len(known)), row_shard))
-    rows = {"citing": citing[order], "cited": cited[order], "shard": row_shard[order],
-            "field": papers.field[known[order]]}
+    rows = {
+        "citing": citing[order],
+        "cited": cited[order],
+        "shard": row_shard[order],
+        "field": papers.field[known[order]],
+    }
     if config.format != "s2ag":
         rows = {k: v[:0] for k, v in rows.items()}
 
@@ -1201,8 +1510,10 @@ def build_world(config: GenerateConfig) -> World:
             "abstracts": np.add.reduceat(abstract_row.astype(np.int64), bounds[:-1]),
             "citations": np.bincount(rows["shard"], minlength=shards),
         }
-    malformed = {name: _spread(bad, _count(config.malformed_line_rate, int(lines.sum())), lines)
-                 for name, lines in line_counts.items()}
+    malformed = {
+        name: _spread(bad, _count(config.malformed_line_rate, int(lines.sum())), lines)
+        for name, lines in line_counts.items()
+    }
 
     # paper-ids: a primary sha per paper, non-primary ones for ~10%, and shas of papers outside the corpus.
     shas = _rng(seed, "shas")
@@ -1227,29 +1538,54 @@ def build_world(config: GenerateConfig) -> World:
     if config.format == "s2ag":
         counts["abstract_lines"] = int(line_counts["abstracts"].sum() + m_total["abstracts"])
         counts["citation_lines"] = int(line_counts["citations"].sum() + m_total["citations"])
-    counts.update({
-        "malformed_lines": int(sum(m_total.values())),
-        "malformed_lines_by_dataset": m_total,
-        "duplicate_records": len(dup_of),
-        "papers_without_title": int(no_title.sum()),
-        "papers_without_abstract": int((~has_abstract).sum()),
-        "papers_with_generic_title": int(generic.sum()),
-        "citations": len(src),
-        "graph_nodes": int(((np.diff(clean_ptr) + np.diff(in_ptr)) > 0).sum()),
-        "self_citations": len(self_cite),
-        "duplicate_citations": len(dup_edges),
-        "external_citations": len(ext_src),
-        "null_id_citations": n_null,
-        "citing_not_in_corpus": n_outside,
-        "shards": shards,
-    })
-    return World(config=config, papers=papers, authors=authors, vocab=vocab, title=title,
-                 has_abstract=has_abstract, generic=generic, bounds=bounds, src=src, dst=dst,
-                 clean_ptr=clean_ptr, in_ptr=in_ptr, in_src=in_src, dup_of=dup_of, dup_shard=dup_shard,
-                 malformed=malformed, out_ptr=out_ptr, out_val=out_val, rows=rows, abstract_row=abstract_row,
-                 primary_sha=primary_sha, extra_paper=extra_paper, extra_sha=extra_sha, outside_ids=outside_ids,
-                 outside_sha=outside_sha, counts_per_paper=counts_per_paper, context_pool=context_pool,
-                 counts=counts)
+    counts.update(
+        {
+            "malformed_lines": int(sum(m_total.values())),
+            "malformed_lines_by_dataset": m_total,
+            "duplicate_records": len(dup_of),
+            "papers_without_title": int(no_title.sum()),
+            "papers_without_abstract": int((~has_abstract).sum()),
+            "papers_with_generic_title": int(generic.sum()),
+            "citations": len(src),
+            "graph_nodes": int(((np.diff(clean_ptr) + np.diff(in_ptr)) > 0).sum()),
+            "self_citations": len(self_cite),
+            "duplicate_citations": len(dup_edges),
+            "external_citations": len(ext_src),
+            "null_id_citations": n_null,
+            "citing_not_in_corpus": n_outside,
+            "shards": shards,
+        }
+    )
+    return World(
+        config=config,
+        papers=papers,
+        authors=authors,
+        vocab=vocab,
+        title=title,
+        has_abstract=has_abstract,
+        generic=generic,
+        bounds=bounds,
+        src=src,
+        dst=dst,
+        clean_ptr=clean_ptr,
+        in_ptr=in_ptr,
+        in_src=in_src,
+        dup_of=dup_of,
+        dup_shard=dup_shard,
+        malformed=malformed,
+        out_ptr=out_ptr,
+        out_val=out_val,
+        rows=rows,
+        abstract_row=abstract_row,
+        primary_sha=primary_sha,
+        extra_paper=extra_paper,
+        extra_sha=extra_sha,
+        outside_ids=outside_ids,
+        outside_sha=outside_sha,
+        counts_per_paper=counts_per_paper,
+        context_pool=context_pool,
+        counts=counts,
+    )
 
 
 _CONTEXTS_PER_FIELD = 48
@@ -1259,8 +1595,9 @@ def make_context_pool(vocab: Vocabulary, rng: np.random.Generator) -> tuple[str,
     """Citation contexts: one sentence with a citation marker, _CONTEXTS_PER_FIELD per field, JSON-quoted."""
     field_ = np.repeat(np.arange(len(FIELDS), dtype=np.int64), _CONTEXTS_PER_FIELD)
     community = _COMMUNITY_OFFSETS[field_] + (rng.random(len(field_)) * _SUBTOPIC_COUNTS[field_]).astype(np.int64)
-    text = make_abstracts(vocab, rng, field_, np.full(len(field_), -1), community, min_words=8, max_words=28,
-                          sentence_words=1000.0)
+    text = make_abstracts(
+        vocab, rng, field_, np.full(len(field_), -1), community, min_words=8, max_words=28, sentence_words=1000.0
+    )
     marker = _str(rng.integers(1, 60, size=len(field_)))
     sentence = _cat('"', pc.utf8_slice_codeunits(text, 0, -1), " [", marker, ']."')
     return tuple(sentence.to_pylist())
@@ -1272,8 +1609,9 @@ def abstract_block(world: World, block: int) -> pa.Array:
     Generated per fixed block, whatever the shard count, so text never depends on the sharding."""
     p = world.papers
     lo, hi = block * _TEXT_BLOCK, min((block + 1) * _TEXT_BLOCK, p.n)
-    text = make_abstracts(world.vocab, _rng(world.config.seed, "abstracts", block), p.field[lo:hi],
-                          p.field2[lo:hi], p.community[lo:hi])
+    text = make_abstracts(
+        world.vocab, _rng(world.config.seed, "abstracts", block), p.field[lo:hi], p.field2[lo:hi], p.community[lo:hi]
+    )
     return pc.if_else(pa.array(world.has_abstract[lo:hi]), text, pa.scalar(None, pa.large_string()))
 
 
@@ -1346,14 +1684,16 @@ _JOURNAL_UTF8 = tuple(json.dumps(x, ensure_ascii=False) for x in _JOURNAL_NAMES)
 _FOS_S2ORC = tuple(json.dumps([f] if g < 0 else [f, FIELDS[g]]) for f in FIELDS for g in range(-1, len(FIELDS)))
 # S2AG s2fieldsofstudy entries by variant (1 both sources, 2 model only, 3 external only) * 19 + field
 _S2FOS_SOURCES = {0: (), 1: ("external", "s2-fos-model"), 2: ("s2-fos-model",), 3: ("external",)}
-_S2FOS = tuple(",".join(f'{{"category":"{f}","source":"{s}"}}' for s in _S2FOS_SOURCES[v])
-               for v in range(4) for f in FIELDS)
+_S2FOS = tuple(
+    ",".join(f'{{"category":"{f}","source":"{s}"}}' for s in _S2FOS_SOURCES[v]) for v in range(4) for f in FIELDS
+)
 _PDF_BODY = ("",) + tuple(f', "has_pdf_body_text": {json.dumps(bool(c & 1))}' for c in range(16))
 _PDF_REST = ("",) + tuple(
     f', "has_pdf_parsed_abstract": {json.dumps(bool(c & 2))}, "has_pdf_parsed_body_text": {json.dumps(bool(c & 1))}'
     f', "has_pdf_parsed_bib_entries": {json.dumps(bool(c & 4))}'
     f', "has_pdf_parsed_ref_entries": {json.dumps(bool(c & 8))}'
-    for c in range(16))
+    for c in range(16)
+)
 
 
 def s2orc_lines(world: World, idx: np.ndarray, abstracts: pa.Array | None, *, duplicate: bool = False) -> pa.Array:
@@ -1382,27 +1722,49 @@ def s2orc_lines(world: World, idx: np.ndarray, abstracts: pa.Array | None, *, du
     journal = lambda shown: _table(_JOURNAL_ASCII, np.where(shown, p.journal[idx], len(_JOURNAL_NAMES)))  # noqa: E731
     fos = np.where(f["s2orc_fos_null"][idx], len(_FOS_S2ORC), p.field[idx] * (len(FIELDS) + 1) + p.field2[idx] + 1)
     return _cat(
-        '{"paper_id": "', cid, '", "title": ', _q(world.title.take(pa.array(idx))),
-        ', "authors": ', _json_list(a_off, world.authors.s2orc_json.take(pa.array(people)), ", "),
-        ', "abstract": ', null if duplicate else _q(abstracts),
-        ', "year": ', null if duplicate else _str(p.year[idx]),
-        ', "arxiv_id": ', null if duplicate else _q(p.arxiv_id.take(pa.array(idx))),
-        ', "acl_id": ', null if duplicate else _q(p.acl_id.take(pa.array(idx))),
-        ', "pmc_id": ', null if duplicate else _q(_cat("PMC", _ids(p.pmc_id[idx]))),
-        ', "pubmed_id": ', null if duplicate else _q(_ids(p.pubmed_id[idx])),
-        ', "doi": ', null if duplicate else _q(p.doi.take(pa.array(idx))),
-        ', "venue": ', null if duplicate else journal(f["s2orc_venue"][idx]),
-        ', "journal": ', null if duplicate else journal(f["s2orc_journal"][idx]),
+        '{"paper_id": "',
+        cid,
+        '", "title": ',
+        _q(world.title.take(pa.array(idx))),
+        ', "authors": ',
+        _json_list(a_off, world.authors.s2orc_json.take(pa.array(people)), ", "),
+        ', "abstract": ',
+        null if duplicate else _q(abstracts),
+        ', "year": ',
+        null if duplicate else _str(p.year[idx]),
+        ', "arxiv_id": ',
+        null if duplicate else _q(p.arxiv_id.take(pa.array(idx))),
+        ', "acl_id": ',
+        null if duplicate else _q(p.acl_id.take(pa.array(idx))),
+        ', "pmc_id": ',
+        null if duplicate else _q(_cat("PMC", _ids(p.pmc_id[idx]))),
+        ', "pubmed_id": ',
+        null if duplicate else _q(_ids(p.pubmed_id[idx])),
+        ', "doi": ',
+        null if duplicate else _q(p.doi.take(pa.array(idx))),
+        ', "venue": ',
+        null if duplicate else journal(f["s2orc_venue"][idx]),
+        ', "journal": ',
+        null if duplicate else journal(f["s2orc_journal"][idx]),
         _table(_PDF_BODY, pdf + 1),
-        ', "mag_id": ', _q(_ids(p.mag_id[idx])),
-        ', "mag_field_of_study": ', _table(_FOS_S2ORC + ("null",), fos),
-        ', "outbound_citations": ', _id_list(out_off, out_ids, ", "),
-        ', "inbound_citations": ', _id_list(in_off, in_ids, ", "),
-        ', "has_outbound_citations": ', _bool(np.diff(out_off) > 0),
-        ', "has_inbound_citations": ', _bool(np.diff(in_off) > 0),
-        ', "has_pdf_parse": ', _bool(pdf >= 0),
+        ', "mag_id": ',
+        _q(_ids(p.mag_id[idx])),
+        ', "mag_field_of_study": ',
+        _table(_FOS_S2ORC + ("null",), fos),
+        ', "outbound_citations": ',
+        _id_list(out_off, out_ids, ", "),
+        ', "inbound_citations": ',
+        _id_list(in_off, in_ids, ", "),
+        ', "has_outbound_citations": ',
+        _bool(np.diff(out_off) > 0),
+        ', "has_inbound_citations": ',
+        _bool(np.diff(in_off) > 0),
+        ', "has_pdf_parse": ',
+        _bool(pdf >= 0),
         _table(_PDF_REST, pdf + 1),
-        ', "s2_url": "https://api.semanticscholar.org/CorpusID:', cid, '"}\n',
+        ', "s2_url": "https://api.semanticscholar.org/CorpusID:',
+        cid,
+        '"}\n',
     )
 
 
@@ -1417,47 +1779,88 @@ def s2ag_paper_lines(world: World, idx: np.ndarray, *, duplicate: bool = False) 
     null = "null"
     arxiv = p.arxiv_id.take(take)
     is_cs = pa.array(p.field[idx] == _FIELD_INDEX["Computer Science"])
-    dblp = pc.if_else(is_cs, _cat("journals/corr/abs-", pc.replace_substring_regex(arxiv, r"[./]", "-")),
-                      pa.scalar(None, _LS))
+    dblp = pc.if_else(
+        is_cs, _cat("journals/corr/abs-", pc.replace_substring_regex(arxiv, r"[./]", "-")), pa.scalar(None, _LS)
+    )
     s2fos = f["s2fos"][idx]
     fos_entries = _table(_S2FOS, s2fos * len(FIELDS) + p.field[idx])
     second = np.where(p.field2[idx] >= 0, s2fos * len(FIELDS) + p.field2[idx], -1)
     fos_second = _table(("",) + tuple("," + x for x in _S2FOS), second + 1)
     fos = pc.if_else(pa.array(s2fos == 0), pa.scalar(null, _LS), _cat("[", fos_entries, fos_second, "]"))
     mode = f["s2ag_journal"][idx]
-    pages = pc.fill_null(_cat('"', _ids(np.where(f["page_count"][idx] >= 0, f["first_page"][idx], -1)), "-",
-                              _str(f["first_page"][idx] + f["page_count"][idx]), '"'), pa.scalar(null, _LS))
+    pages = pc.fill_null(
+        _cat(
+            '"',
+            _ids(np.where(f["page_count"][idx] >= 0, f["first_page"][idx], -1)),
+            "-",
+            _str(f["first_page"][idx] + f["page_count"][idx]),
+            '"',
+        ),
+        pa.scalar(null, _LS),
+    )
     volume = pc.fill_null(_ids(f["volume"][idx]).cast(_LS), pa.scalar("", _LS))
-    journal = _cat('{"name":', _table(_JOURNAL_UTF8, np.where(mode == 2, p.journal[idx], len(_JOURNAL_NAMES))),
-                   ',"pages":', pages, ',"volume":"', volume, '"}')
+    journal = _cat(
+        '{"name":',
+        _table(_JOURNAL_UTF8, np.where(mode == 2, p.journal[idx], len(_JOURNAL_NAMES))),
+        ',"pages":',
+        pages,
+        ',"volume":"',
+        volume,
+        '"}',
+    )
     journal = pc.if_else(pa.array(mode == 0), pa.scalar(null, _LS), journal)
     date = pc.if_else(pa.array(f["has_date"][idx]), _cat('"', _dates(p.day[idx]), '"'), pa.scalar(null, _LS))
     counts = world.counts_per_paper
     return _cat(
-        '{"corpusid":', cid,
-        ',"externalids":{"ACL":', null if duplicate else _q(p.acl_id.take(take)),
-        ',"DBLP":', null if duplicate else _q(dblp),
-        ',"ArXiv":', null if duplicate else _q(arxiv),
-        ',"MAG":', _q(_ids(p.mag_id[idx])),
-        ',"CorpusId":"', cid,
-        '","PubMed":', null if duplicate else _q(_ids(p.pubmed_id[idx])),
-        ',"DOI":', null if duplicate else _q(p.doi.take(take)),
-        ',"PubMedCentral":', null if duplicate else _q(_ids(p.pmc_id[idx])),
-        '},"url":"https://www.semanticscholar.org/paper/', world.primary_sha.take(take),
-        '","title":', _q(world.title.take(take)),
-        ',"authors":', _json_list(a_off, world.authors.s2ag_json.take(pa.array(people)), ","),
-        ',"venue":', '""' if duplicate else _table(_JOURNAL_UTF8, np.where(f["s2ag_venue"][idx], p.journal[idx],
-                                                                            len(_JOURNAL_NAMES))),
-        ',"publicationvenueid":null,"year":', null if duplicate else _str(p.year[idx]),
-        ',"referencecount":', "0" if duplicate else _str(counts["references"][idx]),
-        ',"citationcount":', "0" if duplicate else _str(counts["citations"][idx]),
-        ',"influentialcitationcount":', "0" if duplicate else _str(counts["influential"][idx]),
-        ',"isopenaccess":', "false" if duplicate else _bool(f["open_access"][idx]),
-        ',"s2fieldsofstudy":', fos,
-        ',"publicationtypes":', null if duplicate else _table(_PUBLICATION_TYPES, f["publication_type"][idx]),
-        ',"publicationdate":', null if duplicate else date,
-        ',"journal":', null if duplicate else journal,
-        ',"updated":"', _timestamps(f["updated_ms"][idx] - (86_400_000 * 400 if duplicate else 0)), '"}\n',
+        '{"corpusid":',
+        cid,
+        ',"externalids":{"ACL":',
+        null if duplicate else _q(p.acl_id.take(take)),
+        ',"DBLP":',
+        null if duplicate else _q(dblp),
+        ',"ArXiv":',
+        null if duplicate else _q(arxiv),
+        ',"MAG":',
+        _q(_ids(p.mag_id[idx])),
+        ',"CorpusId":"',
+        cid,
+        '","PubMed":',
+        null if duplicate else _q(_ids(p.pubmed_id[idx])),
+        ',"DOI":',
+        null if duplicate else _q(p.doi.take(take)),
+        ',"PubMedCentral":',
+        null if duplicate else _q(_ids(p.pmc_id[idx])),
+        '},"url":"https://www.semanticscholar.org/paper/',
+        world.primary_sha.take(take),
+        '","title":',
+        _q(world.title.take(take)),
+        ',"authors":',
+        _json_list(a_off, world.authors.s2ag_json.take(pa.array(people)), ","),
+        ',"venue":',
+        '""'
+        if duplicate
+        else _table(_JOURNAL_UTF8, np.where(f["s2ag_venue"][idx], p.journal[idx], len(_JOURNAL_NAMES))),
+        ',"publicationvenueid":null,"year":',
+        null if duplicate else _str(p.year[idx]),
+        ',"referencecount":',
+        "0" if duplicate else _str(counts["references"][idx]),
+        ',"citationcount":',
+        "0" if duplicate else _str(counts["citations"][idx]),
+        ',"influentialcitationcount":',
+        "0" if duplicate else _str(counts["influential"][idx]),
+        ',"isopenaccess":',
+        "false" if duplicate else _bool(f["open_access"][idx]),
+        ',"s2fieldsofstudy":',
+        fos,
+        ',"publicationtypes":',
+        null if duplicate else _table(_PUBLICATION_TYPES, f["publication_type"][idx]),
+        ',"publicationdate":',
+        null if duplicate else date,
+        ',"journal":',
+        null if duplicate else journal,
+        ',"updated":"',
+        _timestamps(f["updated_ms"][idx] - (86_400_000 * 400 if duplicate else 0)),
+        '"}\n',
     )
 
 
@@ -1471,15 +1874,29 @@ def s2ag_abstract_lines(world: World, idx: np.ndarray, abstracts: pa.Array) -> p
     url = pc.coalesce(_cat('"https://doi.org/', doi, '"'), _cat('"https://arxiv.org/pdf/', arxiv, '.pdf"'))
     url = pc.if_else(pa.array(oa), pc.fill_null(url, pa.scalar("null", _LS)), pa.scalar("null", _LS))
     return _cat(
-        '{"corpusid":', _str(p.corpus_id[idx]),
-        ',"openaccessinfo":{"externalids":{"MAG":', _q(_ids(p.mag_id[idx])),
-        ',"ACL":', _q(p.acl_id.take(take)), ',"DOI":', _q(doi), ',"PubMedCentral":', _q(_ids(p.pmc_id[idx])),
-        ',"ArXiv":', _q(arxiv),
-        '},"license":', _table(_OA_LICENSE + ("null",), np.where(oa, f["oa_license"][idx], len(_OA_LICENSE))),
-        ',"url":', url,
-        ',"status":', _table(_OA_STATUS + ("null",), np.where(oa, f["oa_status"][idx], len(_OA_STATUS))),
-        '},"abstract":', _q(abstracts),
-        ',"updated":"', _timestamps(f["updated_ms"][idx]), '"}\n',
+        '{"corpusid":',
+        _str(p.corpus_id[idx]),
+        ',"openaccessinfo":{"externalids":{"MAG":',
+        _q(_ids(p.mag_id[idx])),
+        ',"ACL":',
+        _q(p.acl_id.take(take)),
+        ',"DOI":',
+        _q(doi),
+        ',"PubMedCentral":',
+        _q(_ids(p.pmc_id[idx])),
+        ',"ArXiv":',
+        _q(arxiv),
+        '},"license":',
+        _table(_OA_LICENSE + ("null",), np.where(oa, f["oa_license"][idx], len(_OA_LICENSE))),
+        ',"url":',
+        url,
+        ',"status":',
+        _table(_OA_STATUS + ("null",), np.where(oa, f["oa_status"][idx], len(_OA_STATUS))),
+        '},"abstract":',
+        _q(abstracts),
+        ',"updated":"',
+        _timestamps(f["updated_ms"][idx]),
+        '"}\n',
     )
 
 
@@ -1497,12 +1914,23 @@ def s2ag_citation_lines(world: World, shard: int) -> pa.Array:
     two = pa.array(rng.random(m) < 0.3)
     contexts = _cat("[", first, pc.if_else(two, _cat(",", second), pa.scalar("", _LS)), "]")
     contexts = pc.if_else(pa.array(rng.random(m) < 0.25), contexts, pa.scalar("null", _LS))
-    intents = _table(_INTENTS + ("null",), np.where(rng.random(m) < 0.35, rng.integers(0, len(_INTENTS), size=m),
-                                                    len(_INTENTS)))
+    intents = _table(
+        _INTENTS + ("null",), np.where(rng.random(m) < 0.35, rng.integers(0, len(_INTENTS), size=m), len(_INTENTS))
+    )
     return _cat(
-        '{"citingcorpusid":', _q(_ids(citing)), ',"citedcorpusid":', _q(_ids(cited)),
-        ',"isinfluential":', _bool(rng.random(m) < 0.1), ',"contexts":', contexts, ',"intents":', intents,
-        ',"updated":"', _timestamps(rng.integers(*_UPDATED_MS, size=m)), '"}\n',
+        '{"citingcorpusid":',
+        _q(_ids(citing)),
+        ',"citedcorpusid":',
+        _q(_ids(cited)),
+        ',"isinfluential":',
+        _bool(rng.random(m) < 0.1),
+        ',"contexts":',
+        contexts,
+        ',"intents":',
+        intents,
+        ',"updated":"',
+        _timestamps(rng.integers(*_UPDATED_MS, size=m)),
+        '"}\n',
     )
 
 
@@ -1535,11 +1963,11 @@ def _interleave(rng: np.random.Generator, lines: pa.Array, extra: pa.Array) -> p
 def _buffer(lines: pa.Array) -> memoryview:
     """The bytes of a string array without nulls: its lines, back to back."""
     lines = lines.cast(_LS)
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset: lines.offset + len(lines) + 1]
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
     data = lines.buffers()[2]
     if data is None:
         return memoryview(b"")
-    return memoryview(data)[int(offsets[0]): int(offsets[-1])]
+    return memoryview(data)[int(offsets[0]) : int(offsets[-1])]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1550,13 +1978,13 @@ def _buffer(lines: pa.Array) -> memoryview:
 class SciDocsPlan:
     """A SciDocs set over the corpus. Papers are corpus indices (>= 0) or unmappable papers (-1 - j)."""
 
-    classification: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]          # task -> split -> (paper, label)
-    ranking: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]     # task -> split -> (query, paper, rel)
-    papers: np.ndarray            # distinct corpus papers in SciDocs, sorted
-    sha: list[str]                # their SciDocs id
-    title: list[str]              # their SciDocs title (re-spelt for title-only papers)
-    kind: np.ndarray              # 0 primary sha, 1 non-primary sha, 2 sha unknown to paper-ids (title only)
-    virtual_sha: list[str]        # unmappable papers
+    classification: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]  # task -> split -> (paper, label)
+    ranking: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]  # task -> split -> (query, paper, rel)
+    papers: np.ndarray  # distinct corpus papers in SciDocs, sorted
+    sha: list[str]  # their SciDocs id
+    title: list[str]  # their SciDocs title (re-spelt for title-only papers)
+    kind: np.ndarray  # 0 primary sha, 1 non-primary sha, 2 sha unknown to paper-ids (title only)
+    virtual_sha: list[str]  # unmappable papers
     virtual_title: list[str]
     virtual_abstract: list[str]
     virtual_ambiguous: np.ndarray  # bool: the title matches several corpus papers (else none)
@@ -1607,8 +2035,9 @@ def related_pairs(world: World, task: str, queries: np.ndarray) -> tuple[np.ndar
     return keys // n, keys % n
 
 
-def _ranking_split(world: World, rng: np.random.Generator, queries: np.ndarray, qpos: np.ndarray,
-                   related: np.ndarray, pool: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _ranking_split(
+    world: World, rng: np.random.Generator, queries: np.ndarray, qpos: np.ndarray, related: np.ndarray, pool: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows (query, paper, rel) for `queries`: up to 5 random related papers (rel 1) and 25 random papers
     of `pool` that are neither related nor the query (rel 0), shuffled within each query."""
     n = world.papers.n
@@ -1620,7 +2049,7 @@ def _ranking_split(world: World, rng: np.random.Generator, queries: np.ndarray, 
     bad = np.isin(keys, qpos * n + related) | (neg == queries[owner])
     keys, owner = keys[~bad], owner[~bad]
     _, first = np.unique(keys, return_index=True)
-    first = np.sort(first)                      # distinct, in draw order (so grouped by query)
+    first = np.sort(first)  # distinct, in draw order (so grouped by query)
     first = first[_rank_in_groups(owner[first]) < 25]
     q = np.concatenate([qpos[pos], owner[first]])
     paper = np.concatenate([related[pos], keys[first] % n])
@@ -1663,7 +2092,7 @@ def plan_scidocs(world: World) -> SciDocsPlan:
         chosen = np.flatnonzero(np.bincount(qpos, minlength=len(candidates)) > 0)
         each = min(nq, len(chosen) // 2)
         ranking[task] = {}
-        for split, sel in (("val", chosen[:each]), ("test", chosen[each: 2 * each])):
+        for split, sel in (("val", chosen[:each]), ("test", chosen[each : 2 * each])):
             local = np.full(len(candidates), -1, dtype=np.int64)
             local[sel] = np.arange(len(sel))
             mine = local[qpos] >= 0
@@ -1680,8 +2109,12 @@ def plan_scidocs(world: World) -> SciDocsPlan:
     # Unmappable papers replace random negatives of the ranking tasks (or join MAG train if there are none).
     used = np.unique(np.concatenate([mag, mesh] + [a for t in ranking.values() for r in t.values() for a in r[:2]]))
     n_virtual = 0 if cfg.scidocs_unmappable_rate == 0 else max(3, round(cfg.scidocs_unmappable_rate * len(used)))
-    negatives = [(task, split, i) for task in SCIDOCS_TASKS for split in ("val", "test")
-                 for i in np.flatnonzero(ranking[task][split][2] == 0)]
+    negatives = [
+        (task, split, i)
+        for task in SCIDOCS_TASKS
+        for split in ("val", "test")
+        for i in np.flatnonzero(ranking[task][split][2] == 0)
+    ]
     chosen_neg = rng.choice(len(negatives), size=min(n_virtual, len(negatives)), replace=False) if negatives else []
     for j, k in enumerate(sorted(int(x) for x in chosen_neg)):
         task, split, i = negatives[k]
@@ -1691,20 +2124,29 @@ def plan_scidocs(world: World) -> SciDocsPlan:
         papers, labels = classification["mag"]["train"]
         classification["mag"]["train"] = (
             np.concatenate([papers, -1 - np.arange(len(chosen_neg), n_virtual)]),
-            np.concatenate([labels, rng.integers(0, len(FIELDS), size=extra)]))
-    every = np.concatenate([a for t in classification.values() for a, _ in t.values()]
-                           + [a for t in ranking.values() for r in t.values() for a in r[:2]])
+            np.concatenate([labels, rng.integers(0, len(FIELDS), size=extra)]),
+        )
+    every = np.concatenate(
+        [a for t in classification.values() for a, _ in t.values()]
+        + [a for t in ranking.values() for r in t.values() for a in r[:2]]
+    )
     used = np.unique(every[every >= 0])
 
     # Which SciDocs papers map how.
     counts = title_counts(world.title)
     unique_title = used[counts[used] == 1]
-    n_title = 0 if cfg.scidocs_title_only_rate == 0 else min(len(unique_title),
-                                                            max(3, round(cfg.scidocs_title_only_rate * len(used))))
+    n_title = (
+        0
+        if cfg.scidocs_title_only_rate == 0
+        else min(len(unique_title), max(3, round(cfg.scidocs_title_only_rate * len(used))))
+    )
     title_only = np.sort(rng.choice(unique_title, size=n_title, replace=False))
     with_extra = np.setdiff1d(np.intersect1d(used, world.extra_paper), title_only)
-    n_np = 0 if cfg.scidocs_non_primary_rate == 0 else min(len(with_extra),
-                                                         max(1, round(cfg.scidocs_non_primary_rate * len(used))))
+    n_np = (
+        0
+        if cfg.scidocs_non_primary_rate == 0
+        else min(len(with_extra), max(1, round(cfg.scidocs_non_primary_rate * len(used))))
+    )
     non_primary = np.sort(rng.choice(with_extra, size=n_np, replace=False))
     kind = np.zeros(len(used), dtype=np.int64)
     kind[np.searchsorted(used, non_primary)] = 1
@@ -1722,23 +2164,39 @@ def plan_scidocs(world: World) -> SciDocsPlan:
     # Unmappable: half carry a title several corpus papers have, the others a title no corpus paper has.
     folded = fold_titles(world.title)
     folded_counts = {d["values"]: d["counts"] for d in pc.value_counts(folded).to_pylist() if d["values"]}
-    ambiguous = [t for t, f in zip(GENERIC_TITLES, fold_titles(pa.array(GENERIC_TITLES)).to_pylist())
-                 if folded_counts.get(f, 0) >= 2]
+    ambiguous = [
+        t
+        for t, f in zip(GENERIC_TITLES, fold_titles(pa.array(GENERIC_TITLES)).to_pylist())
+        if folded_counts.get(f, 0) >= 2
+    ]
     vr = _rng(cfg.seed, "scidocs-unmappable")
     vf = vr.choice(len(FIELDS), size=n_virtual + 8, p=FIELD_WEIGHTS).astype(np.int64)
     vc = _COMMUNITY_OFFSETS[vf] + (vr.random(len(vf)) * _SUBTOPIC_COUNTS[vf]).astype(np.int64)
     candidates_t = make_titles(world.vocab, vr, vf, np.full(len(vf), -1), vc)
-    new_titles = [t for t, seen in zip(candidates_t.to_pylist(),
-                                       pc.is_in(fold_titles(candidates_t), value_set=folded.drop_null()).to_pylist())
-                  if not seen]
+    new_titles = [
+        t
+        for t, seen in zip(
+            candidates_t.to_pylist(), pc.is_in(fold_titles(candidates_t), value_set=folded.drop_null()).to_pylist()
+        )
+        if not seen
+    ]
     n_ambiguous = n_virtual // 2 if ambiguous else 0
     virtual_title = [ambiguous[j % len(ambiguous)] for j in range(n_ambiguous)] + new_titles[: n_virtual - n_ambiguous]
-    virtual_abstract = make_abstracts(world.vocab, vr, vf[:n_virtual], np.full(n_virtual, -1),
-                                      vc[:n_virtual]).to_pylist()
+    virtual_abstract = make_abstracts(
+        world.vocab, vr, vf[:n_virtual], np.full(n_virtual, -1), vc[:n_virtual]
+    ).to_pylist()
     return SciDocsPlan(
-        classification=classification, ranking=ranking, papers=used, sha=sha, title=titles, kind=kind,
-        virtual_sha=fresh[n_title:], virtual_title=virtual_title, virtual_abstract=virtual_abstract,
-        virtual_ambiguous=np.arange(n_virtual) < n_ambiguous)
+        classification=classification,
+        ranking=ranking,
+        papers=used,
+        sha=sha,
+        title=titles,
+        kind=kind,
+        virtual_sha=fresh[n_title:],
+        virtual_title=virtual_title,
+        virtual_abstract=virtual_abstract,
+        virtual_ambiguous=np.arange(n_virtual) < n_ambiguous,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1792,12 +2250,16 @@ def _prepare_output(out: Path, overwrite: bool) -> None:
     entries = sorted(e.name for e in out.iterdir()) if out.exists() else []
     if entries:
         if not overwrite:
-            raise CiteflowError(f"output folder {str(out)!r} is not empty ({', '.join(entries[:5])}); choose an "
-                                "empty folder or pass --overwrite to replace a previous generator output")
+            raise CiteflowError(
+                f"output folder {str(out)!r} is not empty ({', '.join(entries[:5])}); choose an "
+                "empty folder or pass --overwrite to replace a previous generator output"
+            )
         ours = ("generator.json", "corpus", "paper-ids", "scidocs", "scidocs_truth.jsonl", "paper_topics.parquet")
         if not any(name in ours for name in entries):
-            raise CiteflowError(f"output folder {str(out)!r} holds no generator output (corpus/, paper-ids/, "
-                                "scidocs/, generator.json); refusing to overwrite it")
+            raise CiteflowError(
+                f"output folder {str(out)!r} holds no generator output (corpus/, paper-ids/, "
+                "scidocs/, generator.json); refusing to overwrite it"
+            )
         # The manifest goes first: a half-deleted folder must never look like a complete snapshot.
         (out / "generator.json").unlink(missing_ok=True)
         for name in ours[1:]:
@@ -1833,8 +2295,7 @@ def _write_corpus(world: World, root: Path, writer: _ShardWriter, keep: _Abstrac
         dups = world.dup_of[world.dup_shard == s]
         rng = _rng(cfg.seed, "shard-layout", s)
         if cfg.format == "s2orc":
-            lines = _interleave(rng, s2orc_lines(world, idx, abstracts),
-                                s2orc_lines(world, dups, None, duplicate=True))
+            lines = _interleave(rng, s2orc_lines(world, idx, abstracts), s2orc_lines(world, dups, None, duplicate=True))
             lines = _interleave(rng, lines, _truncated(rng, lines, int(world.malformed["metadata"][s])))
             writer.submit(root / "metadata" / f"metadata_{s}.jsonl.gz", lines)
             continue
@@ -1855,8 +2316,9 @@ def _paper_id_rows(world: World) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     cid = world.papers.corpus_id
     sha = pa.concat_arrays([world.primary_sha, world.extra_sha, world.outside_sha])
     corpus_id = np.concatenate([cid, cid[world.extra_paper], world.outside_ids[: len(world.outside_sha)]])
-    primary = np.concatenate([np.ones(len(cid), bool), np.zeros(len(world.extra_paper), bool),
-                              np.ones(len(world.outside_sha), bool)])
+    primary = np.concatenate(
+        [np.ones(len(cid), bool), np.zeros(len(world.extra_paper), bool), np.ones(len(world.outside_sha), bool)]
+    )
     return sha, corpus_id, primary
 
 
@@ -1871,11 +2333,16 @@ def _write_paper_ids(world: World, root: Path, writer: _ShardWriter) -> dict[str
     shards = _paper_id_shards(world)
     cuts = (np.arange(shards + 1) * len(order)) // shards
     for s in range(shards):
-        part = order[cuts[s]: cuts[s + 1]]
-        writer.submit(root / f"paper-ids_{s}.jsonl.gz", paper_id_lines(sha.take(pa.array(part)), corpus_id[part],
-                                                                       primary[part]))
-    return {"paper_ids_rows": len(order), "paper_ids_primary": int(primary.sum()),
-            "paper_ids_outside_corpus": len(world.outside_sha), "paper_ids_shards": shards}
+        part = order[cuts[s] : cuts[s + 1]]
+        writer.submit(
+            root / f"paper-ids_{s}.jsonl.gz", paper_id_lines(sha.take(pa.array(part)), corpus_id[part], primary[part])
+        )
+    return {
+        "paper_ids_rows": len(order),
+        "paper_ids_primary": int(primary.sum()),
+        "paper_ids_outside_corpus": len(world.outside_sha),
+        "paper_ids_shards": shards,
+    }
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -1885,6 +2352,7 @@ def _write_text(path: Path, text: str) -> None:
 
 def _write_scidocs(plan: SciDocsPlan, abstracts: dict[int, str | None], root: Path) -> dict[str, Any]:
     """Write the SciDocs files; returns the truth about them for generator.json."""
+
     def entries(papers: list[np.ndarray]) -> dict[str, dict[str, Any]]:
         every = np.concatenate(papers) if papers else np.empty(0, np.int64)
         _, first = np.unique(every, return_index=True)
@@ -1912,8 +2380,11 @@ def _write_scidocs(plan: SciDocsPlan, abstracts: dict[int, str | None], root: Pa
         for split, (queries, papers, rel) in splits.items():
             body = "".join(f"{q} 0 {p} {r}\n" for q, p, r in zip(plan.ids(queries), plan.ids(papers), rel.tolist()))
             _write_text(root / task / f"{split}.qrel", body)
-            tasks[task][split] = {"queries": len(np.unique(queries)), "candidates": len(papers),
-                                  "positives": int(rel.sum())}
+            tasks[task][split] = {
+                "queries": len(np.unique(queries)),
+                "candidates": len(papers),
+                "positives": int(rel.sum()),
+            }
         tasks[task]["papers"] = len(np.unique(np.concatenate([a for q, p, _ in splits.values() for a in (q, p)])))
     mag_mesh = entries([p for t in plan.classification.values() for p, _ in t.values()])
     view_cite_read = entries([a for t in plan.ranking.values() for q, p, _ in t.values() for a in (q, p)])
@@ -1928,8 +2399,10 @@ def _write_scidocs(plan: SciDocsPlan, abstracts: dict[int, str | None], root: Pa
         "mapped_by_title_only": title_only,
         "unmappable": len(plan.virtual_sha),
         "unmappable_with_ambiguous_title": int(plan.virtual_ambiguous.sum()),
-        "metadata": {"paper_metadata_mag_mesh.json": len(mag_mesh),
-                     "paper_metadata_view_cite_read.json": len(view_cite_read)},
+        "metadata": {
+            "paper_metadata_mag_mesh.json": len(mag_mesh),
+            "paper_metadata_view_cite_read.json": len(view_cite_read),
+        },
         "tasks": tasks,
         "labels": {"mag": list(FIELDS), "mesh": list(MESH_CLASSES)},
     }
@@ -1943,17 +2416,27 @@ def _write_scidocs_truth(plan: SciDocsPlan, world: World, path: Path) -> None:
     Kept beside scidocs/, not in it, so that readers of the SciDocs layout never see it.
     """
     corpus_ids = world.papers.corpus_id[plan.papers].tolist()
-    rows = [{"id": sha, "corpus_id": cid, "method": "title" if kind == 2 else "sha", "ambiguous_title": False}
-            for sha, cid, kind in zip(plan.sha, corpus_ids, plan.kind.tolist())]
-    rows += [{"id": sha, "corpus_id": None, "method": None, "ambiguous_title": bool(amb)}
-             for sha, amb in zip(plan.virtual_sha, plan.virtual_ambiguous.tolist())]
+    rows = [
+        {"id": sha, "corpus_id": cid, "method": "title" if kind == 2 else "sha", "ambiguous_title": False}
+        for sha, cid, kind in zip(plan.sha, corpus_ids, plan.kind.tolist())
+    ]
+    rows += [
+        {"id": sha, "corpus_id": None, "method": None, "ambiguous_title": bool(amb)}
+        for sha, amb in zip(plan.virtual_sha, plan.virtual_ambiguous.tolist())
+    ]
     _write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def _write_paper_topics(world: World, path: Path) -> None:
     p = world.papers
-    table = pa.table({"corpus_id": pa.array(p.corpus_id, pa.int64()), "field": pa.array(p.field, pa.int64()),
-                      "subtopic": pa.array(p.subtopic, pa.int64()), "community": pa.array(p.community, pa.int64())})
+    table = pa.table(
+        {
+            "corpus_id": pa.array(p.corpus_id, pa.int64()),
+            "field": pa.array(p.field, pa.int64()),
+            "subtopic": pa.array(p.subtopic, pa.int64()),
+            "community": pa.array(p.community, pa.int64()),
+        }
+    )
     pq.write_table(table, path, compression="zstd")
 
 
@@ -1991,12 +2474,19 @@ def run(config: GenerateConfig) -> dict[str, Any]:
 
     out = Path(config.out)
     _prepare_output(out, config.overwrite)
-    log.info("generate: building a %s snapshot of %s papers (seed %s)", config.format, f"{config.papers:,}",
-             config.seed)
+    log.info(
+        "generate: building a %s snapshot of %s papers (seed %s)", config.format, f"{config.papers:,}", config.seed
+    )
     world = build_world(config)
     plan = plan_scidocs(world)
-    shas = pa.concat_arrays([world.primary_sha, world.extra_sha, world.outside_sha,
-                             pa.array(plan.sha + plan.virtual_sha, pa.large_string())])
+    shas = pa.concat_arrays(
+        [
+            world.primary_sha,
+            world.extra_sha,
+            world.outside_sha,
+            pa.array(plan.sha + plan.virtual_sha, pa.large_string()),
+        ]
+    )
     distinct = pc.count_distinct(shas).as_py()
     if distinct != len(shas) - (len(plan.sha) - int((plan.kind == 2).sum())):
         raise RuntimeError("sha collision: paper-ids and SciDocs shas must be unique; try another seed")
@@ -2004,8 +2494,10 @@ def run(config: GenerateConfig) -> dict[str, Any]:
     datasets = 1 if config.format == "s2orc" else 3
     keep = _AbstractKeeper(plan.papers)
     total_files = config.shard_count * datasets + _paper_id_shards(world)
-    with tqdm(total=total_files, desc="citeflow generate", unit="file", disable=None) as progress, \
-            _ShardWriter(config.compresslevel, progress) as writer:
+    with (
+        tqdm(total=total_files, desc="citeflow generate", unit="file", disable=None) as progress,
+        _ShardWriter(config.compresslevel, progress) as writer,
+    ):
         _write_corpus(world, out / "corpus", writer, keep)
         paper_ids = _write_paper_ids(world, out / "paper-ids", writer)
     scidocs = _write_scidocs(plan, keep.text, out / "scidocs")
@@ -2018,8 +2510,13 @@ def run(config: GenerateConfig) -> dict[str, Any]:
         "seed": config.seed,
         "papers": config.papers,
         "config": dataclasses.asdict(config),
-        "paths": {"corpus": "corpus", "paper_ids": "paper-ids", "scidocs": "scidocs",
-                  "scidocs_truth": "scidocs_truth.jsonl", "paper_topics": "paper_topics.parquet"},
+        "paths": {
+            "corpus": "corpus",
+            "paper_ids": "paper-ids",
+            "scidocs": "scidocs",
+            "scidocs_truth": "scidocs_truth.jsonl",
+            "paper_topics": "paper_topics.parquet",
+        },
         "counts": {**world.counts, **paper_ids},
         "scidocs": scidocs,
     }
@@ -2031,6 +2528,7 @@ def run(config: GenerateConfig) -> dict[str, Any]:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, out / "generator.json")
-    log.info("generate: wrote %s papers, %s citations to %s", f"{config.papers:,}",
-             f"{world.counts['citations']:,}", out)
+    log.info(
+        "generate: wrote %s papers, %s citations to %s", f"{config.papers:,}", f"{world.counts['citations']:,}", out
+    )
     return summary

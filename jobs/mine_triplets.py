@@ -50,10 +50,14 @@ def run(config: RunConfig) -> Manifest:
     store = ArtifactStore(config.artifacts)
     leakage = store.upstream(graph, "filter_leakage")
     return execute(
-        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION,
+        store=store,
+        snapshot=config.snapshot,
+        stage=STAGE,
+        stage_version=STAGE_VERSION,
         config=versioned_dict(config.mine_triplets),
         resolved_config={"mine_triplets": to_dict(config.mine_triplets), "leakage_mode": leakage.metrics["mode"]},
-        inputs=[graph.lineage(), leakage.lineage()], tables=TABLES,
+        inputs=[graph.lineage(), leakage.lineage()],
+        tables=TABLES,
         build=lambda path: build(config, store, graph, leakage, path),
     )
 
@@ -78,8 +82,13 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
         warnings.append(f"pool_size {cfg.pool_size:,} > {len(eligible):,} eligible papers: the pool is all of them")
     pool = T.hashed_sample(eligible, wanted, cfg.seed, T.SALT_POOL)
     vectors = T.l2_normalize(_vectors(store, graph.table_path("paper_embeddings"), pool))
-    log.info("%s: pool of %s papers (%s embedded, %s with text)", STAGE, f"{len(pool):,}", f"{len(embedded):,}",
-             f"{len(eligible):,}")
+    log.info(
+        "%s: pool of %s papers (%s embedded, %s with text)",
+        STAGE,
+        f"{len(pool):,}",
+        f"{len(embedded):,}",
+        f"{len(eligible):,}",
+    )
 
     cites = None
     if cfg.strategy == "specter":
@@ -97,29 +106,53 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     windows = index = None
     metrics: dict[str, Any] = {"strategy": cfg.strategy, "leakage_mode": leakage.metrics.get("mode")}
     if cfg.strategy == "scincl":
-        windows, fitted = T.fit_windows(len(pool), cfg.k_pos, cfg.k_hard, cfg.positives, cfg.hard_negatives,
-                                        cfg.easy_negatives)
+        windows, fitted = T.fit_windows(
+            len(pool), cfg.k_pos, cfg.k_hard, cfg.positives, cfg.hard_negatives, cfg.easy_negatives
+        )
         warnings += fitted
         t0 = time.monotonic()
-        index, description = T.build_index(vectors, cfg.index, k_max=windows.k_max, nlist=cfg.nlist,
-                                           nprobe=cfg.nprobe, hnsw_m=cfg.hnsw_m, ef_search=cfg.ef_search,
-                                           pq_m=cfg.pq_m, seed=cfg.seed, use_gpu=cfg.gpu)
-        metrics["index"] = {"kind": cfg.index, "description": description,
-                            "build_seconds": round(time.monotonic() - t0, 3)}
-        metrics["windows"] = {"k_pos": windows.k_pos, "k_hard": windows.k_hard, "k_max": windows.k_max,
-                              "positive_ranks": [int(windows.positive_ranks[0]), int(windows.positive_ranks[-1])],
-                              "hard_ranks": [int(windows.hard_ranks[0]), int(windows.hard_ranks[-1])]}
+        index, description = T.build_index(
+            vectors,
+            cfg.index,
+            k_max=windows.k_max,
+            nlist=cfg.nlist,
+            nprobe=cfg.nprobe,
+            hnsw_m=cfg.hnsw_m,
+            ef_search=cfg.ef_search,
+            pq_m=cfg.pq_m,
+            seed=cfg.seed,
+            use_gpu=cfg.gpu,
+        )
+        metrics["index"] = {
+            "kind": cfg.index,
+            "description": description,
+            "build_seconds": round(time.monotonic() - t0, 3),
+        }
+        metrics["windows"] = {
+            "k_pos": windows.k_pos,
+            "k_hard": windows.k_hard,
+            "k_max": windows.k_max,
+            "positive_ranks": [int(windows.positive_ranks[0]), int(windows.positive_ranks[-1])],
+            "hard_ranks": [int(windows.hard_ranks[0]), int(windows.hard_ranks[-1])],
+        }
     for message in warnings:
         log.warning("%s: %s", STAGE, message)
 
-    rank_queries = np.searchsorted(pool, T.hashed_sample(pool[query_rows], cfg.rank_sample, cfg.seed,
-                                                         T.SALT_SAMPLE)) if cfg.rank_sample else np.zeros(0, int)
+    rank_queries = (
+        np.searchsorted(pool, T.hashed_sample(pool[query_rows], cfg.rank_sample, cfg.seed, T.SALT_SAMPLE))
+        if cfg.rank_sample
+        else np.zeros(0, int)
+    )
     mined = _mine(cfg, pool, vectors, query_rows, windows, index, cites, Path(path) / "triplets", rank_queries)
     metrics.update(mined["metrics"])
     metrics["warnings"] = warnings
-    metrics["pool"] = {"papers": len(pool), "embedded": len(embedded), "embedded_with_text": len(eligible),
-                       "embedded_without_text": int(len(embedded) - len(eligible)),
-                       "query_candidates": len(candidates)}
+    metrics["pool"] = {
+        "papers": len(pool),
+        "embedded": len(embedded),
+        "embedded_with_text": len(eligible),
+        "embedded_without_text": int(len(embedded) - len(eligible)),
+        "query_candidates": len(candidates),
+    }
     if cfg.strategy == "scincl" and cfg.index != "flat" and cfg.recall_sample:
         metrics["index"]["recall"] = _recall(index, vectors, query_rows, windows, cfg)
         log.info("%s: %s recall against exact search: %s", STAGE, cfg.index, metrics["index"]["recall"])
@@ -139,9 +172,15 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     _write_table(histogram, Path(path) / "rank_histogram")
     _plot_ranks(histogram, Path(path) / "rank_histogram.png", cfg.strategy, config.snapshot, windows)
     metrics["rank_summary"] = _rank_summary(ranks)
-    log.info("%s: %s triplets from %s queries (%s hard, %s easy negatives), %d collisions", STAGE,
-             f"{metrics['triplets']:,}", f"{metrics['queries']:,}", f"{metrics['negatives']['hard']:,}",
-             f"{metrics['negatives']['easy']:,}", metrics["collisions"])
+    log.info(
+        "%s: %s triplets from %s queries (%s hard, %s easy negatives), %d collisions",
+        STAGE,
+        f"{metrics['triplets']:,}",
+        f"{metrics['queries']:,}",
+        f"{metrics['negatives']['hard']:,}",
+        f"{metrics['negatives']['easy']:,}",
+        metrics["collisions"],
+    )
     return metrics
 
 
@@ -154,9 +193,17 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, out: Path, rank
 
     from models import triplets as T
 
-    schema = pa.schema([("query_id", pa.int64()), ("positive_id", pa.int64()), ("negative_id", pa.int64()),
-                        ("negative_kind", pa.string()), ("strategy", pa.string()),
-                        ("positive_rank", pa.int32()), ("negative_rank", pa.int32())])
+    schema = pa.schema(
+        [
+            ("query_id", pa.int64()),
+            ("positive_id", pa.int64()),
+            ("negative_id", pa.int64()),
+            ("negative_kind", pa.string()),
+            ("strategy", pa.string()),
+            ("positive_rank", pa.int32()),
+            ("negative_rank", pa.int32()),
+        ]
+    )
     out.mkdir(parents=True)
     counts: dict[str, int] = {}
     hard = easy = collisions = 0
@@ -164,8 +211,10 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, out: Path, rank
     sample: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     search_seconds = 0.0
     t0 = time.monotonic()
-    with pq.ParquetWriter(out / "part-0.parquet", schema, compression="zstd") as writer, \
-            tqdm(total=len(query_rows), desc=f"mine_triplets ({cfg.strategy})", unit="query", disable=None) as bar:
+    with (
+        pq.ParquetWriter(out / "part-0.parquet", schema, compression="zstd") as writer,
+        tqdm(total=len(query_rows), desc=f"mine_triplets ({cfg.strategy})", unit="query", disable=None) as bar,
+    ):
         for rows in T.batches(query_rows, cfg.batch_size):
             if cfg.strategy == "scincl":
                 s0 = time.monotonic()
@@ -173,8 +222,9 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, out: Path, rank
                 search_seconds += time.monotonic() - s0
                 batch = T.scincl_batch(rows, neighbours, windows, pool, cfg.seed)
             else:
-                batch = T.specter_batch(rows, cites, pool, cfg.positives, cfg.hard_negatives, cfg.easy_negatives,
-                                        cfg.seed)
+                batch = T.specter_batch(
+                    rows, cites, pool, cfg.positives, cfg.hard_negatives, cfg.easy_negatives, cfg.seed
+                )
             for key, value in batch.counts.items():
                 counts[key] = counts.get(key, 0) + value
             hard += int(batch.hard.sum())
@@ -183,22 +233,36 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, out: Path, rank
             used.append(np.unique(np.concatenate([batch.query, batch.positive, batch.negative])))
             in_sample = np.isin(batch.query, rank_queries)
             if in_sample.any():
-                sample.append((batch.query[in_sample], batch.positive[in_sample], batch.negative[in_sample],
-                               batch.hard[in_sample]))
-            writer.write_table(pa.table({
-                "query_id": pool[batch.query], "positive_id": pool[batch.positive],
-                "negative_id": pool[batch.negative],
-                "negative_kind": np.where(batch.hard, "hard", "easy"),
-                "strategy": pa.array([cfg.strategy] * len(batch.query), pa.string()),
-                "positive_rank": pa.array(batch.positive_rank, pa.int32(), mask=batch.positive_rank < 0),
-                "negative_rank": pa.array(batch.negative_rank, pa.int32(), mask=batch.negative_rank < 0),
-            }, schema=schema))
+                sample.append(
+                    (
+                        batch.query[in_sample],
+                        batch.positive[in_sample],
+                        batch.negative[in_sample],
+                        batch.hard[in_sample],
+                    )
+                )
+            writer.write_table(
+                pa.table(
+                    {
+                        "query_id": pool[batch.query],
+                        "positive_id": pool[batch.positive],
+                        "negative_id": pool[batch.negative],
+                        "negative_kind": np.where(batch.hard, "hard", "easy"),
+                        "strategy": pa.array([cfg.strategy] * len(batch.query), pa.string()),
+                        "positive_rank": pa.array(batch.positive_rank, pa.int32(), mask=batch.positive_rank < 0),
+                        "negative_rank": pa.array(batch.negative_rank, pa.int32(), mask=batch.negative_rank < 0),
+                    },
+                    schema=schema,
+                )
+            )
             bar.update(len(rows))
     seconds = time.monotonic() - t0
     used_rows = np.unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
     triplets = hard + easy
     metrics = {
-        "queries": counts.get("queries", 0), "triplets": triplets, "papers_used": len(used_rows),
+        "queries": counts.get("queries", 0),
+        "triplets": triplets,
+        "papers_used": len(used_rows),
         "negatives": {"hard": hard, "easy": easy},
         "collisions": collisions,
         "mining_seconds": round(seconds, 3),
@@ -298,14 +362,18 @@ def _recall(index, vectors, query_rows, windows, cfg) -> dict[str, Any]:
     sample = np.searchsorted(query_rows, T.hashed_sample(query_rows, cfg.recall_sample, cfg.seed, T.SALT_SAMPLE))
     rows = query_rows[sample]
     approx = T.search_neighbours(index, vectors, rows, windows.k_max)
-    _, exact = faiss.knn(np.ascontiguousarray(vectors[rows]), vectors, windows.k_max + 1,
-                         metric=faiss.METRIC_INNER_PRODUCT)
+    _, exact = faiss.knn(
+        np.ascontiguousarray(vectors[rows]), vectors, windows.k_max + 1, metric=faiss.METRIC_INNER_PRODUCT
+    )
     keep = exact != rows[:, None]
     keep[keep.all(axis=1), -1] = False
     exact = exact[keep].reshape(len(rows), windows.k_max)
-    return {"queries": len(rows), f"at_{windows.k_pos}": round(T.neighbour_recall(approx, exact, windows.k_pos), 4),
-            f"at_{windows.k_max}": round(T.neighbour_recall(approx, exact, windows.k_max), 4),
-            "positive_window": round(_window_recall(approx, exact, windows.positive_ranks - 1), 4)}
+    return {
+        "queries": len(rows),
+        f"at_{windows.k_pos}": round(T.neighbour_recall(approx, exact, windows.k_pos), 4),
+        f"at_{windows.k_max}": round(T.neighbour_recall(approx, exact, windows.k_max), 4),
+        "positive_window": round(_window_recall(approx, exact, windows.positive_ranks - 1), 4),
+    }
 
 
 def _window_recall(approx, exact, columns) -> float:
@@ -319,7 +387,7 @@ def _rank_bins(pool_size: int):
     import numpy as np
 
     top = int(np.ceil(np.log2(max(pool_size, 2))))
-    return np.array([2 ** i for i in range(top + 1)] + [2 ** (top + 1)], dtype=np.int64)
+    return np.array([2**i for i in range(top + 1)] + [2 ** (top + 1)], dtype=np.int64)
 
 
 def _sample_ranks(vectors, sample):
@@ -353,8 +421,14 @@ def _rank_histogram(ranks, pool_size: int):
         rows["bin_low"] += bins[:-1].tolist()
         rows["bin_high"] += (bins[1:] - 1).tolist()
         rows["papers"] += counts.tolist()
-    return pa.table({"kind": pa.array(rows["kind"], pa.string()), "bin_low": pa.array(rows["bin_low"], pa.int64()),
-                     "bin_high": pa.array(rows["bin_high"], pa.int64()), "papers": pa.array(rows["papers"], pa.int64())})
+    return pa.table(
+        {
+            "kind": pa.array(rows["kind"], pa.string()),
+            "bin_low": pa.array(rows["bin_low"], pa.int64()),
+            "bin_high": pa.array(rows["bin_high"], pa.int64()),
+            "papers": pa.array(rows["papers"], pa.int64()),
+        }
+    )
 
 
 def _rank_summary(ranks) -> dict[str, Any]:
@@ -363,8 +437,12 @@ def _rank_summary(ranks) -> dict[str, Any]:
     out = {}
     for kind, values in ranks.items():
         if len(values):
-            out[kind] = {"n": int(len(values)), "median": float(np.median(values)), "min": int(values.min()),
-                         "max": int(values.max())}
+            out[kind] = {
+                "n": int(len(values)),
+                "median": float(np.median(values)),
+                "min": int(values.min()),
+                "max": int(values.max()),
+            }
     return out
 
 

@@ -47,9 +47,7 @@ def stages_until(until: str | None) -> list[str]:
     if until not in STAGES:
         raise CiteflowError(f"unknown stage {until!r}; stages are: {', '.join(STAGES)}")
     if until not in STAGE_MODULES:
-        raise CiteflowError(
-            f"stage {until!r} is not implemented yet; implemented: {', '.join(implemented_stages())}"
-        )
+        raise CiteflowError(f"stage {until!r} is not implemented yet; implemented: {', '.join(implemented_stages())}")
     wanted = STAGES[: STAGES.index(until) + 1]
     return [s for s in wanted if s in STAGE_MODULES]
 
@@ -71,7 +69,9 @@ def preflight(config: RunConfig, stages: list[str]) -> None:
 
         check_model_dir(config.train_encoder.model)
     if "benchmark" in stages and not config.scidocs:
-        raise CiteflowError("the benchmark stage needs the SciDocs folder: pass --scidocs DIR (or --until embed_papers)")
+        raise CiteflowError(
+            "the benchmark stage needs the SciDocs folder: pass --scidocs DIR (or --until embed_papers)"
+        )
     for path in (config.embed_papers.papers, *config.benchmark.scirepeval):
         if path and not os.path.exists(path):
             raise CiteflowError(f"path {path!r} does not exist")
@@ -99,8 +99,10 @@ def run_pipeline(
     steps: list[tuple[str, RunConfig, str]] = []
     for stage in stages:
         if stage in STRATEGY_STAGES:
-            steps += [(stage, with_strategy(config, s), f"{stage} ({s})" if len(strategies) > 1 else stage)
-                      for s in strategies]
+            steps += [
+                (stage, with_strategy(config, s), f"{stage} ({s})" if len(strategies) > 1 else stage)
+                for s in strategies
+            ]
         else:
             steps.append((stage, config, stage))
     manifests = []
@@ -110,9 +112,13 @@ def run_pipeline(
         manifest = run_stage(stage, stage_config)
         took = time.monotonic() - t0
         rows = ", ".join(f"{name} {t['rows']:,}" for name, t in manifest.tables.items())
-        state = ("up to date, skipped" if manifest.skipped else
-                 f"reused from snapshot {manifest.reused_from['snapshot']} in {took:.1f}s" if manifest.reused_from
-                 else f"built in {took:.1f}s")
+        state = (
+            "up to date, skipped"
+            if manifest.skipped
+            else f"reused from snapshot {manifest.reused_from['snapshot']} in {took:.1f}s"
+            if manifest.reused_from
+            else f"built in {took:.1f}s"
+        )
         report(f"[{i}/{len(steps)}] {label}: {state} — version {manifest.version} ({rows})")
         report(f"      {manifest.path}")
         manifests.append(manifest)

@@ -62,10 +62,18 @@ def run(config: RunConfig) -> Manifest:
             versioned.pop(name)
     leakage = store.upstream(triplets, "filter_leakage")
     return execute(
-        store=store, snapshot=config.snapshot, stage=STAGE, stage_version=STAGE_VERSION, config=versioned,
-        resolved_config={"train_encoder": to_dict(cfg), "strategy": triplets.metrics["strategy"],
-                         "leakage_mode": leakage.metrics["mode"]},
-        inputs=inputs, tables=TABLES,
+        store=store,
+        snapshot=config.snapshot,
+        stage=STAGE,
+        stage_version=STAGE_VERSION,
+        config=versioned,
+        resolved_config={
+            "train_encoder": to_dict(cfg),
+            "strategy": triplets.metrics["strategy"],
+            "leakage_mode": leakage.metrics["mode"],
+        },
+        inputs=inputs,
+        tables=TABLES,
         build=lambda path: build(config, store, triplets, leakage, Path(path)),
     )
 
@@ -87,12 +95,21 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
     if cfg.model == "small":
         base = work / "base_model"
         if not (base / "config.json").is_file():
-            log.info("%s: training a %d-token WordPiece vocabulary on %s texts", STAGE, cfg.vocab_size,
-                     f"{len(text_ids):,}")
+            log.info(
+                "%s: training a %d-token WordPiece vocabulary on %s texts", STAGE, cfg.vocab_size, f"{len(text_ids):,}"
+            )
             shutil.rmtree(base, ignore_errors=True)
-            build_small(_texts(texts_path), base.with_name("base_model.tmp"), vocab_size=cfg.vocab_size,
-                        hidden=cfg.hidden_size, layers=cfg.layers, heads=cfg.heads,
-                        intermediate=4 * cfg.hidden_size, max_length=cfg.max_length, seed=cfg.seed)
+            build_small(
+                _texts(texts_path),
+                base.with_name("base_model.tmp"),
+                vocab_size=cfg.vocab_size,
+                hidden=cfg.hidden_size,
+                layers=cfg.layers,
+                heads=cfg.heads,
+                intermediate=4 * cfg.hidden_size,
+                max_length=cfg.max_length,
+                seed=cfg.seed,
+            )
             os.replace(base.with_name("base_model.tmp"), base)
         model_in = str(base)
     else:
@@ -105,18 +122,37 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
 
     nproc = cfg.nproc or _gpus() or 1
     spec = {
-        "tokens": str(tokens), "triplets": triplets.table_path("triplets"), "model_in": model_in,
-        "model_out": str(work / "model"), "work": str(work / "checkpoints"), "log": str(work / "log.jsonl"),
-        "epochs": cfg.epochs, "max_steps": cfg.max_steps, "batch_size": cfg.batch_size,
-        "per_device_batch": _per_device(cfg.batch_size, cfg.per_device_batch, nproc), "lr": cfg.lr,
-        "weight_decay": cfg.weight_decay, "warmup_fraction": cfg.warmup_fraction, "margin": cfg.margin,
-        "bitfit": cfg.bitfit, "bitfit_lr": cfg.bitfit_lr, "pooling": cfg.pooling, "seed": cfg.seed,
-        "gradient_checkpointing": cfg.gradient_checkpointing, "precision": cfg.precision,
+        "tokens": str(tokens),
+        "triplets": triplets.table_path("triplets"),
+        "model_in": model_in,
+        "model_out": str(work / "model"),
+        "work": str(work / "checkpoints"),
+        "log": str(work / "log.jsonl"),
+        "epochs": cfg.epochs,
+        "max_steps": cfg.max_steps,
+        "batch_size": cfg.batch_size,
+        "per_device_batch": _per_device(cfg.batch_size, cfg.per_device_batch, nproc),
+        "lr": cfg.lr,
+        "weight_decay": cfg.weight_decay,
+        "warmup_fraction": cfg.warmup_fraction,
+        "margin": cfg.margin,
+        "bitfit": cfg.bitfit,
+        "bitfit_lr": cfg.bitfit_lr,
+        "pooling": cfg.pooling,
+        "seed": cfg.seed,
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "precision": cfg.precision,
         "checkpoint_every": cfg.checkpoint_every,
-        "citeflow": {"snapshot": config.snapshot, "train_encoder_version": path.name, "pooling": cfg.pooling,
-                     "max_length": cfg.max_length, "strategy": triplets.metrics["strategy"],
-                     "mine_triplets_version": triplets.version, "leakage_mode": leakage.metrics["mode"],
-                     "base_model": cfg.model},
+        "citeflow": {
+            "snapshot": config.snapshot,
+            "train_encoder_version": path.name,
+            "pooling": cfg.pooling,
+            "max_length": cfg.max_length,
+            "strategy": triplets.metrics["strategy"],
+            "mine_triplets_version": triplets.version,
+            "leakage_mode": leakage.metrics["mode"],
+            "base_model": cfg.model,
+        },
     }
     spec_path = work / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2))
@@ -129,21 +165,40 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
     rows = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines() if line.strip()]
     folder = path / "training_log"
     folder.mkdir()
-    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema([
-        ("step", pa.int64()), ("epoch", pa.int64()), ("loss", pa.float64()), ("lr", pa.float64()),
-        ("seconds", pa.float64()), ("triplets_per_second", pa.float64())])), folder / "part-0.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(
+            rows,
+            schema=pa.schema(
+                [
+                    ("step", pa.int64()),
+                    ("epoch", pa.int64()),
+                    ("loss", pa.float64()),
+                    ("lr", pa.float64()),
+                    ("seconds", pa.float64()),
+                    ("triplets_per_second", pa.float64()),
+                ]
+            ),
+        ),
+        folder / "part-0.parquet",
+    )
     _plot(rows, path / "training_loss.png", config.snapshot, triplets.metrics["strategy"])
     shutil.copy(work / "train.log", path / "train.log")
     shutil.rmtree(work, ignore_errors=True)
     window = max(1, len(rows) // 10)
     throughput = [r["triplets_per_second"] for r in rows[1:]] or [r["triplets_per_second"] for r in rows]
     return {
-        "strategy": triplets.metrics["strategy"], "leakage_mode": leakage.metrics["mode"], "leakage_audit": audit,
-        "model": cfg.model, "steps": len(rows), "triplets_seen": len(rows) * cfg.batch_size,
+        "strategy": triplets.metrics["strategy"],
+        "leakage_mode": leakage.metrics["mode"],
+        "leakage_audit": audit,
+        "model": cfg.model,
+        "steps": len(rows),
+        "triplets_seen": len(rows) * cfg.batch_size,
         "first_loss": sum(r["loss"] for r in rows[:window]) / window if rows else None,
         "final_loss": sum(r["loss"] for r in rows[-window:]) / window if rows else None,
         "triplets_per_second": round(sum(throughput) / len(throughput), 2) if throughput else None,
-        "processes": nproc, "device": "cuda" if _gpus() else "cpu", "resumed_from_step": resumed,
+        "processes": nproc,
+        "device": "cuda" if _gpus() else "cpu",
+        "resumed_from_step": resumed,
     }
 
 
@@ -154,8 +209,12 @@ def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *module]
     else:
         command = [sys.executable, *module]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                        os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep),
+    }
     log.info("%s: %s", STAGE, " ".join(command))
     with open(log_path, "ab") as out:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
@@ -168,8 +227,9 @@ def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
         code = process.wait()
     if code != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
-        raise CiteflowError(f"encoder training failed (exit {code}); rerun to resume from the last checkpoint. "
-                            f"Log {log_path}:\n{tail}")
+        raise CiteflowError(
+            f"encoder training failed (exit {code}); rerun to resume from the last checkpoint. Log {log_path}:\n{tail}"
+        )
 
 
 def _per_device(batch: int, per_device: int, nproc: int) -> int:
@@ -217,7 +277,11 @@ def _sorted_batches(texts: str):
             yield part["corpus_id"].to_numpy(), part["title"].to_pylist(), part["abstract"].to_pylist()
         return
     for batch in ds.dataset(texts, format="parquet").to_batches(batch_size=READ_BATCH):
-        yield batch.column("corpus_id").to_numpy(), batch.column("title").to_pylist(), batch.column("abstract").to_pylist()
+        yield (
+            batch.column("corpus_id").to_numpy(),
+            batch.column("title").to_pylist(),
+            batch.column("abstract").to_pylist(),
+        )
 
 
 def _texts(texts: str):
@@ -243,7 +307,7 @@ def _plot(rows: list[dict], target: Path, snapshot: str, strategy: str) -> None:
     ax.plot(steps, loss, alpha=0.35, label="per step")
     if len(loss) >= 10:
         k = max(1, len(loss) // 20)
-        ax.plot(steps[k - 1:], np.convolve(loss, np.ones(k) / k, mode="valid"), label=f"mean of {k} steps")
+        ax.plot(steps[k - 1 :], np.convolve(loss, np.ones(k) / k, mode="valid"), label=f"mean of {k} steps")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("triplet loss")
     ax.set_title(f"encoder training ({strategy} triplets) — {snapshot}")

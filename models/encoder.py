@@ -41,9 +41,11 @@ def _quiet_transformers() -> None:
 def check_model_dir(model_dir: str) -> Path:
     path = Path(model_dir)
     if not path.is_dir():
-        raise CiteflowError(f"model directory {model_dir!r} does not exist; give a local Hugging Face model folder "
-                            "(config.json, weights, tokenizer), e.g. a downloaded scibert_scivocab_uncased, "
-                            "or 'small' for a small BERT trained on the snapshot")
+        raise CiteflowError(
+            f"model directory {model_dir!r} does not exist; give a local Hugging Face model folder "
+            "(config.json, weights, tokenizer), e.g. a downloaded scibert_scivocab_uncased, "
+            "or 'small' for a small BERT trained on the snapshot"
+        )
     if not (path / "config.json").is_file():
         raise CiteflowError(f"{model_dir!r} has no config.json: not a Hugging Face model folder")
     return path
@@ -58,8 +60,11 @@ def load(model_dir: str, *, tokenizer_only: bool = False):
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     if tokenizer_only:
         return tokenizer, None
-    model = AutoModel.from_pretrained(str(path), local_files_only=True, add_pooling_layer=False) \
-        if _is_bert(path) else AutoModel.from_pretrained(str(path), local_files_only=True)
+    model = (
+        AutoModel.from_pretrained(str(path), local_files_only=True, add_pooling_layer=False)
+        if _is_bert(path)
+        else AutoModel.from_pretrained(str(path), local_files_only=True)
+    )
     return tokenizer, model
 
 
@@ -67,8 +72,19 @@ def _is_bert(path: Path) -> bool:
     return json.loads((path / "config.json").read_text()).get("model_type") == "bert"
 
 
-def build_small(texts: Iterable[str], out: Path, *, vocab_size: int, hidden: int, layers: int, heads: int,
-                intermediate: int, max_length: int, seed: int, dropout: float = 0.1) -> Path:
+def build_small(
+    texts: Iterable[str],
+    out: Path,
+    *,
+    vocab_size: int,
+    hidden: int,
+    layers: int,
+    heads: int,
+    intermediate: int,
+    max_length: int,
+    seed: int,
+    dropout: float = 0.1,
+) -> Path:
     """Train a WordPiece tokenizer on `texts`, build a seeded small BERT, save both under `out`."""
     import torch
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -80,17 +96,28 @@ def build_small(texts: Iterable[str], out: Path, *, vocab_size: int, hidden: int
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, min_frequency=2,
-                                        show_progress=False)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=special, min_frequency=2, show_progress=False
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
     tokenizer = BertTokenizerFast(tokenizer_object=tok, do_lower_case=True, model_max_length=max_length)
-    config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=hidden, num_hidden_layers=layers,
-                        num_attention_heads=heads, intermediate_size=intermediate,
-                        max_position_embeddings=max(512, max_length), pad_token_id=tok.token_to_id("[PAD]"),
-                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    config = BertConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
+        max_position_embeddings=max(512, max_length),
+        pad_token_id=tok.token_to_id("[PAD]"),
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     torch.manual_seed(seed)
     model = BertModel(config, add_pooling_layer=False)
     out.mkdir(parents=True, exist_ok=True)
@@ -123,16 +150,23 @@ class TokenStore:
         at = np.searchsorted(self.ids, corpus_ids)
         bad = (at >= len(self.ids)) | (np.asarray(self.ids)[np.minimum(at, len(self.ids) - 1)] != corpus_ids)
         if bad.any():
-            raise CiteflowError(f"{int(bad.sum())} triplet papers have no text (e.g. corpus id "
-                                f"{int(corpus_ids[bad][0])}); training_texts and triplets disagree")
+            raise CiteflowError(
+                f"{int(bad.sum())} triplet papers have no text (e.g. corpus id "
+                f"{int(corpus_ids[bad][0])}); training_texts and triplets disagree"
+            )
         return at
 
     def get(self, row: int) -> np.ndarray:
-        return np.asarray(self.tokens[self.offsets[row]:self.offsets[row + 1]])
+        return np.asarray(self.tokens[self.offsets[row] : self.offsets[row + 1]])
 
     @staticmethod
-    def write(folder: Path, batches: Iterator[tuple[np.ndarray, list[str | None], list[str | None]]], tokenizer,
-              max_length: int, total_rows: int) -> TokenStore:
+    def write(
+        folder: Path,
+        batches: Iterator[tuple[np.ndarray, list[str | None], list[str | None]]],
+        tokenizer,
+        max_length: int,
+        total_rows: int,
+    ) -> TokenStore:
         """Tokenise (ids, titles, abstracts) batches into memory-mapped arrays, written via a temp folder."""
         folder = Path(folder)
         tmp = folder.with_name(folder.name + ".tmp")
@@ -149,8 +183,8 @@ class TokenStore:
                 lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=len(encoded))
                 flat = np.fromiter((t for e in encoded for t in e), dtype=np.int32, count=int(lengths.sum()))
                 fh.write(flat.tobytes())
-                ids_out[row:row + len(ids)] = ids
-                offsets[row + 1:row + 1 + len(ids)] = offsets[row] + np.cumsum(lengths)
+                ids_out[row : row + len(ids)] = ids
+                offsets[row + 1 : row + 1 + len(ids)] = offsets[row] + np.cumsum(lengths)
                 row += len(ids)
         if row != total_rows:
             raise RuntimeError(f"tokenised {row} papers, expected {total_rows}")
@@ -180,6 +214,6 @@ def collate(sequences: list[np.ndarray], pad_id: int):
     ids = torch.full((len(sequences), longest), pad_id, dtype=torch.long)
     mask = torch.zeros((len(sequences), longest), dtype=torch.long)
     for i, s in enumerate(sequences):
-        ids[i, :len(s)] = torch.from_numpy(s.astype(np.int64))
-        mask[i, :len(s)] = 1
+        ids[i, : len(s)] = torch.from_numpy(s.astype(np.int64))
+        mask[i, : len(s)] = 1
     return ids, mask

@@ -36,9 +36,9 @@ _H5_CHUNK = 1 << 16
 class EntityIndex:
     """Where each corpus id lives in PBG: partition and offset within it."""
 
-    ids: np.ndarray        # sorted unique corpus ids (int64)
+    ids: np.ndarray  # sorted unique corpus ids (int64)
     partition: np.ndarray  # per sorted id
-    offset: np.ndarray     # per sorted id
+    offset: np.ndarray  # per sorted id
     num_partitions: int
 
     def names(self, p: int) -> np.ndarray:
@@ -81,8 +81,10 @@ def holdout_mask(citing: np.ndarray, cited: np.ndarray, fraction: float, seed: i
 def _batches(citations: str, columns=("citing", "cited")):
     dataset = ds.dataset(citations, format="parquet", ignore_prefixes=[".", "_"])
     for batch in dataset.to_batches(columns=list(columns), batch_size=BATCH_ROWS):
-        yield (batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64),
-               batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64))
+        yield (
+            batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64),
+            batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64),
+        )
 
 
 def node_ids(citations: str) -> np.ndarray:
@@ -123,8 +125,11 @@ class _EdgeWriter:
             b = int(bucket[start])
             hf = self._file(b // self.p, b % self.p)
             n = hf["lhs"].shape[0]
-            for name, values in (("lhs", lhs_o[start:end]), ("rhs", rhs_o[start:end]),
-                                 ("rel", np.zeros(end - start, dtype=np.int64))):
+            for name, values in (
+                ("lhs", lhs_o[start:end]),
+                ("rhs", rhs_o[start:end]),
+                ("rel", np.zeros(end - start, dtype=np.int64)),
+            ):
                 hf[name].resize((n + end - start,))
                 hf[name][n:] = values
 
@@ -139,8 +144,9 @@ class _EdgeWriter:
         return counts
 
 
-def import_citations(citations: str, out: str | Path, *, num_partitions: int = 1, holdout: float = 0.01,
-                     seed: int = 0) -> dict[str, object]:
+def import_citations(
+    citations: str, out: str | Path, *, num_partitions: int = 1, holdout: float = 0.01, seed: int = 0
+) -> dict[str, object]:
     """Write PBG entities and train / holdout edge buckets for a citations table; returns counts."""
     if num_partitions < 1:
         raise ValueError("num_partitions must be at least 1")

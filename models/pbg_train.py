@@ -25,19 +25,47 @@ import numpy as np
 from citeflow.errors import CiteflowError
 
 
-def pbg_config(*, entities: str, train_edges: str, checkpoint: str, num_partitions: int, dimension: int,
-               comparator: str, loss_fn: str, margin: float, lr: float, num_epochs: int, batch_size: int,
-               num_edge_chunks: int, max_norm: float | None, workers: int, num_uniform_negs: int,
-               num_batch_negs: int, extra: dict | None = None) -> dict:
+def pbg_config(
+    *,
+    entities: str,
+    train_edges: str,
+    checkpoint: str,
+    num_partitions: int,
+    dimension: int,
+    comparator: str,
+    loss_fn: str,
+    margin: float,
+    lr: float,
+    num_epochs: int,
+    batch_size: int,
+    num_edge_chunks: int,
+    max_norm: float | None,
+    workers: int,
+    num_uniform_negs: int,
+    num_batch_negs: int,
+    extra: dict | None = None,
+) -> dict:
     """A PBG config dict for one entity type (paper) and one relation (cites)."""
     config = {
-        "entity_path": entities, "edge_paths": [train_edges], "checkpoint_path": checkpoint,
+        "entity_path": entities,
+        "edge_paths": [train_edges],
+        "checkpoint_path": checkpoint,
         "entities": {"paper": {"num_partitions": num_partitions}},
         "relations": [{"name": "cites", "lhs": "paper", "rhs": "paper", "operator": "none"}],
-        "dimension": dimension, "comparator": comparator, "loss_fn": loss_fn, "margin": margin, "lr": lr,
-        "num_epochs": num_epochs, "batch_size": batch_size, "num_edge_chunks": num_edge_chunks,
-        "max_norm": max_norm, "workers": workers, "num_uniform_negs": num_uniform_negs,
-        "num_batch_negs": num_batch_negs, "eval_fraction": 0.0, "verbose": 0,
+        "dimension": dimension,
+        "comparator": comparator,
+        "loss_fn": loss_fn,
+        "margin": margin,
+        "lr": lr,
+        "num_epochs": num_epochs,
+        "batch_size": batch_size,
+        "num_edge_chunks": num_edge_chunks,
+        "max_norm": max_norm,
+        "workers": workers,
+        "num_uniform_negs": num_uniform_negs,
+        "num_batch_negs": num_batch_negs,
+        "eval_fraction": 0.0,
+        "verbose": 0,
     }
     config.update(extra or {})
     return config
@@ -49,8 +77,9 @@ def train_in_subprocess(config: dict, config_path: Path, log_path: Path, seed: i
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env["CITEFLOW_PBG_SEED"] = str(seed)
     with open(log_path, "w") as log:
-        done = subprocess.run([sys.executable, "-m", "models.pbg_train", str(config_path)], stdout=log,
-                              stderr=subprocess.STDOUT, env=env)
+        done = subprocess.run(
+            [sys.executable, "-m", "models.pbg_train", str(config_path)], stdout=log, stderr=subprocess.STDOUT, env=env
+        )
     if done.returncode != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"PBG training failed (exit {done.returncode}); log {log_path}:\n{tail}")

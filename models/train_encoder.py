@@ -88,8 +88,9 @@ def main(argv: list[str]) -> int:
     lr = spec["bitfit_lr"] if spec["bitfit"] else spec["lr"]
     no_decay = [p for n, p in model.named_parameters() if p.requires_grad and (n.endswith("bias") or "LayerNorm" in n)]
     decay = [p for n, p in model.named_parameters() if p.requires_grad and not (n.endswith("bias") or "LayerNorm" in n)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": spec["weight_decay"]},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": spec["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}], lr=lr
+    )
 
     batch, per_device = spec["batch_size"], spec["per_device_batch"]
     if batch % (per_device * world):
@@ -130,8 +131,11 @@ def main(argv: list[str]) -> int:
     model.train()
 
     def embed(ids, mask):
-        with torch.autocast("cuda", dtype=torch.bfloat16 if precision == "bf16" else torch.float16,
-                            enabled=precision in ("bf16", "fp16")):
+        with torch.autocast(
+            "cuda",
+            dtype=torch.bfloat16 if precision == "bf16" else torch.float16,
+            enabled=precision in ("bf16", "fp16"),
+        ):
             hidden = ddp(input_ids=ids, attention_mask=mask).last_hidden_state
         return pool(hidden, mask, spec["pooling"]).float()
 
@@ -146,16 +150,16 @@ def main(argv: list[str]) -> int:
                 generator = torch.Generator().manual_seed(spec["seed"] * 1000 + epoch)
                 order, order_epoch = torch.randperm(len(rows), generator=generator).numpy(), epoch
             lo = (step % per_epoch) * batch
-            mine = order[lo:lo + batch][rank * per_device * accumulation:(rank + 1) * per_device * accumulation]
+            mine = order[lo : lo + batch][rank * per_device * accumulation : (rank + 1) * per_device * accumulation]
             t0 = time.monotonic()
             total_loss = 0.0
             for micro in range(accumulation):
-                part = rows[mine[micro * per_device:(micro + 1) * per_device]]
+                part = rows[mine[micro * per_device : (micro + 1) * per_device]]
                 ids, mask = collate([store.get(r) for r in part.T.ravel()], pad_id)
                 ids, mask = ids.to(device), mask.to(device)
                 vectors = embed(ids, mask)
                 n = len(part)
-                loss = loss_fn(vectors[:n], vectors[n:2 * n], vectors[2 * n:]) / accumulation
+                loss = loss_fn(vectors[:n], vectors[n : 2 * n], vectors[2 * n :]) / accumulation
                 sync = micro == accumulation - 1 or world == 1
                 context = ddp.no_sync() if (world > 1 and not sync) else _nullcontext()
                 with context:
@@ -174,9 +178,19 @@ def main(argv: list[str]) -> int:
                 total_loss = reduced.item() / world
             seconds = time.monotonic() - t0
             if rank == 0:
-                log.write(json.dumps({"step": step + 1, "epoch": epoch, "loss": total_loss,
-                                      "lr": scheduler.get_last_lr()[0], "seconds": seconds,
-                                      "triplets_per_second": batch / max(seconds, 1e-9)}) + "\n")
+                log.write(
+                    json.dumps(
+                        {
+                            "step": step + 1,
+                            "epoch": epoch,
+                            "loss": total_loss,
+                            "lr": scheduler.get_last_lr()[0],
+                            "seconds": seconds,
+                            "triplets_per_second": batch / max(seconds, 1e-9),
+                        }
+                    )
+                    + "\n"
+                )
                 log.flush()
                 bar.update(1)
                 bar.set_postfix(loss=f"{total_loss:.3f}")
@@ -220,8 +234,9 @@ def _precision(requested: str, cuda: bool) -> str:
     return requested
 
 
-def _save_checkpoint(work: Path, step: int, model, optimizer, scheduler, rank: int, world: int, cuda: bool,
-                     save_file) -> None:
+def _save_checkpoint(
+    work: Path, step: int, model, optimizer, scheduler, rank: int, world: int, cuda: bool, save_file
+) -> None:
     import torch
     import torch.distributed as dist
 

@@ -47,6 +47,7 @@ INDEX_KINDS = ("flat", "ivf", "hnsw", "ivfpq")
 
 # --- counter-based randomness ----------------------------------------------------------------------------
 
+
 def _mix(x: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser on uint64 arrays (wrapping arithmetic)."""
     with np.errstate(over="ignore"):
@@ -73,12 +74,14 @@ def hashed_sample(ids: np.ndarray, size: int, seed: int, salt: int) -> np.ndarra
     return np.sort(ids[chosen])
 
 
-def _uniform_positions(seed: int, salt: int, query_ids: np.ndarray, slot: np.ndarray, round_: int,
-                       pool_size: int) -> np.ndarray:
+def _uniform_positions(
+    seed: int, salt: int, query_ids: np.ndarray, slot: np.ndarray, round_: int, pool_size: int
+) -> np.ndarray:
     return (hash64(seed, salt, query_ids, slot, round_) % np.uint64(pool_size)).astype(np.int64)
 
 
 # --- windows ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Windows:
@@ -103,8 +106,9 @@ class Windows:
         return np.arange(self.k_hard - self.c_hard + 1, self.k_hard + 1)
 
 
-def fit_windows(pool_size: int, k_pos: int, k_hard: int, c_pos: int, c_hard: int, c_easy: int
-                ) -> tuple[Windows, list[str]]:
+def fit_windows(
+    pool_size: int, k_pos: int, k_hard: int, c_pos: int, c_hard: int, c_easy: int
+) -> tuple[Windows, list[str]]:
     """Windows for a pool of `pool_size` papers, and warnings for what had to change.
 
     k_hard is capped at (pool_size - 1) // 2 so that at least half of the pool lies outside the k_max
@@ -114,28 +118,38 @@ def fit_windows(pool_size: int, k_pos: int, k_hard: int, c_pos: int, c_hard: int
     from citeflow.errors import CiteflowError
 
     if c_pos != c_hard + c_easy:
-        raise CiteflowError(f"positives ({c_pos}) must equal hard ({c_hard}) + easy ({c_easy}) negatives: "
-                            "each triplet pairs one positive with one negative")
+        raise CiteflowError(
+            f"positives ({c_pos}) must equal hard ({c_hard}) + easy ({c_easy}) negatives: "
+            "each triplet pairs one positive with one negative"
+        )
     warnings: list[str] = []
     cap = (pool_size - 1) // 2
     if k_hard > cap:
-        warnings.append(f"k_hard capped from {k_hard} to {cap}: the pool has only {pool_size:,} papers and easy "
-                        "negatives need papers outside the k_max neighbourhood")
+        warnings.append(
+            f"k_hard capped from {k_hard} to {cap}: the pool has only {pool_size:,} papers and easy "
+            "negatives need papers outside the k_max neighbourhood"
+        )
         k_hard = cap
     if k_pos > cap:
-        raise CiteflowError(f"the pool ({pool_size:,} papers) is too small for k_pos={k_pos}: "
-                            "lower mine_triplets.k_pos or use a larger pool")
+        raise CiteflowError(
+            f"the pool ({pool_size:,} papers) is too small for k_pos={k_pos}: "
+            "lower mine_triplets.k_pos or use a larger pool"
+        )
     if k_hard < c_hard or k_pos < c_pos:
-        raise CiteflowError(f"the pool ({pool_size:,} papers) is too small for the sampling windows "
-                            f"(k_pos={k_pos}, k_hard={k_hard})")
+        raise CiteflowError(
+            f"the pool ({pool_size:,} papers) is too small for the sampling windows (k_pos={k_pos}, k_hard={k_hard})"
+        )
     windows = Windows(k_pos=k_pos, k_hard=k_hard, c_pos=c_pos, c_hard=c_hard, c_easy=c_easy)
     if np.intersect1d(windows.positive_ranks, windows.hard_ranks).size:
-        warnings.append(f"the positive ranks {windows.positive_ranks[0]}-{windows.positive_ranks[-1]} and the hard "
-                        f"negative ranks {windows.hard_ranks[0]}-{windows.hard_ranks[-1]} overlap: expect collisions")
+        warnings.append(
+            f"the positive ranks {windows.positive_ranks[0]}-{windows.positive_ranks[-1]} and the hard "
+            f"negative ranks {windows.hard_ranks[0]}-{windows.hard_ranks[-1]} overlap: expect collisions"
+        )
     return windows, warnings
 
 
 # --- FAISS -----------------------------------------------------------------------------------------------
+
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     """Row-normalised float32 copy; all-zero rows stay zero."""
@@ -145,9 +159,20 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_index(vectors: np.ndarray, kind: str, *, k_max: int, nlist: int = 0, nprobe: int = 32,
-                hnsw_m: int = 32, ef_search: int = 0, pq_m: int = 0, train_size: int = 100_000, seed: int = 0,
-                use_gpu: bool = True):
+def build_index(
+    vectors: np.ndarray,
+    kind: str,
+    *,
+    k_max: int,
+    nlist: int = 0,
+    nprobe: int = 32,
+    hnsw_m: int = 32,
+    ef_search: int = 0,
+    pq_m: int = 0,
+    train_size: int = 100_000,
+    seed: int = 0,
+    use_gpu: bool = True,
+):
     """A FAISS inner-product index over `vectors` (already L2-normalised). Returns (index, description).
 
     flat: exact (IndexFlatIP); ivf: IVF-Flat with nlist lists (0: 4*sqrt(n)) searched with nprobe; hnsw:
@@ -203,8 +228,9 @@ def search_neighbours(index, vectors: np.ndarray, query_rows: np.ndarray, k_max:
     """
     _, labels = index.search(np.ascontiguousarray(vectors[query_rows]), k_max + 1)
     if (labels < 0).any():
-        raise RuntimeError("the index returned fewer neighbours than asked for: raise nprobe / efSearch "
-                           "or use a larger pool")
+        raise RuntimeError(
+            "the index returned fewer neighbours than asked for: raise nprobe / efSearch or use a larger pool"
+        )
     keep = labels != query_rows[:, None]
     missing_self = keep.all(axis=1)
     keep[missing_self, -1] = False
@@ -224,16 +250,17 @@ def exact_ranks(vectors: np.ndarray, query_rows: np.ndarray, targets: np.ndarray
     """
     ranks = np.empty(targets.shape, dtype=np.int64)
     for lo in range(0, len(query_rows), batch):
-        rows = query_rows[lo:lo + batch]
-        scores = vectors[rows] @ vectors.T                      # (b, pool)
-        scores[np.arange(len(rows)), rows] = -np.inf           # the query itself never counts
-        target_scores = np.take_along_axis(scores, targets[lo:lo + batch], axis=1)
+        rows = query_rows[lo : lo + batch]
+        scores = vectors[rows] @ vectors.T  # (b, pool)
+        scores[np.arange(len(rows)), rows] = -np.inf  # the query itself never counts
+        target_scores = np.take_along_axis(scores, targets[lo : lo + batch], axis=1)
         for j in range(targets.shape[1]):
-            ranks[lo:lo + batch, j] = (scores > target_scores[:, j:j + 1]).sum(axis=1) + 1
+            ranks[lo : lo + batch, j] = (scores > target_scores[:, j : j + 1]).sum(axis=1) + 1
     return ranks
 
 
 # --- sampling --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Batch:
@@ -242,14 +269,13 @@ class Batch:
     query: np.ndarray
     positive: np.ndarray
     negative: np.ndarray
-    hard: np.ndarray                 # bool: negative_kind == "hard"
-    positive_rank: np.ndarray        # int64, -1 where not applicable
+    hard: np.ndarray  # bool: negative_kind == "hard"
+    positive_rank: np.ndarray  # int64, -1 where not applicable
     negative_rank: np.ndarray
     counts: dict[str, int]
 
 
-def _sample_outside(seed: int, query_ids: np.ndarray, forbidden: np.ndarray, count: int, pool_size: int
-                    ) -> np.ndarray:
+def _sample_outside(seed: int, query_ids: np.ndarray, forbidden: np.ndarray, count: int, pool_size: int) -> np.ndarray:
     """`count` pool positions per query, none in its row of `forbidden` keys (sorted query_row*pool + pos)."""
     n = len(query_ids)
     rows = np.repeat(np.arange(n, dtype=np.int64), count)
@@ -265,12 +291,15 @@ def _sample_outside(seed: int, query_ids: np.ndarray, forbidden: np.ndarray, cou
         todo = todo[bad]
         if not len(todo):
             return out.reshape(n, count)
-    raise RuntimeError(f"could not draw easy negatives outside the forbidden sets after {MAX_REJECTION_ROUNDS} "
-                       "rounds: the pool is too small for these settings")
+    raise RuntimeError(
+        f"could not draw easy negatives outside the forbidden sets after {MAX_REJECTION_ROUNDS} "
+        "rounds: the pool is too small for these settings"
+    )
 
 
-def scincl_batch(query_rows: np.ndarray, neighbours: np.ndarray, windows: Windows, pool_ids: np.ndarray,
-                 seed: int) -> Batch:
+def scincl_batch(
+    query_rows: np.ndarray, neighbours: np.ndarray, windows: Windows, pool_ids: np.ndarray, seed: int
+) -> Batch:
     """SciNCL triplets for queries whose ranked neighbours (pool positions, rank 1 first) are given."""
     n, pool_size = len(query_rows), len(pool_ids)
     positives = neighbours[:, windows.positive_ranks - 1]
@@ -280,13 +309,19 @@ def scincl_batch(query_rows: np.ndarray, neighbours: np.ndarray, windows: Window
     easy = _sample_outside(seed, pool_ids[query_rows], forbidden, windows.c_easy, pool_size)
     negatives = np.concatenate([hard, easy], axis=1)
     is_hard = np.zeros(negatives.shape, dtype=bool)
-    is_hard[:, :windows.c_hard] = True
+    is_hard[:, : windows.c_hard] = True
     negative_rank = np.full(negatives.shape, -1, dtype=np.int64)
-    negative_rank[:, :windows.c_hard] = windows.hard_ranks
+    negative_rank[:, : windows.c_hard] = windows.hard_ranks
     positive_rank = np.broadcast_to(windows.positive_ranks, positives.shape)
-    return Batch(query=np.repeat(query_rows, windows.c_pos), positive=positives.ravel(), negative=negatives.ravel(),
-                 hard=is_hard.ravel(), positive_rank=positive_rank.ravel().astype(np.int64),
-                 negative_rank=negative_rank.ravel(), counts={"queries": n})
+    return Batch(
+        query=np.repeat(query_rows, windows.c_pos),
+        positive=positives.ravel(),
+        negative=negatives.ravel(),
+        hard=is_hard.ravel(),
+        positive_rank=positive_rank.ravel().astype(np.int64),
+        negative_rank=negative_rank.ravel(),
+        counts={"queries": n},
+    )
 
 
 @dataclass(frozen=True)
@@ -325,8 +360,9 @@ def _first_per_group(group: np.ndarray, key: np.ndarray, k: int) -> tuple[np.nda
     return order[keep], rank[keep]
 
 
-def specter_batch(query_rows: np.ndarray, cites: CitationIndex, pool_ids: np.ndarray, c_pos: int, c_hard: int,
-                  c_easy: int, seed: int) -> Batch:
+def specter_batch(
+    query_rows: np.ndarray, cites: CitationIndex, pool_ids: np.ndarray, c_pos: int, c_hard: int, c_easy: int, seed: int
+) -> Batch:
     """SPECTER triplets for queries that cite at least one pool paper."""
     n, pool_size = len(query_rows), len(pool_ids)
     qids = pool_ids[query_rows]
@@ -347,7 +383,7 @@ def specter_batch(query_rows: np.ndarray, cites: CitationIndex, pool_ids: np.nda
     p_owner, p_rows = owner[chosen], cited[chosen]
     h_owner_idx, h_cand = cites.gather(p_rows)
     h_owner = p_owner[h_owner_idx]
-    cited_keys = owner * pool_size + cited                        # sorted: CSR rows are sorted and owners ascend
+    cited_keys = owner * pool_size + cited  # sorted: CSR rows are sorted and owners ascend
     cand_keys = np.unique(h_owner * pool_size + h_cand)
     at = np.searchsorted(cited_keys, cand_keys)
     is_cited = (at < len(cited_keys)) & (cited_keys[np.minimum(at, len(cited_keys) - 1)] == cand_keys)
@@ -364,10 +400,15 @@ def specter_batch(query_rows: np.ndarray, cites: CitationIndex, pool_ids: np.nda
     easy = _sample_outside(seed, qids, forbidden, c_hard + c_easy, pool_size)
     negatives = np.concatenate([np.where(shortfall, easy[:, :c_hard], hard), easy[:, c_hard:]], axis=1)
     is_hard = np.concatenate([~shortfall, np.zeros((n, c_easy), dtype=bool)], axis=1)
-    return Batch(query=np.repeat(query_rows, c_pos), positive=positives.ravel(), negative=negatives.ravel(),
-                 hard=is_hard.ravel(), positive_rank=np.full(n * c_pos, -1, dtype=np.int64),
-                 negative_rank=np.full(n * c_pos, -1, dtype=np.int64),
-                 counts={"queries": n, "positive_repeats": repeats, "hard_negative_shortfall": int(shortfall.sum())})
+    return Batch(
+        query=np.repeat(query_rows, c_pos),
+        positive=positives.ravel(),
+        negative=negatives.ravel(),
+        hard=is_hard.ravel(),
+        positive_rank=np.full(n * c_pos, -1, dtype=np.int64),
+        negative_rank=np.full(n * c_pos, -1, dtype=np.int64),
+        counts={"queries": n, "positive_repeats": repeats, "hard_negative_shortfall": int(shortfall.sum())},
+    )
 
 
 def collisions(query: np.ndarray, positive: np.ndarray, negative: np.ndarray, pool_size: int) -> int:
@@ -379,4 +420,4 @@ def collisions(query: np.ndarray, positive: np.ndarray, negative: np.ndarray, po
 
 def batches(rows: np.ndarray, size: int) -> Iterator[np.ndarray]:
     for lo in range(0, len(rows), size):
-        yield rows[lo:lo + size]
+        yield rows[lo : lo + size]

@@ -15,8 +15,19 @@ from pyspark.sql import functions as F
 from spark import readers as R
 
 PAPERS_COLUMNS = [
-    "corpus_id", "title", "abstract", "year", "venue", "fields_of_study",
-    "doi", "pubmed_id", "pmc_id", "arxiv_id", "acl_id", "mag_id", "dblp_id",
+    "corpus_id",
+    "title",
+    "abstract",
+    "year",
+    "venue",
+    "fields_of_study",
+    "doi",
+    "pubmed_id",
+    "pmc_id",
+    "arxiv_id",
+    "acl_id",
+    "mag_id",
+    "dblp_id",
 ]
 # What `label_papers` keeps of every input line (written once to staging).
 STAGED_COLUMNS = ["id_raw", *PAPERS_COLUMNS, "refs", "source", "reason", "raw"]
@@ -31,15 +42,18 @@ def split_unparseable(papers: DataFrame, kind: str = "paper") -> tuple[DataFrame
     """(rows with a valid corpus id, rejected rows: malformed JSON, bad types, bad ids)."""
     reason = unusable_reason()
     good = papers.where(reason.isNull())
-    bad = R.rejected_rows(papers.where(reason.isNotNull()), kind=kind, reason=reason,
-                          id_col=F.col("id_raw"), raw=F.col("value"))
+    bad = R.rejected_rows(
+        papers.where(reason.isNotNull()), kind=kind, reason=reason, id_col=F.col("id_raw"), raw=F.col("value")
+    )
     return good, bad
 
 
 def completeness(df: DataFrame) -> DataFrame:
     """How complete a paper record is: one point per filled field, plus citations."""
-    filled = [F.col(c).isNotNull().cast("int") for c in
-              ("title", "abstract", "year", "venue", "doi", "pubmed_id", "arxiv_id", "mag_id")]
+    filled = [
+        F.col(c).isNotNull().cast("int")
+        for c in ("title", "abstract", "year", "venue", "doi", "pubmed_id", "arxiv_id", "mag_id")
+    ]
     score = sum(filled[1:], filled[0]) + (F.size("fields_of_study") > 0).cast("int") + (F.size("refs") > 0).cast("int")
     return df.withColumn("_score", score)
 
@@ -56,8 +70,9 @@ def label_papers(papers: DataFrame) -> DataFrame:
     the corpus twice.
     """
     labelled = papers.withColumn("_unusable", unusable_reason())
-    good = completeness(labelled.where(F.col("_unusable").isNull()).withColumn(
-        "corpus_id", F.col("id_raw").try_cast("long")))
+    good = completeness(
+        labelled.where(F.col("_unusable").isNull()).withColumn("corpus_id", F.col("id_raw").try_cast("long"))
+    )
     ranked = good.withColumn(
         "_rank",
         F.row_number().over(
@@ -73,8 +88,11 @@ def label_papers(papers: DataFrame) -> DataFrame:
         F.when(duplicate, F.col("value")).alias("raw"),
     )
     bad = labelled.where(F.col("_unusable").isNotNull()).select(
-        *[F.lit(None).cast("long").alias(c) if c == "corpus_id" else F.col(c)
-          for c in STAGED_COLUMNS if c not in ("reason", "raw")],
+        *[
+            F.lit(None).cast("long").alias(c) if c == "corpus_id" else F.col(c)
+            for c in STAGED_COLUMNS
+            if c not in ("reason", "raw")
+        ],
         F.col("_unusable").alias("reason"),
         F.col("value").alias("raw"),
     )
@@ -104,11 +122,23 @@ def attach_abstracts(papers: DataFrame, abstracts: DataFrame) -> tuple[DataFrame
             )
         ),
     )
-    duplicates = R.rejected_rows(ranked.where(F.col("_rank") > 1), kind="abstract",
-                                 reason=F.lit(R.DUPLICATE_ABSTRACT), id_col=F.col("corpus_id"), raw=F.col("value"))
-    best = ranked.where(F.col("_rank") == 1).select("corpus_id", F.col("abstract").alias("_abstract"), "source", "value")
-    orphans = R.rejected_rows(best.join(papers.select("corpus_id"), "corpus_id", "left_anti"), kind="abstract",
-                              reason=F.lit(R.ABSTRACT_WITHOUT_PAPER), id_col=F.col("corpus_id"), raw=F.col("value"))
+    duplicates = R.rejected_rows(
+        ranked.where(F.col("_rank") > 1),
+        kind="abstract",
+        reason=F.lit(R.DUPLICATE_ABSTRACT),
+        id_col=F.col("corpus_id"),
+        raw=F.col("value"),
+    )
+    best = ranked.where(F.col("_rank") == 1).select(
+        "corpus_id", F.col("abstract").alias("_abstract"), "source", "value"
+    )
+    orphans = R.rejected_rows(
+        best.join(papers.select("corpus_id"), "corpus_id", "left_anti"),
+        kind="abstract",
+        reason=F.lit(R.ABSTRACT_WITHOUT_PAPER),
+        id_col=F.col("corpus_id"),
+        raw=F.col("value"),
+    )
     joined = (
         papers.drop("abstract")
         .join(best.select("corpus_id", "_abstract"), "corpus_id", "left")
@@ -135,12 +165,16 @@ def label_edges(candidates: DataFrame, corpus_ids: DataFrame) -> DataFrame:
     cited paper not in corpus, duplicate of an edge already kept.
     """
     citing, cited = F.col("citing_raw"), F.col("cited_raw")
-    df = candidates.withColumn(
-        "_reason",
-        F.when(citing.isNull() | cited.isNull() | (citing == "") | (cited == ""), F.lit(R.NULL_ID))
-        .when(~R.is_corpus_id(citing) | ~R.is_corpus_id(cited), F.lit(R.INVALID_ID))
-        .when(citing.try_cast("long") == cited.try_cast("long"), F.lit(R.SELF_CITATION)),
-    ).withColumn("citing", citing.try_cast("long")).withColumn("cited", cited.try_cast("long"))
+    df = (
+        candidates.withColumn(
+            "_reason",
+            F.when(citing.isNull() | cited.isNull() | (citing == "") | (cited == ""), F.lit(R.NULL_ID))
+            .when(~R.is_corpus_id(citing) | ~R.is_corpus_id(cited), F.lit(R.INVALID_ID))
+            .when(citing.try_cast("long") == cited.try_cast("long"), F.lit(R.SELF_CITATION)),
+        )
+        .withColumn("citing", citing.try_cast("long"))
+        .withColumn("cited", cited.try_cast("long"))
+    )
     known_citing = corpus_ids.select(F.col("corpus_id").alias("citing"), F.lit(True).alias("_citing_in"))
     known_cited = corpus_ids.select(F.col("corpus_id").alias("cited"), F.lit(True).alias("_cited_in"))
     df = df.join(known_citing, "citing", "left").join(known_cited, "cited", "left")
@@ -153,7 +187,9 @@ def label_edges(candidates: DataFrame, corpus_ids: DataFrame) -> DataFrame:
     # Among the copies of a valid edge the first is kept; the rest are duplicates.
     copy = F.row_number().over(Window.partitionBy("citing", "cited", "_reason").orderBy("source"))
     df = df.withColumn("_copy", copy)
-    reason = F.when(F.col("_reason").isNotNull(), F.col("_reason")).when(F.col("_copy") > 1, F.lit(R.DUPLICATE_CITATION))
+    reason = F.when(F.col("_reason").isNotNull(), F.col("_reason")).when(
+        F.col("_copy") > 1, F.lit(R.DUPLICATE_CITATION)
+    )
     return df.select("citing", "cited", "citing_raw", "cited_raw", "source", reason.alias("reason"))
 
 
@@ -163,8 +199,9 @@ def kept_edges(labelled: DataFrame) -> DataFrame:
 
 def rejected_edges(labelled: DataFrame) -> DataFrame:
     rows = labelled.where(F.col("reason").isNotNull())
-    return R.rejected_rows(rows, kind="citation", reason=F.col("reason"),
-                           id_col=F.col("citing_raw"), cited=F.col("cited_raw"))
+    return R.rejected_rows(
+        rows, kind="citation", reason=F.col("reason"), id_col=F.col("citing_raw"), cited=F.col("cited_raw")
+    )
 
 
 def with_degrees(papers: DataFrame, edges: DataFrame) -> DataFrame:
@@ -214,6 +251,8 @@ def degree_summary(papers_with_degrees: DataFrame) -> dict[str, float]:
 
 def degree_histogram(papers_with_degrees: DataFrame) -> DataFrame:
     """(direction, degree, papers): how many papers have each in- and out-degree."""
-    out_h = papers_with_degrees.groupBy(F.col("out_degree").alias("degree")).count().withColumn("direction", F.lit("out"))
+    out_h = (
+        papers_with_degrees.groupBy(F.col("out_degree").alias("degree")).count().withColumn("direction", F.lit("out"))
+    )
     in_h = papers_with_degrees.groupBy(F.col("in_degree").alias("degree")).count().withColumn("direction", F.lit("in"))
     return out_h.unionByName(in_h).select("direction", "degree", F.col("count").alias("papers"))

@@ -24,8 +24,12 @@ from evaluation.benchmark_ids import fold_title
 METHODS = ("corpus_id", "sha", "doi", "pubmed", "arxiv", "title")
 
 PAPER_IDS_SCHEMA = T.StructType(
-    [T.StructField("sha", T.StringType()), T.StructField("corpusid", T.StringType()),
-     T.StructField("primary", T.BooleanType()), T.StructField("_corrupt_record", T.StringType())]
+    [
+        T.StructField("sha", T.StringType()),
+        T.StructField("corpusid", T.StringType()),
+        T.StructField("primary", T.BooleanType()),
+        T.StructField("_corrupt_record", T.StringType()),
+    ]
 )
 
 
@@ -43,7 +47,8 @@ def distinct_ids(bench: DataFrame) -> DataFrame:
 def paper_id_pairs(parsed: DataFrame) -> DataFrame:
     """(sha, corpus_id) from parsed `paper-ids` lines; unusable lines are dropped by the caller's count."""
     return parsed.select(
-        F.lower(F.trim(F.col("rec.sha"))).alias("sha"), F.trim(F.col("rec.corpusid")).try_cast("long").alias("corpus_id")
+        F.lower(F.trim(F.col("rec.sha"))).alias("sha"),
+        F.trim(F.col("rec.corpusid")).try_cast("long").alias("corpus_id"),
     ).where(F.col("sha").rlike("^[0-9a-f]{40}$") & F.col("corpus_id").isNotNull())
 
 
@@ -54,8 +59,11 @@ def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, m
     pairs or None when no table is given.
     """
     ids = ids.withColumn("_sha", F.lower(F.trim("id")))
-    found = ids.select("id", F.when(F.trim("id").rlike("^[0-9]{1,18}$"), F.trim("id").try_cast("long")).alias("corpus_id"),
-                       F.lit("corpus_id").alias("method")).where(F.col("corpus_id").isNotNull())
+    found = ids.select(
+        "id",
+        F.when(F.trim("id").rlike("^[0-9]{1,18}$"), F.trim("id").try_cast("long")).alias("corpus_id"),
+        F.lit("corpus_id").alias("method"),
+    ).where(F.col("corpus_id").isNotNull())
     steps = [found]
 
     if paper_ids is not None:
@@ -63,21 +71,34 @@ def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, m
         by_sha = paper_ids.groupBy("sha").agg(F.min("corpus_id").alias("corpus_id"))
         steps.append(ids.join(by_sha, ids._sha == by_sha.sha).select("id", "corpus_id", F.lit("sha").alias("method")))
 
-    for method, bench_col, paper_col in (("doi", "doi", "doi"), ("pubmed", "pubmed_id", "pubmed_id"),
-                                         ("arxiv", "arxiv_id", "arxiv_id")):
+    for method, bench_col, paper_col in (
+        ("doi", "doi", "doi"),
+        ("pubmed", "pubmed_id", "pubmed_id"),
+        ("arxiv", "arxiv_id", "arxiv_id"),
+    ):
         key = F.lower(F.trim(F.col(paper_col)))
-        unique = (papers.where(F.col(paper_col).isNotNull()).groupBy(key.alias("_key"))
-                  .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n")).where("_n = 1"))
-        bench_key = ids.where(F.col(bench_col).isNotNull()).select("id", F.lower(F.trim(F.col(bench_col))).alias("_key"))
+        unique = (
+            papers.where(F.col(paper_col).isNotNull())
+            .groupBy(key.alias("_key"))
+            .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
+            .where("_n = 1")
+        )
+        bench_key = ids.where(F.col(bench_col).isNotNull()).select(
+            "id", F.lower(F.trim(F.col(bench_col))).alias("_key")
+        )
         steps.append(bench_key.join(unique, "_key").select("id", "corpus_id", F.lit(method).alias("method")))
 
     title_counts = None
     bench_titles = ids.where(F.col("title").isNotNull()).select("id", fold_title_udf("title").alias("_folded"))
     if match_titles:
         folded_papers = papers.where(F.col("title").isNotNull()).select(
-            "corpus_id", fold_title_udf("title").alias("_folded"))
-        title_counts = folded_papers.where(F.col("_folded").isNotNull()).groupBy("_folded").agg(
-            F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
+            "corpus_id", fold_title_udf("title").alias("_folded")
+        )
+        title_counts = (
+            folded_papers.where(F.col("_folded").isNotNull())
+            .groupBy("_folded")
+            .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
+        )
         matched = bench_titles.join(title_counts, "_folded")
         steps.append(matched.where("_n = 1").select("id", "corpus_id", F.lit("title").alias("method")))
 
@@ -85,37 +106,48 @@ def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, m
     for step in steps[1:]:
         candidates = candidates.unionByName(step)
     order = F.array_position(F.array(*[F.lit(m) for m in METHODS]), F.col("method"))
-    best = candidates.withColumn("_order", order).withColumn(
-        "_rank", F.row_number().over(Window.partitionBy("id").orderBy("_order", "corpus_id"))
-    ).where("_rank = 1").select("id", "corpus_id", "method")
+    best = (
+        candidates.withColumn("_order", order)
+        .withColumn("_rank", F.row_number().over(Window.partitionBy("id").orderBy("_order", "corpus_id")))
+        .where("_rank = 1")
+        .select("id", "corpus_id", "method")
+    )
 
     mapped = ids.select("id", "title").join(best, "id", "left")
     if title_counts is not None:
-        ambiguous = (bench_titles.join(title_counts.where("_n > 1").select("_folded"), "_folded").select("id", F.lit(True).alias("_amb")))
+        ambiguous = bench_titles.join(title_counts.where("_n > 1").select("_folded"), "_folded").select(
+            "id", F.lit(True).alias("_amb")
+        )
         mapped = mapped.join(ambiguous, "id", "left")
     else:
         mapped = mapped.withColumn("_amb", F.lit(None).cast("boolean"))
     known = papers.select(F.col("corpus_id").alias("_cid"), F.lit(True).alias("in_snapshot"))
-    return (
-        mapped.join(known, mapped.corpus_id == known._cid, "left")
-        .select(
-            "id", "corpus_id", "method",
-            F.coalesce("in_snapshot", F.lit(False)).alias("in_snapshot"),
-            F.when(F.col("method").isNull(),
-                   F.when(F.col("_amb"), F.lit("ambiguous_title")).otherwise(F.lit("no_match"))).alias("unmapped_reason"),
-        )
+    return mapped.join(known, mapped.corpus_id == known._cid, "left").select(
+        "id",
+        "corpus_id",
+        "method",
+        F.coalesce("in_snapshot", F.lit(False)).alias("in_snapshot"),
+        F.when(
+            F.col("method").isNull(), F.when(F.col("_amb"), F.lit("ambiguous_title")).otherwise(F.lit("no_match"))
+        ).alias("unmapped_reason"),
     )
 
 
 def leakage_report(benchmark_ids: DataFrame) -> DataFrame:
     """Per task and split (and `all`/`all`): total ids, ids mapped by each method, unmapped, in snapshot."""
     counts = [F.sum((F.col("method") == m).cast("int")).alias(f"mapped_{m}") for m in METHODS]
-    aggs = [F.countDistinct("id").alias("total"), *counts,
-            F.sum(F.col("method").isNull().cast("int")).alias("unmapped"),
-            F.sum(F.col("in_snapshot").cast("int")).alias("in_snapshot")]
+    aggs = [
+        F.countDistinct("id").alias("total"),
+        *counts,
+        F.sum(F.col("method").isNull().cast("int")).alias("unmapped"),
+        F.sum(F.col("in_snapshot").cast("int")).alias("in_snapshot"),
+    ]
     per_split = benchmark_ids.dropDuplicates(["id", "task", "split"]).groupBy("task", "split").agg(*aggs)
-    overall = (benchmark_ids.dropDuplicates(["id"]).agg(*aggs)
-               .select(F.lit("all").alias("task"), F.lit("all").alias("split"), "*"))
+    overall = (
+        benchmark_ids.dropDuplicates(["id"])
+        .agg(*aggs)
+        .select(F.lit("all").alias("task"), F.lit("all").alias("split"), "*")
+    )
     return per_split.unionByName(overall)
 
 
@@ -124,5 +156,6 @@ def remove_papers(papers: DataFrame, citations: DataFrame, excluded: DataFrame) 
     ex = excluded.select("corpus_id").distinct()
     kept_papers = papers.join(ex, "corpus_id", "left_anti")
     kept = citations.join(ex.withColumnRenamed("corpus_id", "citing"), "citing", "left_anti").join(
-        ex.withColumnRenamed("corpus_id", "cited"), "cited", "left_anti")
+        ex.withColumnRenamed("corpus_id", "cited"), "cited", "left_anti"
+    )
     return kept_papers, kept.select("citing", "cited")

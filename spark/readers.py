@@ -87,8 +87,19 @@ S2AG_CITATIONS_SCHEMA = T.StructType(
 
 # The normalised paper layout both formats are parsed into (before dedup).
 PAPER_FIELDS = [
-    "id_raw", "title", "abstract", "year", "venue", "fields_of_study",
-    "doi", "pubmed_id", "pmc_id", "arxiv_id", "acl_id", "mag_id", "dblp_id",
+    "id_raw",
+    "title",
+    "abstract",
+    "year",
+    "venue",
+    "fields_of_study",
+    "doi",
+    "pubmed_id",
+    "pmc_id",
+    "arxiv_id",
+    "acl_id",
+    "mag_id",
+    "dblp_id",
 ]
 
 REJECTED_SCHEMA = T.StructType(
@@ -181,9 +192,14 @@ def s2ag_papers(parsed: DataFrame) -> DataFrame:
     """S2AG `papers` records -> normalised papers (abstract joined later)."""
     r = lambda name: F.col(f"rec.{name}")  # noqa: E731
     ext = lambda name: nonblank(F.col(f"rec.externalids.{name}"))  # noqa: E731
-    categories = F.array_sort(F.array_distinct(F.filter(
-        F.transform(F.coalesce(r("s2fieldsofstudy"), F.array()), lambda x: x["category"]), lambda c: c.isNotNull()
-    )))
+    categories = F.array_sort(
+        F.array_distinct(
+            F.filter(
+                F.transform(F.coalesce(r("s2fieldsofstudy"), F.array()), lambda x: x["category"]),
+                lambda c: c.isNotNull(),
+            )
+        )
+    )
     return parsed.select(
         F.trim(r("corpusid")).alias("id_raw"),
         nonblank(r("title")).alias("title"),
@@ -225,8 +241,9 @@ def s2ag_citation_pairs(parsed: DataFrame) -> DataFrame:
     )
 
 
-def rejected_rows(df: DataFrame, *, kind: str, reason: Column, id_col: Column, cited: Column | None = None,
-                  raw: Column | None = None) -> DataFrame:
+def rejected_rows(
+    df: DataFrame, *, kind: str, reason: Column, id_col: Column, cited: Column | None = None, raw: Column | None = None
+) -> DataFrame:
     """Rows of `df` in the `rejected` layout."""
     return df.select(
         F.lit(kind).alias("kind"),

@@ -47,8 +47,7 @@ def check_java() -> None:
         )
     if version < MIN_JAVA:
         raise CiteflowError(
-            f"Spark needs Java {MIN_JAVA} or newer; found Java {version}. "
-            "Install openjdk-17 and point JAVA_HOME at it."
+            f"Spark needs Java {MIN_JAVA} or newer; found Java {version}. Install openjdk-17 and point JAVA_HOME at it."
         )
 
 

@@ -13,9 +13,16 @@ from citeflow.local_airflow import GPU_POOL
 
 REPO = Path(__file__).resolve().parents[2]
 # The overrides that make a whole rebuild of a 3,000-paper snapshot take a few minutes here.
-FAST_OVERRIDES = ["spark.shuffle_partitions=4", "spark.driver_memory=2g", "build_graph.output_files=2",
-                  "mine_triplets.num_queries=200", "train_encoder.hidden_size=32", "train_encoder.layers=1",
-                  "train_encoder.max_length=32", "train_encoder.vocab_size=2000"]
+FAST_OVERRIDES = [
+    "spark.shuffle_partitions=4",
+    "spark.driver_memory=2g",
+    "build_graph.output_files=2",
+    "mine_triplets.num_queries=200",
+    "train_encoder.hidden_size=32",
+    "train_encoder.layers=1",
+    "train_encoder.max_length=32",
+    "train_encoder.vocab_size=2000",
+]
 
 
 class AirflowHome:
@@ -38,8 +45,7 @@ class AirflowHome:
 
     def airflow(self, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
         airflow_bin = Path(sys.executable).with_name("airflow")
-        return subprocess.run([str(airflow_bin), *args], capture_output=True, text=True, env=self.env,
-                              timeout=timeout)
+        return subprocess.run([str(airflow_bin), *args], capture_output=True, text=True, env=self.env, timeout=timeout)
 
     def check(self, *args: str, timeout: int = 900) -> str:
         done = self.airflow(*args, timeout=timeout)
@@ -58,7 +64,8 @@ class AirflowHome:
     def last_run(self, dag_id: str) -> tuple[str, float]:
         """run_id and duration in seconds of the DAG's latest run."""
         run_id, start, end = self.query(
-            "select run_id, start_date, end_date from dag_run where dag_id = ? order by id desc limit 1", dag_id)[0]
+            "select run_id, start_date, end_date from dag_run where dag_id = ? order by id desc limit 1", dag_id
+        )[0]
         from datetime import datetime
 
         def parse(text: str) -> datetime:
@@ -67,8 +74,9 @@ class AirflowHome:
         return run_id, (parse(end) - parse(start)).total_seconds()
 
     def task_states(self, dag_id: str, run_id: str) -> dict[tuple[str, int], str]:
-        rows = self.query("select task_id, map_index, state from task_instance where dag_id = ? and run_id = ?",
-                          dag_id, run_id)
+        rows = self.query(
+            "select task_id, map_index, state from task_instance where dag_id = ? and run_id = ?", dag_id, run_id
+        )
         return {(task, index): state for task, index, state in rows}
 
     def asset_events(self) -> list[tuple[str, dict]]:

@@ -60,8 +60,9 @@ class RestClient:
             assert status == 200, f"dag run {run_id}: {status} {run}"
             if run["state"] in ("success", "failed"):
                 return run
-            assert time.monotonic() < deadline, (f"dag run {run_id} still {run['state']} after {timeout:.0f}s: "
-                                                 f"{self.task_states(dag_id, run_id)}")
+            assert time.monotonic() < deadline, (
+                f"dag run {run_id} still {run['state']} after {timeout:.0f}s: {self.task_states(dag_id, run_id)}"
+            )
             time.sleep(10)
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
@@ -76,8 +77,10 @@ class RestClient:
         for key, state in states.items():
             if state == "failed":
                 task_id = key.split("[")[0]
-                for log in sorted(self.handle.cfg.home.glob(f"logs/dag_id={dag_id}/run_id={run_id}/"
-                                                            f"task_id={task_id}/**/*.log")):
-                    logs.append(f"--- {log.relative_to(self.handle.cfg.home)} ---\n"
-                                f"{log.read_text(errors='replace')[-chars:]}")
+                for log in sorted(
+                    self.handle.cfg.home.glob(f"logs/dag_id={dag_id}/run_id={run_id}/task_id={task_id}/**/*.log")
+                ):
+                    logs.append(
+                        f"--- {log.relative_to(self.handle.cfg.home)} ---\n{log.read_text(errors='replace')[-chars:]}"
+                    )
         return f"{states}\n" + "\n".join(logs)

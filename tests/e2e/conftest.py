@@ -51,7 +51,20 @@ def topics_config(generated_topics, tmp_path_factory):
     from tests.conftest import TEST_SPARK_OVERRIDES
 
     snap, _ = generated_topics
-    base = RunConfig(snapshot="topics", corpus=str(snap / "corpus"), scidocs=str(snap / "scidocs"),
-                     paper_ids=str(snap / "paper-ids"), artifacts=str(tmp_path_factory.mktemp("topics-artifacts")))
-    return apply_overrides(base, [*TEST_SPARK_OVERRIDES, *profile_overrides("demo"), "filter_leakage.mode=report_only",
-                                  "mine_triplets.k_pos=5", "mine_triplets.num_queries=1000"])
+    base = RunConfig(
+        snapshot="topics",
+        corpus=str(snap / "corpus"),
+        scidocs=str(snap / "scidocs"),
+        paper_ids=str(snap / "paper-ids"),
+        artifacts=str(tmp_path_factory.mktemp("topics-artifacts")),
+    )
+    return apply_overrides(
+        base,
+        [
+            *TEST_SPARK_OVERRIDES,
+            *profile_overrides("demo"),
+            "filter_leakage.mode=report_only",
+            "mine_triplets.k_pos=5",
+            "mine_triplets.num_queries=1000",
+        ],
+    )

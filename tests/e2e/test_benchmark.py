@@ -26,11 +26,12 @@ def test_every_scidocs_task_of_the_snapshot_is_scored(scored):
     rows = pq.read_table(m.table_path("scores")).to_pylist()
     ok = {(r["model"], r["task"], r["metric"]) for r in rows if r["status"] == "ok"}
     for model in ("trained", "base"):
-        for task, metric in [("mag", "f1"), ("mesh", "f1")] + [(t, x) for t in ("cite", "cocite", "coview", "coread")
-                                                                for x in ("map", "ndcg")]:
+        for task, metric in [("mag", "f1"), ("mesh", "f1")] + [
+            (t, x) for t in ("cite", "cocite", "coview", "coread") for x in ("map", "ndcg")
+        ]:
             assert (model, task, metric) in ok, (model, task, metric)
     by = {(r["model"], r["task"], r["metric"]): r for r in rows}
-    assert by["trained", "recomm", "ndcg"]["status"] == "missing"            # the generator writes no recomm
+    assert by["trained", "recomm", "ndcg"]["status"] == "missing"  # the generator writes no recomm
     assert by["trained", "average", "avg"]["reason"] == "average of 10 of 12 (rest missing)"
     assert by["trained", "cite", "map"]["n"] == truth["scidocs"]["tasks"]["cite"]["test"]["queries"]
     assert by["trained", "mag", "f1"]["n"] == truth["scidocs"]["tasks"]["mag"]["test"]
@@ -46,7 +47,7 @@ def test_the_trained_model_beats_its_untrained_base(scored):
 
 def test_the_snapshot_report_shows_every_model_and_the_published_numbers(scored):
     _, _, cfg, m = scored
-    report = (m.path.rsplit("/", 1)[0] + "/report.md")
+    report = m.path.rsplit("/", 1)[0] + "/report.md"
     text = open(report).read()
     assert "scincl trained" in text and "scincl base" in text and "SPECTER (published)" in text
     assert "| mag | f1 |" in text and "82.0" in text
@@ -58,9 +59,12 @@ def test_the_snapshot_report_shows_every_model_and_the_published_numbers(scored)
 
 def test_scirepeval_samples_are_scored(scored, shared_data):
     _, _, cfg, _ = scored
-    m = benchmark.run(apply_overrides(cfg, [f"benchmark.scirepeval={shared_data / 'scirepeval'}",
-                                            "benchmark.base=false"]))
-    rows = {r["task"]: r for r in pq.read_table(m.table_path("scores")).to_pylist() if r["task"].startswith("scirepeval/")}
+    m = benchmark.run(
+        apply_overrides(cfg, [f"benchmark.scirepeval={shared_data / 'scirepeval'}", "benchmark.base=false"])
+    )
+    rows = {
+        r["task"]: r for r in pq.read_table(m.table_path("scores")).to_pylist() if r["task"].startswith("scirepeval/")
+    }
     assert set(rows) == {"scirepeval/fos_small", "scirepeval/mesh_small", "scirepeval/search_small"}
     assert all(r["status"] == "ok" and r["n"] > 0 for r in rows.values()), rows
     assert rows["scirepeval/fos_small"]["reason"] == "multi-label classification"
@@ -71,17 +75,54 @@ def test_standalone_cli_scores_any_embeddings(scored, tmp_path):
     snap, _, cfg, m = scored
     paths = [i["path"] + "/embeddings" for i in m.inputs if i.get("stage") == "embed_papers"]  # trained, base
     assert len(paths) == 2
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", "benchmark", "--embeddings", paths[0], "--embeddings",
-                           paths[1], "--label", "one", "--label", "two", "--scidocs", str(snap / "scidocs"),
-                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jobs.cli",
+            "benchmark",
+            "--embeddings",
+            paths[0],
+            "--embeddings",
+            paths[1],
+            "--label",
+            "one",
+            "--label",
+            "two",
+            "--scidocs",
+            str(snap / "scidocs"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "one" in done.stdout and "cocite" in done.stdout and (tmp_path / "out" / "report.html").is_file()
     table = pq.read_table(tmp_path / "out" / "scores.parquet").to_pylist()
     ours = {(r["task"], r["metric"]): r["value"] for r in table if r["label"] == "one" and r["status"] == "ok"}
-    stage = {(r["task"], r["metric"]): r["value"] for r in pq.read_table(m.table_path("scores")).to_pylist()
-             if r["model"] == "trained" and r["status"] == "ok"}
+    stage = {
+        (r["task"], r["metric"]): r["value"]
+        for r in pq.read_table(m.table_path("scores")).to_pylist()
+        if r["model"] == "trained" and r["status"] == "ok"
+    }
     assert ours == pytest.approx(stage)
-    bad = subprocess.run([sys.executable, "-m", "jobs.cli", "benchmark", "--embeddings", str(tmp_path / "nope"),
-                          "--scidocs", str(snap / "scidocs"), "--out", str(tmp_path / "x")], capture_output=True,
-                         text=True, timeout=120)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jobs.cli",
+            "benchmark",
+            "--embeddings",
+            str(tmp_path / "nope"),
+            "--scidocs",
+            str(snap / "scidocs"),
+            "--out",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "do not exist" in bad.stderr

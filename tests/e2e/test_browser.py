@@ -28,8 +28,16 @@ from tests.e2e.airflow_server import REPO, RestClient, airflow_local, http_get
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 DAG_ID = "citeflow_rebuild"
 RUN_ID = "browser-test"
 RUN_TIMEOUT_S = 15 * 60
@@ -39,16 +47,18 @@ ARTIFACT_PAGE = "/citeflow/artifacts/task?dag_id={dag_id}&run_id={run_id}&task_i
 def needs_chromium():
     if not os.path.exists(CHROMIUM):
         pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)")
-    return pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed "
-                                                             "(pip install -e .[test])")
+    return pytest.importorskip(
+        "playwright.sync_api", reason="Playwright for Python is not installed (pip install -e .[test])"
+    )
 
 
 @pytest.fixture(scope="module")
 def airflow_server(tmp_path_factory):
     """A local Airflow with citeflow's DAGs and plugins in a temp home; stopped whatever happens."""
     home = tmp_path_factory.mktemp("airflow-server")
-    cfg = airflow_local.LocalAirflowConfig(home=home, port=airflow_local.free_port(), dags=REPO / "dags",
-                                           plugins=REPO / "plugins")
+    cfg = airflow_local.LocalAirflowConfig(
+        home=home, port=airflow_local.free_port(), dags=REPO / "dags", plugins=REPO / "plugins"
+    )
     handle = airflow_local.start(cfg, timeout=300)
     try:
         RestClient(handle).wait_for_dag(DAG_ID)
@@ -58,8 +68,7 @@ def airflow_server(tmp_path_factory):
 
 
 def artifact_url(handle, run_id: str, task_id: str = "build_graph") -> str:
-    return handle.url + ARTIFACT_PAGE.format(dag_id=DAG_ID, run_id=urllib.parse.quote(run_id, safe=""),
-                                             task_id=task_id)
+    return handle.url + ARTIFACT_PAGE.format(dag_id=DAG_ID, run_id=urllib.parse.quote(run_id, safe=""), task_id=task_id)
 
 
 def test_artifact_view_refuses_anonymous_requests(airflow_server):
@@ -88,7 +97,7 @@ class Screenshots:
         if os.environ.get("CITEFLOW_SCREENSHOTS"):
             target = REPO / "test-screenshots"
             target.mkdir(exist_ok=True)
-            for stale in target.glob("*.png"):   # of an earlier run
+            for stale in target.glob("*.png"):  # of an earlier run
                 stale.unlink()
             for shot in self.folder.glob("*.png"):
                 shutil.copy2(shot, target / shot.name)
@@ -115,9 +124,15 @@ def test_trigger_form_run_and_artifacts_tab(airflow_server, generated_s2orc, tmp
             shot("run-finished")
             assert run["state"] == "success", rest.failure_report(DAG_ID, RUN_ID)
             # the run got exactly what the form was filled with
-            assert {k: run["conf"][k] for k in ("snapshot", "corpus", "artifacts", "triplet_strategy", "overrides")} \
-                == {"snapshot": "browser-test", "corpus": str(snap / "corpus"), "artifacts": str(artifacts),
-                    "triplet_strategy": "specter", "overrides": FAST_OVERRIDES}
+            assert {
+                k: run["conf"][k] for k in ("snapshot", "corpus", "artifacts", "triplet_strategy", "overrides")
+            } == {
+                "snapshot": "browser-test",
+                "corpus": str(snap / "corpus"),
+                "artifacts": str(artifacts),
+                "triplet_strategy": "specter",
+                "overrides": FAST_OVERRIDES,
+            }
             (manifest_path,) = artifacts.glob("browser-test/build_graph/*/_manifest.json")
             version = json.loads(manifest_path.read_text())["version"]
 
@@ -140,7 +155,7 @@ def test_trigger_form_run_and_artifacts_tab(airflow_server, generated_s2orc, tmp
 
 def _log_in(sync_api, page, server, shot) -> None:
     page.goto(server.url + "/")
-    page.get_by_label("Username").wait_for()          # the simple auth manager's login page
+    page.get_by_label("Username").wait_for()  # the simple auth manager's login page
     shot("login")
     page.get_by_label("Username").fill(server.cfg.user)
     page.get_by_label("Password").fill(server.password)
@@ -163,15 +178,16 @@ def _trigger_from_form(page, server, shot, snap: Path, artifacts: Path) -> None:
     page.get_by_role("button", name="Trigger Dag").click()
     dialog = page.get_by_role("dialog")
     dialog.get_by_role("button", name="Run Parameters").wait_for()
+
     # A form field's label is not tied to its input (no accessible name); each input is named
     # `element_<param key>`, which is also the conf key it sets.
     def field(key: str):
         return dialog.locator(f"[name=element_{key}]")
 
-    def field_group(key: str):   # the row of one Param: its label, input and description
+    def field_group(key: str):  # the row of one Param: its label, input and description
         return dialog.get_by_role("group").filter(has=page.locator(f"[name=element_{key}]"))
 
-    field("snapshot").fill("browser-test")                      # string Param: a text input
+    field("snapshot").fill("browser-test")  # string Param: a text input
     field("corpus").fill(str(snap / "corpus"))
     field("paper_ids").fill(str(snap / "paper-ids"))
     field("scidocs").fill(str(snap / "scidocs"))
@@ -203,7 +219,7 @@ def _artifacts_tab(page, server, shot, version: str) -> None:
     shot("task-instance")
     page.get_by_role("link", name="Artifacts", exact=True).click()
     frame = page.frame_locator('iframe[title="Artifacts"]')
-    frame.locator("body").wait_for(timeout=60_000)   # the plugin's page is plain HTML: no later rendering
+    frame.locator("body").wait_for(timeout=60_000)  # the plugin's page is plain HTML: no later rendering
     shot("artifacts-tab")
     src = page.locator('iframe[title="Artifacts"]').get_attribute("src")
     heading = frame.get_by_role("heading", level=1)

@@ -76,7 +76,10 @@ def test_counts_match_the_dirt_the_generator_injected(fmt, spark, tmp_path, requ
     if fmt == "s2orc":
         assert rejected.get("paper.malformed_json", 0) == counts["malformed_lines"]
         # nothing lost: every line is a paper or a rejected paper row
-        assert m.tables["papers"]["rows"] + sum(v for k, v in rejected.items() if k.startswith("paper.")) == counts["lines"]
+        assert (
+            m.tables["papers"]["rows"] + sum(v for k, v in rejected.items() if k.startswith("paper."))
+            == counts["lines"]
+        )
     else:
         by_dataset = counts["malformed_lines_by_dataset"]
         assert rejected.get("paper.malformed_json", 0) == by_dataset["papers"]
@@ -105,8 +108,9 @@ def test_edges_match_the_files_recomputed_independently(spark, generated_s2orc, 
             old = records.get(rec["paper_id"])
             if old is None or len(old.get("outbound_citations") or []) < len(rec.get("outbound_citations") or []):
                 records[rec["paper_id"]] = rec
-    expected = {(int(p), int(c)) for p, r in records.items() for c in (r["outbound_citations"] or [])
-                if c in records and c != p}
+    expected = {
+        (int(p), int(c)) for p, r in records.items() for c in (r["outbound_citations"] or []) if c in records and c != p
+    }
     m = build_graph.run(config("gen-edges", snap / "corpus", tmp_path))
     edges = read(m, "citations").to_pydict()
     assert set(zip(edges["citing"], edges["cited"])) == expected
@@ -141,16 +145,25 @@ def test_a_run_killed_before_its_manifest_is_not_trusted(shared_data, tmp_path):
                               {TEST_SPARK_OVERRIDES!r})
         build_graph.run(cfg)
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert done.returncode == 137, done.stderr[-3000:]
     store = ArtifactStore(str(tmp_path))
     (half,) = store.incomplete_versions("killed", "build_graph")
     assert (tmp_path / "killed" / "build_graph" / half / "papers").is_dir()  # data was there...
-    assert store.list_versions("killed", "build_graph") == []             # ...but nobody trusts it
+    assert store.list_versions("killed", "build_graph") == []  # ...but nobody trusts it
 
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", "artifacts", "--snapshot", "killed",
-                           "--artifacts", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "artifacts", "--snapshot", "killed", "--artifacts", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "no artifacts for snapshot 'killed'" in done.stderr
 
     rebuilt = build_graph.run(config("killed", corpus, tmp_path))

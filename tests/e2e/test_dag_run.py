@@ -13,12 +13,19 @@ STRATEGY_STAGES = ("mine_triplets", "train_encoder", "embed_papers", "benchmark"
 def test_rebuild_builds_every_stage_then_skips_them_as_cached(generated_s2orc, tmp_path):
     snap, truth = generated_s2orc
     # Spark's master comes from the Airflow connection, as with the Spark provider's operators.
-    airflow = AirflowHome(tmp_path / "airflow",
-                          AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    airflow = AirflowHome(
+        tmp_path / "airflow", AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"})
+    )
     artifacts = tmp_path / "artifacts"
-    conf = {"snapshot": "dag-demo", "corpus": str(snap / "corpus"), "scidocs": str(snap / "scidocs"),
-            "paper_ids": str(snap / "paper-ids"), "artifacts": str(artifacts), "triplet_strategy": "both",
-            "overrides": FAST_OVERRIDES}
+    conf = {
+        "snapshot": "dag-demo",
+        "corpus": str(snap / "corpus"),
+        "scidocs": str(snap / "scidocs"),
+        "paper_ids": str(snap / "paper-ids"),
+        "artifacts": str(artifacts),
+        "triplet_strategy": "both",
+        "overrides": FAST_OVERRIDES,
+    }
 
     log = airflow.dags_test("citeflow_rebuild", conf)
     first_run, first_seconds = airflow.last_run("citeflow_rebuild")
@@ -33,8 +40,11 @@ def test_rebuild_builds_every_stage_then_skips_them_as_cached(generated_s2orc, t
     (leak_path,) = artifacts.glob("dag-demo/filter_leakage/*/_manifest.json")
     leak = json.loads(leak_path.read_text())
     assert leak["metrics"]["mapped_by"]["title"] == truth["scidocs"]["mapped_by_title_only"]
-    assert leak["inputs"][0] == {"stage": "build_graph", "version": manifest["version"],
-                                 "path": str(manifest_path.parent)}
+    assert leak["inputs"][0] == {
+        "stage": "build_graph",
+        "version": manifest["version"],
+        "path": str(manifest_path.parent),
+    }
 
     # one Asset event per built version, carrying version, rows, manifest and headline metrics
     events = airflow.asset_events()
@@ -42,8 +52,11 @@ def test_rebuild_builds_every_stage_then_skips_them_as_cached(generated_s2orc, t
     for name, extra in events:
         by_stage.setdefault(name.removeprefix("citeflow."), []).append(extra)
     assert {s: len(e) for s, e in by_stage.items()} == {
-        "build_graph": 1, "filter_leakage": 1, "embed_graph": 1,
-        **{s: 2 for s in STRATEGY_STAGES}}
+        "build_graph": 1,
+        "filter_leakage": 1,
+        "embed_graph": 1,
+        **{s: 2 for s in STRATEGY_STAGES},
+    }
     (graph_event,) = by_stage["build_graph"]
     assert graph_event["version"] == manifest["version"]
     assert graph_event["manifest"] == str(manifest_path)
@@ -57,8 +70,9 @@ def test_rebuild_builds_every_stage_then_skips_them_as_cached(generated_s2orc, t
     log = airflow.dags_test("citeflow_rebuild", conf)
     second_run, second_seconds = airflow.last_run("citeflow_rebuild")
     states = airflow.task_states("citeflow_rebuild", second_run)
-    stage_states = {task: state for task, state in states.items() if task[0] not in ("check_inputs",
-                                                                                     "triplet_strategies")}
+    stage_states = {
+        task: state for task, state in states.items() if task[0] not in ("check_inputs", "triplet_strategies")
+    }
     assert set(stage_states.values()) == {"skipped"}, states
     assert len(stage_states) == 3 + 2 * len(STRATEGY_STAGES)
     assert f"build_graph: cached version {manifest['version']}" in log
@@ -78,8 +92,13 @@ def test_rebuild_refuses_bad_input_before_any_work(tmp_path):
     assert bad_id.returncode != 0
     assert "Invalid input for param snapshot" in bad_id.stdout + bad_id.stderr
 
-    missing = airflow.airflow("dags", "test", "citeflow_rebuild", "-c", json.dumps(
-        {"snapshot": "ok", "corpus": str(tmp_path / "nowhere"), "artifacts": str(artifacts)}))
+    missing = airflow.airflow(
+        "dags",
+        "test",
+        "citeflow_rebuild",
+        "-c",
+        json.dumps({"snapshot": "ok", "corpus": str(tmp_path / "nowhere"), "artifacts": str(artifacts)}),
+    )
     assert missing.returncode != 0
     assert f"citeflow: corpus folder '{tmp_path / 'nowhere'}' does not exist" in missing.stdout + missing.stderr
     run_id, _ = airflow.last_run("citeflow_rebuild")

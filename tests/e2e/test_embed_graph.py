@@ -17,11 +17,24 @@ pytestmark = pytest.mark.slow
 def embedded(generated_s2orc, tmp_path_factory, spark):
     snap, truth = generated_s2orc
     artifacts = tmp_path_factory.mktemp("embed")
-    base = RunConfig(snapshot="emb", corpus=str(snap / "corpus"), scidocs=str(snap / "scidocs"),
-                     paper_ids=str(snap / "paper-ids"), artifacts=str(artifacts))
+    base = RunConfig(
+        snapshot="emb",
+        corpus=str(snap / "corpus"),
+        scidocs=str(snap / "scidocs"),
+        paper_ids=str(snap / "paper-ids"),
+        artifacts=str(artifacts),
+    )
     # report_only keeps the whole graph: more edges for the quality checks on a small corpus
-    cfg = apply_overrides(base, [*TEST_SPARK_OVERRIDES, *profile_overrides("demo"), "filter_leakage.mode=report_only",
-                                 "embed_graph.holdout=0.05", "embed_graph.num_epochs=10"])
+    cfg = apply_overrides(
+        base,
+        [
+            *TEST_SPARK_OVERRIDES,
+            *profile_overrides("demo"),
+            "filter_leakage.mode=report_only",
+            "embed_graph.holdout=0.05",
+            "embed_graph.num_epochs=10",
+        ],
+    )
     return cfg, embed_graph.run(cfg)
 
 

@@ -16,8 +16,13 @@ pytestmark = pytest.mark.slow
 
 
 def config(snap, artifacts, *overrides, paper_ids=True, snapshot="leak"):
-    base = RunConfig(snapshot=snapshot, corpus=str(snap / "corpus"), scidocs=str(snap / "scidocs"),
-                     paper_ids=str(snap / "paper-ids") if paper_ids else "", artifacts=str(artifacts))
+    base = RunConfig(
+        snapshot=snapshot,
+        corpus=str(snap / "corpus"),
+        scidocs=str(snap / "scidocs"),
+        paper_ids=str(snap / "paper-ids") if paper_ids else "",
+        artifacts=str(artifacts),
+    )
     return apply_overrides(base, [*TEST_SPARK_OVERRIDES, *overrides])
 
 
@@ -91,8 +96,9 @@ def test_report_only_keeps_the_graph_and_says_so(excluded, spark):
 def test_too_many_unmapped_ids_fail_with_a_clear_message(excluded, spark):
     snap, _, artifacts, _ = excluded
     with pytest.raises(CiteflowError) as err:
-        filter_leakage.run(config(snap, artifacts, "filter_leakage.match_titles=false", paper_ids=False,
-                                  snapshot="no-ids"))
+        filter_leakage.run(
+            config(snap, artifacts, "filter_leakage.match_titles=false", paper_ids=False, snapshot="no-ids")
+        )
     message = str(err.value)
     assert "map to no corpus id, above the limit of 5.0%" in message
     assert "cite/test:" in message and "--paper-ids" in message

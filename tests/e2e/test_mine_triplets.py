@@ -21,15 +21,25 @@ pytestmark = pytest.mark.slow
 def mined(generated_topics, topics_config, spark):
     """Both strategies on the 20k-paper snapshot (whole graph, see topics_config)."""
     snap, _ = generated_topics
-    return snap, topics_config, mine_triplets.run(topics_config), mine_triplets.run(with_strategy(topics_config, "specter"))
+    return (
+        snap,
+        topics_config,
+        mine_triplets.run(topics_config),
+        mine_triplets.run(with_strategy(topics_config, "specter")),
+    )
 
 
 @pytest.fixture(scope="module")
 def excluded(generated_s2orc, tmp_path_factory, spark):
     """SciNCL triplets on the small snapshot with its benchmark papers excluded (the default mode)."""
     snap, _ = generated_s2orc
-    base = RunConfig(snapshot="mine", corpus=str(snap / "corpus"), scidocs=str(snap / "scidocs"),
-                     paper_ids=str(snap / "paper-ids"), artifacts=str(tmp_path_factory.mktemp("mine")))
+    base = RunConfig(
+        snapshot="mine",
+        corpus=str(snap / "corpus"),
+        scidocs=str(snap / "scidocs"),
+        paper_ids=str(snap / "paper-ids"),
+        artifacts=str(tmp_path_factory.mktemp("mine")),
+    )
     cfg = apply_overrides(base, [*TEST_SPARK_OVERRIDES, *profile_overrides("demo"), "mine_triplets.num_queries=500"])
     return cfg, mine_triplets.run(cfg), mine_triplets.run(with_strategy(cfg, "specter"))
 
@@ -51,8 +61,15 @@ def test_tables_agree_with_the_manifest(mined):
     _, _, scincl, specter = mined
     for m in (scincl, specter):
         t = pq.read_table(m.table_path("triplets"))
-        assert t.column_names == ["query_id", "positive_id", "negative_id", "negative_kind", "strategy",
-                                  "positive_rank", "negative_rank"]
+        assert t.column_names == [
+            "query_id",
+            "positive_id",
+            "negative_id",
+            "negative_kind",
+            "strategy",
+            "positive_rank",
+            "negative_rank",
+        ]
         queries = pc.count_distinct(t["query_id"]).as_py()
         assert queries == m.metrics["queries"] == 1000 and t.num_rows == 5 * queries == m.metrics["triplets"]
         kinds = dict(zip(*np.unique(t["negative_kind"].to_numpy(zero_copy_only=False), return_counts=True)))
@@ -62,8 +79,10 @@ def test_tables_agree_with_the_manifest(mined):
         used = np.unique(np.concatenate([t[c].to_numpy() for c in ("query_id", "positive_id", "negative_id")]))
         texts = pq.read_table(m.table_path("training_texts"))
         assert np.array_equal(np.sort(texts["corpus_id"].to_numpy()), used)
-        has_text = pc.or_(pc.fill_null(pc.greater(pc.utf8_length(texts["title"]), 0), False),
-                          pc.fill_null(pc.greater(pc.utf8_length(texts["abstract"]), 0), False))
+        has_text = pc.or_(
+            pc.fill_null(pc.greater(pc.utf8_length(texts["title"]), 0), False),
+            pc.fill_null(pc.greater(pc.utf8_length(texts["abstract"]), 0), False),
+        )
         assert pc.all(has_text).as_py()
         # collisions recounted from the table: positives and negatives of a query never meet
         pos = set(zip(t["query_id"].to_pylist(), t["positive_id"].to_pylist()))

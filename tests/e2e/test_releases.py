@@ -14,8 +14,7 @@ import pytest
 from tests.e2e.airflow_cli import FAST_OVERRIDES, AirflowHome
 
 pytestmark = pytest.mark.slow
-STAGES = ("build_graph", "filter_leakage", "embed_graph", "mine_triplets", "train_encoder", "embed_papers",
-          "benchmark")
+STAGES = ("build_graph", "filter_leakage", "embed_graph", "mine_triplets", "train_encoder", "embed_papers", "benchmark")
 
 
 def files_and_mtimes(root):
@@ -28,19 +27,33 @@ def test_each_release_date_builds_its_own_artifacts_and_reruns_are_cached(genera
     snap, truth = generated_s2orc
     releases = tmp_path / "releases"
     shutil.copytree(snap, releases / "2024-01-01")
-    later = derive(DeriveConfig(derive_from=str(releases / "2024-01-01"), out=str(releases / "2024-02-01"),
-                                added=150, removed=30, changed=60, seed=3))
+    later = derive(
+        DeriveConfig(
+            derive_from=str(releases / "2024-01-01"),
+            out=str(releases / "2024-02-01"),
+            added=150,
+            removed=30,
+            changed=60,
+            seed=3,
+        )
+    )
     assert later["counts"]["citations"] != truth["counts"]["citations"]
     airflow = AirflowHome(tmp_path / "airflow")
     artifacts = tmp_path / "artifacts"
-    conf = {"releases_root": str(releases), "artifacts": str(artifacts), "triplet_strategy": "scincl",
-            "overrides": FAST_OVERRIDES}
+    conf = {
+        "releases_root": str(releases),
+        "artifacts": str(artifacts),
+        "triplet_strategy": "scincl",
+        "overrides": FAST_OVERRIDES,
+    }
 
     def run_date(date: str) -> tuple[dict, str]:
         log = airflow.dags_test("citeflow_releases", conf, logical_date=date)
         run_id, _ = airflow.last_run("citeflow_releases")
-        return {task.removeprefix("per_strategy."): state
-                for (task, _), state in airflow.task_states("citeflow_releases", run_id).items()}, log
+        return {
+            task.removeprefix("per_strategy."): state
+            for (task, _), state in airflow.task_states("citeflow_releases", run_id).items()
+        }, log
 
     def graph_manifest(date: str) -> dict:
         (path,) = (artifacts / date / "build_graph").glob("*/_manifest.json")
@@ -62,8 +75,9 @@ def test_each_release_date_builds_its_own_artifacts_and_reruns_are_cached(genera
         assert list((artifacts / "2024-02-01" / stage).glob("*/_manifest.json")), stage
     # the later release's SciDocs papers are still kept out of its training data
     (leak_path,) = (artifacts / "2024-02-01" / "filter_leakage").glob("*/_manifest.json")
-    assert json.loads(leak_path.read_text())["metrics"]["mapped_by"]["title"] == \
-        truth["scidocs"]["mapped_by_title_only"]
+    assert (
+        json.loads(leak_path.read_text())["metrics"]["mapped_by"]["title"] == truth["scidocs"]["mapped_by_title_only"]
+    )
     assert files_and_mtimes(artifacts / "2024-01-01") == release_one
 
     # a date without a release: the run is skipped as a whole, and writes nothing
@@ -75,8 +89,7 @@ def test_each_release_date_builds_its_own_artifacts_and_reruns_are_cached(genera
 
     # a date run again (a backfill over dates already done): every stage cached, nothing rewritten
     states, log = run_date("2024-01-01")
-    stage_states = {task: state for task, state in states.items()
-                    if task not in ("check_inputs", "triplet_strategies")}
+    stage_states = {task: state for task, state in states.items() if task not in ("check_inputs", "triplet_strategies")}
     assert set(stage_states.values()) == {"skipped"}, states
     assert f"build_graph: cached version {first['version']}" in log
     assert files_and_mtimes(artifacts / "2024-01-01") == release_one

@@ -46,17 +46,49 @@ def standalone_cluster(tmp_path):
     procs = []
     try:
         with open(master_log, "w") as out:
-            procs.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                 "--webui-port", str(free_port())],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.master.Master",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--webui-port",
+                        str(free_port()),
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
         wait_for(master_log, "I have been elected leader")
         with open(worker_log, "w") as out:
-            procs.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                 "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(tmp_path / "work"),
-                 f"spark://127.0.0.1:{port}"],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        "1",
+                        "--memory",
+                        "1g",
+                        "--webui-port",
+                        str(free_port()),
+                        "--work-dir",
+                        str(tmp_path / "work"),
+                        f"spark://127.0.0.1:{port}",
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
         wait_for(worker_log, "Successfully registered with master")
         yield {"master": f"spark://127.0.0.1:{port}", "master_log": master_log, "work": tmp_path / "work"}
     finally:
@@ -71,10 +103,26 @@ def standalone_cluster(tmp_path):
 
 def test_build_graph_runs_on_a_standalone_cluster(standalone_cluster, shared_data, tmp_path):
     artifacts = tmp_path / "artifacts"
-    cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", "cluster", "--until", "build_graph",
-           "--corpus", str(shared_data / "s2orc" / "metadata_sample.jsonl"), "--artifacts", str(artifacts),
-           "--set", f"spark.master={standalone_cluster['master']}", "--set", "spark.driver_memory=1g",
-           "--set", "spark.shuffle_partitions=2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jobs.cli",
+        "run",
+        "--snapshot",
+        "cluster",
+        "--until",
+        "build_graph",
+        "--corpus",
+        str(shared_data / "s2orc" / "metadata_sample.jsonl"),
+        "--artifacts",
+        str(artifacts),
+        "--set",
+        f"spark.master={standalone_cluster['master']}",
+        "--set",
+        "spark.driver_memory=1g",
+        "--set",
+        "spark.shuffle_partitions=2",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
 

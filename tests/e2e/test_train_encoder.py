@@ -16,8 +16,14 @@ from jobs.embed_papers import embed_to_parquet
 
 pytestmark = pytest.mark.slow
 
-TINY = ["train_encoder.hidden_size=64", "train_encoder.layers=2", "train_encoder.heads=2",
-        "train_encoder.vocab_size=4000", "train_encoder.max_length=64", "train_encoder.per_device_batch=16"]
+TINY = [
+    "train_encoder.hidden_size=64",
+    "train_encoder.layers=2",
+    "train_encoder.heads=2",
+    "train_encoder.vocab_size=4000",
+    "train_encoder.max_length=64",
+    "train_encoder.per_device_batch=16",
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +38,14 @@ def test_training_loss_falls_and_the_model_is_saved(trained):
     log = pq.read_table(m.table_path("training_log")).to_pydict()
     assert log["step"] == list(range(1, m.metrics["steps"] + 1)) and m.metrics["steps"] == 5000 // 32
     assert m.metrics["final_loss"] < 0.6 * m.metrics["first_loss"], m.metrics
-    assert max(log["lr"]) <= 1e-3 and log["lr"][-1] < max(log["lr"])   # warm-up then decay
-    for name in ("model/model.safetensors", "model/tokenizer.json", "model/citeflow.json",
-                 "base_model/model.safetensors", "training_loss.png"):
+    assert max(log["lr"]) <= 1e-3 and log["lr"][-1] < max(log["lr"])  # warm-up then decay
+    for name in (
+        "model/model.safetensors",
+        "model/tokenizer.json",
+        "model/citeflow.json",
+        "base_model/model.safetensors",
+        "training_loss.png",
+    ):
         assert os.path.exists(f"{m.path}/{name}"), name
     about = json.loads(open(f"{m.path}/model/citeflow.json").read())
     assert about["strategy"] == "scincl" and about["pooling"] == "mean" and about["train_encoder_version"] == m.version
@@ -56,13 +67,16 @@ def test_trained_encoder_separates_unseen_papers_by_subtopic(trained, tmp_path):
     seen = set(pq.read_table(mine["path"] + "/training_texts")["corpus_id"].to_pylist())
     leak = json.loads(open(mine["path"] + "/_manifest.json").read())["inputs"][1]["path"]
     papers = ds.dataset(leak + "/papers").to_table(columns=["corpus_id", "title", "abstract"])
-    papers = papers.filter(pc.invert(pc.is_in(papers["corpus_id"], value_set=__import__("pyarrow").array(sorted(seen)))))
+    papers = papers.filter(
+        pc.invert(pc.is_in(papers["corpus_id"], value_set=__import__("pyarrow").array(sorted(seen))))
+    )
     papers = papers.filter(pc.greater(pc.utf8_length(pc.fill_null(papers["abstract"], "")), 0)).slice(0, 1500)
     topics = pq.read_table(snap / "paper_topics.parquet").to_pydict()
     community = dict(zip(topics["corpus_id"], topics["community"]))
     labels = np.array([community[c] for c in papers["corpus_id"].to_pylist()])
-    rows = list(zip(map(str, papers["corpus_id"].to_pylist()), papers["title"].to_pylist(),
-                    papers["abstract"].to_pylist()))
+    rows = list(
+        zip(map(str, papers["corpus_id"].to_pylist()), papers["title"].to_pylist(), papers["abstract"].to_pylist())
+    )
     shares = {}
     for which in ("base_model", "model"):
         out = tmp_path / which
@@ -92,8 +106,11 @@ def test_embed_papers_embeds_the_scidocs_papers_like_plain_transformers(trained)
     tokenizer = AutoTokenizer.from_pretrained(f"{m.path}/model")
     model = AutoModel.from_pretrained(f"{m.path}/model").eval()
     first = table.slice(0, 3).to_pylist()
-    texts = [f"{(metadata[r['paper_id']]['title'] or '').strip()} {tokenizer.sep_token} "
-             f"{(metadata[r['paper_id']]['abstract'] or '').strip()}".strip() for r in first]
+    texts = [
+        f"{(metadata[r['paper_id']]['title'] or '').strip()} {tokenizer.sep_token} "
+        f"{(metadata[r['paper_id']]['abstract'] or '').strip()}".strip()
+        for r in first
+    ]
     enc = tokenizer(texts, truncation=True, max_length=64, padding=True, return_tensors="pt")
     with torch.inference_mode():
         hidden = model(**enc).last_hidden_state
@@ -108,8 +125,9 @@ def test_embed_papers_embeds_the_scidocs_papers_like_plain_transformers(trained)
 
 def test_a_killed_training_resumes_from_its_checkpoint(trained, monkeypatch):
     _, cfg, _ = trained
-    cfg = apply_overrides(cfg, ["train_encoder.seed=5", "train_encoder.max_steps=12",
-                                "train_encoder.checkpoint_every=5"])
+    cfg = apply_overrides(
+        cfg, ["train_encoder.seed=5", "train_encoder.max_steps=12", "train_encoder.checkpoint_every=5"]
+    )
     monkeypatch.setenv("CITEFLOW_KILL_AT_STEP", "8")
     with pytest.raises(CiteflowError, match="rerun to resume"):
         train_encoder.run(cfg)

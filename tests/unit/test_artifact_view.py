@@ -17,8 +17,9 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"citeflow"
 
 def _build(path: str) -> dict:
     os.makedirs(os.path.join(path, "embeddings"))
-    table = pa.table({"paper_id": [f"p{i}" for i in range(8)],
-                      "embedding": [[float(i), 0.5, 0.25, 0.125, 1.0] for i in range(8)]})
+    table = pa.table(
+        {"paper_id": [f"p{i}" for i in range(8)], "embedding": [[float(i), 0.5, 0.25, 0.125, 1.0] for i in range(8)]}
+    )
     pq.write_table(table, os.path.join(path, "embeddings", "part-0.parquet"))
     with open(os.path.join(path, "loss.png"), "wb") as fh:
         fh.write(PNG)
@@ -28,10 +29,17 @@ def _build(path: str) -> dict:
 @pytest.fixture()
 def built(tmp_path):
     store = ArtifactStore(str(tmp_path))
-    manifest = execute(store=store, snapshot="s1", stage="embed_papers", stage_version=1, config={"k": 1},
-                       resolved_config={"k": 1}, inputs=[{"stage": "train_encoder", "version": "abc123",
-                                                          "path": "/x/train_encoder/abc123"}],
-                       tables=["embeddings"], build=_build)
+    manifest = execute(
+        store=store,
+        snapshot="s1",
+        stage="embed_papers",
+        stage_version=1,
+        config={"k": 1},
+        resolved_config={"k": 1},
+        inputs=[{"stage": "train_encoder", "version": "abc123", "path": "/x/train_encoder/abc123"}],
+        tables=["embeddings"],
+        build=_build,
+    )
     return store, manifest
 
 
@@ -71,15 +79,17 @@ def test_missing_or_incomplete_version_is_a_clear_error(built, tmp_path):
         summarize(store, "../s1", "embed_papers", manifest.version)
 
 
-@pytest.mark.parametrize("value", [None, "text", {"stage": "x"}, {"artifacts": "/a", "snapshot": "s", "stage": "x",
-                                                                    "version": 3}])
+@pytest.mark.parametrize(
+    "value", [None, "text", {"stage": "x"}, {"artifacts": "/a", "snapshot": "s", "stage": "x", "version": 3}]
+)
 def test_xcom_that_names_no_artifact_opens_nothing(value):
     with pytest.raises(CiteflowError, match="recorded no citeflow artifact"):
         xcom_target(value)
 
 
-@pytest.mark.parametrize("raw, expected", [("3", 3), ("-1", -1), ("{MAP_INDEX}", -1), ("", -1), (None, -1),
-                                            ("-7", -1), ("0", 0)])
+@pytest.mark.parametrize(
+    "raw, expected", [("3", 3), ("-1", -1), ("{MAP_INDEX}", -1), ("", -1), (None, -1), ("-7", -1), ("0", 0)]
+)
 def test_map_index_placeholder_left_by_airflow_means_unmapped(raw, expected):
     from citeflow.artifact_view import map_index_of
 
@@ -89,8 +99,15 @@ def test_map_index_placeholder_left_by_airflow_means_unmapped(raw, expected):
 def test_headline_puts_the_known_metrics_first_and_flattens_one_level():
     from citeflow.orchestration import HEADLINE_MAX, headline
 
-    metrics = {"zeta": 1, "citations": 10, "papers": 3, "link_prediction": {"mrr": 0.5, "auc": 0.9, "curve": [1]},
-               "histogram": [1, 2, 3], "long": "x" * 100, **{f"m{i}": i for i in range(30)}}
+    metrics = {
+        "zeta": 1,
+        "citations": 10,
+        "papers": 3,
+        "link_prediction": {"mrr": 0.5, "auc": 0.9, "curve": [1]},
+        "histogram": [1, 2, 3],
+        "long": "x" * 100,
+        **{f"m{i}": i for i in range(30)},
+    }
     out = headline(metrics)
     assert list(out)[:4] == ["papers", "citations", "link_prediction.mrr", "link_prediction.auc"]
     assert "histogram" not in out and "long" not in out and "link_prediction.curve" not in out

@@ -18,18 +18,35 @@ def _build_two_rows(path: str) -> dict:
 
 
 def _execute(store, config, build=_build_two_rows, inputs=None, snapshot="s1"):
-    return execute(store=store, snapshot=snapshot, stage="demo", stage_version=1, config=config,
-                   resolved_config=config, inputs=inputs or [{"kind": "corpus", "fingerprint": "abc"}],
-                   tables=["t"], build=build)
+    return execute(
+        store=store,
+        snapshot=snapshot,
+        stage="demo",
+        stage_version=1,
+        config=config,
+        resolved_config=config,
+        inputs=inputs or [{"kind": "corpus", "fingerprint": "abc"}],
+        tables=["t"],
+        build=build,
+    )
 
 
 def test_version_depends_on_config_inputs_and_stage_version_only():
     inputs = [{"stage": "build_graph", "version": "v1", "path": "/x"}]
     v = compute_version("s", 1, {"k": 1}, inputs)
     assert v == compute_version("s", 1, {"k": 1}, [{"stage": "build_graph", "version": "v1", "path": "/elsewhere"}])
-    assert len({v, compute_version("s", 2, {"k": 1}, inputs), compute_version("s", 1, {"k": 2}, inputs),
+    assert (
+        len(
+            {
+                v,
+                compute_version("s", 2, {"k": 1}, inputs),
+                compute_version("s", 1, {"k": 2}, inputs),
                 compute_version("s", 1, {"k": 1}, [{"stage": "build_graph", "version": "v2"}]),
-                compute_version("t", 1, {"k": 1}, inputs)}) == 5
+                compute_version("t", 1, {"k": 1}, inputs),
+            }
+        )
+        == 5
+    )
     assert len(v) == 16 and int(v, 16) >= 0
 
 
@@ -101,8 +118,17 @@ def test_store_rejects_path_like_snapshot_ids(tmp_path):
 
 def test_store_accepts_filesystem_uris(tmp_path):
     store = ArtifactStore(f"file://{tmp_path}")
-    done = execute(store=store, snapshot="s1", stage="demo", stage_version=1, config={}, resolved_config={},
-                   inputs=[], tables=["t"], build=_build_two_rows)
+    done = execute(
+        store=store,
+        snapshot="s1",
+        stage="demo",
+        stage_version=1,
+        config={},
+        resolved_config={},
+        inputs=[],
+        tables=["t"],
+        build=_build_two_rows,
+    )
     assert store.engine_uri(done.path).startswith("file://")
     assert ArtifactStore(str(tmp_path)).read_manifest("s1", "demo", done.version).tables["t"]["rows"] == 2
 
@@ -120,8 +146,13 @@ def test_a_version_built_for_another_snapshot_is_reused_not_rebuilt(tmp_path):
     def must_not_run(path):
         raise AssertionError("a version another snapshot holds was rebuilt")
 
-    reused = _execute(store, {"k": 1}, build=must_not_run, snapshot="s2",
-                      inputs=[{"kind": "corpus", "fingerprint": "abc", "path": "/releases/s2"}])
+    reused = _execute(
+        store,
+        {"k": 1},
+        build=must_not_run,
+        snapshot="s2",
+        inputs=[{"kind": "corpus", "fingerprint": "abc", "path": "/releases/s2"}],
+    )
     assert reused.version == first.version and not reused.skipped
     assert reused.snapshot == "s2" and reused.path == str(tmp_path / "s2" / "demo" / first.version)
     assert reused.reused_from["snapshot"] == "s1" and reused.reused_from["bytes"] > 0

@@ -16,13 +16,18 @@ def test_real_beir_sample_ids(shared_data):
     assert pc.count_distinct(table["id"]).as_py() == 26_657
     queries = table.filter(pc.equal(table["split"], "queries"))
     assert queries.num_rows == 1000
-    assert queries["title"][0].as_py() == "A Direct Search Method to solve Economic Dispatch Problem with Valve-Point Effect"
+    assert (
+        queries["title"][0].as_py()
+        == "A Direct Search Method to solve Economic Dispatch Problem with Valve-Point Effect"
+    )
     judged = table.filter(pc.equal(table["split"], "metadata"))
     assert pc.count_distinct(judged["id"]).as_py() == 25_657
 
 
 def test_original_layout_any_subset(tmp_path):
-    (tmp_path / "paper_metadata_mag_mesh.json").write_text(json.dumps({A: {"paper_id": A, "title": "T a", "abstract": None}}))
+    (tmp_path / "paper_metadata_mag_mesh.json").write_text(
+        json.dumps({A: {"paper_id": A, "title": "T a", "abstract": None}})
+    )
     (tmp_path / "mag").mkdir()
     (tmp_path / "mag" / "train.csv").write_text(f"pid,class_label\n{A},3\n{B},4\n")
     (tmp_path / "cite").mkdir()
@@ -32,9 +37,19 @@ def test_original_layout_any_subset(tmp_path):
     table, layouts = collect(str(tmp_path))
     assert list(layouts.values()) == ["original"]
     rows = sorted(zip(table["id"].to_pylist(), table["task"].to_pylist(), table["split"].to_pylist()))
-    assert rows == sorted([(A, "mag_mesh", "metadata"), (A, "mag", "train"), (B, "mag", "train"),
-                           (C, "cite", "test"), (D, "cite", "test"), (C, "cite", "test"), (B, "cite", "test"),
-                           (D, "recomm", "train"), ("e" * 40, "recomm", "train")])
+    assert rows == sorted(
+        [
+            (A, "mag_mesh", "metadata"),
+            (A, "mag", "train"),
+            (B, "mag", "train"),
+            (C, "cite", "test"),
+            (D, "cite", "test"),
+            (C, "cite", "test"),
+            (B, "cite", "test"),
+            (D, "recomm", "train"),
+            ("e" * 40, "recomm", "train"),
+        ]
+    )
     assert pc.count_distinct(table["id"]).as_py() == 5
 
 
@@ -48,11 +63,20 @@ def test_extra_id_lists(tmp_path):
     assert table.to_pydict()["task"] == ["scirepeval_test", "scirepeval_test", "more"]
 
 
-@pytest.mark.parametrize("setup, message", [
-    (lambda p: None, "neither the original SciDocs layout"),
-    (lambda p: (p / "cite").mkdir() or (p / "cite" / "test.qrel").write_text("only three fields\n"), "expected 'qid 0 pid rel'"),
-    (lambda p: (p / "mag").mkdir() or (p / "mag" / "test.csv").write_text("paper,label\nx,1\n"), "header 'pid,class_label'"),
-])
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda p: None, "neither the original SciDocs layout"),
+        (
+            lambda p: (p / "cite").mkdir() or (p / "cite" / "test.qrel").write_text("only three fields\n"),
+            "expected 'qid 0 pid rel'",
+        ),
+        (
+            lambda p: (p / "mag").mkdir() or (p / "mag" / "test.csv").write_text("paper,label\nx,1\n"),
+            "header 'pid,class_label'",
+        ),
+    ],
+)
 def test_bad_inputs_are_explained(tmp_path, setup, message):
     setup(tmp_path)
     with pytest.raises(CiteflowError, match=message):

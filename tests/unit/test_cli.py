@@ -13,8 +13,9 @@ from spark import session
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], capture_output=True, text=True, timeout=120,
-                          env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.cli", *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 @pytest.mark.parametrize(
@@ -50,11 +51,14 @@ def test_until_names_the_stages_to_run():
         stages_until("nope")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--set", "train_encoder.model=/no/such/scibert"], "model directory '/no/such/scibert' does not exist"),
-    ([], "needs the SciDocs folder"),
-    (["--scidocs", "/tmp", "--set", "benchmark.scirepeval=/no/such/task.json"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--set", "train_encoder.model=/no/such/scibert"], "model directory '/no/such/scibert' does not exist"),
+        ([], "needs the SciDocs folder"),
+        (["--scidocs", "/tmp", "--set", "benchmark.scirepeval=/no/such/task.json"], "does not exist"),
+    ],
+)
 def test_late_mistakes_are_caught_before_any_work(tmp_path, args, message):
     corpus = tmp_path / "corpus" / "metadata"
     corpus.mkdir(parents=True)

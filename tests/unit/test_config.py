@@ -22,8 +22,15 @@ def test_valid_snapshot_ids(good):
 
 
 def test_overrides_are_parsed_against_field_types():
-    cfg = apply_overrides(base(), ["build_graph.citations_from=inbound", "spark.shuffle_partitions=3",
-                                   "spark.conf=spark.a=1,spark.b=2", "build_graph.output_files=5"])
+    cfg = apply_overrides(
+        base(),
+        [
+            "build_graph.citations_from=inbound",
+            "spark.shuffle_partitions=3",
+            "spark.conf=spark.a=1,spark.b=2",
+            "build_graph.output_files=5",
+        ],
+    )
     assert cfg.build_graph.citations_from == "inbound"
     assert cfg.spark.shuffle_partitions == 3
     assert cfg.spark.conf == ("spark.a=1", "spark.b=2")

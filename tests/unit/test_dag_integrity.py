@@ -8,8 +8,19 @@ from pathlib import Path
 import pytest
 
 DAGS = sorted((Path(__file__).resolve().parents[2] / "dags").glob("*.py"))
-HEAVY = ["pyspark", "torch", "transformers", "faiss", "torchbiggraph", "sklearn", "pandas", "matplotlib", "h5py",
-         "spark", "jobs.build_graph"]
+HEAVY = [
+    "pyspark",
+    "torch",
+    "transformers",
+    "faiss",
+    "torchbiggraph",
+    "sklearn",
+    "pandas",
+    "matplotlib",
+    "h5py",
+    "spark",
+    "jobs.build_graph",
+]
 
 PROBE = """
 import importlib.util, json, sys
@@ -26,8 +37,13 @@ print(json.dumps({"dags": dags, "heavy": heavy}))
 @pytest.mark.parametrize("dag_file", DAGS, ids=[p.stem for p in DAGS])
 def test_dag_file_parses_light(dag_file, tmp_path):
     env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", PROBE, str(dag_file), json.dumps(HEAVY)],
-                          capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(dag_file), json.dumps(HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["heavy"] == [], f"{dag_file.name} imports heavy modules at parse time: {result['heavy']}"
@@ -40,8 +56,9 @@ def test_dags_have_one_task_per_stage(dag_id, tmp_path):
 
     env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
     dag_file = next(p for p in DAGS if p.stem == dag_id)
-    done = subprocess.run([sys.executable, "-c", PROBE, str(dag_file), "[]"], capture_output=True, text=True,
-                          timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(dag_file), "[]"], capture_output=True, text=True, timeout=300, env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     tasks = json.loads(done.stdout.strip().splitlines()[-1])["dags"][dag_id]
     # one task per stage (the per-strategy ones in a task group mapped over the strategies), plus the task

@@ -36,8 +36,10 @@ class Release:
         self.root, self.fmt = root, fmt
         self.truth = json.loads((root / "generator.json").read_text())
         first = "metadata" if fmt == "s2orc" else "papers"
-        self.raw = {name: lines_of(root / "corpus" / name) for name in
-                    ((first,) if fmt == "s2orc" else ("papers", "abstracts", "citations"))}
+        self.raw = {
+            name: lines_of(root / "corpus" / name)
+            for name in ((first,) if fmt == "s2orc" else ("papers", "abstracts", "citations"))
+        }
         self.records, self.malformed = parse(self.raw[first])
         if fmt == "s2orc":
             self.papers = {int(k): r for k, r in kept(self.records, "paper_id", s2orc_score).items()}
@@ -50,10 +52,18 @@ class Release:
             abstracts, _ = parse(self.raw["abstracts"])
             self.abstract = {r["corpusid"]: r["abstract"] for r in abstracts}
             self.citations, _ = parse(self.raw["citations"])
-            self.rows = [(None if r["citingcorpusid"] is None else int(r["citingcorpusid"]),
-                          None if r["citedcorpusid"] is None else int(r["citedcorpusid"])) for r in self.citations]
-        self.edges = {(a, b) for a, b in self.rows
-                      if a is not None and b is not None and a != b and a in self.papers and b in self.papers}
+            self.rows = [
+                (
+                    None if r["citingcorpusid"] is None else int(r["citingcorpusid"]),
+                    None if r["citedcorpusid"] is None else int(r["citedcorpusid"]),
+                )
+                for r in self.citations
+            ]
+        self.edges = {
+            (a, b)
+            for a, b in self.rows
+            if a is not None and b is not None and a != b and a in self.papers and b in self.papers
+        }
         self.year = {pid: r["year"] for pid, r in self.papers.items()}
         self.title = {pid: r["title"] for pid, r in self.papers.items()}
         ids, bad = parse(lines_of(root / "paper-ids"))
@@ -158,8 +168,11 @@ def test_scidocs_is_untouched_and_still_maps(releases):
 def test_added_papers_are_new_later_and_cite_older_papers_of_their_topic(releases):
     r1, r2, _, sets = releases
     added = sets["added"]
-    seen1 = set(r1.papers) | {x for a, b in r1.rows for x in (a, b) if x is not None} | {
-        r["corpusid"] for r in r1.paper_ids}
+    seen1 = (
+        set(r1.papers)
+        | {x for a, b in r1.rows for x in (a, b) if x is not None}
+        | {r["corpusid"] for r in r1.paper_ids}
+    )
     assert not added & seen1
     last_year = max(r["year"] for r in r1.records if r["year"] is not None)
     assert all(r2.year[pid] == last_year + 1 for pid in added)
@@ -171,8 +184,9 @@ def test_added_papers_are_new_later_and_cite_older_papers_of_their_topic(release
     same = sum(community[a] == community[b] for a, b in out_edges) / len(out_edges)
     assert 0.55 < same < 0.9  # ~70% within the subtopic, as the generator draws
     # Text from release 1's vocabulary; some without abstract, as in release 1.
-    words1 = {w.strip(".").lower() for t in list(r1.title.values()) + list(r1.abstract.values()) if t
-              for w in t.split()}
+    words1 = {
+        w.strip(".").lower() for t in list(r1.title.values()) + list(r1.abstract.values()) if t for w in t.split()
+    }
     words2 = [w.strip(".").lower() for pid in added for w in (r2.title[pid] or "").split()]
     assert len(words2) > 6 * ADDED and sum(w in words1 for w in words2) / len(words2) > 0.97
     no_abstract = [pid for pid in added if r2.abstract.get(pid) is None]
@@ -218,7 +232,7 @@ def test_unchanged_papers_keep_their_records(releases):
             inb = [x for x in rec1["inbound_citations"] if int(x) not in removed]
             assert rec2["outbound_citations"] == out
             assert rec2["inbound_citations"][: len(inb)] == inb
-            assert sorted(int(x) for x in rec2["inbound_citations"][len(inb):]) == sorted(new_citers[pid])
+            assert sorted(int(x) for x in rec2["inbound_citations"][len(inb) :]) == sorted(new_citers[pid])
             lists = ("outbound_citations", "inbound_citations", "has_outbound_citations", "has_inbound_citations")
             touched = out != rec1["outbound_citations"] or inb != rec1["inbound_citations"] or new_citers[pid]
         else:
@@ -231,15 +245,20 @@ def test_unchanged_papers_keep_their_records(releases):
         assert {k: v for k, v in rec2.items() if k not in lists} == {k: v for k, v in rec1.items() if k not in lists}
         if not touched:
             same_bytes += 1
-            line1 = json.dumps(rec1) if r1.fmt == "s2orc" else json.dumps(rec1, separators=(",", ":"),
-                                                                           ensure_ascii=False)
+            line1 = (
+                json.dumps(rec1) if r1.fmt == "s2orc" else json.dumps(rec1, separators=(",", ":"), ensure_ascii=False)
+            )
             assert lines2[line1] == 1  # byte-identical line
     assert same_bytes > N // 2
     if r1.fmt == "s2ag":
         # abstracts and citation rows of release 1 that touch no removed paper are still there, byte for byte
         gone = {str(x) for x in removed}
-        rows1 = collections.Counter(line for line in r1.raw["citations"] for r in parse([line])[0]
-                                    if not {r["citingcorpusid"], r["citedcorpusid"]} & gone)
+        rows1 = collections.Counter(
+            line
+            for line in r1.raw["citations"]
+            for r in parse([line])[0]
+            if not {r["citingcorpusid"], r["citedcorpusid"]} & gone
+        )
         rows2 = collections.Counter(line for line in r2.raw["citations"] if parse([line])[0])
         assert not rows1 - rows2
         assert sum((rows2 - rows1).values()) == r2.truth["diff"]["citations_added"]  # the added papers' rows
@@ -269,8 +288,10 @@ def test_counts_of_release_2_are_exact(releases):
     internal = [(a, b) for a, b in r2.rows if a is not None and b is not None and a != b and a in ids and b in ids]
     assert len(internal) - len(r2.edges) == c["duplicate_citations"]
     assert sum(1 for a, b in r2.rows if a is not None and a == b) == c["self_citations"]
-    assert sum(1 for a, b in r2.rows if None not in (a, b) and a != b and a in ids and b not in ids) == \
-        c["external_citations"]
+    assert (
+        sum(1 for a, b in r2.rows if None not in (a, b) and a != b and a in ids and b not in ids)
+        == c["external_citations"]
+    )
     assert sum(1 for a, b in r2.rows if a is None or b is None) == c["null_id_citations"]
     assert sum(1 for a, b in r2.rows if None not in (a, b) and a != b and a not in ids) == c["citing_not_in_corpus"]
     bad = {name: len(unparseable(raw)) for name, raw in r2.raw.items()}
@@ -304,8 +325,9 @@ def test_deriving_again_gives_identical_bytes(releases, capsys):
     _, r2, _, sets = releases
     before = all_files(r2.root)
     assert len(before) >= 15
-    rc = main(["generate", "--derive-from", str(r2.root.parent / "r1"), "--out", str(r2.root), "--seed", "3",
-               "--overwrite"])
+    rc = main(
+        ["generate", "--derive-from", str(r2.root.parent / "r1"), "--out", str(r2.root), "--seed", "3", "--overwrite"]
+    )
     assert rc == 0 and "150 added, 30 removed, 60 changed" in capsys.readouterr().out
     after = all_files(r2.root)
     truth_before, truth_after = (json.loads(files.pop("generator.json")) for files in (before, after))
@@ -317,8 +339,11 @@ def test_deriving_again_gives_identical_bytes(releases, capsys):
 def test_other_seed_other_papers_and_a_third_release(releases, tmp_path):
     r1, r2, _, sets = releases
     _, truth = derive(tmp_path / "other", r1.root, seed=4, added=10, removed=5, changed=0)
-    other = {d["corpus_id"] for d in pq.read_table(tmp_path / "other" / "release_diff.parquet").to_pylist()
-             if d["change"] == "removed"}
+    other = {
+        d["corpus_id"]
+        for d in pq.read_table(tmp_path / "other" / "release_diff.parquet").to_pylist()
+        if d["change"] == "removed"
+    }
     assert len(other) == 5 and other != set(list(sets["removed"])[:5])
     assert (truth["diff"]["added"], truth["diff"]["changed"]) == (10, 0)
     if r1.fmt == "s2orc":  # a release 3 from release 2: later again, no id reused

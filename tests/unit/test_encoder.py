@@ -16,8 +16,10 @@ from citeflow.errors import CiteflowError
 from models.encoder import TokenStore, build_small, collate, load, paper_text, pool
 
 REPO = Path(__file__).resolve().parents[2]
-WORDS = ("graph neural network protein folding enzyme kinetics galaxy survey quasar lensing tumour "
-         "immunotherapy citation embedding transformer").split()
+WORDS = (
+    "graph neural network protein folding enzyme kinetics galaxy survey quasar lensing tumour "
+    "immunotherapy citation embedding transformer"
+).split()
 
 
 def corpus(n=60, seed=0):
@@ -32,8 +34,18 @@ def corpus(n=60, seed=0):
 def small(tmp_path_factory):
     ids, titles, abstracts = corpus()
     out = tmp_path_factory.mktemp("small") / "model"
-    build_small([paper_text(t, a, "") for t, a in zip(titles, abstracts)], out, vocab_size=200, hidden=32,
-                layers=1, heads=2, intermediate=64, max_length=64, seed=0, dropout=0.0)
+    build_small(
+        [paper_text(t, a, "") for t, a in zip(titles, abstracts)],
+        out,
+        vocab_size=200,
+        hidden=32,
+        layers=1,
+        heads=2,
+        intermediate=64,
+        max_length=64,
+        seed=0,
+        dropout=0.0,
+    )
     return out
 
 
@@ -52,7 +64,7 @@ def test_small_model_reloads_with_plain_transformers(small):
     text = paper_text("Graph Neural Network", "protein folding and enzyme kinetics", tokenizer.sep_token)
     a = tokenizer([text], return_tensors="pt")
     assert a["input_ids"][0, 0] == tokenizer.cls_token_id and tokenizer.sep_token_id in a["input_ids"][0]
-    assert plain_tok.tokenize("GRAPH") == plain_tok.tokenize("graph")          # lower-cased WordPiece
+    assert plain_tok.tokenize("GRAPH") == plain_tok.tokenize("graph")  # lower-cased WordPiece
     with torch.inference_mode():
         x = model.eval()(**a).last_hidden_state
         y = plain(**plain_tok([text], return_tensors="pt")).last_hidden_state
@@ -80,8 +92,9 @@ def test_token_store_round_trip(small, tmp_path):
     store = TokenStore.write(tmp_path / "tokens", iter(batches), tokenizer, 16, 10)
     assert len(store) == 10 and not (tmp_path / "tokens.tmp").exists()
     for i in (0, 5, 9):
-        want = tokenizer(paper_text(titles[i], abstracts[i], tokenizer.sep_token), truncation=True,
-                         max_length=16)["input_ids"]
+        want = tokenizer(paper_text(titles[i], abstracts[i], tokenizer.sep_token), truncation=True, max_length=16)[
+            "input_ids"
+        ]
         assert store.get(i).tolist() == want
     assert store.rows(np.array([1009, 1000])).tolist() == [9, 0]
     with pytest.raises(CiteflowError, match="no text"):
@@ -101,22 +114,51 @@ def make_spec(small, tmp_path, name, **over):
         pq.write_table(pa.table({"query_id": q, "positive_id": p, "negative_id": n}), tmp_path / "triplets.parquet")
     run = tmp_path / name
     run.mkdir()
-    spec = {"tokens": str(tokens), "triplets": str(tmp_path / "triplets.parquet"), "model_in": str(small),
-            "model_out": str(run / "model"), "work": str(run / "checkpoints"), "log": str(run / "log.jsonl"),
-            "epochs": 2, "max_steps": 0, "batch_size": 8, "per_device_batch": 4, "lr": 1e-3, "weight_decay": 0.01,
-            "warmup_fraction": 0.1, "margin": 1.0, "bitfit": False, "bitfit_lr": 1e-4, "pooling": "cls", "seed": 3,
-            "gradient_checkpointing": False, "precision": "auto", "checkpoint_every": 5, "citeflow": {"test": name},
-            "device": "cpu", **over}
+    spec = {
+        "tokens": str(tokens),
+        "triplets": str(tmp_path / "triplets.parquet"),
+        "model_in": str(small),
+        "model_out": str(run / "model"),
+        "work": str(run / "checkpoints"),
+        "log": str(run / "log.jsonl"),
+        "epochs": 2,
+        "max_steps": 0,
+        "batch_size": 8,
+        "per_device_batch": 4,
+        "lr": 1e-3,
+        "weight_decay": 0.01,
+        "warmup_fraction": 0.1,
+        "margin": 1.0,
+        "bitfit": False,
+        "bitfit_lr": 1e-4,
+        "pooling": "cls",
+        "seed": 3,
+        "gradient_checkpointing": False,
+        "precision": "auto",
+        "checkpoint_every": 5,
+        "citeflow": {"test": name},
+        "device": "cpu",
+        **over,
+    }
     (run / "spec.json").write_text(json.dumps(spec))
     return run
 
 
 def train(run, nproc=1, env=None):
     module = ["-m", "models.train_encoder", str(run / "spec.json")]
-    command = [sys.executable, *module] if nproc == 1 else \
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *module]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    command = (
+        [sys.executable, *module]
+        if nproc == 1
+        else [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *module]
+    )
+    return subprocess.run(
+        command,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+    )
 
 
 def weights(folder):
@@ -130,12 +172,12 @@ def test_killed_training_resumes_to_the_same_model(small, tmp_path):
     done = train(whole)
     assert done.returncode == 0, done.stdout[-3000:]
     log = [json.loads(line) for line in (whole / "log.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in log] == list(range(1, 25))            # 96 triplets / 8 = 12 steps x 2 epochs
+    assert [r["step"] for r in log] == list(range(1, 25))  # 96 triplets / 8 = 12 steps x 2 epochs
     assert json.loads((whole / "model" / "citeflow.json").read_text()) == {"test": "whole"}
 
     killed = make_spec(small, tmp_path, "killed")
     first = train(killed, env={"CITEFLOW_KILL_AT_STEP": "13"})
-    assert first.returncode == -9                                   # SIGKILL after step 13
+    assert first.returncode == -9  # SIGKILL after step 13
     assert not (killed / "model").exists()
     assert sorted(p.name for p in (killed / "checkpoints").glob("ckpt-*")) == ["ckpt-00000005", "ckpt-00000010"]
     second = train(killed)

@@ -55,15 +55,23 @@ def filled(value) -> bool:
 def s2orc_score(r: dict) -> int:
     """The build_graph rule: one point per filled field, plus fields of study, plus citations."""
     fields = ("title", "abstract", "year", "doi", "pubmed_id", "arxiv_id", "mag_id")
-    return (sum(filled(r[f]) for f in fields) + filled(r["venue"] or r["journal"])
-            + filled(r["mag_field_of_study"]) + filled(r["outbound_citations"]))
+    return (
+        sum(filled(r[f]) for f in fields)
+        + filled(r["venue"] or r["journal"])
+        + filled(r["mag_field_of_study"])
+        + filled(r["outbound_citations"])
+    )
 
 
 def s2ag_score(r: dict) -> int:
     ext = r["externalids"]
     venue = r["venue"] or (r["journal"] or {}).get("name")
-    return (sum(filled(r[f]) for f in ("title", "year")) + filled(venue)
-            + sum(filled(ext[k]) for k in ("DOI", "PubMed", "ArXiv", "MAG")) + filled(r["s2fieldsofstudy"]))
+    return (
+        sum(filled(r[f]) for f in ("title", "year"))
+        + filled(venue)
+        + sum(filled(ext[k]) for k in ("DOI", "PubMed", "ArXiv", "MAG"))
+        + filled(r["s2fieldsofstudy"])
+    )
 
 
 def kept(records: list[dict], key: str, score) -> dict:
@@ -147,8 +155,11 @@ def s2ag_records(s2ag):
 
 
 def all_files(out: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file() and p.name != "generator.json"}
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.name != "generator.json"
+    }
 
 
 @pytest.mark.parametrize("fmt", ["s2orc", "s2ag"])
@@ -171,8 +182,10 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, fmt):
 
 def test_s2orc_layout_and_record_format(s2orc, s2orc_records, shared_data):
     out, truth = s2orc
-    assert sorted(p.name for p in (out / "corpus" / "metadata").iterdir()) == ["metadata_0.jsonl.gz",
-                                                                              "metadata_1.jsonl.gz"]
+    assert sorted(p.name for p in (out / "corpus" / "metadata").iterdir()) == [
+        "metadata_0.jsonl.gz",
+        "metadata_1.jsonl.gz",
+    ]
     records, _ = s2orc_records
     check_types(records, shared_data / "s2orc" / "metadata_sample.jsonl", sparse=("acl_id",), dirt=("title",))
     first_keys, _ = sample_types(shared_data / "s2orc" / "metadata_sample.jsonl")
@@ -220,8 +233,11 @@ def test_s2orc_truth_counts(s2orc, s2orc_records):
     assert inbound == edges
     # citations go to older papers, mostly within the field
     assert all(papers[b]["year"] <= papers[a]["year"] for a, b in edges)
-    same_field = [papers[a]["mag_field_of_study"][0] == papers[b]["mag_field_of_study"][0] for a, b in edges
-                  if papers[a]["mag_field_of_study"] and papers[b]["mag_field_of_study"]]
+    same_field = [
+        papers[a]["mag_field_of_study"][0] == papers[b]["mag_field_of_study"][0]
+        for a, b in edges
+        if papers[a]["mag_field_of_study"] and papers[b]["mag_field_of_study"]
+    ]
     assert 0.8 < sum(same_field) / len(same_field) < 0.97
     years = [p["year"] for p in papers.values()]
     assert min(years) >= 1970 and max(years) <= 2020
@@ -248,8 +264,7 @@ def test_s2orc_duplicates_are_placed_to_fool_first_seen(s2orc, s2orc_records):
 def test_s2ag_record_format(s2ag, s2ag_records, shared_data):
     out, truth = s2ag
     for name in ("papers", "abstracts", "citations"):
-        assert sorted(p.name for p in (out / "corpus" / name).iterdir()) == [f"{name}_0.jsonl.gz",
-                                                                            f"{name}_1.jsonl.gz"]
+        assert sorted(p.name for p in (out / "corpus" / name).iterdir()) == [f"{name}_0.jsonl.gz", f"{name}_1.jsonl.gz"]
     sample = shared_data / "s2ag"
     papers, _ = s2ag_records["papers"]
     check_types(papers, sample / "papers-sample.jsonl", dirt=("title", "year"))
@@ -276,12 +291,16 @@ def test_s2ag_record_format(s2ag, s2ag_records, shared_data):
 def test_s2ag_truth_counts(s2ag, s2ag_records):
     out, truth = s2ag
     c = truth["counts"]
-    (papers_raw, bad_p), (abstracts, bad_a), (citations, bad_c) = (s2ag_records[k] for k in
-                                                                    ("papers", "abstracts", "citations"))
+    (papers_raw, bad_p), (abstracts, bad_a), (citations, bad_c) = (
+        s2ag_records[k] for k in ("papers", "abstracts", "citations")
+    )
     assert c["malformed_lines_by_dataset"] == {"papers": bad_p, "abstracts": bad_a, "citations": bad_c}
     assert c["malformed_lines"] == bad_p + bad_a + bad_c and min(bad_p, bad_a, bad_c) >= 1
     assert (c["lines"], c["abstract_lines"], c["citation_lines"]) == (
-        len(papers_raw) + bad_p, len(abstracts) + bad_a, len(citations) + bad_c)
+        len(papers_raw) + bad_p,
+        len(abstracts) + bad_a,
+        len(citations) + bad_c,
+    )
     papers = kept(papers_raw, "corpusid", s2ag_score)
     assert len(papers) == c["papers"] == N
     assert len(papers_raw) - N == c["duplicate_records"] >= 3
@@ -357,8 +376,11 @@ def scidocs_files(root: Path) -> tuple[dict, dict, dict]:
 def test_scidocs_layout_and_mapping_truth(which, request):
     out, truth = request.getfixturevalue(which)
     meta, classes, qrels = scidocs_files(out / "scidocs")
-    ids = set(meta) | {r[0] for rows in classes.values() for r in rows} | {
-        x for rows in qrels.values() for r in rows for x in (r[0], r[2])}
+    ids = (
+        set(meta)
+        | {r[0] for rows in classes.values() for r in rows}
+        | {x for rows in qrels.values() for r in rows for x in (r[0], r[2])}
+    )
     assert set(meta) == ids  # every task id has metadata
     s = truth["scidocs"]
     assert len(ids) == s["ids"]
@@ -391,8 +413,13 @@ def test_scidocs_layout_and_mapping_truth(which, request):
     # The labels and judgements mean what they say.
     sha_to_paper = {sha: corpus[cid] for sha, (cid, _) in table.items() if cid in corpus}
     labels = s["labels"]["mag"]
-    fos = lambda r: r["mag_field_of_study"] if which == "s2orc" else [  # noqa: E731
-        f["category"] for f in (r["s2fieldsofstudy"] or [])]
+    fos = lambda r: (
+        r["mag_field_of_study"]
+        if which == "s2orc"
+        else [  # noqa: E731
+            f["category"] for f in (r["s2fieldsofstudy"] or [])
+        ]
+    )
     checked = 0
     for split in ("train", "val", "test"):
         for sha, label in classes["mag", split]:

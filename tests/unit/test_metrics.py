@@ -31,14 +31,14 @@ def test_ndcg_by_hand():
 
 def test_ties_follow_trec_eval_document_id_descending():
     assert rank({"a": 1.0, "b": 1.0, "c": 0.5}) == ["b", "a", "c"]
-    assert rank({"c": 0.5, "b": 1.0, "a": 1.0}) == ["b", "a", "c"]       # input order never matters
+    assert rank({"c": 0.5, "b": 1.0, "a": 1.0}) == ["b", "a", "c"]  # input order never matters
     run = {"q": {"a": 1.0, "b": 1.0, "c": 0.5}}
     assert evaluate_run(run, {"q": {"a": 1, "b": 0, "c": 0}})["map"] == pytest.approx(0.5)
 
 
 def test_queries_without_relevant_documents_count_as_zero():
     run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"c": 1.0, "d": 0.0}, "q3": {"e": 1.0}}
-    qrels = {"q1": {"a": 1, "b": 0}, "q2": {"c": 0, "d": 0}}           # q3 has no judgments: not a query
+    qrels = {"q1": {"a": 1, "b": 0}, "q2": {"c": 0, "d": 0}}  # q3 has no judgments: not a query
     result = evaluate_run(run, qrels)
     assert result == {"map": pytest.approx(0.5), "ndcg": pytest.approx(0.5), "queries": 2}
 
@@ -74,8 +74,8 @@ def test_scidocs_folder_with_some_tasks(tmp_path):
     rows = S.evaluate(tmp_path, vectors)
     by = {(r["task"], r["metric"]): r for r in rows}
     assert by["mag", "f1"]["status"] == "ok" and by["mag", "f1"]["missing"] == 1 and by["mag", "f1"]["n"] == 31
-    assert by["mag", "f1"]["value"] > 90                                   # well separated, one zero vector
-    assert by["cite", "map"]["value"] == pytest.approx(100.0)               # p3 shares p0's centre
+    assert by["mag", "f1"]["value"] > 90  # well separated, one zero vector
+    assert by["cite", "map"]["value"] == pytest.approx(100.0)  # p3 shares p0's centre
     assert by["mesh", "f1"]["status"] == "missing" and by["coview", "ndcg"]["status"] == "missing"
     assert by["recomm", "ndcg"]["status"] == "missing"
     average = S.average(rows)
@@ -87,8 +87,7 @@ def test_macro_f1_of_the_svm_by_hand():
     # the SVM splits at ~0.55, so test papers (0.0: a, 0.05: b, 1.0: b) are predicted a, a, b:
     # F1(a) = 2 * (1/2 * 1) / (1/2 + 1) = 2/3, F1(b) = 2 * (1 * 1/2) / (1 + 1/2) = 2/3, macro = 2/3
     x = np.array([[0.0], [0.1], [1.0], [1.1]])
-    f1, c = S.classify(x, ["a", "a", "b", "b"], np.array([[0.0], [0.05], [1.0]]), ["a", "b", "b"], grid=[1.0],
-                       folds=2)
+    f1, c = S.classify(x, ["a", "a", "b", "b"], np.array([[0.0], [0.05], [1.0]]), ["a", "b", "b"], grid=[1.0], folds=2)
     assert f1 == pytest.approx(100 * 2 / 3) and c == 1.0
 
 
@@ -102,19 +101,45 @@ def fake_embed(rows):
 
 
 def test_scirepeval_formats(tmp_path):
-    cls = [{"corpus_id": i, "title": "alpha" * (i % 2 + 1), "abstract": "beta" if i % 2 else "alpha",
-            "labels": ["A"] if i % 2 == 0 else ["B", "C"]} for i in range(60)]
+    cls = [
+        {
+            "corpus_id": i,
+            "title": "alpha" * (i % 2 + 1),
+            "abstract": "beta" if i % 2 else "alpha",
+            "labels": ["A"] if i % 2 == 0 else ["B", "C"],
+        }
+        for i in range(60)
+    ]
     (tmp_path / "fos.json").write_text(json.dumps(cls))
     reg = [{"corpus_id": i, "title": "alpha " * i, "abstract": "", "score": float(i)} for i in range(40)]
     (tmp_path / "cites.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reg))
-    search = [{"query": "alpha", "candidates": [{"corpus_id": 1, "title": "alpha", "score": 1},
-                                                {"corpus_id": 2, "title": "beta", "score": 0}]},
-              {"query": "beta", "candidates": [{"corpus_id": 1, "title": "alpha", "score": 0},
-                                               {"corpus_id": 2, "title": "beta", "score": 1}]}]
+    search = [
+        {
+            "query": "alpha",
+            "candidates": [
+                {"corpus_id": 1, "title": "alpha", "score": 1},
+                {"corpus_id": 2, "title": "beta", "score": 0},
+            ],
+        },
+        {
+            "query": "beta",
+            "candidates": [
+                {"corpus_id": 1, "title": "alpha", "score": 0},
+                {"corpus_id": 2, "title": "beta", "score": 1},
+            ],
+        },
+    ]
     (tmp_path / "search.jsonl").write_text("".join(json.dumps(r) + "\n" for r in search))
-    prox = [{"query": {"corpus_id": 9, "title": "beta"},
-             "candidates": [{"corpus_id": 1, "title": "alpha", "score": 0}, {"corpus_id": 2, "title": "beta", "score": 1},
-                            {"corpus_id": 3, "title": "alpha alpha", "score": 1}]}]
+    prox = [
+        {
+            "query": {"corpus_id": 9, "title": "beta"},
+            "candidates": [
+                {"corpus_id": 1, "title": "alpha", "score": 0},
+                {"corpus_id": 2, "title": "beta", "score": 1},
+                {"corpus_id": 3, "title": "alpha alpha", "score": 1},
+            ],
+        }
+    ]
     (tmp_path / "prox.json").write_text(json.dumps(prox))
     (tmp_path / "specter_triplets.json").write_text(json.dumps([{"query": {}, "pos": {}, "neg": {}}]))
     found = dict(R.discover([str(tmp_path)]))

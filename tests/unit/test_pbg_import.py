@@ -13,8 +13,10 @@ from models.pbg_import import build_entity_index, holdout_mask, import_citations
 def write_citations(path, edges):
     path.mkdir(parents=True)
     citing, cited = zip(*edges)
-    pq.write_table(pa.table({"citing": pa.array(citing, pa.int64()), "cited": pa.array(cited, pa.int64())}),
-                   path / "part-0.parquet")
+    pq.write_table(
+        pa.table({"citing": pa.array(citing, pa.int64()), "cited": pa.array(cited, pa.int64())}),
+        path / "part-0.parquet",
+    )
     return str(path)
 
 
@@ -61,6 +63,7 @@ def test_same_input_and_seed_give_identical_files(tmp_path):
         names = sorted((out / "entities").glob("*.json"))
         h5 = sorted((out / "edges_train").glob("*.h5"))
         import h5py
+
         parts = [p.read_bytes() for p in names]
         for f in h5:
             with h5py.File(f) as hf:

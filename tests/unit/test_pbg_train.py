@@ -14,10 +14,24 @@ pytestmark = pytest.mark.slow
 def train(tmp_path, name, src, seed, workers=1):
     out = tmp_path / name
     import_citations(src, out, holdout=0.05, seed=0)
-    cfg = pbg_config(entities=str(out / "entities"), train_edges=str(out / "edges_train"),
-                     checkpoint=str(out / "ckpt"), num_partitions=1, dimension=8, comparator="dot",
-                     loss_fn="ranking", margin=0.15, lr=0.1, num_epochs=3, batch_size=500, num_edge_chunks=1,
-                     max_norm=1.0, workers=workers, num_uniform_negs=20, num_batch_negs=20)
+    cfg = pbg_config(
+        entities=str(out / "entities"),
+        train_edges=str(out / "edges_train"),
+        checkpoint=str(out / "ckpt"),
+        num_partitions=1,
+        dimension=8,
+        comparator="dot",
+        loss_fn="ranking",
+        margin=0.15,
+        lr=0.1,
+        num_epochs=3,
+        batch_size=500,
+        num_edge_chunks=1,
+        max_norm=1.0,
+        workers=workers,
+        num_uniform_negs=20,
+        num_batch_negs=20,
+    )
     train_in_subprocess(cfg, out / "config.json", out / "train.log", seed=seed)
     return load_embeddings(out / "ckpt", out / "entities", 1), training_losses(out / "ckpt")
 
@@ -28,8 +42,10 @@ def citations(tmp_path):
     pairs = {(int(a), int(b)) for a, b in rng.integers(1, 300, size=(2000, 2)) if a != b}
     citing, cited = zip(*sorted(pairs))
     (tmp_path / "c").mkdir()
-    pq.write_table(pa.table({"citing": pa.array(citing, pa.int64()), "cited": pa.array(cited, pa.int64())}),
-                   tmp_path / "c" / "part-0.parquet")
+    pq.write_table(
+        pa.table({"citing": pa.array(citing, pa.int64()), "cited": pa.array(cited, pa.int64())}),
+        tmp_path / "c" / "part-0.parquet",
+    )
     return str(tmp_path / "c")
 
 
@@ -46,9 +62,23 @@ def test_same_seed_same_embeddings(tmp_path, citations):
 def test_a_failing_training_run_raises_with_its_log(tmp_path, citations):
     out = tmp_path / "bad"
     import_citations(citations, out, holdout=0.05, seed=0)
-    cfg = pbg_config(entities=str(out / "entities"), train_edges=str(out / "edges_train"),
-                     checkpoint=str(out / "ckpt"), num_partitions=1, dimension=8, comparator="no-such",
-                     loss_fn="ranking", margin=0.15, lr=0.1, num_epochs=1, batch_size=500, num_edge_chunks=1,
-                     max_norm=1.0, workers=1, num_uniform_negs=20, num_batch_negs=20)
+    cfg = pbg_config(
+        entities=str(out / "entities"),
+        train_edges=str(out / "edges_train"),
+        checkpoint=str(out / "ckpt"),
+        num_partitions=1,
+        dimension=8,
+        comparator="no-such",
+        loss_fn="ranking",
+        margin=0.15,
+        lr=0.1,
+        num_epochs=1,
+        batch_size=500,
+        num_edge_chunks=1,
+        max_norm=1.0,
+        workers=1,
+        num_uniform_negs=20,
+        num_batch_negs=20,
+    )
     with pytest.raises(RuntimeError, match="PBG training failed"):
         train_in_subprocess(cfg, out / "config.json", out / "train.log", seed=0)

@@ -19,8 +19,9 @@ def mine_scincl(vectors, rows, windows, seed=0, batch=None):
     pool_ids = np.arange(100, 100 + len(vectors), dtype=np.int64)
     parts = []
     for chunk in T.batches(rows, batch or len(rows)):
-        parts.append(T.scincl_batch(chunk, T.search_neighbours(index, vectors, chunk, windows.k_max), windows,
-                                    pool_ids, seed))
+        parts.append(
+            T.scincl_batch(chunk, T.search_neighbours(index, vectors, chunk, windows.k_max), windows, pool_ids, seed)
+        )
     return parts
 
 
@@ -28,13 +29,13 @@ def test_neighbour_ranks_on_the_arc_exclude_the_query():
     vectors = arc(30)
     index, _ = T.build_index(vectors, "flat", k_max=10, use_gpu=False)
     got = T.search_neighbours(index, vectors, np.array([0, 29]), 10)
-    assert got[0].tolist() == list(range(1, 11))       # row i is rank i from row 0
+    assert got[0].tolist() == list(range(1, 11))  # row i is rank i from row 0
     assert got[1].tolist() == list(range(28, 18, -1))  # and from the other end, backwards
 
 
 def test_the_query_is_dropped_even_when_a_duplicate_ties_with_it():
     vectors = arc(12)
-    vectors[5] = vectors[4]                             # rows 4 and 5 are the same point
+    vectors[5] = vectors[4]  # rows 4 and 5 are the same point
     index, _ = T.build_index(vectors, "flat", k_max=6, use_gpu=False)
     got = T.search_neighbours(index, vectors, np.array([4, 5]), 6)
     assert 4 not in got[0] and 5 in got[0] and got[0][0] == 5
@@ -126,8 +127,13 @@ def test_specter_citation_of_citation_rule():
     q0 = slice(0, 5)
     assert sorted(set(batch.positive[q0])) == [1, 2]
     assert sorted(batch.positive[q0].tolist()) in ([1, 1, 1, 2, 2], [1, 1, 2, 2, 2])  # cycled, each 2 or 3 times
-    assert sorted(batch.negative[q0][:2].tolist()) == [3, 4] and batch.hard[q0].tolist() == [True, True, False,
-                                                                                             False, False]
+    assert sorted(batch.negative[q0][:2].tolist()) == [3, 4] and batch.hard[q0].tolist() == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
     assert not set(batch.negative[q0][2:]) & {0, 1, 2}
     # 5 cites only 6, which cites 7: one hard negative (7), the other hard slot becomes an easy one
     q5 = slice(5, 10)

@@ -25,22 +25,41 @@ def dedupe(papers):
 
 
 def test_parse_errors_are_classified(spark):
-    df = R.parse_lines(lines(spark, [
-        {"paper_id": "1", "title": "ok"},
-        '{"paper_id": "2", "title": "cut',
-        "not json at all",
-        "   ",
-        {"paper_id": "3", "outbound_citations": "should be a list"},
-        {"paper_id": 4, "year": 1999.0},
-    ]), R.S2ORC_SCHEMA)
+    df = R.parse_lines(
+        lines(
+            spark,
+            [
+                {"paper_id": "1", "title": "ok"},
+                '{"paper_id": "2", "title": "cut',
+                "not json at all",
+                "   ",
+                {"paper_id": "3", "outbound_citations": "should be a list"},
+                {"paper_id": 4, "year": 1999.0},
+            ],
+        ),
+        R.S2ORC_SCHEMA,
+    )
     got = [r["parse_error"] for r in df.select("parse_error").collect()]
     assert got == [None, "malformed_json", "malformed_json", "blank_line", "bad_field_type", None]
 
 
 def test_fields_are_normalised(spark):
-    (row,) = s2orc(spark, [{"paper_id": " 17 ", "title": "  ", "abstract": "An abstract.", "year": "2001",
-                            "venue": "", "journal": "J. Tests", "doi": "10.1/x", "mag_field_of_study": None,
-                            "outbound_citations": [5, "6"]}]).collect()
+    (row,) = s2orc(
+        spark,
+        [
+            {
+                "paper_id": " 17 ",
+                "title": "  ",
+                "abstract": "An abstract.",
+                "year": "2001",
+                "venue": "",
+                "journal": "J. Tests",
+                "doi": "10.1/x",
+                "mag_field_of_study": None,
+                "outbound_citations": [5, "6"],
+            }
+        ],
+    ).collect()
     assert row["id_raw"] == "17"
     assert row["title"] is None  # blank title is no title
     assert row["year"] == 2001 and row["venue"] == "J. Tests"
@@ -51,20 +70,28 @@ def test_split_unparseable_rejects_bad_ids_with_the_raw_line(spark):
     papers = s2orc(spark, [{"paper_id": "1"}, {"paper_id": None, "title": "x"}, {"paper_id": "abc"}, "{broken"])
     good, bad = G.split_unparseable(papers)
     kept, rejected = dedupe(papers)  # label_papers applies the same checks to paper lines
-    assert sorted((r["reason"], r["raw"]) for r in rejected.collect()) == sorted((r["reason"], r["raw"]) for r in bad.collect())
+    assert sorted((r["reason"], r["raw"]) for r in rejected.collect()) == sorted(
+        (r["reason"], r["raw"]) for r in bad.collect()
+    )
     assert [r["id_raw"] for r in good.collect()] == ["1"]
     got = sorted((r["reason"], r["raw"]) for r in bad.collect())
-    assert got == [("invalid_id", json.dumps({"paper_id": "abc"})), ("malformed_json", "{broken"),
-                   ("missing_id", json.dumps({"paper_id": None, "title": "x"}))]
+    assert got == [
+        ("invalid_id", json.dumps({"paper_id": "abc"})),
+        ("malformed_json", "{broken"),
+        ("missing_id", json.dumps({"paper_id": None, "title": "x"})),
+    ]
 
 
 def test_dedupe_keeps_the_most_complete_record(spark):
-    papers = s2orc(spark, [
-        {"paper_id": "1", "title": "short"},                                     # 1 field
-        {"paper_id": "1", "title": "full", "abstract": "a", "year": 2000},       # 3 fields: kept
-        {"paper_id": "1", "title": "mid", "abstract": "b"},                      # 2 fields
-        {"paper_id": "2", "title": "only"},
-    ])
+    papers = s2orc(
+        spark,
+        [
+            {"paper_id": "1", "title": "short"},  # 1 field
+            {"paper_id": "1", "title": "full", "abstract": "a", "year": 2000},  # 3 fields: kept
+            {"paper_id": "1", "title": "mid", "abstract": "b"},  # 2 fields
+            {"paper_id": "2", "title": "only"},
+        ],
+    )
     kept, dropped = dedupe(papers)
     assert sorted((r["corpus_id"], r["title"]) for r in kept.collect()) == [(1, "full"), (2, "only")]
     assert sorted(r["id"] for r in dropped.collect()) == ["1", "1"]
@@ -83,13 +110,16 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
     corpus = spark.createDataFrame([(1,), (2,), (3,)], "corpus_id long")
     candidates = spark.createDataFrame(
         [
-            ("1", "2"), ("1", "2"), ("1", "2"),  # one edge, two duplicates
-            ("1", "1"),                          # self-citation
-            ("2", "99"),                         # cited outside the corpus
-            ("98", "3"),                         # citing outside the corpus
-            ("2", None),                         # null id (S2AG)
-            ("2", "x7"),                         # not a corpus id
-            ("3", "1"), ("2", "3"),
+            ("1", "2"),
+            ("1", "2"),
+            ("1", "2"),  # one edge, two duplicates
+            ("1", "1"),  # self-citation
+            ("2", "99"),  # cited outside the corpus
+            ("98", "3"),  # citing outside the corpus
+            ("2", None),  # null id (S2AG)
+            ("2", "x7"),  # not a corpus id
+            ("3", "1"),
+            ("2", "3"),
         ],
         "citing_raw string, cited_raw string",
     ).withColumn("source", F.lit("f"))
@@ -97,8 +127,14 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
     edges, rejected = G.kept_edges(labelled), G.rejected_edges(labelled)
     assertDataFrameEqual(edges, spark.createDataFrame([(1, 2), (3, 1), (2, 3)], "citing long, cited long"))
     counts = {r["reason"]: r["count"] for r in rejected.groupBy("reason").count().collect()}
-    assert counts == {"duplicate_citation": 2, "self_citation": 1, "cited_not_in_corpus": 1,
-                      "citing_not_in_corpus": 1, "null_id": 1, "invalid_id": 1}
+    assert counts == {
+        "duplicate_citation": 2,
+        "self_citation": 1,
+        "cited_not_in_corpus": 1,
+        "citing_not_in_corpus": 1,
+        "null_id": 1,
+        "invalid_id": 1,
+    }
 
 
 def test_inbound_lists_give_edges_pointing_at_the_paper(spark):
@@ -128,21 +164,48 @@ def test_degrees_and_summary(spark):
 
 
 def test_s2ag_abstracts_are_attached_and_orphans_rejected(spark):
-    papers = R.s2ag_papers(R.parse_lines(lines(spark, [
-        {"corpusid": 10, "title": "P", "s2fieldsofstudy": [{"category": "Physics", "source": "external"},
-                                                          {"category": "Biology", "source": "s2"},
-                                                          {"category": "Physics", "source": "s2"}],
-         "externalids": {"DOI": "10.1/p", "ArXiv": None}, "venue": "", "journal": {"name": "J"}},
-    ]), R.S2AG_PAPERS_SCHEMA))
+    papers = R.s2ag_papers(
+        R.parse_lines(
+            lines(
+                spark,
+                [
+                    {
+                        "corpusid": 10,
+                        "title": "P",
+                        "s2fieldsofstudy": [
+                            {"category": "Physics", "source": "external"},
+                            {"category": "Biology", "source": "s2"},
+                            {"category": "Physics", "source": "s2"},
+                        ],
+                        "externalids": {"DOI": "10.1/p", "ArXiv": None},
+                        "venue": "",
+                        "journal": {"name": "J"},
+                    },
+                ],
+            ),
+            R.S2AG_PAPERS_SCHEMA,
+        )
+    )
     kept, _ = dedupe(papers)
-    abstracts = R.s2ag_abstracts(R.parse_lines(lines(spark, [
-        {"corpusid": 10, "abstract": "short"}, {"corpusid": "10", "abstract": "the longer one"},
-        {"corpusid": 11, "abstract": "nobody's"},
-    ]), R.S2AG_ABSTRACTS_SCHEMA))
+    abstracts = R.s2ag_abstracts(
+        R.parse_lines(
+            lines(
+                spark,
+                [
+                    {"corpusid": 10, "abstract": "short"},
+                    {"corpusid": "10", "abstract": "the longer one"},
+                    {"corpusid": 11, "abstract": "nobody's"},
+                ],
+            ),
+            R.S2AG_ABSTRACTS_SCHEMA,
+        )
+    )
     joined, rejected = G.attach_abstracts(kept, abstracts)
     (row,) = joined.collect()
     assert row["abstract"] == "the longer one"
     assert row["fields_of_study"] == ["Biology", "Physics"]
     assert row["doi"] == "10.1/p" and row["arxiv_id"] is None and row["venue"] == "J"
     assert sorted((r["reason"], r["id"]) for r in rejected.collect()) == [
-        ("abstract_without_paper", "11"), ("duplicate_abstract", "10")]
+        ("abstract_without_paper", "11"),
+        ("duplicate_abstract", "10"),
+    ]

@@ -9,14 +9,17 @@ from spark import leakage as L
 SHA_A, SHA_B, SHA_C, SHA_D, SHA_E, SHA_F = (c * 40 for c in "abcdef")
 
 
-@pytest.mark.parametrize("raw, folded", [
-    ("Café au Lait: a Study", "cafe au lait a study"),
-    ("  Deep   learning\tfor CATS!! ", "deep learning for cats"),
-    ("Naïve Bayes—revisited", "naive bayes revisited"),
-    ("ﬁnite ﬁelds", "finite fields"),  # NFKD folds ligatures
-    ("!!!", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "raw, folded",
+    [
+        ("Café au Lait: a Study", "cafe au lait a study"),
+        ("  Deep   learning\tfor CATS!! ", "deep learning for cats"),
+        ("Naïve Bayes—revisited", "naive bayes revisited"),
+        ("ﬁnite ﬁelds", "finite fields"),  # NFKD folds ligatures
+        ("!!!", None),
+        (None, None),
+    ],
+)
 def test_fold_title(raw, folded):
     assert fold_title(raw) == folded
 
@@ -24,37 +27,42 @@ def test_fold_title(raw, folded):
 @pytest.fixture
 def papers(spark):
     return spark.createDataFrame(
-        [(1, "Deep Learning for Cats", None, None, None),
-         (2, "Café au lait", None, None, None),
-         (3, "Same Title", None, None, None),
-         (4, "Same title.", None, None, None),
-         (5, "Something else", "10.1/ABC", None, None),
-         (6, "Sixth", None, "123456", None)],
-        "corpus_id long, title string, doi string, pubmed_id string, arxiv_id string")
+        [
+            (1, "Deep Learning for Cats", None, None, None),
+            (2, "Café au lait", None, None, None),
+            (3, "Same Title", None, None, None),
+            (4, "Same title.", None, None, None),
+            (5, "Something else", "10.1/ABC", None, None),
+            (6, "Sixth", None, "123456", None),
+        ],
+        "corpus_id long, title string, doi string, pubmed_id string, arxiv_id string",
+    )
 
 
 @pytest.fixture
 def bench(spark):
     rows = [
-        ("2", "cite", "test", None, None, None, None),          # already a corpus id
+        ("2", "cite", "test", None, None, None, None),  # already a corpus id
         (SHA_A, "cite", "test", "ignored title", None, None, None),  # sha -> 1
-        (SHA_A, "mag", "train", None, None, None, None),       # same id, another task
-        (SHA_B, "cite", "val", None, None, None, None),        # sha -> 99, not in the snapshot
+        (SHA_A, "mag", "train", None, None, None, None),  # same id, another task
+        (SHA_B, "cite", "val", None, None, None, None),  # sha -> 99, not in the snapshot
         (SHA_C, "cocite", "test", "CAFE AU LAIT!", None, None, None),  # title -> 2
-        (SHA_D, "cocite", "test", "same title", None, None, None),     # ambiguous title (3 and 4)
+        (SHA_D, "cocite", "test", "same title", None, None, None),  # ambiguous title (3 and 4)
         (SHA_E, "mesh", "test", None, "10.1/abc", None, None),  # DOI, case-folded -> 5
-        (SHA_F, "mesh", "test", None, None, None, None),        # nothing to go by
+        (SHA_F, "mesh", "test", None, None, None, None),  # nothing to go by
         ("x" * 40, "mesh", "test", None, None, "123456", None),  # PubMed -> 6
     ]
-    return spark.createDataFrame(rows, "id string, task string, split string, title string, doi string, "
-                                       "pubmed_id string, arxiv_id string")
+    return spark.createDataFrame(
+        rows, "id string, task string, split string, title string, doi string, pubmed_id string, arxiv_id string"
+    )
 
 
 def test_cascade_takes_the_first_method_that_finds_each_id(spark, papers, bench):
-    paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)],
-                                      "sha string, corpus_id long")
-    mapped = {r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
-              for r in L.map_ids(L.distinct_ids(bench), papers, paper_ids).collect()}
+    paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)], "sha string, corpus_id long")
+    mapped = {
+        r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
+        for r in L.map_ids(L.distinct_ids(bench), papers, paper_ids).collect()
+    }
     assert mapped == {
         "2": (2, "corpus_id", True, None),
         SHA_A: (1, "sha", True, None),
@@ -68,7 +76,9 @@ def test_cascade_takes_the_first_method_that_finds_each_id(spark, papers, bench)
 
 
 def test_without_paper_ids_or_titles_shas_stay_unmapped(spark, papers, bench):
-    mapped = {r["id"]: r["method"] for r in L.map_ids(L.distinct_ids(bench), papers, None, match_titles=False).collect()}
+    mapped = {
+        r["id"]: r["method"] for r in L.map_ids(L.distinct_ids(bench), papers, None, match_titles=False).collect()
+    }
     assert mapped[SHA_A] is None and mapped[SHA_C] is None and mapped["2"] == "corpus_id"
 
 
@@ -79,8 +89,14 @@ def test_report_counts_per_task_split_and_overall(spark, papers, bench):
     report = {(r["task"], r["split"]): r.asDict() for r in L.leakage_report(rows).collect()}
     overall = report[("all", "all")]
     assert overall["total"] == 8
-    assert (overall["mapped_corpus_id"], overall["mapped_sha"], overall["mapped_title"], overall["mapped_doi"],
-            overall["mapped_pubmed"], overall["mapped_arxiv"]) == (1, 2, 1, 1, 1, 0)
+    assert (
+        overall["mapped_corpus_id"],
+        overall["mapped_sha"],
+        overall["mapped_title"],
+        overall["mapped_doi"],
+        overall["mapped_pubmed"],
+        overall["mapped_arxiv"],
+    ) == (1, 2, 1, 1, 1, 0)
     assert overall["unmapped"] == 2 and overall["in_snapshot"] == 5
     assert report[("mesh", "test")]["total"] == 3 and report[("mesh", "test")]["unmapped"] == 1
     assert report[("cite", "test")]["total"] == 2 and report[("mag", "train")]["mapped_sha"] == 1
@@ -98,8 +114,14 @@ def test_remove_papers_drops_every_edge_touching_them(spark):
 def test_paper_id_pairs_skip_unusable_lines(spark):
     from spark import readers as R
 
-    lines = spark.createDataFrame([('{"sha": "%s", "corpusid": 7, "primary": true}' % SHA_A.upper(), "f"),
-                                   ('{"sha": "short", "corpusid": 8}', "f"), ("{broken", "f"),
-                                   ('{"sha": "%s", "corpusid": null}' % SHA_B, "f")], "value string, source string")
+    lines = spark.createDataFrame(
+        [
+            ('{"sha": "%s", "corpusid": 7, "primary": true}' % SHA_A.upper(), "f"),
+            ('{"sha": "short", "corpusid": 8}', "f"),
+            ("{broken", "f"),
+            ('{"sha": "%s", "corpusid": null}' % SHA_B, "f"),
+        ],
+        "value string, source string",
+    )
     pairs = L.paper_id_pairs(R.parse_lines(lines, L.PAPER_IDS_SCHEMA))
     assert [(r["sha"], r["corpus_id"]) for r in pairs.collect()] == [(SHA_A, 7)]
