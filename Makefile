@@ -14,7 +14,7 @@ AIRFLOW_DEMO_HOME := $(abspath $(DEMO))/airflow
 AIRFLOW_ENV := AIRFLOW_HOME=$(AIRFLOW_DEMO_HOME) AIRFLOW__CORE__DAGS_FOLDER=$(abspath dags) \
 	AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__CORE__PARALLELISM=2 CITEFLOW_HOME=$(abspath $(DEMO))
 
-.PHONY: install demo demo-cli airflow test test-fast bench lock clean-demo
+.PHONY: install demo demo-cli airflow test test-fast lint format bench lock clean-demo
 
 $(STAMP): setup.cfg pyproject.toml requirements.lock
 	@command -v java >/dev/null || { echo "citeflow needs Java 17+ for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -52,6 +52,15 @@ airflow: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
+
+# ruff's linter and formatter, settings in pyproject.toml (CI runs this before the tests)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -m "not slow and not cluster" $(PYTEST_ARGS)

@@ -37,7 +37,9 @@ def write_scidocs(root: Path, ids: list[str], rng: np.random.Generator, dim: int
         labels = topic[chosen] % classes
         cut = np.cumsum([0.7, 0.1]) * len(chosen)
         (root / task).mkdir(parents=True)
-        for split, part in zip(("train", "val", "test"), np.split(np.arange(len(chosen)), cut.astype(int))):
+        for split, part in zip(
+            ("train", "val", "test"), np.split(np.arange(len(chosen)), cut.astype(int)), strict=True
+        ):
             body = "".join(f"{ids[chosen[i]]},{labels[i]}\n" for i in part)
             (root / task / f"{split}.csv").write_text("pid,class_label\n" + body)
     for task in ("cite", "cocite", "coview", "coread"):

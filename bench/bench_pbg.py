@@ -72,7 +72,7 @@ def main() -> int:
                 with open(tsv, "w") as fh:
                     for batch in table.slice(0, n).to_batches(1 << 20):
                         c, d = batch.column(0).to_pylist(), batch.column(1).to_pylist()
-                        fh.write("".join(f"{a}\t{b}\n" for a, b in zip(c, d)))
+                        fh.write("".join(f"{a}\t{b}\n" for a, b in zip(c, d, strict=True)))
                 config = {
                     "entity_path": str(work / "pbg" / "entities"),
                     "edge_paths": [str(work / "pbg" / "edges")],

@@ -186,14 +186,13 @@ def create_app():
     """The FastAPI app of the Airflow plugin (imports Airflow's API server modules: call it there)."""
     from typing import Annotated
 
-    from fastapi import Depends, FastAPI, HTTPException, Query
-    from fastapi.responses import HTMLResponse
-    from sqlalchemy import select
-
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
     from airflow.api_fastapi.common.db.common import SessionDep
     from airflow.api_fastapi.core_api.security import requires_access_dag
     from airflow.models.xcom import XComModel
+    from fastapi import Depends, FastAPI, HTTPException, Query
+    from fastapi.responses import HTMLResponse
+    from sqlalchemy import select
 
     app = FastAPI(title="citeflow artifacts", description="Artifact summaries of citeflow stage tasks")
     can_read = [Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))]

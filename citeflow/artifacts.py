@@ -63,7 +63,7 @@ def code_version() -> str:
 
 
 def utcnow() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
 
 
 @dataclass(frozen=True, kw_only=True)

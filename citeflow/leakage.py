@@ -13,7 +13,8 @@ returned, and the mode travels in every downstream manifest.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -13,7 +13,8 @@ import dataclasses
 import logging
 import posixpath
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from citeflow.artifacts import ArtifactStore, Manifest, code_version, compute_version, table_stats, utcnow
 

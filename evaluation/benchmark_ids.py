@@ -24,8 +24,8 @@ import csv
 import gzip
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 
@@ -220,9 +220,9 @@ def collect(scidocs: str | None, extra: tuple[str, ...] = ()) -> tuple[pa.Table,
         rows.extend(read_id_list(path))
     if not rows:
         raise CiteflowError("no benchmark ids found: give --scidocs DIR or filter_leakage.extra_ids=FILE,...")
-    columns = list(zip(*rows))
+    columns = list(zip(*rows, strict=True))
     table = pa.table(
-        {name: pa.array(list(col), pa.string()) for name, col in zip(SCHEMA.names, columns)}, schema=SCHEMA
+        {name: pa.array(list(col), pa.string()) for name, col in zip(SCHEMA.names, columns, strict=True)}, schema=SCHEMA
     )
     return table, layouts
 

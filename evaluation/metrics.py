@@ -19,7 +19,7 @@ hide them.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def rank(scores: dict[str, float]) -> list[str]:
@@ -35,7 +35,7 @@ class _Desc:
     def __init__(self, value: str):
         self.value = value
 
-    def __lt__(self, other: "_Desc") -> bool:
+    def __lt__(self, other: _Desc) -> bool:
         return self.value > other.value
 
     def __eq__(self, other: object) -> bool:

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import csv
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -162,7 +162,7 @@ def load_embeddings(path: str) -> dict[str, Any]:
                 raise CiteflowError(f"embeddings {path!r} have vectors of different lengths")
             width = int(lengths[0]) if len(lengths) else 0
         matrix = flat.reshape(len(ids), width)
-        out.update(zip(ids, matrix))
+        out.update(zip(ids, matrix, strict=True))
     if not out:
         raise CiteflowError(f"embeddings {path!r} are empty")
     return out

@@ -183,7 +183,9 @@ def _plot_degrees(store: ArtifactStore, path: str, histogram, snapshot: str) -> 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
     for direction, marker in (("out", "o"), ("in", "s")):
         points = sorted(
-            (d, n) for dr, d, n in zip(data["direction"], data["degree"], data["papers"]) if dr == direction and d > 0
+            (d, n)
+            for dr, d, n in zip(data["direction"], data["degree"], data["papers"], strict=True)
+            if dr == direction and d > 0
         )
         if points:
             ax.loglog([p[0] for p in points], [p[1] for p in points], marker, ms=3, label=f"{direction}-degree")

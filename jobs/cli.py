@@ -153,7 +153,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
     counts = summary["counts"]
     print(
-        f"wrote a {args.format} snapshot of {counts['papers']:,} papers and {counts['citations']:,} citations to {args.out}"
+        f"wrote a {args.format} snapshot of {counts['papers']:,} papers and {counts['citations']:,} citations "
+        f"to {args.out}"
     )
     print(f"  corpus:    {args.out}/corpus\n  scidocs:   {args.out}/scidocs\n  paper-ids: {args.out}/paper-ids")
     print(f"  truth:     {args.out}/generator.json")
@@ -210,9 +211,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.strategy:
         strategies = ["scincl", "specter"] if args.strategy == "both" else [args.strategy]
     manifests = run_pipeline(config, until=args.until, strategies=strategies)
-    print(
-        f"artifacts of snapshot {config.snapshot}: {manifests[-1].path.rsplit('/', 2)[0] if manifests else config.artifacts}"
-    )
+    where = manifests[-1].path.rsplit("/", 2)[0] if manifests else config.artifacts
+    print(f"artifacts of snapshot {config.snapshot}: {where}")
     return 0
 
 
@@ -300,7 +300,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         raise CiteflowError("give one --label per --embeddings, or none")
     labels = args.label or [Path(p).stem for p in args.embeddings]
     rows = []
-    for label, path in zip(labels, args.embeddings):
+    for label, path in zip(labels, args.embeddings, strict=True):
         scored = score(
             load_embeddings(path),
             Path(args.scidocs) if args.scidocs else None,

@@ -282,7 +282,7 @@ class Census:
             score, abstract_null = s2ag_completeness(rec), True
             e = rec.get("externalids") or {}
             ext = (e.get("MAG"), e.get("PubMed"), e.get("PubMedCentral"))
-        for key, value in zip(("mag", "pubmed", "pmc"), ext):
+        for key, value in zip(("mag", "pubmed", "pmc"), ext, strict=True):
             if isinstance(value, str) and value.isdigit():
                 self.floors[key] = max(self.floors[key], int(value))
         year = rec.get("year")
@@ -516,8 +516,8 @@ def choose_changes(
         vocab, G._rng(seed, "derive-abstracts"), f[rewrite], none[rewrite], c[rewrite], min_words=30, max_words=100
     )
     ids = corpus.ids
-    new_title = dict(zip(ids[pos[retitle]].tolist(), titles.to_pylist()))
-    abstract_tail = dict(zip(ids[pos[rewrite]].tolist(), tails.to_pylist()))
+    new_title = dict(zip(ids[pos[retitle]].tolist(), titles.to_pylist(), strict=True))
+    abstract_tail = dict(zip(ids[pos[rewrite]].tolist(), tails.to_pylist(), strict=True))
     return ids[gone], ids[pos], kind, new_title, abstract_tail
 
 
@@ -1029,7 +1029,7 @@ def _edits(fmt: str, corpus: Corpus, plan: Plan) -> _Edits:
     if fmt == "s2orc" and plan.added is not None:
         citing = plan.added.papers.corpus_id[plan.added_src]
         order = np.lexsort((citing, cited_pos))
-        for pos, cid in zip(cited_pos[order].tolist(), citing[order].tolist()):
+        for pos, cid in zip(cited_pos[order].tolist(), citing[order].tolist(), strict=True):
             inbound.setdefault(int(corpus.loc[pos]), []).append(str(cid))
     if fmt == "s2ag":
         gone = G._mask(n, np.searchsorted(corpus.ids, plan.removed))

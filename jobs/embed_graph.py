@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import posixpath
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,6 @@ def run(config: RunConfig) -> Manifest:
 def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from citeflow.leakage import audit_no_benchmark_papers
     from evaluation.link_prediction import link_prediction

@@ -76,8 +76,8 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     from pyspark.sql import functions as F
 
     from citeflow.snapshot import discover_jsonl
-    from jobs.build_graph import write_graph
     from evaluation.benchmark_ids import collect
+    from jobs.build_graph import write_graph
     from spark import graph as G
     from spark import leakage as L
     from spark import readers as R

@@ -922,7 +922,7 @@ def build_vocabulary(seed: int) -> Vocabulary:
             suffixes = rng.integers(0, len(_PSEUDO_SUFFIXES), size=_PSEUDO_PER_SUBTOPIC)
             pseudo = [
                 "".join(_PSEUDO_SYLLABLES[s] for s in syl[:k]) + _PSEUDO_SUFFIXES[x]
-                for syl, k, x in zip(syllables, lengths, suffixes)
+                for syl, k, x in zip(syllables, lengths, suffixes, strict=True)
             ]
             terms = list(dict.fromkeys([*name.split(), *sub_words, *pseudo]))
             sub_offset.append(len(words))
@@ -1946,7 +1946,7 @@ def _truncated(rng: np.random.Generator, lines: pa.Array, count: int) -> pa.Arra
     source = rng.integers(0, len(lines), size=count)
     cut = rng.uniform(0.3, 0.9, size=count)
     texts = lines.take(pa.array(source)).to_pylist()
-    return pa.array([t[: max(1, int((len(t) - 2) * c))] + "\n" for t, c in zip(texts, cut)], _LS)
+    return pa.array([t[: max(1, int((len(t) - 2) * c))] + "\n" for t, c in zip(texts, cut, strict=True)], _LS)
 
 
 def _interleave(rng: np.random.Generator, lines: pa.Array, extra: pa.Array) -> pa.Array:
@@ -2071,7 +2071,7 @@ def _respell(title: str, j: int) -> str:
 
 
 def plan_scidocs(world: World) -> SciDocsPlan:
-    cfg, p, n = world.config, world.papers, world.papers.n
+    cfg, p = world.config, world.papers
     rng = _rng(cfg.seed, "scidocs")
     titled = ~np.asarray(pc.is_null(world.title).to_numpy(zero_copy_only=False), dtype=bool)
     eligible_mask = titled & world.has_abstract & ~world.generic
@@ -2154,7 +2154,7 @@ def plan_scidocs(world: World) -> SciDocsPlan:
     fresh = make_shas(_rng(cfg.seed, "scidocs-shas"), n_title + n_virtual).to_pylist()
     sha = world.primary_sha.take(pa.array(used)).to_pylist()
     extra_sha = world.extra_sha.take(pa.array(np.searchsorted(world.extra_paper, non_primary))).to_pylist()
-    for i, s in zip(np.searchsorted(used, non_primary).tolist(), extra_sha):
+    for i, s in zip(np.searchsorted(used, non_primary).tolist(), extra_sha, strict=True):
         sha[i] = s
     titles = world.title.take(pa.array(used)).to_pylist()
     for j, i in enumerate(np.searchsorted(used, title_only).tolist()):
@@ -2166,7 +2166,7 @@ def plan_scidocs(world: World) -> SciDocsPlan:
     folded_counts = {d["values"]: d["counts"] for d in pc.value_counts(folded).to_pylist() if d["values"]}
     ambiguous = [
         t
-        for t, f in zip(GENERIC_TITLES, fold_titles(pa.array(GENERIC_TITLES)).to_pylist())
+        for t, f in zip(GENERIC_TITLES, fold_titles(pa.array(GENERIC_TITLES)).to_pylist(), strict=True)
         if folded_counts.get(f, 0) >= 2
     ]
     vr = _rng(cfg.seed, "scidocs-unmappable")
@@ -2176,7 +2176,9 @@ def plan_scidocs(world: World) -> SciDocsPlan:
     new_titles = [
         t
         for t, seen in zip(
-            candidates_t.to_pylist(), pc.is_in(fold_titles(candidates_t), value_set=folded.drop_null()).to_pylist()
+            candidates_t.to_pylist(),
+            pc.is_in(fold_titles(candidates_t), value_set=folded.drop_null()).to_pylist(),
+            strict=True,
         )
         if not seen
     ]
@@ -2281,7 +2283,7 @@ class _AbstractKeeper:
     def __call__(self, lo: int, abstracts: pa.Array) -> None:
         hi = lo + len(abstracts)
         sel = self.papers[(self.papers >= lo) & (self.papers < hi)]
-        self.text.update(zip(sel.tolist(), abstracts.take(pa.array(sel - lo)).to_pylist()))
+        self.text.update(zip(sel.tolist(), abstracts.take(pa.array(sel - lo)).to_pylist(), strict=True))
 
 
 def _write_corpus(world: World, root: Path, writer: _ShardWriter, keep: _AbstractKeeper) -> None:
@@ -2358,7 +2360,7 @@ def _write_scidocs(plan: SciDocsPlan, abstracts: dict[int, str | None], root: Pa
         _, first = np.unique(every, return_index=True)
         every = every[np.sort(first)]
         out = {}
-        for paper, sha in zip(every.tolist(), plan.ids(every)):
+        for paper, sha in zip(every.tolist(), plan.ids(every), strict=True):
             if paper >= 0:
                 i = int(np.searchsorted(plan.papers, paper))
                 title, abstract = plan.title[i], abstracts[paper]
@@ -2370,7 +2372,7 @@ def _write_scidocs(plan: SciDocsPlan, abstracts: dict[int, str | None], root: Pa
     tasks: dict[str, Any] = {}
     for task, splits in plan.classification.items():
         for split, (papers, labels) in splits.items():
-            body = "".join(f"{sha},{label}\n" for sha, label in zip(plan.ids(papers), labels.tolist()))
+            body = "".join(f"{sha},{label}\n" for sha, label in zip(plan.ids(papers), labels.tolist(), strict=True))
             _write_text(root / task / f"{split}.csv", "pid,class_label\n" + body)
         tasks[task] = {split: len(papers) for split, (papers, _) in splits.items()}
         tasks[task]["classes"] = len(FIELDS) if task == "mag" else len(MESH_CLASSES)
@@ -2378,7 +2380,9 @@ def _write_scidocs(plan: SciDocsPlan, abstracts: dict[int, str | None], root: Pa
     for task, splits in plan.ranking.items():
         tasks[task] = {}
         for split, (queries, papers, rel) in splits.items():
-            body = "".join(f"{q} 0 {p} {r}\n" for q, p, r in zip(plan.ids(queries), plan.ids(papers), rel.tolist()))
+            body = "".join(
+                f"{q} 0 {p} {r}\n" for q, p, r in zip(plan.ids(queries), plan.ids(papers), rel.tolist(), strict=True)
+            )
             _write_text(root / task / f"{split}.qrel", body)
             tasks[task][split] = {
                 "queries": len(np.unique(queries)),
@@ -2418,11 +2422,11 @@ def _write_scidocs_truth(plan: SciDocsPlan, world: World, path: Path) -> None:
     corpus_ids = world.papers.corpus_id[plan.papers].tolist()
     rows = [
         {"id": sha, "corpus_id": cid, "method": "title" if kind == 2 else "sha", "ambiguous_title": False}
-        for sha, cid, kind in zip(plan.sha, corpus_ids, plan.kind.tolist())
+        for sha, cid, kind in zip(plan.sha, corpus_ids, plan.kind.tolist(), strict=True)
     ]
     rows += [
         {"id": sha, "corpus_id": None, "method": None, "ambiguous_title": bool(amb)}
-        for sha, amb in zip(plan.virtual_sha, plan.virtual_ambiguous.tolist())
+        for sha, amb in zip(plan.virtual_sha, plan.virtual_ambiguous.tolist(), strict=True)
     ]
     _write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 

@@ -281,7 +281,7 @@ def _stack(parts):
 
     if not parts:
         return tuple(np.zeros(0, dtype=t) for t in (np.int64, np.int64, np.int64, bool))
-    return tuple(np.concatenate(column) for column in zip(*parts))
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 
 def _column(store: ArtifactStore, table: str, column: str):
@@ -379,7 +379,7 @@ def _recall(index, vectors, query_rows, windows, cfg) -> dict[str, Any]:
 def _window_recall(approx, exact, columns) -> float:
     import numpy as np
 
-    hits = sum(np.intersect1d(a[columns], e[columns]).size for a, e in zip(approx, exact))
+    hits = sum(np.intersect1d(a[columns], e[columns]).size for a, e in zip(approx, exact, strict=True))
     return hits / (len(columns) * len(exact)) if len(exact) else 1.0
 
 
@@ -485,7 +485,7 @@ def _plot_ranks(histogram, target: Path, strategy: str, snapshot: str, windows) 
     data = histogram.to_pydict()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     kinds = ["positive", "hard", "easy"]
-    for offset, kind in zip((-0.27, 0, 0.27), kinds):
+    for offset, kind in zip((-0.27, 0, 0.27), kinds, strict=True):
         rows = [i for i, k in enumerate(data["kind"]) if k == kind]
         counts = np.array([data["papers"][i] for i in rows], dtype=float)
         total = counts.sum()

@@ -12,7 +12,7 @@ import dataclasses
 import importlib
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from citeflow.artifacts import Manifest
 from citeflow.config import STAGES, RunConfig

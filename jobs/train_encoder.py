@@ -290,7 +290,9 @@ def _texts(texts: str):
     from models.encoder import paper_text
 
     for batch in ds.dataset(texts, format="parquet").to_batches(columns=["title", "abstract"], batch_size=READ_BATCH):
-        for title, abstract in zip(batch.column("title").to_pylist(), batch.column("abstract").to_pylist()):
+        for title, abstract in zip(
+            batch.column("title").to_pylist(), batch.column("abstract").to_pylist(), strict=True
+        ):
             yield paper_text(title, abstract, "")
 
 

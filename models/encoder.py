@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -178,7 +178,7 @@ class TokenStore:
         row = 0
         with open(chunks_path, "wb") as fh:
             for ids, titles, abstracts in batches:
-                texts = [paper_text(t, a, tokenizer.sep_token) for t, a in zip(titles, abstracts)]
+                texts = [paper_text(t, a, tokenizer.sep_token) for t, a in zip(titles, abstracts, strict=True)]
                 encoded = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
                 lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=len(encoded))
                 flat = np.fromiter((t for e in encoded for t in e), dtype=np.int32, count=int(lengths.sum()))

@@ -119,7 +119,7 @@ class _EdgeWriter:
         order = np.argsort(bucket, kind="stable")
         bucket, lhs_o, rhs_o = bucket[order], lhs_o[order], rhs_o[order]
         bounds = np.flatnonzero(np.diff(bucket)) + 1
-        for start, end in zip(np.r_[0, bounds], np.r_[bounds, len(bucket)]):
+        for start, end in zip(np.r_[0, bounds], np.r_[bounds, len(bucket)], strict=True):
             if start == end:
                 continue
             b = int(bucket[start])

@@ -23,7 +23,6 @@ uninterrupted run. Checkpoints are read with `weights_only=True`.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import signal
@@ -33,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 
 # Tests set this to a step number: the process SIGKILLs itself right after that optimizer step.
 KILL_AT_STEP = "CITEFLOW_KILL_AT_STEP"

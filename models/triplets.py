@@ -30,8 +30,8 @@ not cite. A query citing fewer than c_pos pool papers reuses its positives
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -239,7 +239,7 @@ def search_neighbours(index, vectors: np.ndarray, query_rows: np.ndarray, k_max:
 
 def neighbour_recall(approx: np.ndarray, exact: np.ndarray, k: int) -> float:
     """Mean share of each query's exact top-k found in its approximate top-k."""
-    hits = sum(np.intersect1d(a[:k], e[:k]).size for a, e in zip(approx, exact))
+    hits = sum(np.intersect1d(a[:k], e[:k]).size for a, e in zip(approx, exact, strict=True))
     return hits / (k * len(exact)) if len(exact) else 1.0
 
 

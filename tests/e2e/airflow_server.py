@@ -1,6 +1,7 @@
 """A running Airflow (api-server, scheduler, ...) for end-to-end tests, started by `citeflow/local_airflow.py`.
 
-One implementation of start / stop: this module uses that one, and adds what tests need on top of it: a small REST client and waits for a DAG and a DAG run.
+One implementation of start / stop: this module uses that one, and adds what tests need on top of it:
+a small REST client and waits for a DAG and a DAG run.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """benchmark end to end: SciDocs tasks of a generated snapshot, trained vs untrained, report, standalone CLI."""
 
-import dataclasses
 import subprocess
 import sys
 

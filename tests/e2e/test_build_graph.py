@@ -91,7 +91,7 @@ def test_counts_match_the_dirt_the_generator_injected(fmt, spark, tmp_path, requ
     ids = set(read(m, "papers").column("corpus_id").to_pylist())
     edges = read(m, "citations").to_pydict()
     assert set(edges["citing"]) <= ids and set(edges["cited"]) <= ids
-    assert len(set(zip(edges["citing"], edges["cited"]))) == len(edges["citing"])
+    assert len(set(zip(edges["citing"], edges["cited"], strict=True))) == len(edges["citing"])
     assert (tmp_path / f"gen-{fmt}" / "build_graph" / m.version / "degree_distribution.png").stat().st_size > 1000
 
 
@@ -113,7 +113,7 @@ def test_edges_match_the_files_recomputed_independently(spark, generated_s2orc, 
     }
     m = build_graph.run(config("gen-edges", snap / "corpus", tmp_path))
     edges = read(m, "citations").to_pydict()
-    assert set(zip(edges["citing"], edges["cited"])) == expected
+    assert set(zip(edges["citing"], edges["cited"], strict=True)) == expected
 
 
 def test_rerun_is_a_no_op_and_a_changed_setting_is_a_new_version(spark, shared_data, tmp_path):

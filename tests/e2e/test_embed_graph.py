@@ -59,7 +59,7 @@ def test_neighbours_share_the_field_far_more_than_chance(embedded):
     assert vectors.shape == (len(ids), 64) and vectors.dtype == np.float32
     upstream = next(i for i in m.inputs if i["stage"] == "filter_leakage")
     papers = pq.read_table(upstream["path"] + "/papers", columns=["corpus_id", "fields_of_study"]).to_pydict()
-    field = {c: (f[0] if f else "") for c, f in zip(papers["corpus_id"], papers["fields_of_study"])}
+    field = {c: (f[0] if f else "") for c, f in zip(papers["corpus_id"], papers["fields_of_study"], strict=True)}
     labels = np.array([field[i] for i in ids.tolist()], dtype=object)
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     queries = np.random.default_rng(0).choice(len(ids), 300, replace=False)

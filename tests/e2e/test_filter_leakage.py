@@ -62,12 +62,12 @@ def test_filtered_graph_holds_no_benchmark_paper(excluded):
     # removed counts recomputed from the unfiltered graph
     upstream = next(i for i in m.inputs if i.get("stage") == "build_graph")
     full = pq.read_table(upstream["path"] + "/citations").to_pydict()
-    touching = sum(1 for a, b in zip(full["citing"], full["cited"]) if a in mapped or b in mapped)
+    touching = sum(1 for a, b in zip(full["citing"], full["cited"], strict=True) if a in mapped or b in mapped)
     assert m.metrics["removed_citations"] == touching
     assert m.metrics["removed_papers"] == len(mapped)
     assert m.metrics["papers"] == truth["counts"]["papers"] - len(mapped)
     # degrees are those of the filtered graph
-    out_deg = dict(zip(papers["corpus_id"].to_pylist(), papers["out_degree"].to_pylist()))
+    out_deg = dict(zip(papers["corpus_id"].to_pylist(), papers["out_degree"].to_pylist(), strict=True))
     counted = {}
     for a in cites["citing"].to_pylist():
         counted[a] = counted.get(a, 0) + 1

@@ -72,7 +72,9 @@ def test_tables_agree_with_the_manifest(mined):
         ]
         queries = pc.count_distinct(t["query_id"]).as_py()
         assert queries == m.metrics["queries"] == 1000 and t.num_rows == 5 * queries == m.metrics["triplets"]
-        kinds = dict(zip(*np.unique(t["negative_kind"].to_numpy(zero_copy_only=False), return_counts=True)))
+        kinds = dict(
+            zip(*np.unique(t["negative_kind"].to_numpy(zero_copy_only=False), return_counts=True), strict=True)
+        )
         assert kinds == {"hard": m.metrics["negatives"]["hard"], "easy": m.metrics["negatives"]["easy"]}
         assert set(t["strategy"].to_pylist()) == {m.metrics["strategy"]}
         # every paper of the triplets has its text, and only those
@@ -85,8 +87,8 @@ def test_tables_agree_with_the_manifest(mined):
         )
         assert pc.all(has_text).as_py()
         # collisions recounted from the table: positives and negatives of a query never meet
-        pos = set(zip(t["query_id"].to_pylist(), t["positive_id"].to_pylist()))
-        neg = set(zip(t["query_id"].to_pylist(), t["negative_id"].to_pylist()))
+        pos = set(zip(t["query_id"].to_pylist(), t["positive_id"].to_pylist(), strict=True))
+        neg = set(zip(t["query_id"].to_pylist(), t["negative_id"].to_pylist(), strict=True))
         assert len(pos & neg) == m.metrics["collisions"] == 0
         assert not np.any(t["query_id"].to_numpy() == t["positive_id"].to_numpy())
         assert not np.any(t["query_id"].to_numpy() == t["negative_id"].to_numpy())
@@ -100,9 +102,9 @@ def test_scincl_ranks_are_the_windows(mined):
     t = pq.read_table(scincl.table_path("triplets")).to_pydict()
     windows = scincl.metrics["windows"]
     assert set(t["positive_rank"]) == set(range(windows["positive_ranks"][0], windows["positive_ranks"][1] + 1))
-    hard = [r for r, k in zip(t["negative_rank"], t["negative_kind"]) if k == "hard"]
+    hard = [r for r, k in zip(t["negative_rank"], t["negative_kind"], strict=True) if k == "hard"]
     assert set(hard) == set(range(windows["hard_ranks"][0], windows["hard_ranks"][1] + 1))
-    assert all(r is None for r, k in zip(t["negative_rank"], t["negative_kind"]) if k == "easy")
+    assert all(r is None for r, k in zip(t["negative_rank"], t["negative_kind"], strict=True) if k == "easy")
     # the exact re-ranking of a sample puts them where the search did, and easy ones beyond k_max
     ranks = scincl.metrics["rank_summary"]
     assert windows["positive_ranks"][0] <= ranks["positive"]["min"] <= ranks["positive"]["max"] <= windows["k_pos"]
@@ -114,13 +116,13 @@ def test_specter_follows_the_citations(mined):
     t = pq.read_table(specter.table_path("triplets")).to_pydict()
     leak = next(i for i in specter.inputs if i["stage"] == "filter_leakage")
     cites = pq.read_table(leak["path"] + "/citations").to_pydict()
-    cited = set(zip(cites["citing"], cites["cited"]))
-    assert all((q, p) in cited for q, p in zip(t["query_id"], t["positive_id"]))
-    assert not any((q, n) in cited for q, n in zip(t["query_id"], t["negative_id"]))
+    cited = set(zip(cites["citing"], cites["cited"], strict=True))
+    assert all((q, p) in cited for q, p in zip(t["query_id"], t["positive_id"], strict=True))
+    assert not any((q, n) in cited for q, n in zip(t["query_id"], t["negative_id"], strict=True))
     by_query = {}
-    for q, p in zip(t["query_id"], t["positive_id"]):
+    for q, p in zip(t["query_id"], t["positive_id"], strict=True):
         by_query.setdefault(q, set()).add(p)
-    for q, n, kind in zip(t["query_id"], t["negative_id"], t["negative_kind"]):
+    for q, n, kind in zip(t["query_id"], t["negative_id"], t["negative_kind"], strict=True):
         if kind == "hard":  # cited by one of the query's positives
             assert any((p, n) in cited for p in by_query[q])
     assert specter.metrics["negatives"]["hard"] + specter.metrics["hard_negative_shortfall"] == 2 * 1000

@@ -72,10 +72,15 @@ def test_trained_encoder_separates_unseen_papers_by_subtopic(trained, tmp_path):
     )
     papers = papers.filter(pc.greater(pc.utf8_length(pc.fill_null(papers["abstract"], "")), 0)).slice(0, 1500)
     topics = pq.read_table(snap / "paper_topics.parquet").to_pydict()
-    community = dict(zip(topics["corpus_id"], topics["community"]))
+    community = dict(zip(topics["corpus_id"], topics["community"], strict=True))
     labels = np.array([community[c] for c in papers["corpus_id"].to_pylist()])
     rows = list(
-        zip(map(str, papers["corpus_id"].to_pylist()), papers["title"].to_pylist(), papers["abstract"].to_pylist())
+        zip(
+            map(str, papers["corpus_id"].to_pylist()),
+            papers["title"].to_pylist(),
+            papers["abstract"].to_pylist(),
+            strict=True,
+        )
     )
     shares = {}
     for which in ("base_model", "model"):

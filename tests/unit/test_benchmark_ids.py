@@ -36,7 +36,7 @@ def test_original_layout_any_subset(tmp_path):
     (tmp_path / "recomm" / "train.csv").write_text(f"q,clicked\n{D},{'e' * 40}\n")
     table, layouts = collect(str(tmp_path))
     assert list(layouts.values()) == ["original"]
-    rows = sorted(zip(table["id"].to_pylist(), table["task"].to_pylist(), table["split"].to_pylist()))
+    rows = sorted(zip(table["id"].to_pylist(), table["task"].to_pylist(), table["split"].to_pylist(), strict=True))
     assert rows == sorted(
         [
             (A, "mag_mesh", "metadata"),

@@ -35,7 +35,7 @@ def small(tmp_path_factory):
     ids, titles, abstracts = corpus()
     out = tmp_path_factory.mktemp("small") / "model"
     build_small(
-        [paper_text(t, a, "") for t, a in zip(titles, abstracts)],
+        [paper_text(t, a, "") for t, a in zip(titles, abstracts, strict=True)],
         out,
         vocab_size=200,
         hidden=32,

@@ -250,7 +250,7 @@ def test_s2orc_duplicates_are_placed_to_fool_first_seen(s2orc, s2orc_records):
     for i, r in enumerate(records):
         position[r["paper_id"]].append(i)
     dup_first = 0
-    for pid, where in position.items():
+    for where in position.values():
         if len(where) > 1:
             best = max(where, key=lambda i: s2orc_score(records[i]))
             dup_first += where[0] != best
@@ -413,13 +413,10 @@ def test_scidocs_layout_and_mapping_truth(which, request):
     # The labels and judgements mean what they say.
     sha_to_paper = {sha: corpus[cid] for sha, (cid, _) in table.items() if cid in corpus}
     labels = s["labels"]["mag"]
-    fos = lambda r: (
-        r["mag_field_of_study"]
-        if which == "s2orc"
-        else [  # noqa: E731
-            f["category"] for f in (r["s2fieldsofstudy"] or [])
-        ]
-    )
+
+    def fos(r):
+        return r["mag_field_of_study"] if which == "s2orc" else [f["category"] for f in (r["s2fieldsofstudy"] or [])]
+
     checked = 0
     for split in ("train", "val", "test"):
         for sha, label in classes["mag", split]:

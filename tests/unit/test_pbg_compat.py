@@ -45,12 +45,13 @@ def test_pbg_parses_its_config_with_the_fix():
     assert "parsed 0.15 1.0" in done.stdout
 
 
-@pytest.mark.parametrize("tp, inner", [(Optional[float], float), (Union[None, int], int), (str | None, str)])
+# The old spellings on purpose: PBG's config annotations use typing.Optional and typing.Union.
+@pytest.mark.parametrize("tp, inner", [(Optional[float], float), (Union[None, int], int), (str | None, str)])  # noqa: UP007, UP045
 def test_unpack_optional(tp, inner):
     assert unpack_optional(tp) is inner
 
 
-@pytest.mark.parametrize("tp", [float, Union[int, str], Union[int, str, None], list[int]])
+@pytest.mark.parametrize("tp", [float, Union[int, str], Union[int, str, None], list[int]])  # noqa: UP007
 def test_non_optionals_are_refused(tp):
     with pytest.raises(TypeError):
         unpack_optional(tp)

@@ -12,7 +12,7 @@ from models.pbg_import import build_entity_index, holdout_mask, import_citations
 
 def write_citations(path, edges):
     path.mkdir(parents=True)
-    citing, cited = zip(*edges)
+    citing, cited = zip(*edges, strict=True)
     pq.write_table(
         pa.table({"citing": pa.array(citing, pa.int64()), "cited": pa.array(cited, pa.int64())}),
         path / "part-0.parquet",
@@ -34,7 +34,7 @@ def read_back(out, num_partitions, which="edges_train"):
         for rhs in range(num_partitions):
             edges = storage.load_chunk_of_edges(lhs, rhs)
             assert edges.rel.eq(0).all()
-            for a, b in zip(edges.lhs.to_tensor().tolist(), edges.rhs.to_tensor().tolist()):
+            for a, b in zip(edges.lhs.to_tensor().tolist(), edges.rhs.to_tensor().tolist(), strict=True):
                 pairs.add((int(names[lhs][a]), int(names[rhs][b])))
     return pairs, names
 

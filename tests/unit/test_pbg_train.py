@@ -40,7 +40,7 @@ def train(tmp_path, name, src, seed, workers=1):
 def citations(tmp_path):
     rng = np.random.default_rng(0)
     pairs = {(int(a), int(b)) for a, b in rng.integers(1, 300, size=(2000, 2)) if a != b}
-    citing, cited = zip(*sorted(pairs))
+    citing, cited = zip(*sorted(pairs), strict=True)
     (tmp_path / "c").mkdir()
     pq.write_table(
         pa.table({"citing": pa.array(citing, pa.int64()), "cited": pa.array(cited, pa.int64())}),

@@ -1,7 +1,6 @@
 """The mapping cascade, the report and the removal, on hand-made rows with hand-worked answers."""
 
 import pytest
-from pyspark.sql import functions as F
 
 from evaluation.benchmark_ids import fold_title
 from spark import leakage as L
@@ -116,10 +115,10 @@ def test_paper_id_pairs_skip_unusable_lines(spark):
 
     lines = spark.createDataFrame(
         [
-            ('{"sha": "%s", "corpusid": 7, "primary": true}' % SHA_A.upper(), "f"),
+            (f'{{"sha": "{SHA_A.upper()}", "corpusid": 7, "primary": true}}', "f"),
             ('{"sha": "short", "corpusid": 8}', "f"),
             ("{broken", "f"),
-            ('{"sha": "%s", "corpusid": null}' % SHA_B, "f"),
+            (f'{{"sha": "{SHA_B}", "corpusid": null}}', "f"),
         ],
         "value string, source string",
     )
