@@ -225,15 +225,3 @@ def collect(scidocs: str | None, extra: tuple[str, ...] = ()) -> tuple[pa.Table,
         {name: pa.array(list(col), pa.string()) for name, col in zip(SCHEMA.names, columns, strict=True)}, schema=SCHEMA
     )
     return table, layouts
-
-
-def fold_title(title: str | None) -> str | None:
-    """Title as compared across sources: accents, case, punctuation and white space folded."""
-    import unicodedata
-
-    if title is None:
-        return None
-    decomposed = unicodedata.normalize("NFKD", title)
-    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
-    words = re.sub(r"[\W_]+", " ", stripped).split()
-    return " ".join(words) or None

@@ -59,6 +59,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from citeflow.errors import CiteflowError
+from citeflow.text import fold_titles
 from jobs import generate_snapshot as G
 
 log = logging.getLogger("citeflow")
@@ -419,7 +420,7 @@ def _scidocs_truth(root: Path) -> tuple[np.ndarray, set[str]]:
         for sha, entry in json.loads(path.read_text(encoding="utf-8")).items():
             if sha in by_title and entry.get("title"):
                 titles.append(entry["title"])
-    folded = G.fold_titles(pa.array(titles, pa.string())).to_pylist() if titles else []
+    folded = fold_titles(pa.array(titles, pa.string())).to_pylist() if titles else []
     return ids, set(folded)
 
 
@@ -461,7 +462,7 @@ def _fresh_titles(
     titles = G.make_titles(vocab, G._rng(seed, stream), field_, field2, community)
     value_set = pa.array(sorted(avoid), pa.string())
     for attempt in range(100):
-        bad = np.flatnonzero(np.asarray(pc.fill_null(pc.is_in(G.fold_titles(titles), value_set=value_set), False)))
+        bad = np.flatnonzero(np.asarray(pc.fill_null(pc.is_in(fold_titles(titles), value_set=value_set), False)))
         if len(bad) == 0:
             return titles
         again = G.make_titles(vocab, G._rng(seed, stream, attempt + 1), field_[bad], field2[bad], community[bad])
@@ -482,7 +483,7 @@ def choose_changes(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict, dict]:
     """Pick the removed and changed papers and write the changed texts."""
     n = len(corpus.ids)
-    folded = G.fold_titles(corpus.title)
+    folded = fold_titles(corpus.title)
     guarded = np.asarray(
         pc.fill_null(pc.is_in(folded, value_set=pa.array(sorted(protected), pa.string())), False), dtype=bool
     )

@@ -73,6 +73,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from citeflow.errors import CiteflowError
+from citeflow.text import fold_titles
 
 log = logging.getLogger("citeflow")
 
@@ -867,12 +868,6 @@ def _weighted_sample(rng: np.random.Generator, weights: np.ndarray, k: int) -> n
     keys = np.log(rng.random(len(weights))) / weights
     top = np.argpartition(-keys, k - 1)[:k]
     return top[np.argsort(-keys[top], kind="stable")].astype(np.int64)
-
-
-def fold_titles(titles: pa.Array) -> pa.Array:
-    """Case, punctuation and whitespace folded titles (how title matching compares them)."""
-    folded = pc.replace_substring_regex(pc.utf8_lower(titles), r"[^\p{L}\p{N}]+", " ")
-    return pc.utf8_trim_whitespace(folded)
 
 
 def title_counts(titles: pa.Array) -> np.ndarray:

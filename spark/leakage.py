@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from evaluation.benchmark_ids import fold_title
+from citeflow.text import fold_title
 
 METHODS = ("corpus_id", "sha", "doi", "pubmed", "arxiv", "title")
 
@@ -34,7 +34,7 @@ PAPER_IDS_SCHEMA = T.StructType(
 
 
 @F.pandas_udf(T.StringType())
-def fold_title_udf(titles):  # pandas Series -> Series; the same function the benchmark side uses
+def fold_title_udf(titles):  # pandas Series -> Series; the fold the generator's truth uses too
     return titles.map(fold_title, na_action="ignore")
 
 

@@ -2,25 +2,9 @@
 
 import pytest
 
-from evaluation.benchmark_ids import fold_title
 from spark import leakage as L
 
 SHA_A, SHA_B, SHA_C, SHA_D, SHA_E, SHA_F = (c * 40 for c in "abcdef")
-
-
-@pytest.mark.parametrize(
-    "raw, folded",
-    [
-        ("Café au Lait: a Study", "cafe au lait a study"),
-        ("  Deep   learning\tfor CATS!! ", "deep learning for cats"),
-        ("Naïve Bayes—revisited", "naive bayes revisited"),
-        ("ﬁnite ﬁelds", "finite fields"),  # NFKD folds ligatures
-        ("!!!", None),
-        (None, None),
-    ],
-)
-def test_fold_title(raw, folded):
-    assert fold_title(raw) == folded
 
 
 @pytest.fixture
