@@ -130,10 +130,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _ProgressBar:
+    """A tqdm bar on a terminal (none otherwise) for `run(..., progress=)`: made at the first report, which
+    brings the total."""
+
+    def __init__(self, desc: str) -> None:
+        self.desc, self.bar = desc, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.desc, unit="file", disable=None)
+        self.bar.update(done - self.bar.n)
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     if args.derive_from is not None:
         return _derive(args)
-    from jobs.generate_snapshot import GenerateConfig, run
+    from citeflow.synth.config import GenerateConfig
+    from citeflow.synth.generate import run
 
     if args.papers is None:
         raise CiteflowError("--papers is required (or --derive-from RELEASE_DIR for a later release of a snapshot)")
@@ -141,16 +164,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if given:
         raise CiteflowError(f"{', '.join(given)} only apply with --derive-from RELEASE_DIR")
     args.format = args.format or "s2orc"
-    summary = run(
-        GenerateConfig(
-            papers=args.papers,
-            out=args.out,
-            seed=args.seed,
-            format=args.format,
-            shards=args.shards,
-            overwrite=args.overwrite,
-        )
+    config = GenerateConfig(
+        papers=args.papers,
+        out=args.out,
+        seed=args.seed,
+        format=args.format,
+        shards=args.shards,
+        overwrite=args.overwrite,
     )
+    with _ProgressBar("citeflow generate") as bar:
+        summary = run(config, progress=bar)
     counts = summary["counts"]
     print(
         f"wrote a {args.format} snapshot of {counts['papers']:,} papers and {counts['citations']:,} citations "
@@ -162,7 +185,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _derive(args: argparse.Namespace) -> int:
-    from jobs.derive_release import DeriveConfig, run
+    from citeflow.synth.derive import DeriveConfig, run
 
     given = [f"--{name}" for name in ("papers", "format", "shards") if getattr(args, name) is not None]
     if given:

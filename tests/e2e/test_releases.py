@@ -22,8 +22,8 @@ def files_and_mtimes(root):
 
 
 def test_each_release_date_builds_its_own_artifacts_and_reruns_are_cached(generated_s2orc, tmp_path):
-    from jobs.derive_release import DeriveConfig
-    from jobs.derive_release import run as derive
+    from citeflow.synth.derive import DeriveConfig
+    from citeflow.synth.derive import run as derive
 
     snap, truth = generated_s2orc
     releases = tmp_path / "releases"

@@ -1,7 +1,7 @@
-"""jobs/derive_release.py: release 2 read back with json and gzip only, against release 1's files.
+"""citeflow/synth/derive*.py: release 2 read back with json and gzip only, against release 1's files.
 
 Expected values come from the requested counts and from plain-JSON recounts of both releases' files (with the
-helpers of test_generate_snapshot, which mirror build_graph's rules), never from the deriving code's helpers.
+helpers of test_generate, which mirror build_graph's rules), never from the deriving code's helpers.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.errors import CiteflowError
+from citeflow.synth.config import GenerateConfig
+from citeflow.synth.derive import DeriveConfig, run
+from citeflow.synth.derive_census import census
+from citeflow.synth.generate import run as generate
+from citeflow.synth.lexicon import GENERIC_TITLES
 from jobs.cli import main
-from jobs.derive_release import DeriveConfig, census, run
-from jobs.generate_snapshot import GENERIC_TITLES, GenerateConfig
-from jobs.generate_snapshot import run as generate
-from tests.unit.test_generate_snapshot import fold, kept, lines_of, parse, s2ag_score, s2orc_score
+from tests.unit.synth.test_generate import fold, kept, lines_of, parse, s2ag_score, s2orc_score
 
 N = 3000
 # The defaults: 5% added, 1% removed, 2% changed of release 1's papers.

@@ -1,4 +1,4 @@
-"""jobs/generate_snapshot.py: the files it writes, read back with json and gzip only.
+"""citeflow/synth (citeflow generate): the files it writes, read back with json and gzip only.
 
 Every expected value is recomputed here from the files (or from the real samples in shared/data), never
 taken from the generator's own helpers: the truth in generator.json is checked against the files.
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from citeflow.errors import CiteflowError
-from jobs.generate_snapshot import GenerateConfig, run
+from citeflow.synth.config import GenerateConfig
+from citeflow.synth.generate import run
 
 N = 3000
 SHA = re.compile(r"[0-9a-f]{40}")

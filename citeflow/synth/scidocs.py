@@ -1,0 +1,365 @@
+"""A SciDocs evaluation set over a generated snapshot, and the truth about how each of its ids maps.
+
+`plan_scidocs` picks the papers, labels, queries and candidates (SPEC §6, original layout; no recomm) and how
+each SciDocs id can be found: by its primary or a non-primary sha in paper-ids, by a title unique in the corpus
+only, or not at all (a title matching no corpus paper or several, folded as the leakage filter folds them,
+citeflow.text). `write_scidocs` writes `scidocs/`, `write_scidocs_truth` writes `scidocs_truth.jsonl` beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from citeflow.errors import CiteflowError
+from citeflow.synth.arrays import (
+    csr_gather,
+    csr_owner,
+    make_shas,
+    random_stream,
+    rank_in_groups,
+    sample_per_group,
+    weighted_sample,
+)
+from citeflow.synth.lexicon import (
+    COMMUNITY_OFFSETS,
+    FIELD_INDEX,
+    FIELD_WEIGHTS,
+    FIELDS,
+    GENERIC_TITLES,
+    MESH_CLASSES,
+    SUBTOPIC_COUNTS,
+)
+from citeflow.synth.vocabulary import make_abstracts, make_titles
+from citeflow.synth.world import World
+from citeflow.text import fold_titles
+
+SCIDOCS_TASKS = ("cite", "cocite", "coview", "coread")
+_MEDICINE = FIELD_INDEX["Medicine"]
+
+
+def title_counts(titles: pa.Array) -> np.ndarray:
+    """For each title: how many titles of the array fold to the same string (0 for a null title)."""
+    encoded = pc.dictionary_encode(fold_titles(titles))
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    valid = ~np.asarray(pc.is_null(encoded.indices).to_numpy(zero_copy_only=False), dtype=bool)
+    codes = np.where(valid, codes, 0).astype(np.int64)
+    counts = np.bincount(codes[valid], minlength=len(encoded.dictionary))
+    return np.where(valid, counts[codes], 0)
+
+
+@dataclass
+class SciDocsPlan:
+    """A SciDocs set over the corpus. Papers are corpus indices (>= 0) or unmappable papers (-1 - j)."""
+
+    classification: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]  # task -> split -> (paper, label)
+    ranking: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]  # task -> split -> (query, paper, rel)
+    papers: np.ndarray  # distinct corpus papers in SciDocs, sorted
+    sha: list[str]  # their SciDocs id
+    title: list[str]  # their SciDocs title (re-spelt for title-only papers)
+    kind: np.ndarray  # 0 primary sha, 1 non-primary sha, 2 sha unknown to paper-ids (title only)
+    virtual_sha: list[str]  # unmappable papers
+    virtual_title: list[str]
+    virtual_abstract: list[str]
+    virtual_ambiguous: np.ndarray  # bool: the title matches several corpus papers (else none)
+
+    def ids(self, papers: np.ndarray) -> list[str]:
+        papers = np.asarray(papers, dtype=np.int64)
+        pos = np.where(papers >= 0, np.searchsorted(self.papers, papers), len(self.papers) - 1 - papers)
+        table = self.sha + self.virtual_sha
+        return [table[i] for i in pos.tolist()]
+
+
+def related_pairs(world: World, task: str, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in `queries`, related paper) pairs, unique, without the query itself.
+
+    cite: papers the query cites. cocite: papers cited together with the query by some paper.
+    coread (proxy for co-reading): papers sharing a reference with the query (bibliographic coupling).
+    coview (proxy for co-viewing): co-cited or coupled papers of the query's own subtopic.
+    Neighbourhoods are capped (30 citing papers / references, then 60 / 30) to bound the work.
+    """
+    n = world.papers.n
+
+    def cocited() -> tuple[np.ndarray, np.ndarray]:
+        off1, citers = csr_gather(world.in_ptr, world.in_src, queries, cap=30)
+        off2, other = csr_gather(world.clean_ptr, world.dst, citers, cap=60)
+        return csr_owner(off1)[csr_owner(off2)], other
+
+    def coupled() -> tuple[np.ndarray, np.ndarray]:
+        off1, refs = csr_gather(world.clean_ptr, world.dst, queries, cap=30)
+        off2, other = csr_gather(world.in_ptr, world.in_src, refs, cap=30)
+        return csr_owner(off1)[csr_owner(off2)], other
+
+    if task == "cite":
+        off, other = csr_gather(world.clean_ptr, world.dst, queries)
+        q = csr_owner(off)
+    elif task == "cocite":
+        q, other = cocited()
+    elif task == "coread":
+        q, other = coupled()
+    elif task == "coview":
+        (q1, o1), (q2, o2) = cocited(), coupled()
+        q, other = np.concatenate([q1, q2]), np.concatenate([o1, o2])
+        same = world.papers.community[other] == world.papers.community[queries[q]]
+        q, other = q[same], other[same]
+    else:
+        raise ValueError(task)
+    keep = other != queries[q]
+    keys = np.unique(q[keep] * n + other[keep])
+    return keys // n, keys % n
+
+
+def _ranking_split(
+    world: World, rng: np.random.Generator, queries: np.ndarray, qpos: np.ndarray, related: np.ndarray, pool: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows (query, paper, rel) for `queries`: up to 5 random related papers (rel 1) and 25 random papers
+    of `pool` that are neither related nor the query (rel 0), shuffled within each query."""
+    n = world.papers.n
+    pos = sample_per_group(rng, qpos, 5)
+    draws = 40
+    owner = np.repeat(np.arange(len(queries), dtype=np.int64), draws)
+    neg = pool[rng.integers(0, len(pool), size=len(owner))]
+    keys = owner * n + neg
+    bad = np.isin(keys, qpos * n + related) | (neg == queries[owner])
+    keys, owner = keys[~bad], owner[~bad]
+    _, first = np.unique(keys, return_index=True)
+    first = np.sort(first)  # distinct, in draw order (so grouped by query)
+    first = first[rank_in_groups(owner[first]) < 25]
+    q = np.concatenate([qpos[pos], owner[first]])
+    paper = np.concatenate([related[pos], keys[first] % n])
+    rel = np.concatenate([np.ones(len(pos), dtype=np.int64), np.zeros(len(first), dtype=np.int64)])
+    order = np.lexsort((rng.random(len(q)), q))
+    return queries[q[order]], paper[order], rel[order]
+
+
+def _split(papers: np.ndarray, labels: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    m = len(papers)
+    n_train, n_val = round(0.6 * m), round(0.2 * m)
+    cuts = {"train": (0, n_train), "val": (n_train, n_train + n_val), "test": (n_train + n_val, m)}
+    return {k: (papers[a:b], labels[a:b]) for k, (a, b) in cuts.items()}
+
+
+def _respell(title: str, j: int) -> str:
+    """The same title after case / punctuation / whitespace folding, spelt differently."""
+    return (title.lower(), title + ".", "  ".join(title.split()) + " ", title.upper())[j % 4]
+
+
+def plan_scidocs(world: World) -> SciDocsPlan:
+    cfg, p = world.config, world.papers
+    rng = random_stream(cfg.seed, "scidocs")
+    titled = ~np.asarray(pc.is_null(world.title).to_numpy(zero_copy_only=False), dtype=bool)
+    eligible_mask = titled & world.has_abstract & ~world.generic
+    eligible = np.flatnonzero(eligible_mask)
+    if len(eligible) < 50:
+        raise CiteflowError("too few papers with title and abstract for a SciDocs set; generate more papers")
+    out_deg, in_deg = np.diff(world.clean_ptr), np.diff(world.in_ptr)
+    nq = cfg.query_count
+    pool = np.sort(rng.choice(eligible, size=min(len(eligible), cfg.negative_pool), replace=False))
+
+    ranking: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    for task in SCIDOCS_TASKS:
+        degree = {"cite": out_deg, "coread": out_deg, "cocite": in_deg, "coview": out_deg + in_deg}[task]
+        candidates = rng.permutation(np.flatnonzero(eligible_mask & (degree > 0)))[: 8 * nq]
+        qpos, other = related_pairs(world, task, candidates)
+        keep = eligible_mask[other]
+        qpos, other = qpos[keep], other[keep]
+        chosen = np.flatnonzero(np.bincount(qpos, minlength=len(candidates)) > 0)
+        each = min(nq, len(chosen) // 2)
+        ranking[task] = {}
+        for split, sel in (("val", chosen[:each]), ("test", chosen[each : 2 * each])):
+            local = np.full(len(candidates), -1, dtype=np.int64)
+            local[sel] = np.arange(len(sel))
+            mine = local[qpos] >= 0
+            ranking[task][split] = _ranking_split(world, rng, candidates[sel], local[qpos[mine]], other[mine], pool)
+
+    size = cfg.classification_count
+    fields = p.field[eligible]
+    mag = eligible[weighted_sample(rng, 1.0 / np.bincount(fields, minlength=len(FIELDS))[fields], size)]
+    medicine = eligible[fields == _MEDICINE]
+    subtopics = p.subtopic[medicine]
+    mesh = medicine[weighted_sample(rng, 1.0 / np.bincount(subtopics, minlength=len(MESH_CLASSES))[subtopics], size)]
+    classification = {"mag": _split(mag, p.field[mag]), "mesh": _split(mesh, p.subtopic[mesh])}
+
+    # Unmappable papers replace random negatives of the ranking tasks (or join MAG train if there are none).
+    used = np.unique(np.concatenate([mag, mesh] + [a for t in ranking.values() for r in t.values() for a in r[:2]]))
+    n_virtual = 0 if cfg.scidocs_unmappable_rate == 0 else max(3, round(cfg.scidocs_unmappable_rate * len(used)))
+    negatives = [
+        (task, split, i)
+        for task in SCIDOCS_TASKS
+        for split in ("val", "test")
+        for i in np.flatnonzero(ranking[task][split][2] == 0)
+    ]
+    chosen_neg = rng.choice(len(negatives), size=min(n_virtual, len(negatives)), replace=False) if negatives else []
+    for j, k in enumerate(sorted(int(x) for x in chosen_neg)):
+        task, split, i = negatives[k]
+        ranking[task][split][1][i] = -1 - j
+    extra = n_virtual - len(chosen_neg)
+    if extra:
+        papers, labels = classification["mag"]["train"]
+        classification["mag"]["train"] = (
+            np.concatenate([papers, -1 - np.arange(len(chosen_neg), n_virtual)]),
+            np.concatenate([labels, rng.integers(0, len(FIELDS), size=extra)]),
+        )
+    every = np.concatenate(
+        [a for t in classification.values() for a, _ in t.values()]
+        + [a for t in ranking.values() for r in t.values() for a in r[:2]]
+    )
+    used = np.unique(every[every >= 0])
+
+    # Which SciDocs papers map how.
+    counts = title_counts(world.title)
+    unique_title = used[counts[used] == 1]
+    n_title = (
+        0
+        if cfg.scidocs_title_only_rate == 0
+        else min(len(unique_title), max(3, round(cfg.scidocs_title_only_rate * len(used))))
+    )
+    title_only = np.sort(rng.choice(unique_title, size=n_title, replace=False))
+    with_extra = np.setdiff1d(np.intersect1d(used, world.extra_paper), title_only)
+    n_np = (
+        0
+        if cfg.scidocs_non_primary_rate == 0
+        else min(len(with_extra), max(1, round(cfg.scidocs_non_primary_rate * len(used))))
+    )
+    non_primary = np.sort(rng.choice(with_extra, size=n_np, replace=False))
+    kind = np.zeros(len(used), dtype=np.int64)
+    kind[np.searchsorted(used, non_primary)] = 1
+    kind[np.searchsorted(used, title_only)] = 2
+    fresh = make_shas(random_stream(cfg.seed, "scidocs-shas"), n_title + n_virtual).to_pylist()
+    sha = world.primary_sha.take(pa.array(used)).to_pylist()
+    extra_sha = world.extra_sha.take(pa.array(np.searchsorted(world.extra_paper, non_primary))).to_pylist()
+    for i, s in zip(np.searchsorted(used, non_primary).tolist(), extra_sha, strict=True):
+        sha[i] = s
+    titles = world.title.take(pa.array(used)).to_pylist()
+    for j, i in enumerate(np.searchsorted(used, title_only).tolist()):
+        sha[i] = fresh[j]
+        titles[i] = _respell(titles[i], j)
+
+    # Unmappable: half carry a title several corpus papers have, the others a title no corpus paper has.
+    folded = fold_titles(world.title)
+    folded_counts = {d["values"]: d["counts"] for d in pc.value_counts(folded).to_pylist() if d["values"]}
+    ambiguous = [
+        t
+        for t, f in zip(GENERIC_TITLES, fold_titles(pa.array(GENERIC_TITLES)).to_pylist(), strict=True)
+        if folded_counts.get(f, 0) >= 2
+    ]
+    vr = random_stream(cfg.seed, "scidocs-unmappable")
+    vf = vr.choice(len(FIELDS), size=n_virtual + 8, p=FIELD_WEIGHTS).astype(np.int64)
+    vc = COMMUNITY_OFFSETS[vf] + (vr.random(len(vf)) * SUBTOPIC_COUNTS[vf]).astype(np.int64)
+    candidates_t = make_titles(world.vocab, vr, vf, np.full(len(vf), -1), vc)
+    new_titles = [
+        t
+        for t, seen in zip(
+            candidates_t.to_pylist(),
+            pc.is_in(fold_titles(candidates_t), value_set=folded.drop_null()).to_pylist(),
+            strict=True,
+        )
+        if not seen
+    ]
+    n_ambiguous = n_virtual // 2 if ambiguous else 0
+    virtual_title = [ambiguous[j % len(ambiguous)] for j in range(n_ambiguous)] + new_titles[: n_virtual - n_ambiguous]
+    virtual_abstract = make_abstracts(
+        world.vocab, vr, vf[:n_virtual], np.full(n_virtual, -1), vc[:n_virtual]
+    ).to_pylist()
+    return SciDocsPlan(
+        classification=classification,
+        ranking=ranking,
+        papers=used,
+        sha=sha,
+        title=titles,
+        kind=kind,
+        virtual_sha=fresh[n_title:],
+        virtual_title=virtual_title,
+        virtual_abstract=virtual_abstract,
+        virtual_ambiguous=np.arange(n_virtual) < n_ambiguous,
+    )
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def write_scidocs(plan: SciDocsPlan, abstracts: dict[int, str | None], root: Path) -> dict[str, Any]:
+    """Write the SciDocs files; returns the truth about them for generator.json."""
+
+    def entries(papers: list[np.ndarray]) -> dict[str, dict[str, Any]]:
+        every = np.concatenate(papers) if papers else np.empty(0, np.int64)
+        _, first = np.unique(every, return_index=True)
+        every = every[np.sort(first)]
+        out = {}
+        for paper, sha in zip(every.tolist(), plan.ids(every), strict=True):
+            if paper >= 0:
+                i = int(np.searchsorted(plan.papers, paper))
+                title, abstract = plan.title[i], abstracts[paper]
+            else:
+                title, abstract = plan.virtual_title[-1 - paper], plan.virtual_abstract[-1 - paper]
+            out[sha] = {"paper_id": sha, "title": title, "abstract": abstract}
+        return out
+
+    tasks: dict[str, Any] = {}
+    for task, splits in plan.classification.items():
+        for split, (papers, labels) in splits.items():
+            body = "".join(f"{sha},{label}\n" for sha, label in zip(plan.ids(papers), labels.tolist(), strict=True))
+            _write_text(root / task / f"{split}.csv", "pid,class_label\n" + body)
+        tasks[task] = {split: len(papers) for split, (papers, _) in splits.items()}
+        tasks[task]["classes"] = len(FIELDS) if task == "mag" else len(MESH_CLASSES)
+        tasks[task]["papers"] = len(np.unique(np.concatenate([p for p, _ in splits.values()])))
+    for task, splits in plan.ranking.items():
+        tasks[task] = {}
+        for split, (queries, papers, rel) in splits.items():
+            body = "".join(
+                f"{q} 0 {p} {r}\n" for q, p, r in zip(plan.ids(queries), plan.ids(papers), rel.tolist(), strict=True)
+            )
+            _write_text(root / task / f"{split}.qrel", body)
+            tasks[task][split] = {
+                "queries": len(np.unique(queries)),
+                "candidates": len(papers),
+                "positives": int(rel.sum()),
+            }
+        tasks[task]["papers"] = len(np.unique(np.concatenate([a for q, p, _ in splits.values() for a in (q, p)])))
+    mag_mesh = entries([p for t in plan.classification.values() for p, _ in t.values()])
+    view_cite_read = entries([a for t in plan.ranking.values() for q, p, _ in t.values() for a in (q, p)])
+    _write_text(root / "paper_metadata_mag_mesh.json", json.dumps(mag_mesh))
+    _write_text(root / "paper_metadata_view_cite_read.json", json.dumps(view_cite_read))
+    ids = len(set(mag_mesh) | set(view_cite_read))
+    title_only = int((plan.kind == 2).sum())
+    return {
+        "ids": ids,
+        "mapped_by_sha": len(plan.papers) - title_only,
+        "mapped_by_non_primary_sha": int((plan.kind == 1).sum()),
+        "mapped_by_title_only": title_only,
+        "unmappable": len(plan.virtual_sha),
+        "unmappable_with_ambiguous_title": int(plan.virtual_ambiguous.sum()),
+        "metadata": {
+            "paper_metadata_mag_mesh.json": len(mag_mesh),
+            "paper_metadata_view_cite_read.json": len(view_cite_read),
+        },
+        "tasks": tasks,
+        "labels": {"mag": list(FIELDS), "mesh": list(MESH_CLASSES)},
+    }
+
+
+def write_scidocs_truth(plan: SciDocsPlan, world: World, path: Path) -> None:
+    """scidocs_truth.jsonl: per SciDocs id, the corpus paper it is and how a mapping should find it.
+
+    `method` is `sha` (in paper-ids, primary or not), `title` (sha unknown, folded title unique in the
+    corpus) or null (unmappable; `ambiguous_title` tells whether its title matches several papers).
+    Kept beside scidocs/, not in it, so that readers of the SciDocs layout never see it.
+    """
+    corpus_ids = world.papers.corpus_id[plan.papers].tolist()
+    rows = [
+        {"id": sha, "corpus_id": cid, "method": "title" if kind == 2 else "sha", "ambiguous_title": False}
+        for sha, cid, kind in zip(plan.sha, corpus_ids, plan.kind.tolist(), strict=True)
+    ]
+    rows += [
+        {"id": sha, "corpus_id": None, "method": None, "ambiguous_title": bool(amb)}
+        for sha, amb in zip(plan.virtual_sha, plan.virtual_ambiguous.tolist(), strict=True)
+    ]
+    _write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
