@@ -112,9 +112,22 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="SciRepEval task file or folder (needs --model to embed its papers)",
+        help="SciRepEval task list (scirepeval_tasks.jsonl, data in the reference layout), a folder holding one, or "
+        "flat task record files; papers are looked up in --embeddings",
     )
-    p.add_argument("--model", default="", help="local model folder that made the embeddings (for SciRepEval tasks)")
+    p.add_argument(
+        "--model",
+        default="",
+        help="local model folder that made the embeddings: embeds SciRepEval papers missing from --embeddings and "
+        "the queries of ad-hoc search (classification, regression and proximity need no model)",
+    )
+    p.add_argument(
+        "--split",
+        action="append",
+        choices=["test", "val"],
+        default=[],
+        help="SciDocs splits to score (default: test; val: the reference's val_or_test='val')",
+    )
     p.add_argument("--out", required=True, help="folder for scores.parquet, report.md, report.html, scores.png")
 
 
@@ -290,7 +303,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from evaluation.report import write_report
-    from jobs.benchmark import load_embeddings, score, scores_schema
+    from jobs.benchmark import load_embeddings, score, scores_schema, table_rows
 
     if not args.scidocs and not args.scirepeval:
         raise CiteflowError("nothing to score: give --scidocs DIR and/or --scirepeval PATH")
@@ -306,17 +319,23 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
             Path(args.scidocs) if args.scidocs else None,
             tuple(args.scirepeval),
             args.model or None,
+            splits=tuple(dict.fromkeys(args.split or ["test"])),
         )
         for row in scored:
-            row.update(model=label, label=label, model_version="", strategy="", leakage_mode="")
+            row.update(model=label, label=label, model_version=path, strategy="", leakage_mode="")
         rows += scored
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=scores_schema()), out / "scores.parquet")
+    pq.write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), out / "scores.parquet")
     report = write_report(rows, out, "citeflow benchmark")
     for row in rows:
-        if row["status"] == "ok" and row["split"] == "test":
-            print(f"{row['label']:<24} {row['task']:<22} {row['metric']:<12} {row['value']:7.2f}  (n={row['n']})")
+        if row["value"] is not None:
+            print(
+                f"{row['label']:<20} {row['split']:<5} {row['task']:<40} {row['metric']:<10} {row['value']:7.2f}"
+                f"  (n={row['n']}{', ' + row['average_label'] if row['average_label'] else ''})"
+            )
+        elif row["task"] == "average":
+            print(f"{row['label']:<20} {row['split']:<5} average: {row['average_label']}; no average of 12")
     print(f"report: {report['html']}")
     return 0
 

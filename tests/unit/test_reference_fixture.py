@@ -147,7 +147,8 @@ def test_scirepeval_flat_record_files_score_the_same(vectors):
     """The same tasks as flat records (`corpus_id`, `split`, `labels` / `score`) give the reference's values."""
     from jobs.benchmark import score
 
-    tasks = [json.loads(line) for line in (REFERENCE / "scirepeval" / "scirepeval_tasks.jsonl").read_text().split("\n")]
+    lines = (REFERENCE / "scirepeval" / "scirepeval_tasks.jsonl").read_text().splitlines()
+    tasks = [json.loads(line) for line in lines if line.strip()]
     files = {t["name"]: REFERENCE / "scirepeval" / t["fixture_records"] for t in tasks if t}
     rows = {}
     for name, file in files.items():
