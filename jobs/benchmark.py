@@ -31,8 +31,9 @@ from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
 STAGE = "benchmark"
-STAGE_VERSION = 1
+STAGE_VERSION = 2  # 2: reference protocols, details column, model card
 TABLES = ["scores"]
+CARD = "model_card.md"  # the trained model's Hugging Face card, README.md of `citeflow export-model`
 
 log = logging.getLogger("citeflow")
 
@@ -77,13 +78,14 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from evaluation.model_card import model_card
     from evaluation.report import write_report
 
     rows: list[dict[str, Any]] = []
     summary = {}
     for which, manifest in embedded.items():
         vectors = load_embeddings(manifest.table_path("embeddings"))
-        label = f"{manifest.metrics['strategy']} {which} ({manifest.metrics['train_encoder_version'][:8]})"
+        label, version = model_label(manifest, which)
         scored = score(
             vectors,
             Path(config.scidocs),
@@ -95,7 +97,7 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
             row.update(
                 model=which,
                 label=label,
-                model_version=manifest.metrics["train_encoder_version"],
+                model_version=version,
                 strategy=manifest.metrics["strategy"],
                 leakage_mode=manifest.metrics["leakage_mode"],
             )
@@ -106,11 +108,40 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
     folder.mkdir()
     pq.write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), folder / "part-0.parquet")
     write_report(rows, path, f"citeflow benchmark — {config.snapshot}")
+    lineage = {m.stage: m.to_json() for m in upstream_manifests(store, embedded["trained"])}
+    trained_rows = [r for r in rows if r["model"] == "trained"]
+    (path / CARD).write_text(model_card(lineage, trained_rows, snapshot=config.snapshot), encoding="utf-8")
     return {
         "strategy": embedded["trained"].metrics["strategy"],
         "leakage_mode": embedded["trained"].metrics["leakage_mode"],
         **summary,
     }
+
+
+def model_label(manifest: Manifest, which: str) -> tuple[str, str]:
+    """(column label, model version) of an embed_papers version: the trained model is the train_encoder version;
+    the base is the model it started from (`small`: its initialisation in that version's base_model/)."""
+    strategy, trained = manifest.metrics["strategy"], manifest.metrics["train_encoder_version"]
+    if which == "trained":
+        return f"{strategy} trained (train_encoder {trained[:8]})", f"train_encoder:{trained}"
+    folder = manifest.metrics.get("model_folder", "")
+    if folder.rstrip("/").endswith("base_model"):
+        return f"{strategy} base (untrained init of {trained[:8]})", f"base_model_of:{trained}"
+    return f"{strategy} base ({Path(folder).name}, untrained)", f"base:{folder}"
+
+
+def upstream_manifests(store: ArtifactStore, manifest: Manifest) -> list[Manifest]:
+    """Every stage version `manifest` was built from, nearest first, each stage once."""
+    seen: dict[str, Manifest] = {}
+    todo = [manifest]
+    while todo:
+        current = todo.pop(0)
+        for item in current.inputs:
+            stage = item.get("stage")
+            if stage and stage not in seen:
+                seen[stage] = store.upstream(current, stage)
+                todo.append(seen[stage])
+    return list(seen.values())
 
 
 def scores_schema():
@@ -276,8 +307,15 @@ def score(
             }
         )
     embed = embedder(model_dir)
-    for task in R.discover(scirepeval):
-        rows += R.evaluate_task(task, vectors, embed, n_jobs=n_jobs)
+    try:
+        tasks = R.discover(scirepeval)
+    except (ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise CiteflowError(f"SciRepEval task list: {exc}") from None
+    for task in tasks:
+        try:
+            rows += R.evaluate_task(task, vectors, embed, n_jobs=n_jobs)
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+            raise CiteflowError(f"SciRepEval task {task.name!r}: {exc}") from None
     for row in rows:
         row.setdefault("average_label", "")
         row.setdefault("details", {})

@@ -6,6 +6,8 @@
                  [--scidocs DIR] [--paper-ids DIR] [--artifacts ROOT] [--set stage.key=value ...]
     citeflow artifacts --snapshot demo [--artifacts ROOT] [--json]
     citeflow settings          # every setting `--set` accepts, with its default and help
+    citeflow benchmark --embeddings E.parquet --scidocs DIR [--scirepeval scirepeval_tasks.jsonl] --out DIR
+    citeflow export-model --snapshot demo --strategy scincl --out DIR [--artifacts ROOT]
 
 User mistakes (bad ids, missing paths, unknown settings) print one line and
 exit with status 2; a traceback means a bug.
@@ -131,6 +133,18 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="folder for scores.parquet, report.md, report.html, scores.png")
 
 
+def _add_export_model(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export-model",
+        help="copy a snapshot's trained model and its model card into one folder, loadable with AutoModel",
+    )
+    p.add_argument("--snapshot", required=True, help="snapshot id")
+    p.add_argument("--strategy", required=True, choices=["scincl", "specter"], help="triplet strategy of the model")
+    p.add_argument("--out", required=True, help="output folder (absent or empty, unless --overwrite)")
+    p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="citeflow", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -139,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_artifacts(sub)
     _add_benchmark(sub)
+    _add_export_model(sub)
     sub.add_parser("settings", help="list every setting --set accepts")
     return parser
 
@@ -309,6 +324,11 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         raise CiteflowError("nothing to score: give --scidocs DIR and/or --scirepeval PATH")
     if args.scidocs and not Path(args.scidocs).is_dir():
         raise CiteflowError(f"SciDocs folder {args.scidocs!r} does not exist")
+    for path in args.scirepeval:
+        if not Path(path).exists():
+            raise CiteflowError(f"SciRepEval path {path!r} does not exist")
+    if args.model and not Path(args.model).is_dir():
+        raise CiteflowError(f"model folder {args.model!r} does not exist")
     if args.label and len(args.label) != len(args.embeddings):
         raise CiteflowError("give one --label per --embeddings, or none")
     labels = args.label or [Path(p).stem for p in args.embeddings]
@@ -340,6 +360,16 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_model(args: argparse.Namespace) -> int:
+    from jobs.export_model import export_model
+
+    target = export_model(
+        snapshot=args.snapshot, strategy=args.strategy, out=args.out, artifacts=args.artifacts, overwrite=args.overwrite
+    )
+    print(f"exported the {args.strategy} model of snapshot {args.snapshot} with its model card to {target}")
+    return 0
+
+
 def cmd_settings(_args: argparse.Namespace) -> int:
     defaults = RunConfig(snapshot="x", corpus="x")
     for f in dataclasses.fields(RunConfig):
@@ -358,6 +388,7 @@ COMMANDS = {
     "artifacts": cmd_artifacts,
     "settings": cmd_settings,
     "benchmark": cmd_benchmark,
+    "export-model": cmd_export_model,
 }
 
 
