@@ -329,14 +329,19 @@ def evaluate(
     model, history = train(
         pair_tensors(train_clicks), pair_tensors(val_clicks) if split == "test" else None, scale, config, device
     )
-    ranked, unembedded = [], set()
+    # every (query, candidate) pair of every test click scored in one pass; the clicked paper first in its block
+    blocks, pairs, unembedded = [], [], set()
+    for query, clicked, candidates, position in test_clicks:
+        others = [c for c in candidates if c != clicked]
+        unembedded.update(p for p in (query, clicked, *others) if p not in embeddings)
+        blocks.append((len(pairs), len(others), position))
+        pairs += [(query, clicked)] + [(query, o) for o in others]
     with torch.no_grad():
-        for query, clicked, candidates, position in test_clicks:
-            others = [c for c in candidates if c != clicked]
-            unembedded.update(p for p in (query, clicked, *others) if p not in embeddings)
-            scores = model(features.matrix([(query, clicked)] + [(query, o) for o in others]).to(device))
-            scores = scores.reshape(-1).cpu().tolist()
-            ranked.append((ranked_above(scores[0], scores[1:]), position))
+        scores = model(features.matrix(pairs).to(device)).reshape(-1).cpu().tolist() if pairs else []
+    ranked = [
+        (ranked_above(scores[start], scores[start + 1 : start + 1 + count]), position)
+        for start, count, position in blocks
+    ]
     if not ranked:
         return _rows(split, {}, 0, 0, status="missing", reason=f"recomm/{split}.csv has no usable click")
     metrics = click_metrics(ranked, propensity)

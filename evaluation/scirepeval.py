@@ -147,23 +147,26 @@ def task_from_records(path: Path) -> Task:
 
 
 def discover(paths: Iterable[str]) -> list[Task]:
-    """Tasks of each path: a scirepeval_tasks.jsonl, a folder holding one, a flat record file or a folder of them."""
+    """Tasks of each path: a scirepeval_tasks.jsonl file; a folder: the task list it holds (if any) and its flat
+    record files; a flat record file."""
     found: list[Task] = []
     for item in paths:
         path = Path(item)
-        if path.name == "scirepeval_tasks.jsonl" or (path.is_dir() and (path / "scirepeval_tasks.jsonl").is_file()):
+        if path.is_file() and path.name.endswith("_tasks.jsonl"):
             found += read_tasks(path)
             continue
+        if path.is_dir() and (path / "scirepeval_tasks.jsonl").is_file():
+            found += read_tasks(path)
         files = (
-            sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.stem != "scirepeval_tasks")
+            sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and not p.stem.endswith("_tasks"))
             if path.is_dir()
             else [path]
         )
         for file in files:
             try:
                 found.append(task_from_records(file))
-            except (ValueError, IndexError, KeyError, AttributeError, json.JSONDecodeError):
-                continue  # not a task file (e.g. training triplets)
+            except (ValueError, IndexError, KeyError, AttributeError, TypeError, json.JSONDecodeError):
+                continue  # not a task file (e.g. training triplets, metadata)
     return found
 
 

@@ -270,10 +270,10 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
                 _print_triplets(m.metrics)
             if stage == "benchmark":
                 for which in ("trained", "base"):
-                    if which in m.metrics and m.metrics[which]["average"] is not None:
+                    if which in m.metrics and m.metrics[which].get("mean") is not None:
                         print(
                             f"      {m.metrics['strategy']} {which}: {m.metrics[which]['average_label']} "
-                            f"= {m.metrics[which]['average']:.2f}"
+                            f"= {m.metrics[which]['mean']:.2f}"
                         )
         if stage == "benchmark" and manifests:
             print(f"  report: {store.stage_path(args.snapshot, stage)}/report.html")
