@@ -55,3 +55,15 @@ def test_squared_loss_and_bad_input():
         fit_path(x, y, [1.0], loss="huber")
     with pytest.raises(ValueError):
         fit_path(x, y[:-1], [1.0])
+
+
+def test_bit_identical_to_lightning_when_it_is_installed():
+    """With sklearn-contrib-lightning importable (it does not install with pip's defaults, see the README), the
+    port's weights equal lightning's own, bit for bit."""
+    reference = pytest.importorskip("lightning.regression")
+    rng = np.random.default_rng(0)
+    for n, d, c, loss in [(40, 5, 1e-2, "epsilon_insensitive"), (120, 16, 100.0, "squared_epsilon_insensitive")]:
+        x = rng.normal(size=(n, d)).astype(np.float32)
+        y = x @ rng.normal(size=d) + rng.normal(size=n) + 2011.0
+        theirs = reference.LinearSVR(C=c, loss=loss, random_state=42).fit(x, y).coef_.ravel()
+        assert np.array_equal(LinearSVR(C=c, loss=loss, random_state=42).fit(x, y).coef_, theirs)
