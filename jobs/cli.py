@@ -6,6 +6,8 @@
                  [--scidocs DIR] [--paper-ids DIR] [--artifacts ROOT] [--set stage.key=value ...]
     citeflow artifacts --snapshot demo [--artifacts ROOT] [--json]
     citeflow settings          # every setting `--set` accepts, with its default and help
+    citeflow benchmark --embeddings E.parquet --scidocs DIR [--scirepeval scirepeval_tasks.jsonl] --out DIR
+    citeflow export-model --snapshot demo --strategy scincl --out DIR [--artifacts ROOT]
 
 User mistakes (bad ids, missing paths, unknown settings) print one line and
 exit with status 2; a traceback means a bug.
@@ -112,10 +114,35 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="SciRepEval task file or folder (needs --model to embed its papers)",
+        help="SciRepEval task list (scirepeval_tasks.jsonl, data in the reference layout), a folder holding one, or "
+        "flat task record files; papers are looked up in --embeddings",
     )
-    p.add_argument("--model", default="", help="local model folder that made the embeddings (for SciRepEval tasks)")
+    p.add_argument(
+        "--model",
+        default="",
+        help="local model folder that made the embeddings: embeds SciRepEval papers missing from --embeddings and "
+        "the queries of ad-hoc search (classification, regression and proximity need no model)",
+    )
+    p.add_argument(
+        "--split",
+        action="append",
+        choices=["test", "val"],
+        default=[],
+        help="SciDocs splits to score (default: test; val: the reference's val_or_test='val')",
+    )
     p.add_argument("--out", required=True, help="folder for scores.parquet, report.md, report.html, scores.png")
+
+
+def _add_export_model(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export-model",
+        help="copy a snapshot's trained model and its model card into one folder, loadable with AutoModel",
+    )
+    p.add_argument("--snapshot", required=True, help="snapshot id")
+    p.add_argument("--strategy", required=True, choices=["scincl", "specter"], help="triplet strategy of the model")
+    p.add_argument("--out", required=True, help="output folder (absent or empty, unless --overwrite)")
+    p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_artifacts(sub)
     _add_benchmark(sub)
+    _add_export_model(sub)
     sub.add_parser("settings", help="list every setting --set accepts")
     return parser
 
@@ -265,10 +293,10 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
                 _print_triplets(m.metrics)
             if stage == "benchmark":
                 for which in ("trained", "base"):
-                    if which in m.metrics and m.metrics[which]["average"] is not None:
+                    if which in m.metrics and m.metrics[which].get("mean") is not None:
                         print(
                             f"      {m.metrics['strategy']} {which}: {m.metrics[which]['average_label']} "
-                            f"= {m.metrics[which]['average']:.2f}"
+                            f"= {m.metrics[which]['mean']:.2f}"
                         )
         if stage == "benchmark" and manifests:
             print(f"  report: {store.stage_path(args.snapshot, stage)}/report.html")
@@ -313,12 +341,17 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from evaluation.report import write_report
-    from jobs.benchmark import load_embeddings, score, scores_schema
+    from jobs.benchmark import load_embeddings, score, scores_schema, table_rows
 
     if not args.scidocs and not args.scirepeval:
         raise CiteflowError("nothing to score: give --scidocs DIR and/or --scirepeval PATH")
     if args.scidocs and not Path(args.scidocs).is_dir():
         raise CiteflowError(f"SciDocs folder {args.scidocs!r} does not exist")
+    for path in args.scirepeval:
+        if not Path(path).exists():
+            raise CiteflowError(f"SciRepEval path {path!r} does not exist")
+    if args.model and not Path(args.model).is_dir():
+        raise CiteflowError(f"model folder {args.model!r} does not exist")
     if args.label and len(args.label) != len(args.embeddings):
         raise CiteflowError("give one --label per --embeddings, or none")
     labels = args.label or [Path(p).stem for p in args.embeddings]
@@ -329,18 +362,34 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
             Path(args.scidocs) if args.scidocs else None,
             tuple(args.scirepeval),
             args.model or None,
+            splits=tuple(dict.fromkeys(args.split or ["test"])),
         )
         for row in scored:
-            row.update(model=label, label=label, model_version="", strategy="", leakage_mode="")
+            row.update(model=label, label=label, model_version=path, strategy="", leakage_mode="")
         rows += scored
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=scores_schema()), out / "scores.parquet")
+    pq.write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), out / "scores.parquet")
     report = write_report(rows, out, "citeflow benchmark")
     for row in rows:
-        if row["status"] == "ok" and row["split"] == "test":
-            print(f"{row['label']:<24} {row['task']:<22} {row['metric']:<12} {row['value']:7.2f}  (n={row['n']})")
+        if row["value"] is not None:
+            print(
+                f"{row['label']:<20} {row['split']:<5} {row['task']:<40} {row['metric']:<10} {row['value']:7.2f}"
+                f"  (n={row['n']}{', ' + row['average_label'] if row['average_label'] else ''})"
+            )
+        elif row["task"] == "average":
+            print(f"{row['label']:<20} {row['split']:<5} average: {row['average_label']}; no average of 12")
     print(f"report: {report['html']}")
+    return 0
+
+
+def cmd_export_model(args: argparse.Namespace) -> int:
+    from jobs.export_model import export_model
+
+    target = export_model(
+        snapshot=args.snapshot, strategy=args.strategy, out=args.out, artifacts=args.artifacts, overwrite=args.overwrite
+    )
+    print(f"exported the {args.strategy} model of snapshot {args.snapshot} with its model card to {target}")
     return 0
 
 
@@ -362,6 +411,7 @@ COMMANDS = {
     "artifacts": cmd_artifacts,
     "settings": cmd_settings,
     "benchmark": cmd_benchmark,
+    "export-model": cmd_export_model,
 }
 
 
