@@ -84,6 +84,7 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
 
     from citeflow.leakage import audit_no_benchmark_papers
     from models.encoder import TokenStore, build_small, load
+    from models.train_encoder import TrainSpec
 
     cfg = config.train_encoder
     work = path.parent / ".work" / path.name
@@ -121,29 +122,29 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
         TokenStore.write(tokens, _sorted_batches(texts_path), tokenizer, cfg.max_length, len(text_ids))
 
     nproc = cfg.nproc or _gpus() or 1
-    spec = {
-        "tokens": str(tokens),
-        "triplets": triplets.table_path("triplets"),
-        "model_in": model_in,
-        "model_out": str(work / "model"),
-        "work": str(work / "checkpoints"),
-        "log": str(work / "log.jsonl"),
-        "epochs": cfg.epochs,
-        "max_steps": cfg.max_steps,
-        "batch_size": cfg.batch_size,
-        "per_device_batch": _per_device(cfg.batch_size, cfg.per_device_batch, nproc),
-        "lr": cfg.lr,
-        "weight_decay": cfg.weight_decay,
-        "warmup_fraction": cfg.warmup_fraction,
-        "margin": cfg.margin,
-        "bitfit": cfg.bitfit,
-        "bitfit_lr": cfg.bitfit_lr,
-        "pooling": cfg.pooling,
-        "seed": cfg.seed,
-        "gradient_checkpointing": cfg.gradient_checkpointing,
-        "precision": cfg.precision,
-        "checkpoint_every": cfg.checkpoint_every,
-        "citeflow": {
+    spec = TrainSpec(
+        tokens=str(tokens),
+        triplets=triplets.table_path("triplets"),
+        model_in=model_in,
+        model_out=str(work / "model"),
+        work=str(work / "checkpoints"),
+        log=str(work / "log.jsonl"),
+        epochs=cfg.epochs,
+        max_steps=cfg.max_steps,
+        batch_size=cfg.batch_size,
+        per_device_batch=_per_device(cfg.batch_size, cfg.per_device_batch, nproc),
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        warmup_fraction=cfg.warmup_fraction,
+        margin=cfg.margin,
+        bitfit=cfg.bitfit,
+        bitfit_lr=cfg.bitfit_lr,
+        pooling=cfg.pooling,
+        seed=cfg.seed,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        precision=cfg.precision,
+        checkpoint_every=cfg.checkpoint_every,
+        citeflow={
             "snapshot": config.snapshot,
             "train_encoder_version": path.name,
             "pooling": cfg.pooling,
@@ -153,9 +154,9 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
             "leakage_mode": leakage.metrics["mode"],
             "base_model": cfg.model,
         },
-    }
+    )
     spec_path = work / "spec.json"
-    spec_path.write_text(json.dumps(spec, indent=2))
+    spec.write(spec_path)
     resumed = _checkpoint_step(work / "checkpoints")
     launch(spec_path, nproc, work / "train.log")
 

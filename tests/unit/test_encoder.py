@@ -14,6 +14,7 @@ import torch
 
 from citeflow.errors import CiteflowError
 from models.encoder import TokenStore, build_small, collate, load, paper_text, pool
+from models.train_encoder import TrainSpec, triplet_loss
 
 REPO = Path(__file__).resolve().parents[2]
 WORDS = (
@@ -101,6 +102,21 @@ def test_token_store_round_trip(small, tmp_path):
         store.rows(np.array([5]))
     ids_t, mask = collate([np.array([5, 6, 7]), np.array([8])], pad_id=0)
     assert ids_t.tolist() == [[5, 6, 7], [8, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+def test_triplet_loss_by_hand():
+    q = torch.tensor([[0.0, 0.0], [0.0, 0.0]])
+    p = torch.tensor([[3.0, 4.0], [0.0, 1.0]])  # distances 5 and 1
+    n = torch.tensor([[0.0, 1.0], [6.0, 8.0]])  # distances 1 and 10
+    # max(5 - 1 + 1, 0) = 5 and max(1 - 10 + 1, 0) = 0: mean 2.5
+    assert triplet_loss(q, p, n, margin=1.0).item() == pytest.approx(2.5, abs=1e-5)
+    assert triplet_loss(q[1:], p[1:], n[1:], margin=10.0).item() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_train_spec_refuses_unknown_settings(tmp_path):
+    (tmp_path / "spec.json").write_text(json.dumps({"tokens": "t", "learning_rate": 1e-3}))
+    with pytest.raises(SystemExit, match="unknown training settings learning_rate"):
+        TrainSpec.read(tmp_path / "spec.json")
 
 
 def make_spec(small, tmp_path, name, **over):
