@@ -149,38 +149,90 @@ class FilterLeakageConfig:
 class EmbedGraphConfig:
     """Stage embed_graph: PyTorch-BigGraph embeddings of the filtered citation graph.
 
-    Defaults are SciNCL's settings (SPEC §3); the `demo` profile shrinks them for one small machine.
+    Defaults are SciNCL's settings (SPEC §3; malteos/scincl biggraph_configs/s2orc_without_scidocs.py, PBG's
+    own defaults for what it leaves unset); the `demo` profile shrinks them for one small machine.
     """
 
-    dimension: int = field(default=768, metadata=_help("embedding dimension"))
+    dimension: int = field(default=768, metadata=_help("embedding dimension (SciNCL: 768)"))
     comparator: Literal["dot", "cos"] = field(default="dot", metadata=_help("PBG comparator (SciNCL: dot beat cos)"))
-    loss_fn: Literal["ranking", "softmax", "logistic"] = field(default="ranking", metadata=_help("PBG loss"))
-    margin: float = field(default=0.15, metadata=_help("ranking loss margin"))
-    lr: float = field(default=0.1, metadata=_help("Adagrad learning rate"))
-    num_epochs: int = field(default=20, metadata=_help("training epochs (SciNCL: 20 w/o leakage, 30 full)"))
-    batch_size: int = field(default=10_000, metadata=_help("edges per batch"))
-    num_edge_chunks: int = field(default=10, metadata=_help("edge chunks per epoch (bounds memory)"))
-    max_norm: float = field(default=1.0, metadata=_help("embedding norm cap; 0 disables it"))
-    num_partitions: int = field(
-        default=1, metadata=_help("entity partitions; distributed PBG needs at least 2 per machine")
+    loss_fn: Literal["ranking", "softmax", "logistic"] = field(
+        default="ranking", metadata=_help("PBG loss (SciNCL: ranking, PBG's default)")
     )
-    num_uniform_negs: int = field(default=50, metadata=_help("uniformly sampled negatives per batch chunk"))
-    num_batch_negs: int = field(default=50, metadata=_help("in-batch negatives per positive"))
-    holdout: float = field(default=0.01, metadata=_help("share of edges held out for link prediction"))
+    margin: float = field(default=0.15, metadata=_help("ranking loss margin (SciNCL: 0.15)"))
+    lr: float = field(default=0.1, metadata=_help("Adagrad learning rate (SciNCL: 0.1)"))
+    num_epochs: int = field(default=20, metadata=_help("training epochs (SciNCL: 20 w/o leakage, 30 full)"))
+    batch_size: int = field(default=10_000, metadata=_help("edges per batch (SciNCL: 10,000)"))
+    num_edge_chunks: int = field(default=10, metadata=_help("edge chunks per epoch, bounds memory (SciNCL: 10)"))
+    max_norm: float = field(default=1.0, metadata=_help("embedding norm cap; 0 disables it (SciNCL: 1.0)"))
+    global_emb: bool = field(
+        default=False,
+        metadata=_help(
+            "add PBG's learned global vector to every embedding when scoring (PBG's default: true; SciNCL: false, "
+            "because the exported vectors, which mining searches, do not carry it)"
+        ),
+    )
+    num_partitions: int = field(
+        default=1, metadata=_help("entity partitions (SciNCL: 1); distributed PBG needs at least 2 per machine")
+    )
+    num_uniform_negs: int = field(
+        default=0,
+        metadata=_help("uniformly sampled negatives per batch chunk (SciNCL: 0, in-batch negatives only; PBG: 50)"),
+    )
+    num_batch_negs: int = field(default=50, metadata=_help("in-batch negatives per positive (PBG's default 50)"))
+    link_prediction: bool = field(
+        default=True,
+        metadata=_help(
+            "train a second PBG run without the held-out edges and measure link prediction on them, as SciNCL "
+            "does (its mining embeddings see every edge); false skips it (half the training time), and the "
+            "manifest says so"
+        ),
+    )
+    holdout: float = field(
+        default=0.01,
+        metadata=_help(
+            "share of edges the link-prediction run holds out (SciNCL: 1%); 0 only with link_prediction=false"
+        ),
+    )
     eval_negatives: int = field(default=1000, metadata=_help("random candidates each held-out edge is ranked against"))
+    overlap_k: int = field(
+        default=25,
+        metadata=_help("neighbours compared between the two runs (SciNCL's positive window ends at rank 25)"),
+    )
     seed: int = field(default=0, metadata=_help("seed for entity order, holdout and training"))
-    workers: int = field(default=0, metadata=_help("PBG HOGWILD workers; 0: one per core", versioned=False))
+    workers: int = field(
+        default=0,
+        metadata=_help(
+            "PBG HOGWILD workers; 0: one per core (PBG's default). With more than one, workers update shared "
+            "embeddings without locks and runs are not reproducible (see README)",
+            versioned=False,
+        ),
+    )
     pbg: tuple[str, ...] = field(
         default=(),
         metadata=_help("any other PBG ConfigSchema option as 'key=value' (JSON values), e.g. init_scale=0.01"),
     )
 
     def __post_init__(self) -> None:
-        for name in ("dimension", "num_epochs", "batch_size", "num_edge_chunks", "num_partitions", "eval_negatives"):
+        for name in (
+            "dimension",
+            "num_epochs",
+            "batch_size",
+            "num_edge_chunks",
+            "num_partitions",
+            "eval_negatives",
+            "overlap_k",
+        ):
             if getattr(self, name) < 1:
                 raise CiteflowError(f"embed_graph.{name} must be at least 1")
-        if not 0 < self.holdout < 0.5:
-            raise CiteflowError("embed_graph.holdout must be between 0 and 0.5")
+        if self.num_uniform_negs < 0 or self.num_batch_negs < 0:
+            raise CiteflowError("embed_graph.num_uniform_negs and num_batch_negs must not be negative")
+        if not 0 <= self.holdout < 0.5:
+            raise CiteflowError("embed_graph.holdout must be at least 0 and below 0.5")
+        if self.link_prediction and self.holdout == 0:
+            raise CiteflowError(
+                "embed_graph.holdout=0 leaves no edges for link prediction: set embed_graph.link_prediction=false "
+                "to skip it, or a holdout such as 0.01"
+            )
         for item in self.pbg:
             if "=" not in item:
                 raise CiteflowError(f"embed_graph.pbg entry {item!r} must look like key=value")
