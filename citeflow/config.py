@@ -250,7 +250,8 @@ class EmbedGraphConfig:
 class MineTripletsConfig:
     """Stage mine_triplets: (query, positive, negative) triplets, SciNCL or SPECTER style (SPEC §4).
 
-    Defaults are SciNCL's: 680,967 pool papers, 136,820 queries, k_pos=25, k_hard=4000, exact search.
+    Defaults are SciNCL's: 680,967 pool papers, 136,820 queries, k_pos=25, k_hard=4000, exact search (README:
+    every setting next to the reference file it comes from).
     """
 
     strategy: Literal["scincl", "specter"] = field(
@@ -268,13 +269,30 @@ class MineTripletsConfig:
     )
     num_queries: int = field(default=136_820, metadata=_help("query papers drawn from the pool; 0: the whole pool"))
     positives: int = field(default=5, metadata=_help("positives (= triplets) per query, c in SPEC §4"))
-    hard_negatives: int = field(default=2, metadata=_help("hard negatives per query"))
+    hard_negatives: int = field(
+        default=2,
+        metadata=_help("hard negatives per query (specter: at most this many, as ceil(0.3 x 5) in SPECTER)"),
+    )
     easy_negatives: int = field(default=3, metadata=_help("easy negatives per query"))
     k_pos: int = field(default=25, metadata=_help("scincl: positives come from neighbour ranks (k_pos - c, k_pos]"))
     k_hard: int = field(
         default=4000,
         metadata=_help(
             "scincl: hard negatives come from ranks (k_hard - c, k_hard]; capped at half the pool, with a warning"
+        ),
+    )
+    easy_negatives_from: Literal["queries", "pool"] = field(
+        default="queries",
+        metadata=_help(
+            "scincl: draw easy negatives among the query papers, as SciNCL's sampler does (its random list is "
+            "made of the queries), or among the whole pool"
+        ),
+    )
+    distinct_easy_negatives: bool = field(
+        default=True,
+        metadata=_help(
+            "a query's easy negatives are distinct papers (both references draw with replacement; a repeat "
+            "teaches nothing new and is rare on large pools but common on small ones)"
         ),
     )
     index: Literal["flat", "ivf", "hnsw", "ivfpq"] = field(
@@ -307,6 +325,10 @@ class MineTripletsConfig:
             raise CiteflowError(f"mine_triplets.strategy must be scincl or specter, not {self.strategy!r}")
         if self.index not in ("flat", "ivf", "hnsw", "ivfpq"):
             raise CiteflowError(f"mine_triplets.index must be flat, ivf, hnsw or ivfpq, not {self.index!r}")
+        if self.easy_negatives_from not in ("queries", "pool"):
+            raise CiteflowError(
+                f"mine_triplets.easy_negatives_from must be queries or pool, not {self.easy_negatives_from!r}"
+            )
         for name in (
             "pool_size",
             "num_queries",
