@@ -358,13 +358,18 @@ class MineTripletsConfig:
 class TrainEncoderConfig:
     """Stage train_encoder: a Transformer trained on the triplets with triplet loss (SPEC §5).
 
-    Defaults are SPECTER/SciNCL's recipe; the model is a local Hugging Face directory (e.g. SciBERT) or
-    `small`, a small BERT with a WordPiece tokenizer trained on the snapshot's texts.
+    Defaults are SPECTER/SciNCL's recipe (README: every setting next to its reference file); the model is a
+    local Hugging Face directory (e.g. SciBERT) or `small`, a small BERT with a WordPiece tokenizer trained on the
+    snapshot's texts (the demo profile's choice).
     """
 
     model: str = field(
-        default="small",
-        metadata=_help("local Hugging Face model folder (e.g. a downloaded scibert_scivocab_uncased) or 'small'"),
+        default="",
+        metadata=_help(
+            "local Hugging Face model folder to start from, e.g. a downloaded scibert_scivocab_uncased (SPECTER and "
+            "SciNCL start from SciBERT), or 'small': a small BERT trained from scratch, the demo profile's choice. "
+            "No default: the full profile needs a real encoder"
+        ),
     )
     max_length: int = field(default=512, metadata=_help("tokens per paper (title [SEP] abstract)"))
     pooling: Literal["cls", "mean"] = field(default="cls", metadata=_help("cls: final [CLS] state; mean: token mean"))
@@ -375,6 +380,10 @@ class TrainEncoderConfig:
     weight_decay: float = field(default=0.01, metadata=_help("AdamW weight decay (not on biases and LayerNorm)"))
     warmup_fraction: float = field(default=0.1, metadata=_help("share of steps with linear warm-up, then decay"))
     margin: float = field(default=1.0, metadata=_help("triplet loss margin (L2 distance)"))
+    max_grad_norm: float = field(
+        default=1.0,
+        metadata=_help("clip the global gradient norm at this value (SPECTER grad_clipping 1, HF Trainer 1.0); 0: off"),
+    )
     bitfit: bool = field(default=False, metadata=_help("train bias terms only (BitFit)"))
     bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit"))
     seed: int = field(default=0, metadata=_help("seed of the initialisation (small model) and the data order"))
@@ -405,10 +414,16 @@ class TrainEncoderConfig:
         metadata=_help("recompute activations in the backward pass (long inputs on small GPUs)", versioned=False),
     )
     checkpoint_every: int = field(default=500, metadata=_help("optimizer steps between checkpoints", versioned=False))
+    deterministic: bool = field(
+        default=False,
+        metadata=_help(
+            "torch.use_deterministic_algorithms, one CPU thread per process and a fixed cuBLAS workspace: a resumed "
+            "run then ends with the same weights as an uninterrupted one, bit for bit (slower)",
+            versioned=False,
+        ),
+    )
 
     def __post_init__(self) -> None:
-        if not self.model:
-            raise CiteflowError("train_encoder.model must be 'small' or a local model folder")
         if self.pooling not in ("cls", "mean"):
             raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
         for name in (
@@ -432,8 +447,8 @@ class TrainEncoderConfig:
             raise CiteflowError("train_encoder.warmup_fraction must be in [0, 1)")
         if self.lr <= 0 or self.bitfit_lr <= 0:
             raise CiteflowError("train_encoder learning rates must be positive")
-        if self.max_steps < 0 or self.nproc < 0:
-            raise CiteflowError("train_encoder.max_steps and nproc must not be negative")
+        if self.max_steps < 0 or self.nproc < 0 or self.max_grad_norm < 0:
+            raise CiteflowError("train_encoder.max_steps, nproc and max_grad_norm must not be negative")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -505,7 +520,7 @@ class RunConfig:
 
 
 # Named sets of overrides, applied before --set. `demo` fits the demo and the tests on a
-# 2-core machine; `full` keeps the published settings.
+# 2-core machine; `full` keeps the published settings (and so needs train_encoder.model).
 PROFILES: dict[str, tuple[str, ...]] = {
     "demo": (
         "embed_graph.dimension=64",
@@ -518,6 +533,7 @@ PROFILES: dict[str, tuple[str, ...]] = {
         "mine_triplets.k_hard=1000",
         "mine_triplets.rank_sample=500",
         # A small BERT from scratch has no pre-trained [CLS] summary: mean pooling learns in minutes.
+        "train_encoder.model=small",
         "train_encoder.hidden_size=128",
         "train_encoder.layers=2",
         "train_encoder.heads=2",

@@ -8,8 +8,8 @@ Writes `ARTIFACTS/<snapshot>/train_encoder/<version>/`:
 - `model/`: the trained encoder (safetensors, tokenizer, `citeflow.json`),
   loadable with plain `transformers.AutoModel.from_pretrained`.
 - `base_model/` (small model only): the untrained model it started from.
-- `training_log`: step, epoch, loss, lr, seconds, triplets_per_second; and
-  `training_loss.png`.
+- `training_log`: step, epoch, loss, lr, grad_norm (before clipping), seconds,
+  triplets_per_second; and `training_loss.png`.
 
 Training runs in its own process (`python -m models.train_encoder`, or
 `torchrun` with `train_encoder.nproc` > 1), never inside the caller (an
@@ -137,6 +137,7 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
         weight_decay=cfg.weight_decay,
         warmup_fraction=cfg.warmup_fraction,
         margin=cfg.margin,
+        max_grad_norm=cfg.max_grad_norm,
         bitfit=cfg.bitfit,
         bitfit_lr=cfg.bitfit_lr,
         pooling=cfg.pooling,
@@ -144,6 +145,7 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
         gradient_checkpointing=cfg.gradient_checkpointing,
         precision=cfg.precision,
         checkpoint_every=cfg.checkpoint_every,
+        deterministic=cfg.deterministic,
         citeflow={
             "snapshot": config.snapshot,
             "train_encoder_version": path.name,
@@ -175,6 +177,7 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
                     ("epoch", pa.int64()),
                     ("loss", pa.float64()),
                     ("lr", pa.float64()),
+                    ("grad_norm", pa.float64()),
                     ("seconds", pa.float64()),
                     ("triplets_per_second", pa.float64()),
                 ]

@@ -11,17 +11,20 @@ to `spec.log`, and checkpoints under `spec.work`.
 
 The recipe: triplet margin loss (L2, margin 1) on pooled final hidden
 states, AdamW with weight decay (not on biases and LayerNorm weights),
-linear warm-up then linear decay, effective batch = per-device batch ×
-accumulation × processes. BitFit trains bias terms only. On CUDA, bf16
-autocast where supported (else fp16 with loss scaling); gradient
+linear warm-up then linear decay, gradient clipping at a global norm of 1,
+effective batch = per-device batch × accumulation × processes (DDP
+all-reduces once per optimizer step). BitFit trains bias terms only. On
+CUDA, bf16 autocast where supported (else fp16 with loss scaling); gradient
 checkpointing on request.
 
 Data order is a seeded permutation per epoch, so step s always sees the same
 triplets. Every `checkpoint_every` optimizer steps, model, optimizer,
-scheduler, each process's RNG state and the step are written to
+scheduler, loss scaler, each process's RNG state and the step are written to
 `work/ckpt-<step>/` (temp folder, then rename; the last two are kept). A
-restarted run loads the newest one and continues: the result equals an
-uninterrupted run. Checkpoints are read with `weights_only=True`.
+restarted run loads the newest one and continues from the same state. With
+`deterministic` (deterministic algorithms, one CPU thread, a fixed cuBLAS
+workspace) it then ends with the same weights as an uninterrupted run, bit
+for bit. Checkpoints are read with `weights_only=True`.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ class TrainSpec:
     weight_decay: float = field(metadata=_help("AdamW weight decay, not on biases and LayerNorm weights"))
     warmup_fraction: float = field(metadata=_help("share of the steps with linear warm-up, then linear decay"))
     margin: float = field(metadata=_help("triplet loss margin (L2 distance)"))
+    max_grad_norm: float = field(default=1.0, metadata=_help("clip the global gradient norm at this value; 0: off"))
     bitfit: bool = field(default=False, metadata=_help("train bias terms only"))
     bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit"))
     pooling: str = field(metadata=_help("cls or mean (see models.encoder.pool)"))
@@ -75,6 +79,9 @@ class TrainSpec:
     checkpoint_every: int = field(metadata=_help("optimizer steps between checkpoints"))
     citeflow: dict[str, Any] = field(default_factory=dict, metadata=_help("written as citeflow.json beside the model"))
     device: str = field(default="auto", metadata=_help("auto: CUDA when available; cpu forces the CPU"))
+    deterministic: bool = field(
+        default=False, metadata=_help("deterministic algorithms, one CPU thread, fixed cuBLAS workspace")
+    )
 
     @classmethod
     def read(cls, path: str | Path) -> TrainSpec:
@@ -96,6 +103,45 @@ def triplet_loss(query, positive, negative, margin: float):
     return F.triplet_margin_loss(query, positive, negative, margin=margin, p=2)
 
 
+def accumulate_gradients(model, parts, loss_of, scaler=None) -> float:
+    """Forward and backward of each micro-batch in `parts`; returns the summed (already scaled) loss.
+
+    A DistributedDataParallel model decides in its forward whether the following backward all-reduces, so
+    every micro-step but the last runs forward *and* backward inside `no_sync()`: one all-reduce per
+    optimizer step, not one per micro-batch.
+    """
+    import torch
+
+    total = 0.0
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        distributed = isinstance(model, torch.nn.parallel.DistributedDataParallel)
+        with model.no_sync() if distributed and not last else contextlib.nullcontext():
+            loss = loss_of(part)
+            (scaler.scale(loss) if scaler else loss).backward()
+        total += loss.item()
+    return total
+
+
+def clip_and_step(model, optimizer, scaler, max_grad_norm: float) -> float:
+    """Unscale (fp16), clip the global gradient norm at `max_grad_norm` (0: no clipping), step.
+
+    Returns the norm before clipping (inf or nan when an fp16 step overflowed; the scaler then skips it).
+    """
+    import torch
+
+    if scaler:
+        scaler.unscale_(optimizer)
+    limit = max_grad_norm if max_grad_norm > 0 else float("inf")
+    norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], limit)
+    if scaler:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    return float(norm)
+
+
 def steps_per_epoch(triplets: int, batch_size: int) -> int:
     return triplets // batch_size
 
@@ -113,6 +159,12 @@ def train(spec: TrainSpec) -> None:
 
     from models.encoder import TokenStore, collate, load, pool
 
+    if spec.deterministic:
+        # Bitwise repeatable: the cuBLAS workspace must be fixed before CUDA starts, one CPU thread keeps
+        # reductions in one order, and ops without a deterministic kernel raise instead of varying.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+        torch.set_num_threads(1)
     # Processes: torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; a plain run is rank 0 of 1.
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -160,7 +212,7 @@ def train(spec: TrainSpec) -> None:
     start = 0
     checkpoint = latest_checkpoint(work)
     if checkpoint is not None:
-        start = _load_checkpoint(checkpoint, model, optimizer, scheduler, rank, device, use_cuda)
+        start = _load_checkpoint(checkpoint, model, optimizer, scheduler, scaler, rank, device, use_cuda)
         if rank == 0:
             _truncate_log(Path(spec.log), start)
             print(f"train_encoder: resuming from {checkpoint.name} (step {start} of {total})", flush=True)
@@ -201,19 +253,9 @@ def train(spec: TrainSpec) -> None:
             lo = (step % per_epoch) * batch
             mine = order[lo : lo + batch][rank * per_device * accumulation : (rank + 1) * per_device * accumulation]
             t0 = time.monotonic()
-            total_loss = 0.0
-            for micro in range(accumulation):
-                loss = micro_loss(rows[mine[micro * per_device : (micro + 1) * per_device]])
-                # DDP all-reduces gradients on the last micro-step only.
-                last = micro == accumulation - 1
-                with ddp.no_sync() if (world > 1 and not last) else contextlib.nullcontext():
-                    (scaler.scale(loss) if scaler else loss).backward()
-                total_loss += loss.item()
-            if scaler:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
+            parts = [rows[mine[m * per_device : (m + 1) * per_device]] for m in range(accumulation)]
+            total_loss = accumulate_gradients(ddp, parts, micro_loss, scaler)
+            grad_norm = clip_and_step(model, optimizer, scaler, spec.max_grad_norm)
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             if world > 1:
@@ -228,6 +270,7 @@ def train(spec: TrainSpec) -> None:
                     "epoch": epoch,
                     "loss": total_loss,
                     "lr": scheduler.get_last_lr()[0],
+                    "grad_norm": grad_norm,
                     "seconds": seconds,
                     "triplets_per_second": batch / max(seconds, 1e-9),
                 }
@@ -236,7 +279,7 @@ def train(spec: TrainSpec) -> None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{total_loss:.3f}")
             if done % spec.checkpoint_every == 0 and done < total:
-                _save_checkpoint(work, done, model, optimizer, scheduler, rank, world, use_cuda)
+                _save_checkpoint(work, done, model, optimizer, scheduler, scaler, rank, world, use_cuda)
             if os.environ.get(KILL_AT_STEP) == str(done):  # fault injection for the resume tests
                 log.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -283,7 +326,9 @@ def _precision(requested: str, cuda: bool) -> str:
     return requested
 
 
-def _save_checkpoint(work: Path, step: int, model, optimizer, scheduler, rank: int, world: int, cuda: bool) -> None:
+def _save_checkpoint(
+    work: Path, step: int, model, optimizer, scheduler, scaler, rank: int, world: int, cuda: bool
+) -> None:
     """Every process writes its RNG state, rank 0 the rest; the folder appears under its final name last."""
     import torch
     import torch.distributed as dist
@@ -304,6 +349,8 @@ def _save_checkpoint(work: Path, step: int, model, optimizer, scheduler, rank: i
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / "model.safetensors"))
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        if scaler is not None:  # fp16: the loss scale and its growth tracker
+            torch.save(scaler.state_dict(), tmp / "scaler.pt")
     if world > 1:
         dist.barrier()
     if rank == 0:
@@ -315,7 +362,7 @@ def _save_checkpoint(work: Path, step: int, model, optimizer, scheduler, rank: i
         dist.barrier()
 
 
-def _load_checkpoint(checkpoint: Path, model, optimizer, scheduler, rank: int, device, cuda: bool) -> int:
+def _load_checkpoint(checkpoint: Path, model, optimizer, scheduler, scaler, rank: int, device, cuda: bool) -> int:
     """Restore what `_save_checkpoint` wrote; returns the step it was taken after."""
     import torch
     from safetensors.torch import load_file
@@ -323,6 +370,8 @@ def _load_checkpoint(checkpoint: Path, model, optimizer, scheduler, rank: int, d
     model.load_state_dict(load_file(str(checkpoint / "model.safetensors"), device=str(device)))
     optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", map_location=device, weights_only=True))
     scheduler.load_state_dict(torch.load(checkpoint / "scheduler.pt", weights_only=True))
+    if scaler is not None and (checkpoint / "scaler.pt").is_file():
+        scaler.load_state_dict(torch.load(checkpoint / "scaler.pt", weights_only=True))
     rng = torch.load(checkpoint / f"rng-{rank}.pt", weights_only=True)
     torch.set_rng_state(rng["cpu"])
     if cuda and "cuda" in rng:
