@@ -281,6 +281,18 @@ class MineTripletsConfig:
             "scincl: hard negatives come from ranks (k_hard - c, k_hard]; capped at half the pool, with a warning"
         ),
     )
+    windows: Literal["absolute", "relative"] = field(
+        default="absolute",
+        metadata=_help(
+            "scincl: absolute takes k_pos and k_hard as ranks (SciNCL); relative (beyond the references) scales "
+            "them with the pool, k x pool_papers / reference_pool, so that they cut the same quantiles of the "
+            "pool as SciNCL's did at its pool size (on small pools rank 25 is a much coarser neighbourhood)"
+        ),
+    )
+    reference_pool: int = field(
+        default=680_967,
+        metadata=_help("relative windows: the pool size at which they equal k_pos and k_hard (SciNCL's pool)"),
+    )
     easy_negatives_from: Literal["queries", "pool"] = field(
         default="queries",
         metadata=_help(
@@ -325,6 +337,8 @@ class MineTripletsConfig:
             raise CiteflowError(f"mine_triplets.strategy must be scincl or specter, not {self.strategy!r}")
         if self.index not in ("flat", "ivf", "hnsw", "ivfpq"):
             raise CiteflowError(f"mine_triplets.index must be flat, ivf, hnsw or ivfpq, not {self.index!r}")
+        if self.windows not in ("absolute", "relative"):
+            raise CiteflowError(f"mine_triplets.windows must be absolute or relative, not {self.windows!r}")
         if self.easy_negatives_from not in ("queries", "pool"):
             raise CiteflowError(
                 f"mine_triplets.easy_negatives_from must be queries or pool, not {self.easy_negatives_from!r}"
@@ -342,7 +356,7 @@ class MineTripletsConfig:
         ):
             if getattr(self, name) < 0:
                 raise CiteflowError(f"mine_triplets.{name} must not be negative")
-        for name in ("positives", "k_pos", "k_hard", "nprobe", "hnsw_m", "batch_size"):
+        for name in ("positives", "k_pos", "k_hard", "nprobe", "hnsw_m", "batch_size", "reference_pool"):
             if getattr(self, name) < 1:
                 raise CiteflowError(f"mine_triplets.{name} must be at least 1")
         if self.positives != self.hard_negatives + self.easy_negatives:

@@ -116,7 +116,14 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     windows = index = None
     if cfg.strategy == "scincl":
         windows, fitted = T.fit_windows(
-            len(pool), cfg.k_pos, cfg.k_hard, cfg.positives, cfg.hard_negatives, cfg.easy_negatives
+            len(pool),
+            cfg.k_pos,
+            cfg.k_hard,
+            cfg.positives,
+            cfg.hard_negatives,
+            cfg.easy_negatives,
+            relative=cfg.windows == "relative",
+            reference_pool=cfg.reference_pool,
         )
         warnings += fitted
         t0 = time.monotonic()
@@ -138,6 +145,7 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
             "build_seconds": round(time.monotonic() - t0, 3),
         }
         metrics["windows"] = {
+            "mode": cfg.windows,
             "k_pos": windows.k_pos,
             "k_hard": windows.k_hard,
             "k_max": windows.k_max,

@@ -116,6 +116,11 @@ class Windows:
         return np.arange(self.k_hard - self.c_hard + 1, self.k_hard + 1)
 
 
+def relative_k(k: int, pool_size: int, reference_pool: int, floor: int) -> int:
+    """k scaled from a pool of `reference_pool` papers to one of `pool_size` (rounded, at least `floor`)."""
+    return max(floor, int(np.floor(k * pool_size / reference_pool + 0.5)))
+
+
 def fit_windows(
     pool_size: int,
     k_pos: int,
@@ -123,10 +128,14 @@ def fit_windows(
     c_pos: int,
     c_hard: int,
     c_easy: int,
+    *,
+    relative: bool = False,
+    reference_pool: int = 680_967,
 ) -> tuple[Windows, list[str]]:
     """Windows for a pool of `pool_size` papers, and warnings for what had to change.
 
-    k_hard is capped at
+    relative=True scales k_pos and k_hard by pool_size / reference_pool first, so the windows cut the same
+    quantiles of the pool as SciNCL's at its pool size (and equal them there). k_hard is capped at
     (pool_size - 1) // 2 so that at least half of the pool lies outside the k_max neighbourhood for easy
     negatives; overlapping windows are allowed (SciNCL's ablation) but warned about, since they produce
     collisions.
@@ -139,6 +148,16 @@ def fit_windows(
             "each triplet pairs one positive with one negative"
         )
     warnings: list[str] = []
+    if relative:
+        scaled = (
+            relative_k(k_pos, pool_size, reference_pool, c_pos),
+            relative_k(k_hard, pool_size, reference_pool, c_hard),
+        )
+        warnings.append(
+            f"relative windows: k_pos {k_pos} -> {scaled[0]}, k_hard {k_hard} -> {scaled[1]} "
+            f"(pool of {pool_size:,} papers, reference pool {reference_pool:,})"
+        )
+        k_pos, k_hard = scaled
     cap = (pool_size - 1) // 2
     if k_hard > cap:
         warnings.append(

@@ -123,6 +123,18 @@ def test_easy_negatives_can_be_drawn_among_the_queries_only():
     assert seen <= set(rows.tolist()) and len(seen) > 10
 
 
+def test_relative_windows_are_scincls_at_its_pool_size_and_scale_with_the_pool():
+    # 25 and 4000 of 680,967 papers: at 20,000 papers 0.73 (at least c_pos = 5) and 117.48; at 200,000 7.34
+    # and 1174.8
+    expected = {680_967: (25, 4000), 20_000: (5, 117), 200_000: (7, 1175)}
+    for pool, (k_pos, k_hard) in expected.items():
+        windows, warnings = T.fit_windows(pool, 25, 4000, 5, 2, 3, relative=True)
+        assert (windows.k_pos, windows.k_hard) == (k_pos, k_hard), pool
+        assert "relative windows" in warnings[0]
+    absolute, _ = T.fit_windows(20_000, 25, 4000, 5, 2, 3)
+    assert (absolute.k_pos, absolute.k_hard) == (25, 4000)
+
+
 def test_fit_windows_caps_k_hard_and_warns_on_overlap():
     windows, warnings = T.fit_windows(1001, 25, 4000, 5, 2, 3)
     assert windows.k_hard == 500 and windows.k_max == 500 and "capped from 4000 to 500" in warnings[0]
