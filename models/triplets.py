@@ -346,9 +346,12 @@ def _sample_outside(
             if not len(todo):
                 break
         else:
-            raise RuntimeError(
-                f"could not draw easy negatives outside the forbidden sets after {MAX_REJECTION_ROUNDS} "
-                "rounds: the pool is too small for these settings"
+            from citeflow.errors import CiteflowError
+
+            raise CiteflowError(
+                f"could not draw easy negatives outside the queries' neighbourhoods after {MAX_REJECTION_ROUNDS} "
+                f"rounds from {size:,} candidates: use a larger pool, more queries, smaller windows, or "
+                "mine_triplets.easy_negatives_from=pool"
             )
     return out
 

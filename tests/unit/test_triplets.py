@@ -123,6 +123,16 @@ def test_easy_negatives_can_be_drawn_among_the_queries_only():
     assert seen <= set(rows.tolist()) and len(seen) > 10
 
 
+def test_too_few_queries_for_easy_negatives_is_one_clear_error():
+    vectors = arc(40)
+    windows = T.Windows(k_pos=5, k_hard=10, c_pos=5, c_hard=2, c_easy=3)
+    rows = np.array([0, 1, 2])  # each query's 10 nearest include the other two: no query is left to draw
+    index, _ = T.build_index(vectors, "flat", k_max=10, use_gpu=False)
+    neighbours = T.search_neighbours(index, vectors, rows, 10)
+    with pytest.raises(CiteflowError, match="easy_negatives_from=pool"):
+        T.scincl_batch(rows, neighbours, windows, np.arange(40), 0, easy_from=rows)
+
+
 def test_relative_windows_are_scincls_at_its_pool_size_and_scale_with_the_pool():
     # 25 and 4000 of 680,967 papers: at 20,000 papers 0.73 (at least c_pos = 5) and 117.48; at 200,000 7.34
     # and 1174.8
