@@ -149,38 +149,90 @@ class FilterLeakageConfig:
 class EmbedGraphConfig:
     """Stage embed_graph: PyTorch-BigGraph embeddings of the filtered citation graph.
 
-    Defaults are SciNCL's settings (SPEC §3); the `demo` profile shrinks them for one small machine.
+    Defaults are SciNCL's settings (SPEC §3; malteos/scincl biggraph_configs/s2orc_without_scidocs.py, PBG's
+    own defaults for what it leaves unset); the `demo` profile shrinks them for one small machine.
     """
 
-    dimension: int = field(default=768, metadata=_help("embedding dimension"))
+    dimension: int = field(default=768, metadata=_help("embedding dimension (SciNCL: 768)"))
     comparator: Literal["dot", "cos"] = field(default="dot", metadata=_help("PBG comparator (SciNCL: dot beat cos)"))
-    loss_fn: Literal["ranking", "softmax", "logistic"] = field(default="ranking", metadata=_help("PBG loss"))
-    margin: float = field(default=0.15, metadata=_help("ranking loss margin"))
-    lr: float = field(default=0.1, metadata=_help("Adagrad learning rate"))
-    num_epochs: int = field(default=20, metadata=_help("training epochs (SciNCL: 20 w/o leakage, 30 full)"))
-    batch_size: int = field(default=10_000, metadata=_help("edges per batch"))
-    num_edge_chunks: int = field(default=10, metadata=_help("edge chunks per epoch (bounds memory)"))
-    max_norm: float = field(default=1.0, metadata=_help("embedding norm cap; 0 disables it"))
-    num_partitions: int = field(
-        default=1, metadata=_help("entity partitions; distributed PBG needs at least 2 per machine")
+    loss_fn: Literal["ranking", "softmax", "logistic"] = field(
+        default="ranking", metadata=_help("PBG loss (SciNCL: ranking, PBG's default)")
     )
-    num_uniform_negs: int = field(default=50, metadata=_help("uniformly sampled negatives per batch chunk"))
-    num_batch_negs: int = field(default=50, metadata=_help("in-batch negatives per positive"))
-    holdout: float = field(default=0.01, metadata=_help("share of edges held out for link prediction"))
+    margin: float = field(default=0.15, metadata=_help("ranking loss margin (SciNCL: 0.15)"))
+    lr: float = field(default=0.1, metadata=_help("Adagrad learning rate (SciNCL: 0.1)"))
+    num_epochs: int = field(default=20, metadata=_help("training epochs (SciNCL: 20 w/o leakage, 30 full)"))
+    batch_size: int = field(default=10_000, metadata=_help("edges per batch (SciNCL: 10,000)"))
+    num_edge_chunks: int = field(default=10, metadata=_help("edge chunks per epoch, bounds memory (SciNCL: 10)"))
+    max_norm: float = field(default=1.0, metadata=_help("embedding norm cap; 0 disables it (SciNCL: 1.0)"))
+    global_emb: bool = field(
+        default=False,
+        metadata=_help(
+            "add PBG's learned global vector to every embedding when scoring (PBG's default: true; SciNCL: false, "
+            "because the exported vectors, which mining searches, do not carry it)"
+        ),
+    )
+    num_partitions: int = field(
+        default=1, metadata=_help("entity partitions (SciNCL: 1); distributed PBG needs at least 2 per machine")
+    )
+    num_uniform_negs: int = field(
+        default=0,
+        metadata=_help("uniformly sampled negatives per batch chunk (SciNCL: 0, in-batch negatives only; PBG: 50)"),
+    )
+    num_batch_negs: int = field(default=50, metadata=_help("in-batch negatives per positive (PBG's default 50)"))
+    link_prediction: bool = field(
+        default=True,
+        metadata=_help(
+            "train a second PBG run without the held-out edges and measure link prediction on them, as SciNCL "
+            "does (its mining embeddings see every edge); false skips it (half the training time), and the "
+            "manifest says so"
+        ),
+    )
+    holdout: float = field(
+        default=0.01,
+        metadata=_help(
+            "share of edges the link-prediction run holds out (SciNCL: 1%); 0 only with link_prediction=false"
+        ),
+    )
     eval_negatives: int = field(default=1000, metadata=_help("random candidates each held-out edge is ranked against"))
+    overlap_k: int = field(
+        default=25,
+        metadata=_help("neighbours compared between the two runs (SciNCL's positive window ends at rank 25)"),
+    )
     seed: int = field(default=0, metadata=_help("seed for entity order, holdout and training"))
-    workers: int = field(default=0, metadata=_help("PBG HOGWILD workers; 0: one per core", versioned=False))
+    workers: int = field(
+        default=0,
+        metadata=_help(
+            "PBG HOGWILD workers; 0: one per core (PBG's default). With more than one, workers update shared "
+            "embeddings without locks and runs are not reproducible (see README)",
+            versioned=False,
+        ),
+    )
     pbg: tuple[str, ...] = field(
         default=(),
         metadata=_help("any other PBG ConfigSchema option as 'key=value' (JSON values), e.g. init_scale=0.01"),
     )
 
     def __post_init__(self) -> None:
-        for name in ("dimension", "num_epochs", "batch_size", "num_edge_chunks", "num_partitions", "eval_negatives"):
+        for name in (
+            "dimension",
+            "num_epochs",
+            "batch_size",
+            "num_edge_chunks",
+            "num_partitions",
+            "eval_negatives",
+            "overlap_k",
+        ):
             if getattr(self, name) < 1:
                 raise CiteflowError(f"embed_graph.{name} must be at least 1")
-        if not 0 < self.holdout < 0.5:
-            raise CiteflowError("embed_graph.holdout must be between 0 and 0.5")
+        if self.num_uniform_negs < 0 or self.num_batch_negs < 0:
+            raise CiteflowError("embed_graph.num_uniform_negs and num_batch_negs must not be negative")
+        if not 0 <= self.holdout < 0.5:
+            raise CiteflowError("embed_graph.holdout must be at least 0 and below 0.5")
+        if self.link_prediction and self.holdout == 0:
+            raise CiteflowError(
+                "embed_graph.holdout=0 leaves no edges for link prediction: set embed_graph.link_prediction=false "
+                "to skip it, or a holdout such as 0.01"
+            )
         for item in self.pbg:
             if "=" not in item:
                 raise CiteflowError(f"embed_graph.pbg entry {item!r} must look like key=value")
@@ -198,7 +250,8 @@ class EmbedGraphConfig:
 class MineTripletsConfig:
     """Stage mine_triplets: (query, positive, negative) triplets, SciNCL or SPECTER style (SPEC §4).
 
-    Defaults are SciNCL's: 680,967 pool papers, 136,820 queries, k_pos=25, k_hard=4000, exact search.
+    Defaults are SciNCL's: 680,967 pool papers, 136,820 queries, k_pos=25, k_hard=4000, exact search (README:
+    every setting next to the reference file it comes from).
     """
 
     strategy: Literal["scincl", "specter"] = field(
@@ -216,13 +269,42 @@ class MineTripletsConfig:
     )
     num_queries: int = field(default=136_820, metadata=_help("query papers drawn from the pool; 0: the whole pool"))
     positives: int = field(default=5, metadata=_help("positives (= triplets) per query, c in SPEC §4"))
-    hard_negatives: int = field(default=2, metadata=_help("hard negatives per query"))
+    hard_negatives: int = field(
+        default=2,
+        metadata=_help("hard negatives per query (specter: at most this many, as ceil(0.3 x 5) in SPECTER)"),
+    )
     easy_negatives: int = field(default=3, metadata=_help("easy negatives per query"))
     k_pos: int = field(default=25, metadata=_help("scincl: positives come from neighbour ranks (k_pos - c, k_pos]"))
     k_hard: int = field(
         default=4000,
         metadata=_help(
             "scincl: hard negatives come from ranks (k_hard - c, k_hard]; capped at half the pool, with a warning"
+        ),
+    )
+    windows: Literal["absolute", "relative"] = field(
+        default="absolute",
+        metadata=_help(
+            "scincl: absolute takes k_pos and k_hard as ranks (SciNCL); relative (beyond the references) scales "
+            "them with the pool, k x pool_papers / reference_pool, so that they cut the same quantiles of the "
+            "pool as SciNCL's did at its pool size (on small pools rank 25 is a much coarser neighbourhood)"
+        ),
+    )
+    reference_pool: int = field(
+        default=680_967,
+        metadata=_help("relative windows: the pool size at which they equal k_pos and k_hard (SciNCL's pool)"),
+    )
+    easy_negatives_from: Literal["queries", "pool"] = field(
+        default="queries",
+        metadata=_help(
+            "scincl: draw easy negatives among the query papers, as SciNCL's sampler does (its random list is "
+            "made of the queries), or among the whole pool"
+        ),
+    )
+    distinct_easy_negatives: bool = field(
+        default=True,
+        metadata=_help(
+            "a query's easy negatives are distinct papers (both references draw with replacement; a repeat "
+            "teaches nothing new and is rare on large pools but common on small ones)"
         ),
     )
     index: Literal["flat", "ivf", "hnsw", "ivfpq"] = field(
@@ -255,6 +337,12 @@ class MineTripletsConfig:
             raise CiteflowError(f"mine_triplets.strategy must be scincl or specter, not {self.strategy!r}")
         if self.index not in ("flat", "ivf", "hnsw", "ivfpq"):
             raise CiteflowError(f"mine_triplets.index must be flat, ivf, hnsw or ivfpq, not {self.index!r}")
+        if self.windows not in ("absolute", "relative"):
+            raise CiteflowError(f"mine_triplets.windows must be absolute or relative, not {self.windows!r}")
+        if self.easy_negatives_from not in ("queries", "pool"):
+            raise CiteflowError(
+                f"mine_triplets.easy_negatives_from must be queries or pool, not {self.easy_negatives_from!r}"
+            )
         for name in (
             "pool_size",
             "num_queries",
@@ -268,7 +356,7 @@ class MineTripletsConfig:
         ):
             if getattr(self, name) < 0:
                 raise CiteflowError(f"mine_triplets.{name} must not be negative")
-        for name in ("positives", "k_pos", "k_hard", "nprobe", "hnsw_m", "batch_size"):
+        for name in ("positives", "k_pos", "k_hard", "nprobe", "hnsw_m", "batch_size", "reference_pool"):
             if getattr(self, name) < 1:
                 raise CiteflowError(f"mine_triplets.{name} must be at least 1")
         if self.positives != self.hard_negatives + self.easy_negatives:
@@ -284,13 +372,18 @@ class MineTripletsConfig:
 class TrainEncoderConfig:
     """Stage train_encoder: a Transformer trained on the triplets with triplet loss (SPEC §5).
 
-    Defaults are SPECTER/SciNCL's recipe; the model is a local Hugging Face directory (e.g. SciBERT) or
-    `small`, a small BERT with a WordPiece tokenizer trained on the snapshot's texts.
+    Defaults are SPECTER/SciNCL's recipe (README: every setting next to its reference file); the model is a
+    local Hugging Face directory (e.g. SciBERT) or `small`, a small BERT with a WordPiece tokenizer trained on the
+    snapshot's texts (the demo profile's choice).
     """
 
     model: str = field(
-        default="small",
-        metadata=_help("local Hugging Face model folder (e.g. a downloaded scibert_scivocab_uncased) or 'small'"),
+        default="",
+        metadata=_help(
+            "local Hugging Face model folder to start from, e.g. a downloaded scibert_scivocab_uncased (SPECTER and "
+            "SciNCL start from SciBERT), or 'small': a small BERT trained from scratch, the demo profile's choice. "
+            "No default: the full profile needs a real encoder"
+        ),
     )
     max_length: int = field(default=512, metadata=_help("tokens per paper (title [SEP] abstract)"))
     pooling: Literal["cls", "mean"] = field(default="cls", metadata=_help("cls: final [CLS] state; mean: token mean"))
@@ -301,6 +394,10 @@ class TrainEncoderConfig:
     weight_decay: float = field(default=0.01, metadata=_help("AdamW weight decay (not on biases and LayerNorm)"))
     warmup_fraction: float = field(default=0.1, metadata=_help("share of steps with linear warm-up, then decay"))
     margin: float = field(default=1.0, metadata=_help("triplet loss margin (L2 distance)"))
+    max_grad_norm: float = field(
+        default=1.0,
+        metadata=_help("clip the global gradient norm at this value (SPECTER grad_clipping 1, HF Trainer 1.0); 0: off"),
+    )
     bitfit: bool = field(default=False, metadata=_help("train bias terms only (BitFit)"))
     bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit"))
     seed: int = field(default=0, metadata=_help("seed of the initialisation (small model) and the data order"))
@@ -331,10 +428,16 @@ class TrainEncoderConfig:
         metadata=_help("recompute activations in the backward pass (long inputs on small GPUs)", versioned=False),
     )
     checkpoint_every: int = field(default=500, metadata=_help("optimizer steps between checkpoints", versioned=False))
+    deterministic: bool = field(
+        default=False,
+        metadata=_help(
+            "torch.use_deterministic_algorithms, one CPU thread per process and a fixed cuBLAS workspace: a resumed "
+            "run then ends with the same weights as an uninterrupted one, bit for bit (slower)",
+            versioned=False,
+        ),
+    )
 
     def __post_init__(self) -> None:
-        if not self.model:
-            raise CiteflowError("train_encoder.model must be 'small' or a local model folder")
         if self.pooling not in ("cls", "mean"):
             raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
         for name in (
@@ -358,8 +461,8 @@ class TrainEncoderConfig:
             raise CiteflowError("train_encoder.warmup_fraction must be in [0, 1)")
         if self.lr <= 0 or self.bitfit_lr <= 0:
             raise CiteflowError("train_encoder learning rates must be positive")
-        if self.max_steps < 0 or self.nproc < 0:
-            raise CiteflowError("train_encoder.max_steps and nproc must not be negative")
+        if self.max_steps < 0 or self.nproc < 0 or self.max_grad_norm < 0:
+            raise CiteflowError("train_encoder.max_steps, nproc and max_grad_norm must not be negative")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -431,7 +534,7 @@ class RunConfig:
 
 
 # Named sets of overrides, applied before --set. `demo` fits the demo and the tests on a
-# 2-core machine; `full` keeps the published settings.
+# 2-core machine; `full` keeps the published settings (and so needs train_encoder.model).
 PROFILES: dict[str, tuple[str, ...]] = {
     "demo": (
         "embed_graph.dimension=64",
@@ -444,6 +547,7 @@ PROFILES: dict[str, tuple[str, ...]] = {
         "mine_triplets.k_hard=1000",
         "mine_triplets.rank_sample=500",
         # A small BERT from scratch has no pre-trained [CLS] summary: mean pooling learns in minutes.
+        "train_encoder.model=small",
         "train_encoder.hidden_size=128",
         "train_encoder.layers=2",
         "train_encoder.heads=2",

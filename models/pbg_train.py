@@ -9,6 +9,14 @@ here, with a plain JSON config (SciNCL's settings by default, SPEC §3).
 Reading results uses PBG's file formats directly: `embeddings_paper_{p}.v{N}.h5`
 (dataset `embeddings`, rows in `entity_names_paper_{p}.json` order) and
 `training_stats.json` (one JSON object per epoch and partition bucket).
+
+Seeding: the training process seeds Python, numpy and torch (entity
+initialisation and edge order happen there). PBG seeds each HOGWILD worker
+with its process id, so that workers draw different uniform negatives;
+`worker_initializer` keeps them different but reproducible: worker i of the
+pool gets a seed derived from (seed, i). With one worker a run is then
+repeatable bit for bit; with several, HOGWILD's lock-free updates interleave
+differently each run (see README, "Determinism").
 """
 
 from __future__ import annotations
@@ -43,9 +51,10 @@ def pbg_config(
     workers: int,
     num_uniform_negs: int,
     num_batch_negs: int,
+    global_emb: bool = False,
     extra: dict | None = None,
 ) -> dict:
-    """A PBG config dict for one entity type (paper) and one relation (cites)."""
+    """A PBG config dict for one entity type (paper) and one relation (cites), as SciNCL's configs write it."""
     config = {
         "entity_path": entities,
         "edge_paths": [train_edges],
@@ -61,6 +70,7 @@ def pbg_config(
         "batch_size": batch_size,
         "num_edge_chunks": num_edge_chunks,
         "max_norm": max_norm,
+        "global_emb": global_emb,
         "workers": workers,
         "num_uniform_negs": num_uniform_negs,
         "num_batch_negs": num_batch_negs,
@@ -116,6 +126,44 @@ def training_losses(checkpoint: Path) -> list[dict]:
     return [{"epoch": e + 1, "loss": s / max(1, n), "edges": n} for e, (s, n) in sorted(totals.items())]
 
 
+def worker_initializer(seed: int, workers: int):
+    """PBG's per-worker initialiser: the typing fix, then a distinct, reproducible seed for each worker.
+
+    PBG's pool seeds every worker with its pid and then calls this. Each worker takes the next free index
+    from a queue filled here (the queue reaches the spawned workers as an initialiser argument) and seeds
+    Python, numpy and torch from (seed, index).
+    """
+    import multiprocessing
+
+    from torchbiggraph.util import SubprocessInitializer
+
+    from models import pbg_compat
+
+    slots = multiprocessing.get_context("spawn").Queue()
+    for index in range(workers):
+        slots.put(index)
+    init = SubprocessInitializer()
+    init.register(pbg_compat.apply)
+    init.register(_seed_worker, seed, slots)
+    return init
+
+
+def _seed_worker(seed: int, slots) -> None:
+    import queue
+    import random
+
+    import torch
+
+    try:
+        index = slots.get(timeout=30)
+    except queue.Empty:  # more workers than slots (PBG respawned one): keep PBG's pid seed
+        return
+    worker_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+    random.seed(worker_seed)
+    np.random.seed(worker_seed)
+    torch.manual_seed(worker_seed)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import random
@@ -127,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     pbg_compat.apply()
     from torchbiggraph.config import ConfigSchema
     from torchbiggraph.train import train
-    from torchbiggraph.util import SubprocessInitializer, set_logging_verbosity, setup_logging
+    from torchbiggraph.util import get_num_workers, set_logging_verbosity, setup_logging
 
     seed = int(os.environ.get("CITEFLOW_PBG_SEED", "0"))
     random.seed(seed)
@@ -136,21 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     config = ConfigSchema.from_dict(json.loads(Path(argv[0]).read_text()))
     set_logging_verbosity(config.verbose)
-    init = SubprocessInitializer()
-    init.register(pbg_compat.apply)
-    init.register(_seed_worker, seed)
-    train(config, subprocess_init=init)
+    train(config, subprocess_init=worker_initializer(seed, get_num_workers(config.workers)))
     return 0
-
-
-def _seed_worker(seed: int) -> None:
-    import random
-
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 if __name__ == "__main__":

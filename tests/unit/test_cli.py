@@ -55,6 +55,8 @@ def test_until_names_the_stages_to_run():
     "args, message",
     [
         (["--set", "train_encoder.model=/no/such/scibert"], "model directory '/no/such/scibert' does not exist"),
+        # the full profile trains a real encoder: the small demo BERT is never its silent default
+        (["--profile", "full", "--scidocs", "/tmp"], "train_encoder.model is not set"),
         ([], "needs the SciDocs folder"),
         (["--scidocs", "/tmp", "--set", "benchmark.scirepeval=/no/such/task.json"], "does not exist"),
     ],
@@ -66,6 +68,19 @@ def test_late_mistakes_are_caught_before_any_work(tmp_path, args, message):
     done = run_cli("run", "--snapshot", "ok", "--corpus", str(corpus.parent), "--artifacts", str(tmp_path / "a"), *args)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "a").exists()
+
+
+def test_the_full_profile_needs_no_encoder_when_it_stops_before_training(tmp_path):
+    from citeflow.config import RunConfig, apply_overrides, profile_overrides
+    from jobs.pipeline import preflight, stages_until
+
+    corpus = tmp_path / "corpus" / "metadata"
+    corpus.mkdir(parents=True)
+    (corpus / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
+    full = apply_overrides(RunConfig(snapshot="s", corpus=str(corpus.parent)), list(profile_overrides("full")))
+    preflight(full, stages_until("mine_triplets"))
+    with pytest.raises(CiteflowError, match="train_encoder.model is not set"):
+        preflight(full, stages_until("train_encoder"))
 
 
 def test_settings_lists_every_stage_setting(capsys):
