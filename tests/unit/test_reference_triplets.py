@@ -2,10 +2,10 @@
 
 The fixture `triplets.json` (in `../shared/reference/triplets/` beside the checkout, or the folder named by
 $CITEFLOW_TRIPLET_REFERENCE) is the output of allenai/specter's `TripletGenerator` and malteos/scincl's
-`worker_generate_triples`, run unchanged on small known inputs (commits in the file). Output of outside code
-is not kept in this repository: without the fixture these tests skip. Their draws are random, citeflow's
-are hashed: the comparison is of everything that is not a coin toss (which queries give triplets, how many of each kind in which order, positives and hard negatives in
-rank order) and of the sets the random draws come from.
+`worker_generate_triples`, run unchanged on small known inputs (commits in the file). Output of outside code is not
+kept in this repository: without the fixture these tests skip. Their draws are random, citeflow's are hashed: the
+comparison is of everything that is not a coin toss (which queries give triplets, how many of each kind in which
+order, positives and hard negatives in rank order) and of the sets the random draws come from.
 """
 
 import json
