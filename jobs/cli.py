@@ -258,9 +258,13 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({s: [m.to_json() | {"path": m.path} for m in ms] for s, ms in found.items() if ms}, indent=2))
         return 0
-    if not any(scanned.values()) and not any(store.incomplete_versions(args.snapshot, s) for s in STAGES):
+    if not any(scanned.values()):
         known = ", ".join(store.snapshots()) or "none"
-        raise CiteflowError(f"no artifacts for snapshot {args.snapshot!r} under {store.uri} (snapshots there: {known})")
+        unfinished = [f"{s}/{v}" for s in STAGES for v in store.incomplete_versions(args.snapshot, s)]
+        more = f"; unfinished (being built, or killed runs): {', '.join(unfinished)}" if unfinished else ""
+        raise CiteflowError(
+            f"no artifacts for snapshot {args.snapshot!r} under {store.uri} (snapshots there: {known}){more}"
+        )
     print(f"snapshot {args.snapshot} in {store.uri}")
     for stage, manifests in found.items():
         damaged = [(v, d) for v, _, d in scanned[stage] if d is not None]
