@@ -256,7 +256,10 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
         for stage, versions in scanned.items()
     }
     if args.json:
-        print(json.dumps({s: [m.to_json() | {"path": m.path} for m in ms] for s, ms in found.items() if ms}, indent=2))
+        from citeflow.redaction import redact
+
+        listing = {s: [redact(m.to_json()) | {"path": m.path} for m in ms] for s, ms in found.items() if ms}
+        print(json.dumps(listing, indent=2))  # redacted again: manifests written before redaction may hold secrets
         return 0
     if not any(scanned.values()):
         known = ", ".join(store.snapshots()) or "none"
