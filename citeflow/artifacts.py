@@ -162,6 +162,9 @@ class Manifest:
             raise corrupt(str(exc)) from None
         if not (isinstance(manifest.tables, dict) and isinstance(manifest.contents, dict)):
             raise corrupt("tables and contents must be objects")
+        for rel, entry in manifest.contents.items():
+            if not (isinstance(entry, dict) and isinstance(entry.get("bytes"), int) and "sha256" in entry):
+                raise corrupt(f"contents entry {rel!r} has no size and hash")
         return manifest
 
     def table_path(self, table: str) -> str:

@@ -15,6 +15,7 @@ value and no Artifacts page may contain it.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -51,6 +52,7 @@ SETTINGS = [
     "store.lease_stale_s=10",
     f"spark.conf=spark.hadoop.fs.s3a.secret.key={SECRET},spark.hadoop.fs.s3a.endpoint.region=eu-west-1",
 ]
+NOT_UTF8 = b'{"paper_id": "77", "title": "Caf\xe9 \xff\xfe'  # Latin-1 and stray bytes, cut short
 STAGE_ORDER = ("build_graph", "filter_leakage", "embed_graph", "mine_triplets", "train_encoder")
 # Columns that measure time, not content.
 TIMING_COLUMNS = {"seconds", "triplets_per_second"}
@@ -226,6 +228,9 @@ def world(tmp_path_factory, spark) -> World:
     tmp = tmp_path_factory.mktemp("faults")
     snapshot = tmp / "snapshot"
     assert cli(["generate", "--papers", str(PAPERS), "--out", str(snapshot), "--seed", "16", "--shards", "2"]) == 0
+    # attack 6: a line that is not UTF-8 (nor JSON) in the corpus; rejected.raw must keep it, readably
+    shard = sorted((snapshot / "corpus" / "metadata").glob("*.jsonl.gz"))[0]
+    shard.write_bytes(gzip.compress(gzip.decompress(shard.read_bytes()) + NOT_UTF8 + b"\n"))
     captured = io.StringIO()
     handler = logging.StreamHandler(captured)
     logging.getLogger().addHandler(handler)

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.faults.conftest import SECRET, SNAPSHOT, STAGE_ORDER, digest
+from tests.faults.conftest import NOT_UTF8, SECRET, SNAPSHOT, STAGE_ORDER, digest, finish
 
 
 def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_tab(world, monkeypatch):
@@ -112,3 +112,30 @@ def test_a_corrupt_manifest_of_another_snapshot_is_skipped_with_a_warning(world,
     assert reused.reused_from["snapshot"] == SNAPSHOT
     assert f"not reusing build_graph {reference.version} of snapshot a-broken" in caplog.text
     assert digest(reused)["tables"] == world.digests["build_graph"]["tables"]
+
+
+def test_a_line_that_is_not_utf8_is_kept_as_bytes_and_every_reader_opens_the_table(world):
+    """Attack 6: rejected.raw was a string column; one invalid UTF-8 line made every reader fail."""
+    import pyarrow.dataset as ds
+
+    from citeflow.artifact_view import render_html, summarize
+    from citeflow.artifacts import ArtifactStore
+
+    manifest = world.manifests["build_graph"]
+    table = ds.dataset(manifest.table_path("rejected"), format="parquet", ignore_prefixes=[".", "_"]).to_table()
+    rows = [r for r in table.to_pylist() if r["raw"] == NOT_UTF8]
+    assert [(r["kind"], r["reason"]) for r in rows] == [("paper", "malformed_json")]
+    page = render_html(summarize(ArtifactStore(str(world.reference)), SNAPSHOT, "build_graph", manifest.version))
+    assert "<h3>rejected</h3>" in page
+
+
+def test_the_minor_attacks_end_in_one_line(world):
+    """Attack 9 (nan as a learning rate) and attack 7 (--artifacts pointing at a file), through the CLI."""
+    (world.tmp / "a-file").write_text("not a folder")
+    for extra, root, message in (
+        (["train_encoder.lr=nan"], world.tmp / "nan", "train_encoder.lr expects a finite number, not 'nan'"),
+        ([], world.tmp / "a-file", f"artifact root '{world.tmp / 'a-file'}' is a file, not a folder"),
+    ):
+        code, log = finish(world.cli(root, "build_graph", *extra))
+        errors = [line for line in log.splitlines() if line.startswith("citeflow: error:")]
+        assert code == 2 and errors == [f"citeflow: error: {message}"] and "Traceback" not in log, log
