@@ -16,6 +16,7 @@ and are left out of the version hash (`versioned_dict`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -25,6 +26,7 @@ from typing import Any, Literal
 from citeflow.errors import CiteflowError
 
 SNAPSHOT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+URI_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@]*:[^/@]*@")
 
 # Stage names in pipeline order. Later issues add their modules; `citeflow run`
 # runs every stage in this list that has an implementation.
@@ -51,6 +53,31 @@ def validate_snapshot_id(snapshot: str) -> str:
 
 def _help(text: str, *, versioned: bool = True) -> dict[str, Any]:
     return {"help": text, "versioned": versioned}
+
+
+def _check_finite(config: Any, section: str) -> None:
+    """nan and inf are not settings: every float field of a config must be a finite number."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise CiteflowError(f"{section}.{f.name} must be a finite number, not {value!r}")
+
+
+# PyTorch-BigGraph 1.0.0's ConfigSchema options (torchbiggraph/config.py; a unit test compares this list
+# with the installed schema). `embed_graph.pbg` may set any of them except PBG_STAGE_KEYS.
+PBG_OPTIONS = frozenset(
+    "entities relations dimension init_scale max_norm global_emb comparator bias loss_fn margin entity_path "
+    "edge_paths checkpoint_path init_path checkpoint_preservation_interval num_epochs num_edge_chunks "
+    "max_edges_per_chunk bucket_order workers batch_size num_batch_negs num_uniform_negs disable_lhs_negs "
+    "disable_rhs_negs lr relation_lr eval_fraction eval_num_batch_negs eval_num_uniform_negs background_io verbose "
+    "hogwild_delay dynamic_relations num_machines num_partition_servers distributed_init_method "
+    "distributed_tree_init_order".split()
+)
+# Set by the stage itself: where PBG reads and writes (always inside the version folder) and the graph's
+# layout that the import wrote. Overriding them would write outside the artifact root or train on other data.
+PBG_STAGE_KEYS = frozenset(
+    {"entity_path", "edge_paths", "checkpoint_path", "init_path", "entities", "relations", "dynamic_relations"}
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +118,50 @@ class SparkConfig:
             raise CiteflowError("spark.shuffle_partitions must be at least 1")
         for item in self.conf:
             if "=" not in item or not item.split("=", 1)[0].startswith("spark."):
-                raise CiteflowError(f"spark.conf entry {item!r} must look like spark.some.key=value")
+                from citeflow.redaction import redact_setting
+
+                raise CiteflowError(f"spark.conf entry {redact_setting(item)!r} must look like spark.some.key=value")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreConfig:
+    """How a run treats the artifact store: leases on versions and repairs. None of it is versioned."""
+
+    lease_wait_s: float = field(
+        default=600.0,
+        metadata=_help(
+            "when another live run holds the lease on a version this run needs, wait up to this many seconds "
+            "for it (then use what it built); 0: stop at once with a message naming the holder",
+            versioned=False,
+        ),
+    )
+    lease_heartbeat_s: float = field(
+        default=10.0,
+        metadata=_help("seconds between refreshes of a held lease's heartbeat", versioned=False),
+    )
+    lease_stale_s: float = field(
+        default=300.0,
+        metadata=_help(
+            "a lease held from another host whose heartbeat is older than this is stale and may be taken over "
+            "(on the holder's own host, the process table decides: a live holder is never taken over)",
+            versioned=False,
+        ),
+    )
+    repair: bool = field(
+        default=False,
+        metadata=_help(
+            "verify the content hashes of every version the run reads; move a damaged one aside to "
+            "<stage>/.damaged/ and rebuild it (citeflow run --repair)",
+            versioned=False,
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        _check_finite(self, "store")
+        if self.lease_wait_s < 0:
+            raise CiteflowError("store.lease_wait_s must not be negative")
+        if self.lease_heartbeat_s <= 0 or self.lease_stale_s <= 2 * self.lease_heartbeat_s:
+            raise CiteflowError("store.lease_stale_s must be more than twice store.lease_heartbeat_s, both positive")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,6 +209,7 @@ class FilterLeakageConfig:
     )
 
     def __post_init__(self) -> None:
+        _check_finite(self, "filter_leakage")
         if self.mode not in ("exclude", "report_only"):
             raise CiteflowError(f"filter_leakage.mode must be exclude or report_only, not {self.mode!r}")
         if not 0 <= self.max_unmapped_share <= 1:
@@ -209,10 +280,14 @@ class EmbedGraphConfig:
     )
     pbg: tuple[str, ...] = field(
         default=(),
-        metadata=_help("any other PBG ConfigSchema option as 'key=value' (JSON values), e.g. init_scale=0.01"),
+        metadata=_help(
+            "any other PBG ConfigSchema option as 'key=value' (JSON values), e.g. init_scale=0.01; PBG's paths "
+            "(entity_path, edge_paths, checkpoint_path, init_path) and graph layout are the stage's own"
+        ),
     )
 
     def __post_init__(self) -> None:
+        _check_finite(self, "embed_graph")
         for name in (
             "dimension",
             "num_epochs",
@@ -237,6 +312,18 @@ class EmbedGraphConfig:
             if "=" not in item:
                 raise CiteflowError(f"embed_graph.pbg entry {item!r} must look like key=value")
             key, value = (part.strip() for part in item.split("=", 1))
+            if key not in PBG_OPTIONS:
+                raise CiteflowError(f"embed_graph.pbg: {key!r} is not a PyTorch-BigGraph option")
+            if key in PBG_STAGE_KEYS:
+                raise CiteflowError(
+                    f"embed_graph.pbg: {key} is set by the stage (PBG reads and writes inside the version folder) "
+                    "and cannot be overridden"
+                )
+            if key == "distributed_init_method" and not re.fullmatch(r"(tcp://[^/\s]+|env://)", value.strip('"')):
+                # file:// would have PBG create a file wherever the value points
+                raise CiteflowError("embed_graph.pbg: distributed_init_method must be tcp://HOST:PORT or env://")
+            if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+                raise CiteflowError(f"embed_graph.pbg: {key} must be a finite number, not {value!r}")
             # Distributed PBG trains disjoint buckets on each machine: unpartitioned
             # entities cannot be trained distributed (SPEC §3).
             if key == "num_machines" and value.isdigit() and int(value) > 1 and self.num_partitions < 2 * int(value):
@@ -333,6 +420,7 @@ class MineTripletsConfig:
     gpu: bool = field(default=True, metadata=_help("use FAISS GPUs when there are any", versioned=False))
 
     def __post_init__(self) -> None:
+        _check_finite(self, "mine_triplets")
         if self.strategy not in ("scincl", "specter"):
             raise CiteflowError(f"mine_triplets.strategy must be scincl or specter, not {self.strategy!r}")
         if self.index not in ("flat", "ivf", "hnsw", "ivfpq"):
@@ -438,6 +526,7 @@ class TrainEncoderConfig:
     )
 
     def __post_init__(self) -> None:
+        _check_finite(self, "train_encoder")
         if self.pooling not in ("cls", "mean"):
             raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
         for name in (
@@ -524,6 +613,7 @@ class RunConfig:
     train_encoder: TrainEncoderConfig = field(default_factory=TrainEncoderConfig)
     embed_papers: EmbedPapersConfig = field(default_factory=EmbedPapersConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
         validate_snapshot_id(self.snapshot)
@@ -531,6 +621,13 @@ class RunConfig:
             raise CiteflowError("a corpus path is required (--corpus PATH)")
         if not self.artifacts:
             raise CiteflowError("an artifact root is required (--artifacts ROOT)")
+        for name in ("corpus", "scidocs", "paper_ids", "artifacts"):
+            if URI_PASSWORD.search(getattr(self, name)):
+                # it would be written into manifests, XCom and logs; credentials belong in the environment
+                raise CiteflowError(
+                    f"{name.replace('_', '-')}: a password in the URI is not accepted; give the credentials "
+                    "through the environment or the filesystem's configuration"
+                )
 
 
 # Named sets of overrides, applied before --set. `demo` fits the demo and the tests on a
@@ -638,9 +735,12 @@ def _parse_value(raw: str, tp: Any, key: str) -> Any:
             raise CiteflowError(f"{key} expects an integer, not {raw!r}") from None
     if tp is float:
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
             raise CiteflowError(f"{key} expects a number, not {raw!r}") from None
+        if not math.isfinite(value):
+            raise CiteflowError(f"{key} expects a finite number, not {raw!r}")
+        return value
     if tp is str:
         return raw
     raise CiteflowError(f"{key} cannot be set from the command line")

@@ -54,7 +54,7 @@ def run(config: RunConfig) -> Manifest:
         )
     inputs = [m.lineage() for m in embedded.values()] + [fingerprint_path("scidocs", config.scidocs)]
     inputs += [fingerprint_path("scirepeval", p) for p in config.benchmark.scirepeval]
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     manifest = execute(
         store=store,
         snapshot=config.snapshot,

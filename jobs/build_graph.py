@@ -8,7 +8,8 @@ Writes `ARTIFACTS/<snapshot>/build_graph/<version>/`:
 - `citations`: citing, cited (corpus ids); SciNCL's graph (SPEC §2): from
   S2ORC `outbound_citations` (or `inbound_citations`), no self-loops, no
   duplicates, both ends in the corpus.
-- `rejected`: every line, record or edge that was dropped, with its reason.
+- `rejected`: every line, record or edge that was dropped, with its reason
+  (`raw`: the input line's bytes, binary).
 - `degree_histogram` and `degree_distribution.png`.
 - `_manifest.json` with the counts of each reason and degree statistics.
 
@@ -31,14 +32,14 @@ from citeflow.stage import execute
 
 STAGE = "build_graph"
 # Bump when the stage's output changes meaning for the same inputs and config.
-STAGE_VERSION = 1
+STAGE_VERSION = 2  # 2: rejected.raw is binary (the line's bytes as read)
 TABLES = ["papers", "citations", "rejected", "degree_histogram"]
 
 log = logging.getLogger("citeflow")
 
 
 def run(config: RunConfig) -> Manifest:
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     snapshot = discover(config.corpus, config.build_graph.format)
     stage_config = {**versioned_dict(config.build_graph), "format": snapshot.format}
     return execute(
@@ -55,8 +56,15 @@ def run(config: RunConfig) -> Manifest:
         },
         inputs=[fingerprint(snapshot)],
         tables=TABLES,
-        build=lambda path: build(config, snapshot, store, path),
+        build=lambda path: _build_explained(config, snapshot, store, path),
     )
+
+
+def _build_explained(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str) -> dict[str, Any]:
+    """`build`, with an unreadable corpus file (truncated or corrupt shard) as one line naming it."""
+    from spark.readers import explaining_unreadable_files
+
+    return explaining_unreadable_files(lambda: build(config, snapshot, store, path), "corpus file")
 
 
 def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str) -> dict[str, Any]:

@@ -50,7 +50,7 @@ def run(config: RunConfig) -> Manifest:
     from jobs import filter_leakage
 
     upstream = filter_leakage.run(config)
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     if not store.local:
         raise CiteflowError(
             "embed_graph trains with PBG on local files: use a local --artifacts root "

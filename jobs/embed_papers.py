@@ -40,7 +40,7 @@ def run(config: RunConfig) -> Manifest:
     source = config.embed_papers.papers or config.scidocs
     if not source:
         raise CiteflowError("embed_papers needs papers: pass --scidocs or set embed_papers.papers=PATH")
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     return execute(
         store=store,
         snapshot=config.snapshot,

@@ -53,7 +53,7 @@ def run(config: RunConfig) -> Manifest:
     if config.paper_ids:
         inputs.append(fingerprint_path("paper_ids", config.paper_ids))
     inputs += [fingerprint_path("id_list", path) for path in cfg.extra_ids]
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     return execute(
         store=store,
         snapshot=config.snapshot,
@@ -68,8 +68,15 @@ def run(config: RunConfig) -> Manifest:
         },
         inputs=inputs,
         tables=TABLES,
-        build=lambda path: build(config, upstream, store, path),
+        build=lambda path: _build_explained(config, upstream, store, path),
     )
+
+
+def _build_explained(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str) -> dict[str, Any]:
+    """`build`, with an unreadable paper-ids shard as one line naming it."""
+    from spark.readers import explaining_unreadable_files
+
+    return explaining_unreadable_files(lambda: build(config, upstream, store, path), "input file")
 
 
 def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str) -> dict[str, Any]:

@@ -49,7 +49,7 @@ def run(config: RunConfig) -> Manifest:
     from jobs import embed_graph
 
     graph = embed_graph.run(config)
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     leakage = store.upstream(graph, "filter_leakage")
     return execute(
         store=store,

@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ def run(config: RunConfig) -> Manifest:
     from jobs import mine_triplets
 
     triplets = mine_triplets.run(config)
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     if not store.local:
         raise CiteflowError("train_encoder trains on local files: use a local --artifacts root (or a mounted one)")
     cfg = config.train_encoder
@@ -208,6 +207,8 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
 
 def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
     """Run the trainer in its own process (torchrun for several); its output goes to `log_path` and stderr."""
+    from citeflow.process import run_child
+
     module = ["-m", "models.train_encoder", str(spec_path)]
     if nproc > 1:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *module]
@@ -220,15 +221,8 @@ def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
         ).rstrip(os.pathsep),
     }
     log.info("%s: %s", STAGE, " ".join(command))
-    with open(log_path, "ab") as out:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-        assert process.stdout is not None
-        for chunk in iter(lambda: process.stdout.read1(4096), b""):
-            out.write(chunk)
-            out.flush()
-            sys.stderr.buffer.write(chunk)
-            sys.stderr.flush()
-        code = process.wait()
+    # under a guard: the trainer (and torchrun's ranks) die with this process, and on interruption
+    code = run_child(command, log_path=log_path, env=env, echo=True)
     if code != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
         raise CiteflowError(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -82,17 +81,21 @@ def pbg_config(
 
 
 def train_in_subprocess(config: dict, config_path: Path, log_path: Path, seed: int) -> None:
-    """Write the config, run `python -m models.pbg_train` on it, raise with the log tail on failure."""
+    """Write the config, run `python -m models.pbg_train` on it, raise with the log tail on failure.
+
+    The trainer and the workers it spawns run under `citeflow.process.run_child`: they die with this
+    process, and are killed when it is interrupted.
+    """
+    from citeflow.process import run_child
+
     config_path.write_text(json.dumps(config, indent=2))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env["CITEFLOW_PBG_SEED"] = str(seed)
-    with open(log_path, "w") as log:
-        done = subprocess.run(
-            [sys.executable, "-m", "models.pbg_train", str(config_path)], stdout=log, stderr=subprocess.STDOUT, env=env
-        )
-    if done.returncode != 0:
+    log_path.write_bytes(b"")
+    code = run_child([sys.executable, "-m", "models.pbg_train", str(config_path)], log_path=log_path, env=env)
+    if code != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"PBG training failed (exit {done.returncode}); log {log_path}:\n{tail}")
+        raise RuntimeError(f"PBG training failed (exit {code}); log {log_path}:\n{tail}")
 
 
 def load_embeddings(checkpoint: Path, entities: Path, num_partitions: int) -> tuple[np.ndarray, np.ndarray]:

@@ -25,6 +25,12 @@ restarted run loads the newest one and continues from the same state. With
 `deterministic` (deterministic algorithms, one CPU thread, a fixed cuBLAS
 workspace) it then ends with the same weights as an uninterrupted run, bit
 for bit. Checkpoints are read with `weights_only=True`.
+
+A damaged checkpoint (truncated, garbled, a file missing: `checkpoint_problem`
+checks every file's structure and the CRCs of the torch files) is moved aside
+to `work/.damaged-ckpt-<step>-<time>/` with a message, and training resumes
+from the previous good one, or from the start when there is none: a rerun is
+never trapped on the same broken checkpoint.
 """
 
 from __future__ import annotations
@@ -146,9 +152,74 @@ def steps_per_epoch(triplets: int, batch_size: int) -> int:
     return triplets // batch_size
 
 
+def checkpoint_problem(folder: Path) -> str | None:
+    """Why `folder` cannot be resumed from, or None. Cheap structural checks of every file a checkpoint
+    holds: state.json parses, model.safetensors' header and size agree, the torch files are intact zip
+    archives (CRC-checked) and rank 0's RNG state is there."""
+    import zipfile
+
+    try:
+        step = json.loads((folder / "state.json").read_text())["step"]
+        if not isinstance(step, int) or step < 1:
+            return f"state.json names no step ({step!r})"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"state.json unreadable: {exc}"
+    model = folder / "model.safetensors"
+    try:
+        with open(model, "rb") as fh:
+            size = int.from_bytes(fh.read(8), "little")
+            if not 0 < size <= min(model.stat().st_size - 8, 100 << 20):
+                return f"model.safetensors has no valid header (header size {size})"
+            header = json.loads(fh.read(size))
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+        if model.stat().st_size != 8 + size + end:
+            return f"model.safetensors has {model.stat().st_size} bytes, its header says {8 + size + end}"
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        return f"model.safetensors unreadable: {exc}"
+    torch_files = ["optimizer.pt", "scheduler.pt", *sorted(p.name for p in folder.glob("rng-*.pt"))]
+    if (folder / "scaler.pt").exists():
+        torch_files.append("scaler.pt")
+    if "rng-0.pt" not in torch_files:
+        return "rng-0.pt is missing"
+    for name in torch_files:
+        try:
+            with zipfile.ZipFile(folder / name) as archive:
+                bad = archive.testzip()
+            if bad is not None:
+                return f"{name}: {bad} fails its CRC check"
+        except (OSError, zipfile.BadZipFile, EOFError, ValueError) as exc:
+            return f"{name} unreadable: {exc}"
+    return None
+
+
+def find_checkpoint(work: Path) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """(the newest intact checkpoint or None, [(newer damaged checkpoint, why)])."""
+    damaged = []
+    for folder in sorted((p for p in Path(work).glob("ckpt-*") if p.is_dir()), reverse=True):
+        problem = checkpoint_problem(folder)
+        if problem is None:
+            return folder, damaged
+        damaged.append((folder, problem))
+    return None, damaged
+
+
 def latest_checkpoint(work: Path) -> Path | None:
-    found = sorted(p for p in Path(work).glob("ckpt-*") if p.is_dir() and (p / "state.json").is_file())
-    return found[-1] if found else None
+    """The newest intact checkpoint (damaged newer ones are passed over)."""
+    return find_checkpoint(work)[0]
+
+
+def _set_aside(damaged: list[tuple[Path, str]], found: Path | None) -> None:
+    """Move damaged checkpoints out of the way (kept as evidence), saying what training falls back to."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for folder, problem in damaged:
+        target = folder.with_name(f".damaged-{folder.name}-{stamp}")
+        with contextlib.suppress(OSError):  # another rank may have moved it already
+            folder.rename(target)
+        print(
+            f"train_encoder: checkpoint {folder.name} is damaged ({problem}); moved aside to {target.name}, "
+            f"resuming from {found.name if found else 'the start'}",
+            flush=True,
+        )
 
 
 def train(spec: TrainSpec) -> None:
@@ -210,9 +281,17 @@ def train(spec: TrainSpec) -> None:
 
     # Resume: the newest complete checkpoint, if any.
     start = 0
-    checkpoint = latest_checkpoint(work)
+    checkpoint, damaged = find_checkpoint(work)
+    if rank == 0 and damaged:
+        _set_aside(damaged, checkpoint)
     if checkpoint is not None:
-        start = _load_checkpoint(checkpoint, model, optimizer, scheduler, scaler, rank, device, use_cuda)
+        try:
+            start = _load_checkpoint(checkpoint, model, optimizer, scheduler, scaler, rank, device, use_cuda)
+        except Exception as exc:
+            # passed the structural checks but does not load: set it aside, so the next run falls back
+            if rank == 0:
+                _set_aside([(checkpoint, f"does not load: {str(exc).splitlines()[0][:200]}")], None)
+            raise SystemExit(f"checkpoint {checkpoint.name} does not load; it was moved aside: run again") from None
         if rank == 0:
             _truncate_log(Path(spec.log), start)
             print(f"train_encoder: resuming from {checkpoint.name} (step {start} of {total})", flush=True)

@@ -118,3 +118,76 @@ def test_missing_java_is_one_clear_message(tmp_path):
 def test_current_java_is_accepted():
     assert session.java_version() >= 17
     session.check_java()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--set", "embed_graph.pbg=checkpoint_path=/elsewhere"], "checkpoint_path is set by the stage"),
+        (["--set", "train_encoder.lr=nan"], "expects a finite number"),
+        (["--artifacts", "/etc/hostname"], "artifact root '/etc/hostname' is a file, not a folder"),
+    ],
+)
+def test_user_side_faults_of_issue_16_are_one_line(tmp_path, extra, message):
+    corpus = tmp_path / "corpus" / "metadata"
+    corpus.mkdir(parents=True)
+    (corpus / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
+    args = ["run", "--snapshot", "ok", "--corpus", str(corpus.parent), "--until", "build_graph"]
+    done = run_cli(*args, *(["--artifacts", str(tmp_path / "a")] if "--artifacts" not in extra else []), *extra)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def _store_with_one_version(root):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from citeflow.artifacts import ArtifactStore
+    from citeflow.stage import execute
+
+    def build(path):
+        os.makedirs(os.path.join(path, "papers"))
+        pq.write_table(pa.table({"a": [1, 2, 3]}), os.path.join(path, "papers", "part-0.parquet"))
+        return {}
+
+    return execute(
+        store=ArtifactStore(str(root)),
+        snapshot="s1",
+        stage="build_graph",
+        stage_version=1,
+        config={},
+        resolved_config={},
+        inputs=[],
+        tables=["papers"],
+        build=build,
+    )
+
+
+def test_verify_passes_an_intact_store_and_names_the_damaged_file(tmp_path, capsys):
+    manifest = _store_with_one_version(tmp_path)
+    assert main(["verify", "--artifacts", str(tmp_path)]) == 0
+    assert f"ok          s1/build_graph/{manifest.version}" in capsys.readouterr().out
+    part = tmp_path / "s1" / "build_graph" / manifest.version / "papers" / "part-0.parquet"
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 1
+    part.write_bytes(bytes(data))
+    assert main(["verify", "--artifacts", str(tmp_path), "--snapshot", "s1", "--stage", "build_graph"]) == 1
+    out = capsys.readouterr().out
+    assert f"DAMAGED     s1/build_graph/{manifest.version}" in out
+    assert "papers/part-0.parquet: content hash differs from the manifest" in out
+    assert "1 versions: 0 intact, 1 damaged, 0 unverifiable" in out
+
+
+def test_artifacts_lists_a_damaged_version_instead_of_failing(tmp_path, capsys):
+    manifest = _store_with_one_version(tmp_path)
+    (tmp_path / "s1" / "build_graph" / manifest.version / "_manifest.json").write_text("{broken")
+    assert main(["artifacts", "--snapshot", "s1", "--artifacts", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{manifest.version}  DAMAGED: _manifest.json: not JSON" in out
+    assert "--repair" in out
+
+
+def test_verify_of_nothing_is_one_clear_line(tmp_path):
+    done = run_cli("verify", "--artifacts", str(tmp_path))
+    assert done.returncode == 2 and "no committed versions of any snapshot" in done.stderr

@@ -73,11 +73,11 @@ def test_split_unparseable_rejects_bad_ids_with_the_raw_line(spark):
         (r["reason"], r["raw"]) for r in bad.collect()
     )
     assert [r["id_raw"] for r in good.collect()] == ["1"]
-    got = sorted((r["reason"], r["raw"]) for r in bad.collect())
+    got = sorted((r["reason"], bytes(r["raw"])) for r in bad.collect())
     assert got == [
-        ("invalid_id", json.dumps({"paper_id": "abc"})),
-        ("malformed_json", "{broken"),
-        ("missing_id", json.dumps({"paper_id": None, "title": "x"})),
+        ("invalid_id", json.dumps({"paper_id": "abc"}).encode()),
+        ("malformed_json", b"{broken"),
+        ("missing_id", json.dumps({"paper_id": None, "title": "x"}).encode()),
     ]
 
 
@@ -208,3 +208,42 @@ def test_s2ag_abstracts_are_attached_and_orphans_rejected(spark):
         ("abstract_without_paper", "11"),
         ("duplicate_abstract", "10"),
     ]
+
+
+def test_rejected_raw_keeps_the_bytes_of_a_line_that_is_not_utf8(spark, tmp_path):
+    """rejected.raw is binary: a line with invalid UTF-8 comes back byte for byte, and every Parquet reader
+    (pyarrow included, which fails on invalid UTF-8 in a string column) reads the table."""
+    import pyarrow.parquet as pq
+
+    bad = b'{"paper_id": "9", "title": "caf\xe9"\n'  # not JSON (cut short) and not UTF-8
+    source = tmp_path / "metadata_0.jsonl"
+    source.write_bytes(b'{"paper_id": "1", "title": "ok"}\n' + bad + b"\xff\xfe\n")
+    papers = R.s2orc_papers(R.parse_lines(R.with_source(spark.read.text(str(source))), R.S2ORC_SCHEMA), "outbound")
+    _, rejected = dedupe(papers)
+    rejected.write.parquet(str(tmp_path / "rejected"))
+    table = pq.read_table(tmp_path / "rejected")
+    assert table.schema.field("raw").type == "binary"
+    assert sorted(zip(table.column("reason").to_pylist(), table.column("raw").to_pylist(), strict=True)) == [
+        ("malformed_json", bad.rstrip(b"\n")),
+        ("malformed_json", b"\xff\xfe"),
+    ]
+
+
+def test_a_valid_line_longer_than_20_mib_is_parsed_not_called_malformed(spark):
+    abstract = "a" * (21 * 1024 * 1024)  # Jackson's default cap on one string is 20,000,000 characters
+    (row,) = s2orc(spark, [{"paper_id": "5", "abstract": abstract}]).select("parse_error", "abstract").collect()
+    assert row["parse_error"] is None and len(row["abstract"]) == len(abstract)
+
+
+def test_a_spark_read_failure_names_the_file_in_one_line():
+    message = (
+        "An error occurred while calling o523.parquet.\n: org.apache.spark.SparkException: Job aborted.\n"
+        "Caused by: org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while reading "
+        "file file:///data/s2orc/metadata/metadata_1.jsonl.gz.  SQLSTATE: KD001\n\tat org.apache.spark.x(X.scala:1)\n"
+        "Caused by: java.io.EOFException: Unexpected end of input stream\n\tat y\n"
+    )
+    assert R.unreadable_file(RuntimeError(message)) == (
+        "file:///data/s2orc/metadata/metadata_1.jsonl.gz",
+        "java.io.EOFException: Unexpected end of input stream",
+    )
+    assert R.unreadable_file(RuntimeError("[DIVIDE_BY_ZERO] Division by zero")) is None
