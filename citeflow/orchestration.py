@@ -70,6 +70,8 @@ HEADLINE_FIRST = (
     "model",
     "trained.average",
     "base.average",
+    "trained.mean",
+    "base.mean",
 )
 HEADLINE_MAX = 20
 
