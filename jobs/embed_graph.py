@@ -213,10 +213,23 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
         "dimension": cfg.dimension,
         **metrics,
         "runs": runs,
-        "pbg_config": json.loads((work / "mining" / "config.json").read_text()),
+        "pbg_config": _relative_paths(json.loads((work / "mining" / "config.json").read_text()), path),
         "train_seconds": round(sum(r["train_seconds"] for r in runs.values()), 2),
         "final_loss": mining["final_loss"],
     }
+
+
+def _relative_paths(pbg_config: dict[str, Any], path: Path) -> dict[str, Any]:
+    """PBG's config with its paths relative to the version folder: the manifest says what was computed, and
+    a copy of the version (another root, a reused snapshot) says the same."""
+    prefix = f"{path}/"
+
+    def rel(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith(prefix):
+            return value[len(prefix) :]
+        return [rel(v) for v in value] if isinstance(value, list) else value
+
+    return {key: rel(value) for key, value in pbg_config.items()}
 
 
 def _train(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, entities: int, edge_count: int, workers: int):

@@ -46,10 +46,10 @@ def test_embed_graph_killed_then_rerun_equals_an_uninterrupted_run(world, point)
     reference = world.manifests["embed_graph"]
     root = world.copy(f"kill-embed-{point}", without=("embed_graph", "mine_triplets", "train_encoder"))
     folder = _version_folder(root, "embed_graph", reference.version)
-    stats = folder / "pbg" / "checkpoint" / "training_stats.json"
+    stats = folder / "pbg" / "mining" / "checkpoint" / "training_stats.json"
 
     def training(_root):  # PBG's trainer has spawned its workers and started the first epoch
-        log = folder / "pbg" / "train.log"
+        log = folder / "pbg" / "mining" / "train.log"
         return log.is_file() and "Starting epoch 1" in log.read_text(errors="replace")
 
     _killed_at(world, root, "embed_graph", point, training)
