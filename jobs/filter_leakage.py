@@ -156,10 +156,16 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     citations = read_upstream("citations")
     if cfg.mode == "exclude":
         excluded = benchmark_ids.where(F.col("in_snapshot")).select("corpus_id")
-        kept_papers, kept_edges = L.remove_papers(papers.select(*G.PAPERS_COLUMNS), citations, excluded)
+        kept_papers, kept_edges = L.remove_papers(
+            papers.select(*G.PAPERS_COLUMNS),
+            citations,
+            excluded,
+            broadcast=metrics["in_snapshot"] <= config.spark.broadcast_rows,
+        )
     else:
         kept_papers, kept_edges = papers.select(*G.PAPERS_COLUMNS), citations
-    write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files)
+    few_papers = upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows
+    write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files, few_papers)
 
     before_papers = upstream.tables["papers"]["rows"]
     before_edges = upstream.tables["citations"]["rows"]

@@ -46,6 +46,9 @@ CITING_NOT_IN_CORPUS = "citing_not_in_corpus"
 DUPLICATE_CITATION = "duplicate_citation"
 
 CORPUS_ID_PATTERN = r"^[0-9]{1,18}$"
+# Compression of a stage's staging files (written once, read back within the run, then deleted): cheap to
+# write and read, unlike the zstd of the tables a stage publishes.
+STAGING_CODEC = "lz4_raw"
 # Jackson's default cap on one JSON string is 20,000,000 characters (a 20 MiB abstract would be labelled
 # malformed_json); the line is in memory already, so any valid line is parsed.
 MAX_JSON_STRING = str(2**31 - 1)

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -18,9 +19,12 @@ def s2orc(spark, records, citations_from="outbound"):
     return R.s2orc_papers(R.parse_lines(lines(spark, records), R.S2ORC_SCHEMA), citations_from)
 
 
-def dedupe(papers):
-    labelled = G.label_papers(papers)
-    return G.kept_papers(labelled), G.rejected_papers(labelled)
+def dedupe(papers, broadcast=True):
+    staged = G.stage_papers(papers).localCheckpoint()  # as the stage reads its staging copy: computed once
+    duplicates = G.duplicate_rows(staged)
+    return G.kept_papers(staged, duplicates, broadcast=broadcast), G.rejected_papers(
+        staged, duplicates, broadcast=broadcast
+    )
 
 
 def test_parse_errors_are_classified(spark):
@@ -105,7 +109,8 @@ def test_dedupe_is_independent_of_input_order(spark):
     assert first == second
 
 
-def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark, broadcast):
     corpus = spark.createDataFrame([(1,), (2,), (3,)], "corpus_id long")
     candidates = spark.createDataFrame(
         [
@@ -122,7 +127,7 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
         ],
         "citing_raw string, cited_raw string",
     ).withColumn("source", F.lit("f"))
-    labelled = G.label_edges(candidates, corpus)
+    labelled = G.label_edges(candidates, corpus, broadcast=broadcast)
     edges, rejected = G.kept_edges(labelled), G.rejected_edges(labelled)
     assertDataFrameEqual(edges, spark.createDataFrame([(1, 2), (3, 1), (2, 3)], "citing long, cited long"))
     counts = {r["reason"]: r["count"] for r in rejected.groupBy("reason").count().collect()}
@@ -134,6 +139,32 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
         "null_id": 1,
         "invalid_id": 1,
     }
+
+
+def test_an_end_known_to_be_a_kept_paper_needs_no_lookup(spark):
+    """S2ORC's outbound lists: the citing end is the kept paper itself, so only `cited` is looked up."""
+    kept, _ = dedupe(
+        s2orc(
+            spark,
+            [
+                {"paper_id": "1", "outbound_citations": ["2", "2", "1", "77", "x"]},
+                {"paper_id": "2", "outbound_citations": ["1"]},
+            ],
+        )
+    )
+    candidates = G.s2orc_edge_candidates(kept, "outbound")
+    ids = kept.select("corpus_id")
+    rows = lambda labelled: sorted(map(str, labelled.collect()))  # noqa: E731
+    want = rows(G.label_edges(candidates, ids))
+    assert rows(G.label_edges(candidates, ids, check=("cited",))) == want
+    assert sorted((r["reason"] or "kept") for r in G.label_edges(candidates, ids).collect()) == [
+        "cited_not_in_corpus",
+        "duplicate_citation",
+        "invalid_id",
+        "kept",
+        "kept",
+        "self_citation",
+    ]
 
 
 def test_inbound_lists_give_edges_pointing_at_the_paper(spark):
@@ -151,7 +182,9 @@ def test_degrees_and_summary(spark):
     with_deg = G.with_degrees(papers, edges)
     got = {r["corpus_id"]: (r["out_degree"], r["in_degree"]) for r in with_deg.collect()}
     assert got == {1: (2, 0), 2: (1, 1), 3: (0, 2), 4: (0, 0)}
-    summary = G.degree_summary(with_deg)
+    shipped = G.with_degrees(papers, edges, broadcast=True).collect()
+    assert {r["corpus_id"]: (r["out_degree"], r["in_degree"]) for r in shipped} == got
+    summary = G.degree_summary(with_deg.select("out_degree", "in_degree"), G.summary_stats(with_deg))
     assert summary["papers"] == 4 and summary["citations"] == 3
     assert summary["graph_nodes"] == 3 and summary["isolated_papers"] == 1
     assert summary["max_out_degree"] == 2 and summary["max_in_degree"] == 2
