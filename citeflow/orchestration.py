@@ -218,10 +218,10 @@ def spark_master_from_connection() -> list[str]:
     if not host:
         return []
     if host.startswith("sc://"):  # Spark Connect: `sc://host`, port apart or in the host, parameters after `/;`
-        address, _, params = host.partition("/")
-        if conn.port and ":" not in address.removeprefix("sc://"):
+        address, _, params = host.removeprefix("sc://").partition("/")
+        if conn.port and ":" not in address:
             address = f"{address}:{conn.port}"
-        overrides = [f"spark.remote={address}" + (f"/{params}" if params else "")]
+        overrides = [f"spark.remote=sc://{address}" + (f"/{params}" if params else "")]
     else:
         master = f"{host}:{conn.port}" if conn.port and host.startswith(("spark://", "k8s://", "mesos://")) else host
         overrides = [f"spark.master={master}"]

@@ -95,7 +95,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
         return R.with_source(read_in_file_tasks(spark, files, sizes))
 
     def stage(frame, name: str):
-        frame.write.mode("errorifexists").option("compression", R.STAGING_CODEC).parquet(staging(name))
+        frame.write.mode("error").option("compression", R.STAGING_CODEC).parquet(staging(name))
         return spark.read.parquet(staging(name))
 
     # Pass 1: every papers line parsed once and labelled where unusable, written without a shuffle.
@@ -157,10 +157,10 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     all_rejected = rejected[0]
     for frame in rejected[1:]:
         all_rejected = all_rejected.unionByName(frame)
-    all_rejected.coalesce(cfg.output_files).write.mode("errorifexists").parquet(out("rejected"))
+    all_rejected.coalesce(cfg.output_files).write.mode("error").parquet(out("rejected"))
 
     written_papers = spark.read.parquet(out("papers"))
-    G.degree_histogram(written_papers).coalesce(1).write.mode("errorifexists").parquet(out("degree_histogram"))
+    G.degree_histogram(written_papers).coalesce(1).write.mode("error").parquet(out("degree_histogram"))
 
     reasons = spark.read.parquet(out("rejected")).groupBy("kind", "reason").count().collect()
     if snapshot.format == "s2orc":  # the text flags were noted in pass 1: no need to read the text again
@@ -186,9 +186,9 @@ def write_graph(spark, papers, edges, out, files: int, broadcast: bool) -> None:
     paper with an edge) onto the papers without shuffling the papers."""
     from spark import graph as G
 
-    edges.coalesce(files).write.mode("errorifexists").parquet(out("citations"))
+    edges.coalesce(files).write.mode("error").parquet(out("citations"))
     written_edges = spark.read.parquet(out("citations"))
-    G.with_degrees(papers, written_edges, broadcast=broadcast).coalesce(files).write.mode("errorifexists").parquet(
+    G.with_degrees(papers, written_edges, broadcast=broadcast).coalesce(files).write.mode("error").parquet(
         out("papers")
     )
 

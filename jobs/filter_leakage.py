@@ -124,11 +124,11 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         .join(mapped, "id", "left")
         .orderBy("task", "split", "id")
         .coalesce(1)
-        .write.mode("errorifexists")
+        .write.mode("error")
         .parquet(out("benchmark_ids"))
     )
     benchmark_ids = spark.read.parquet(out("benchmark_ids"))
-    L.leakage_report(benchmark_ids).orderBy("task", "split").coalesce(1).write.mode("errorifexists").parquet(
+    L.leakage_report(benchmark_ids).orderBy("task", "split").coalesce(1).write.mode("error").parquet(
         out("leakage_report")
     )
     report = [r.asDict() for r in spark.read.parquet(out("leakage_report")).collect()]
