@@ -95,7 +95,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
         return R.with_source(read_in_file_tasks(spark, files, sizes))
 
     def stage(frame, name: str):
-        frame.write.mode("error").option("compression", R.STAGING_CODEC).parquet(staging(name))
+        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(staging(name))
         return spark.read.parquet(staging(name))
 
     # Pass 1: every papers line parsed once and labelled where unusable, written without a shuffle.
@@ -114,12 +114,13 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     corpus_ids = kept.select("corpus_id")
     rejected = [G.rejected_papers(staged, duplicates, broadcast=few_duplicates)]
 
+    few_papers = small(usable)
     if snapshot.format == "s2orc":
-        candidates = G.s2orc_edge_candidates(kept, cfg.citations_from)
-        # the other end of an S2ORC edge is the kept paper whose list it came from
-        check = ("cited",) if cfg.citations_from == "outbound" else ("citing",)
+        # labelled within each paper's list (no shuffle): cheap enough to compute for citations and again for
+        # the rejected rows instead of staging it
+        log.info("%s: cleaning citation edges", STAGE)
+        labelled_edges = G.label_s2orc_edges(kept, corpus_ids, cfg.citations_from, broadcast=few_papers)
     else:
-        check = ("citing", "cited")
         abstract_lines = lines("abstracts")
         if abstract_lines is not None:
             abstracts = R.s2ag_abstracts(R.parse_lines(abstract_lines, R.S2AG_ABSTRACTS_SCHEMA))
@@ -144,10 +145,9 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
             log.warning("%s: no citations dataset in %s; the graph has no edges", STAGE, snapshot.root)
             candidates = spark.createDataFrame([], "citing_raw string, cited_raw string, source string")
 
-    # Pass 2: every candidate edge, labelled once.
-    log.info("%s: cleaning citation edges", STAGE)
-    few_papers = small(usable)
-    labelled_edges = stage(G.label_edges(candidates, corpus_ids, check=check, broadcast=few_papers), "edges")
+        # Pass 2: every candidate edge, labelled once (copies of an edge may come from any shard).
+        log.info("%s: cleaning citation edges", STAGE)
+        labelled_edges = stage(G.label_edges(candidates, corpus_ids, broadcast=few_papers), "edges")
     rejected.append(G.rejected_edges(labelled_edges))
 
     log.info("%s: writing citations and papers", STAGE)
@@ -157,7 +157,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     all_rejected = rejected[0]
     for frame in rejected[1:]:
         all_rejected = all_rejected.unionByName(frame)
-    all_rejected.coalesce(cfg.output_files).write.mode("error").parquet(out("rejected"))
+    all_rejected.coalesce(cfg.output_files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("rejected"))
 
     written_papers = spark.read.parquet(out("papers"))
     G.degree_histogram(written_papers).coalesce(1).write.mode("error").parquet(out("degree_histogram"))
@@ -185,12 +185,12 @@ def write_graph(spark, papers, edges, out, files: int, broadcast: bool) -> None:
     cost a sampling pass and a shuffle of the papers' text. `broadcast` joins the degrees (one light row per
     paper with an edge) onto the papers without shuffling the papers."""
     from spark import graph as G
+    from spark import readers as R
 
     edges.coalesce(files).write.mode("error").parquet(out("citations"))
     written_edges = spark.read.parquet(out("citations"))
-    G.with_degrees(papers, written_edges, broadcast=broadcast).coalesce(files).write.mode("error").parquet(
-        out("papers")
-    )
+    with_degrees = G.with_degrees(papers, written_edges, broadcast=broadcast)
+    with_degrees.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("papers"))
 
 
 def _plot_degrees(store: ArtifactStore, path: str, histogram, snapshot: str) -> None:

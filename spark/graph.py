@@ -180,18 +180,14 @@ def s2orc_edge_candidates(papers: DataFrame, citations_from: str) -> DataFrame:
     return exploded.select(other.alias("citing_raw"), me.alias("cited_raw"), "source")
 
 
-def label_edges(
-    candidates: DataFrame, corpus_ids: DataFrame, *, check: tuple[str, ...] = ("citing", "cited"), broadcast=False
-) -> DataFrame:
+def label_edges(candidates: DataFrame, corpus_ids: DataFrame, *, broadcast: bool = False) -> DataFrame:
     """Each candidate edge with `citing`, `cited` (longs) and `reason` (null = kept).
 
     Checks run in a fixed order and each edge gets the first reason that
     applies: null id, invalid id, self-citation, citing paper not in corpus,
-    cited paper not in corpus, duplicate of an edge already kept. `check`
-    names the ends whose membership in `corpus_ids` is looked up: an end that
-    is a kept paper by construction (the citing end of S2ORC's outbound
-    lists) needs no join. `broadcast` looks them up in a broadcast copy of
-    `corpus_ids` instead of shuffling both sides.
+    cited paper not in corpus, duplicate of an edge already kept. `broadcast`
+    looks the ends up in a broadcast copy of `corpus_ids` instead of shuffling
+    both sides.
     """
     citing, cited = F.col("citing_raw"), F.col("cited_raw")
     df = (
@@ -204,19 +200,14 @@ def label_edges(
         .withColumn("citing", citing.try_cast("long"))
         .withColumn("cited", cited.try_cast("long"))
     )
-    known = {}
     for end in ("citing", "cited"):
-        if end in check:
-            ids = corpus_ids.select(F.col("corpus_id").alias(end), F.lit(True).alias(f"_{end}_in"))
-            df = df.join(F.broadcast(ids) if broadcast else ids, end, "left")
-            known[end] = F.col(f"_{end}_in").isNotNull()
-        else:
-            known[end] = F.lit(True)
+        ids = corpus_ids.select(F.col("corpus_id").alias(end), F.lit(True).alias(f"_{end}_in"))
+        df = df.join(F.broadcast(ids) if broadcast else ids, end, "left")
     df = df.withColumn(
         "_reason",
         F.when(F.col("_reason").isNotNull(), F.col("_reason"))
-        .when(~known["citing"], F.lit(R.CITING_NOT_IN_CORPUS))
-        .when(~known["cited"], F.lit(R.CITED_NOT_IN_CORPUS)),
+        .when(F.col("_citing_in").isNull(), F.lit(R.CITING_NOT_IN_CORPUS))
+        .when(F.col("_cited_in").isNull(), F.lit(R.CITED_NOT_IN_CORPUS)),
     )
     # Among the copies of a valid edge the first is kept; the rest are duplicates.
     copy = F.row_number().over(Window.partitionBy("citing", "cited", "_reason").orderBy("source"))
@@ -225,6 +216,57 @@ def label_edges(
         F.col("_copy") > 1, F.lit(R.DUPLICATE_CITATION)
     )
     return df.select("citing", "cited", "citing_raw", "cited_raw", "source", reason.alias("reason"))
+
+
+def label_s2orc_edges(
+    papers: DataFrame, corpus_ids: DataFrame, citations_from: str, *, broadcast: bool = False
+) -> DataFrame:
+    """`label_edges` for S2ORC's per-paper citation lists, without a shuffle (when `broadcast`).
+
+    One end of every candidate edge is the kept paper whose list it comes from, and each corpus id has
+    one kept paper, so all copies of an edge come from the same list: the first copy in list order is
+    kept and later ones are duplicates, decided inside the row (SciNCL's cleaning, SPEC §2, in the order
+    of `label_edges`: null id, invalid id, self-citation, other end not in the corpus, duplicate). Only
+    the other end's membership in `corpus_ids` is looked up, in a broadcast copy when `broadcast`.
+    """
+    other_id = lambda r: F.when(R.is_corpus_id(F.trim(r)), F.trim(r).try_cast("long"))  # noqa: E731
+    with_firsts = papers.select("corpus_id", "source", "refs", F.transform("refs", other_id).alias("_ids")).select(
+        "corpus_id",
+        "source",
+        F.arrays_zip(
+            F.col("refs"), F.transform("_ids", lambda x, i: F.array_position("_ids", x) == i + 1).alias("_first")
+        ).alias("_entries"),
+    )
+    exploded = with_firsts.select("corpus_id", "source", F.explode("_entries").alias("_e"))
+    other, me = F.trim(F.col("_e.refs")), F.col("corpus_id").cast("string")
+    outbound = citations_from == "outbound"
+    edges = exploded.select(
+        (me if outbound else other).alias("citing_raw"),
+        (other if outbound else me).alias("cited_raw"),
+        "source",
+        F.col("_e._first").alias("_first"),
+    )
+    citing, cited = F.col("citing_raw"), F.col("cited_raw")
+    edges = (
+        edges.withColumn(
+            "_reason",
+            F.when(citing.isNull() | cited.isNull() | (citing == "") | (cited == ""), F.lit(R.NULL_ID))
+            .when(~R.is_corpus_id(citing) | ~R.is_corpus_id(cited), F.lit(R.INVALID_ID))
+            .when(citing.try_cast("long") == cited.try_cast("long"), F.lit(R.SELF_CITATION)),
+        )
+        .withColumn("citing", citing.try_cast("long"))
+        .withColumn("cited", cited.try_cast("long"))
+    )
+    end = "cited" if outbound else "citing"
+    ids = corpus_ids.select(F.col("corpus_id").alias(end), F.lit(True).alias("_in"))
+    edges = edges.join(F.broadcast(ids) if broadcast else ids, end, "left")
+    missing = R.CITED_NOT_IN_CORPUS if outbound else R.CITING_NOT_IN_CORPUS
+    reason = (
+        F.when(F.col("_reason").isNotNull(), F.col("_reason"))
+        .when(F.col("_in").isNull(), F.lit(missing))
+        .when(~F.col("_first"), F.lit(R.DUPLICATE_CITATION))
+    )
+    return edges.select("citing", "cited", "citing_raw", "cited_raw", "source", reason.alias("reason"))
 
 
 def kept_edges(labelled: DataFrame) -> DataFrame:

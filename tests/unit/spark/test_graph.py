@@ -141,30 +141,45 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark, broadcast):
     }
 
 
-def test_an_end_known_to_be_a_kept_paper_needs_no_lookup(spark):
-    """S2ORC's outbound lists: the citing end is the kept paper itself, so only `cited` is looked up."""
+@pytest.mark.parametrize("citations_from", ["outbound", "inbound"])
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_s2orc_lists_are_labelled_in_the_row_as_label_edges_labels_them(spark, citations_from, broadcast):
+    """label_s2orc_edges (no shuffle) against label_edges (the general cascade) on every kind of entry."""
+    refs = ["2", " 2 ", "2", "1", "77", "x7", "", None, "3", "007", "7", "3"]
     kept, _ = dedupe(
         s2orc(
             spark,
             [
-                {"paper_id": "1", "outbound_citations": ["2", "2", "1", "77", "x"]},
-                {"paper_id": "2", "outbound_citations": ["1"]},
+                {"paper_id": "1", "outbound_citations": refs, "inbound_citations": refs},
+                {"paper_id": "2", "outbound_citations": ["1", "1"], "inbound_citations": ["1", "1"]},
+                {"paper_id": "3"},
+                {"paper_id": "7", "outbound_citations": ["7"], "inbound_citations": ["7"]},
             ],
+            citations_from,
         )
     )
-    candidates = G.s2orc_edge_candidates(kept, "outbound")
     ids = kept.select("corpus_id")
-    rows = lambda labelled: sorted(map(str, labelled.collect()))  # noqa: E731
-    want = rows(G.label_edges(candidates, ids))
-    assert rows(G.label_edges(candidates, ids, check=("cited",))) == want
-    assert sorted((r["reason"] or "kept") for r in G.label_edges(candidates, ids).collect()) == [
-        "cited_not_in_corpus",
-        "duplicate_citation",
-        "invalid_id",
-        "kept",
-        "kept",
-        "self_citation",
-    ]
+    general = G.label_edges(G.s2orc_edge_candidates(kept, citations_from), ids)
+    in_row = G.label_s2orc_edges(kept, ids, citations_from, broadcast=broadcast)
+    key = lambda r: (str(r["citing_raw"]), str(r["cited_raw"]), str(r["reason"]))  # noqa: E731
+
+    # which of 007 and 7 (one paper) label_edges keeps is up to its shuffle; the list order decides in the row
+    def spelled(rows):
+        return sorted(key(r) for r in rows if {r["citing_raw"], r["cited_raw"]}.isdisjoint({"007", "7"}))
+
+    assert spelled(in_row.collect()) == spelled(general.collect())
+    other = "cited_raw" if citations_from == "outbound" else "citing_raw"
+    sevens = {r[other]: r["reason"] for r in in_row.collect() if r[other] in ("007", "7") and r["citing"] != r["cited"]}
+    assert sevens == {"007": None, "7": "duplicate_citation"}
+    reasons = sorted(r["reason"] or "kept" for r in in_row.collect())
+    missing = "cited_not_in_corpus" if citations_from == "outbound" else "citing_not_in_corpus"
+    # paper 1: 2 kept, two copies of it, self, 77 outside, x7 invalid, "" and null ids, 3 kept and a copy,
+    # 007 and 7 the same paper (kept once); paper 2: 1 kept and a copy; paper 7: self
+    assert reasons == sorted(
+        ["kept", "duplicate_citation", "duplicate_citation", "self_citation", missing, "invalid_id"]
+        + ["null_id", "null_id", "kept", "duplicate_citation", "kept", "duplicate_citation"]
+        + ["kept", "duplicate_citation", "self_citation"]
+    )
 
 
 def test_inbound_lists_give_edges_pointing_at_the_paper(spark):
