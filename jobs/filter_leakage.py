@@ -116,8 +116,12 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     else:
         log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
 
+    def materialize(frame, name: str):
+        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
+        return spark.read.parquet(out(f"_staging/{name}"))
+
     log.info("%s: mapping benchmark ids", STAGE)
-    mapped = L.map_ids(L.distinct_ids(bench), papers, paper_ids, match_titles=cfg.match_titles)
+    mapped = L.map_ids(L.distinct_ids(bench), papers, paper_ids, match_titles=cfg.match_titles, materialize=materialize)
     (
         bench.select("id", "task", "split")
         .dropDuplicates()
@@ -167,6 +171,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     few_papers = upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows
     write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files, few_papers)
 
+    store.fs.delete_dir(posixpath.join(path, "_staging"))
     before_papers = upstream.tables["papers"]["rows"]
     before_edges = upstream.tables["citations"]["rows"]
     after_papers = spark.read.parquet(out("papers")).count()

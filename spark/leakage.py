@@ -15,6 +15,8 @@ method that finds it, and the method is recorded:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -68,13 +70,23 @@ def paper_id_pairs(parsed: DataFrame) -> DataFrame:
     ).where(F.col("sha").rlike("^[0-9a-f]{40}$") & F.col("corpus_id").isNotNull())
 
 
-def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, match_titles: bool = True) -> DataFrame:
+def map_ids(
+    ids: DataFrame,
+    papers: DataFrame,
+    paper_ids: DataFrame | None,
+    *,
+    match_titles: bool = True,
+    materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
+) -> DataFrame:
     """Add `corpus_id`, `method` and `unmapped_reason` to distinct benchmark ids.
 
     `papers` is the snapshot's papers table; `paper_ids` is (sha, corpus_id)
-    pairs or None when no table is given.
+    pairs or None when no table is given. Every step of the cascade reads the
+    ids, and the title matches feed two steps: `materialize(frame, name)`
+    (the stage writes the frame to its staging folder and reads it back)
+    computes each once instead of once per use.
     """
-    ids = ids.withColumn("_sha", F.lower(F.trim("id")))
+    ids = materialize(ids.withColumn("_sha", F.lower(F.trim("id"))), "ids")
     found = ids.select(
         "id",
         F.when(F.trim("id").rlike("^[0-9]{1,18}$"), F.trim("id").try_cast("long")).alias("corpus_id"),
@@ -115,7 +127,7 @@ def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, m
             .groupBy("_folded")
             .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
         )
-        matched = bench_titles.join(title_counts, "_folded")
+        matched = materialize(bench_titles.join(title_counts, "_folded").select("id", "corpus_id", "_n"), "titles")
         steps.append(matched.where("_n = 1").select("id", "corpus_id", F.lit("title").alias("method")))
 
     candidates = steps[0]
@@ -131,9 +143,7 @@ def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, m
 
     mapped = ids.select("id", "title").join(best, "id", "left")
     if title_counts is not None:
-        ambiguous = bench_titles.join(title_counts.where("_n > 1").select("_folded"), "_folded").select(
-            "id", F.lit(True).alias("_amb")
-        )
+        ambiguous = matched.where("_n > 1").select("id", F.lit(True).alias("_amb"))  # ids are distinct
         mapped = mapped.join(ambiguous, "id", "left")
     else:
         mapped = mapped.withColumn("_amb", F.lit(None).cast("boolean"))
