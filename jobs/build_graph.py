@@ -4,7 +4,7 @@ Reads: the snapshot at `config.corpus` (S2ORC metadata or S2AG papers /
 abstracts / citations shards, `.jsonl[.gz]`).
 Writes `ARTIFACTS/<snapshot>/build_graph/<version>/`:
 - `papers`: corpus_id, title, abstract, year, venue, fields_of_study, the
-  external ids, out_degree, in_degree; one row per corpus id, sorted.
+  external ids, out_degree, in_degree; one row per corpus id (no set order).
 - `citations`: citing, cited (corpus ids); SciNCL's graph (SPEC §2): from
   S2ORC `outbound_citations` (or `inbound_citations`), no self-loops, no
   duplicates, both ends in the corpus.
@@ -15,6 +15,13 @@ Writes `ARTIFACTS/<snapshot>/build_graph/<version>/`:
 
 Every input line ends up in exactly one place: papers rows + rejected rows of
 kind `paper` = lines of the papers files (a test holds the stage to it).
+
+How the work is laid out (issue 21): the corpus text is read and parsed once
+into a staging copy (no shuffle, lz4, no dictionary encoding), duplicates are
+ranked on light columns only, S2ORC edges are labelled inside each paper's list
+with a broadcast look-up of the corpus ids, and the text moves once more, into
+`papers`, joined to broadcast degrees. `tests/e2e/test_filter_leakage.py`
+holds the output to the rows written before this layout (`pinned_contents.json`).
 
 Run: `citeflow run --snapshot ID --corpus DIR --until build_graph`.
 """
