@@ -92,6 +92,17 @@ class SparkConfig:
             versioned=False,
         ),
     )
+    remote: str = field(
+        default="",
+        metadata=_help(
+            "Spark Connect server, sc://host:port (optionally /;use_ssl=true;token=...): every Spark stage runs "
+            "as a thin client of it and this process starts no JVM; master, driver_memory and local_dir are then "
+            "the server's own settings and must stay unset here. The server reads the corpus and writes the "
+            "artifact root itself (the same paths must reach it), and its Python workers need citeflow "
+            "importable (filter_leakage folds non-ASCII titles in a pandas UDF). Empty: a local driver.",
+            versioned=False,
+        ),
+    )
     driver_memory: str = field(
         default="4g",
         metadata=_help("spark.driver.memory (in local mode the executors live in the driver JVM)", versioned=False),
@@ -104,6 +115,15 @@ class SparkConfig:
         default="",
         metadata=_help("spark.local.dir for shuffle and spill files; empty: Spark's default", versioned=False),
     )
+    broadcast_rows: int = field(
+        default=5_000_000,
+        metadata=_help(
+            "largest set of papers (corpus ids, degrees, duplicates) that the Spark stages join as a broadcast "
+            "copy instead of shuffling both sides; a broadcast of N ids costs about 24*N bytes on the driver "
+            "and on every executor",
+            versioned=False,
+        ),
+    )
     conf: tuple[str, ...] = field(
         default=(),
         metadata=_help("extra Spark settings as 'key=value' strings, e.g. spark.executor.memory=8g", versioned=False),
@@ -112,10 +132,26 @@ class SparkConfig:
     def __post_init__(self) -> None:
         if not self.master:
             raise CiteflowError("spark.master must not be empty")
+        if self.remote:
+            if not re.fullmatch(r"sc://[^\s/:;]+(:\d{1,5})?(/(;[A-Za-z_]+=[^;\s]*)*)?", self.remote):
+                raise CiteflowError(
+                    "spark.remote must be a Spark Connect URL such as sc://host:15002 "
+                    "(optionally followed by /;name=value parameters)"
+                )
+            defaults = {f.name: f.default for f in dataclasses.fields(self)}
+            unused = [n for n in ("master", "driver_memory", "local_dir") if getattr(self, n) != defaults[n]]
+            if unused:
+                names = ", ".join(f"spark.{n}" for n in unused)
+                raise CiteflowError(
+                    f"spark.remote runs Spark on the Spark Connect server, so {names} "
+                    "would be ignored: set them on the server, or drop spark.remote to run a local driver"
+                )
         if not re.fullmatch(r"\d+[kmgt]?", self.driver_memory.lower()):
             raise CiteflowError(f"spark.driver_memory {self.driver_memory!r} is not a JVM size such as 4g or 2048m")
         if self.shuffle_partitions < 1:
             raise CiteflowError("spark.shuffle_partitions must be at least 1")
+        if self.broadcast_rows < 0:
+            raise CiteflowError("spark.broadcast_rows must be 0 (never broadcast) or more")
         for item in self.conf:
             if "=" not in item or not item.split("=", 1)[0].startswith("spark."):
                 from citeflow.redaction import redact_setting

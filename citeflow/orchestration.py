@@ -16,10 +16,12 @@ settings (`check_inputs`), then call `stage_tasks(settings)`, which lays out one
   Asset as an inlet, so Airflow's asset graph shows the stages' lineage.
 - Spark's master comes from the Airflow connection `spark_default` (env `CITEFLOW_SPARK_CONN_ID`), as
   with the Spark provider's operators: host `local[*]`, `yarn`, `spark://host` + port, `k8s://...`;
-  its extra's `spark.*` keys become Spark conf. Without the connection Spark runs `local[*]`. Each task
+  its extra's `spark.*` keys become Spark conf. A host `sc://host` (+ port, default 15002) is a Spark
+  Connect server (`spark.remote`): the task holds no driver, only a thin client. Without the connection
+  Spark runs `local[*]`. Each task
   reads the connection itself: its extras (keys, passwords) never enter the run settings, XCom or logs,
   and manifests record them redacted (`citeflow.redaction`). Where Spark runs and what it may load or
-  write (`spark.master`, `spark.conf`, `spark.local_dir`) is the connection's business, the admins':
+  write (`spark.master`, `spark.remote`, `spark.conf`, `spark.local_dir`) is the connection's business, the admins':
   the trigger form's overrides cannot set them.
 - Training and embedding go to the `gpu` pool (env `CITEFLOW_GPU_POOL`) and queue (`CITEFLOW_GPU_QUEUE`),
   and start training as its own process (`python -m models.train_encoder` / torchrun).
@@ -37,7 +39,7 @@ from airflow.sdk import Asset, Param, get_current_context, task, task_group
 
 SNAPSHOT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # Settings only the Airflow connection sets: where Spark runs, what it loads and where it writes scratch files.
-OPERATOR_SETTINGS = ("spark.master", "spark.conf", "spark.local_dir")
+OPERATOR_SETTINGS = ("spark.master", "spark.remote", "spark.conf", "spark.local_dir")
 GPU_POOL = os.environ.get("CITEFLOW_GPU_POOL", "gpu")
 GPU_QUEUE = os.environ.get("CITEFLOW_GPU_QUEUE", "default")
 SPARK_CONN_ID = os.environ.get("CITEFLOW_SPARK_CONN_ID", "spark_default")
@@ -217,8 +219,14 @@ def spark_master_from_connection() -> list[str]:
     host = (conn.host or "").strip()
     if not host:
         return []
-    master = f"{host}:{conn.port}" if conn.port and host.startswith(("spark://", "k8s://", "mesos://")) else host
-    overrides = [f"spark.master={master}"]
+    if host.startswith("sc://"):  # Spark Connect: `sc://host`, port apart or in the host, parameters after `/;`
+        address, _, params = host.removeprefix("sc://").partition("/")
+        if conn.port and ":" not in address:
+            address = f"{address}:{conn.port}"
+        overrides = [f"spark.remote=sc://{address}" + (f"/{params}" if params else "")]
+    else:
+        master = f"{host}:{conn.port}" if conn.port and host.startswith(("spark://", "k8s://", "mesos://")) else host
+        overrides = [f"spark.master={master}"]
     extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else {}
     conf = [f"{k}={v}" for k, v in sorted(extra.items()) if k.startswith("spark.") and "," not in f"{k}={v}"]
     if conf:

@@ -46,6 +46,13 @@ CITING_NOT_IN_CORPUS = "citing_not_in_corpus"
 DUPLICATE_CITATION = "duplicate_citation"
 
 CORPUS_ID_PATTERN = r"^[0-9]{1,18}$"
+# Parquet options of a stage's staging files (written once, read back within the run, then deleted): a
+# codec cheap to write and read, unlike the zstd of the tables a stage publishes, and no dictionary
+# encoding, which Parquet tries on every string column chunk before giving up on long unique text.
+STAGING_OPTIONS = {"compression": "lz4_raw", "parquet.enable.dictionary": "false"}
+# Published tables: no dictionary attempt on columns of long unique text (titles, abstracts, raw lines).
+TEXT_COLUMNS = ("title", "abstract", "raw")
+TEXT_OPTIONS = {f"parquet.enable.dictionary#{c}": "false" for c in TEXT_COLUMNS}
 # Jackson's default cap on one JSON string is 20,000,000 characters (a 20 MiB abstract would be labelled
 # malformed_json); the line is in memory already, so any valid line is parsed.
 MAX_JSON_STRING = str(2**31 - 1)

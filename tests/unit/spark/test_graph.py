@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -18,9 +19,12 @@ def s2orc(spark, records, citations_from="outbound"):
     return R.s2orc_papers(R.parse_lines(lines(spark, records), R.S2ORC_SCHEMA), citations_from)
 
 
-def dedupe(papers):
-    labelled = G.label_papers(papers)
-    return G.kept_papers(labelled), G.rejected_papers(labelled)
+def dedupe(papers, broadcast=True):
+    staged = G.stage_papers(papers).localCheckpoint()  # as the stage reads its staging copy: computed once
+    duplicates = G.duplicate_rows(staged)
+    return G.kept_papers(staged, duplicates, broadcast=broadcast), G.rejected_papers(
+        staged, duplicates, broadcast=broadcast
+    )
 
 
 def test_parse_errors_are_classified(spark):
@@ -105,7 +109,8 @@ def test_dedupe_is_independent_of_input_order(spark):
     assert first == second
 
 
-def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark, broadcast):
     corpus = spark.createDataFrame([(1,), (2,), (3,)], "corpus_id long")
     candidates = spark.createDataFrame(
         [
@@ -122,7 +127,7 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
         ],
         "citing_raw string, cited_raw string",
     ).withColumn("source", F.lit("f"))
-    labelled = G.label_edges(candidates, corpus)
+    labelled = G.label_edges(candidates, corpus, broadcast=broadcast)
     edges, rejected = G.kept_edges(labelled), G.rejected_edges(labelled)
     assertDataFrameEqual(edges, spark.createDataFrame([(1, 2), (3, 1), (2, 3)], "citing long, cited long"))
     counts = {r["reason"]: r["count"] for r in rejected.groupBy("reason").count().collect()}
@@ -134,6 +139,47 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
         "null_id": 1,
         "invalid_id": 1,
     }
+
+
+@pytest.mark.parametrize("citations_from", ["outbound", "inbound"])
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_s2orc_lists_are_labelled_in_the_row_as_label_edges_labels_them(spark, citations_from, broadcast):
+    """label_s2orc_edges (no shuffle) against label_edges (the general cascade) on every kind of entry."""
+    refs = ["2", " 2 ", "2", "1", "77", "x7", "", None, "3", "007", "7", "3"]
+    kept, _ = dedupe(
+        s2orc(
+            spark,
+            [
+                {"paper_id": "1", "outbound_citations": refs, "inbound_citations": refs},
+                {"paper_id": "2", "outbound_citations": ["1", "1"], "inbound_citations": ["1", "1"]},
+                {"paper_id": "3"},
+                {"paper_id": "7", "outbound_citations": ["7"], "inbound_citations": ["7"]},
+            ],
+            citations_from,
+        )
+    )
+    ids = kept.select("corpus_id")
+    general = G.label_edges(G.s2orc_edge_candidates(kept, citations_from), ids)
+    in_row = G.label_s2orc_edges(kept, ids, citations_from, broadcast=broadcast)
+    key = lambda r: (str(r["citing_raw"]), str(r["cited_raw"]), str(r["reason"]))  # noqa: E731
+
+    # which of 007 and 7 (one paper) label_edges keeps is up to its shuffle; the list order decides in the row
+    def spelled(rows):
+        return sorted(key(r) for r in rows if {r["citing_raw"], r["cited_raw"]}.isdisjoint({"007", "7"}))
+
+    assert spelled(in_row.collect()) == spelled(general.collect())
+    other = "cited_raw" if citations_from == "outbound" else "citing_raw"
+    sevens = {r[other]: r["reason"] for r in in_row.collect() if r[other] in ("007", "7") and r["citing"] != r["cited"]}
+    assert sevens == {"007": None, "7": "duplicate_citation"}
+    reasons = sorted(r["reason"] or "kept" for r in in_row.collect())
+    missing = "cited_not_in_corpus" if citations_from == "outbound" else "citing_not_in_corpus"
+    # paper 1: 2 kept, two copies of it, self, 77 outside, x7 invalid, "" and null ids, 3 kept and a copy,
+    # 007 and 7 the same paper (kept once); paper 2: 1 kept and a copy; paper 7: self
+    assert reasons == sorted(
+        ["kept", "duplicate_citation", "duplicate_citation", "self_citation", missing, "invalid_id"]
+        + ["null_id", "null_id", "kept", "duplicate_citation", "kept", "duplicate_citation"]
+        + ["kept", "duplicate_citation", "self_citation"]
+    )
 
 
 def test_inbound_lists_give_edges_pointing_at_the_paper(spark):
@@ -151,7 +197,9 @@ def test_degrees_and_summary(spark):
     with_deg = G.with_degrees(papers, edges)
     got = {r["corpus_id"]: (r["out_degree"], r["in_degree"]) for r in with_deg.collect()}
     assert got == {1: (2, 0), 2: (1, 1), 3: (0, 2), 4: (0, 0)}
-    summary = G.degree_summary(with_deg)
+    shipped = G.with_degrees(papers, edges, broadcast=True).collect()
+    assert {r["corpus_id"]: (r["out_degree"], r["in_degree"]) for r in shipped} == got
+    summary = G.degree_summary(with_deg.select("out_degree", "in_degree"), G.summary_stats(with_deg))
     assert summary["papers"] == 4 and summary["citations"] == 3
     assert summary["graph_nodes"] == 3 and summary["isolated_papers"] == 1
     assert summary["max_out_degree"] == 2 and summary["max_in_degree"] == 2
