@@ -27,9 +27,10 @@ from tests.conftest import TEST_SPARK_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[2]
 TAG_ENV = "CITEFLOW_TEST_TAG"
-# Measured before choosing it (README, "Distributed PBG"): on this graph and these settings, five seeds, the
-# 2-rank run's held-out MRR minus the single-machine run's ranged over MRR_SPREAD; random vectors score ~0.01.
-MRR_TOLERANCE = 0.03
+# Measured before choosing it (README, "Distributed PBG"): on this graph with these settings, over seeds 1-5,
+# single-machine MRR (2 HOGWILD workers) minus 2-rank MRR was +0.0072, +0.0027, +0.0012, -0.0025, +0.0043
+# (MRR 0.076-0.093; random vectors 0.007). The tolerance is twice the largest difference, rounded up.
+MRR_TOLERANCE = 0.015
 SETTINGS = [
     *TEST_SPARK_OVERRIDES,
     "filter_leakage.mode=report_only",  # the whole graph: more edges for a small corpus
