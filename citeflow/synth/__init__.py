@@ -10,6 +10,8 @@ citeflow's core: errors, text):
 - config: GenerateConfig and the fixed shape of every snapshot
 - lexicon, venues: word lists and topics; journals, id formats, S2AG value tables (data)
 - arrays: independent random streams and vectorised helpers
+- stats: the corpus statistics the generator is calibrated on (lengths, vocabulary, topic share, similarity)
+- calibration: the real samples' values of those statistics (TARGETS, BOUNDS) and the script that measures them
 - vocabulary: titles, abstracts and citation contexts from a topic vocabulary
 - papers: papers (topics, dates, external ids) and authors
 - citations: the citation sampler (fresh snapshots and later releases)

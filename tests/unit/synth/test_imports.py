@@ -15,6 +15,8 @@ ORDER = [
     "lexicon",
     "venues",
     "arrays",
+    "stats",
+    "calibration",
     "vocabulary",
     "papers",
     "citations",
