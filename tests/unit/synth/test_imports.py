@@ -23,6 +23,7 @@ ORDER = [
     "world",
     "serialise",
     "scidocs",
+    "measure",
     "generate",
     "derive_census",
     "derive_plan",
