@@ -201,7 +201,8 @@ def markdown_table(calibration: dict[str, Any]) -> str:
     for name, row in calibration["statistics"].items():
         bound = "" if row["bound"] is None else f"±{row['bound']:g}"
         within = {True: "yes", False: "**no**", None: "not a target"}[row["within"]]
-        rows.append(f"| {name} | {row['target']:g} | {row['achieved']:g} | {bound} | {within} |")
+        achieved = "none (corpus too small)" if row["achieved"] is None else f"{row['achieved']:g}"
+        rows.append(f"| {name} | {row['target']:g} | {achieved} | {bound} | {within} |")
     rows.append(f"| same_field_citations | not measurable | {calibration['same_field_citations']:g} | | not a target |")
     return "\n".join(rows)
 

@@ -154,7 +154,7 @@ def plan_scidocs(world: World) -> SciDocsPlan:
     titled = ~np.asarray(pc.is_null(world.title).to_numpy(zero_copy_only=False), dtype=bool)
     eligible_mask = titled & world.has_abstract & ~world.generic
     eligible = np.flatnonzero(eligible_mask)
-    if len(eligible) < 50:
+    if len(eligible) < 30:
         raise CiteflowError("too few papers with title and abstract for a SciDocs set; generate more papers")
     out_deg, in_deg = np.diff(world.clean_ptr), np.diff(world.in_ptr)
     nq = cfg.query_count

@@ -22,6 +22,7 @@ TF-IDF: raw term counts times idf = ln((1 + D) / (1 + df)) + 1 over the D texts 
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -148,14 +149,14 @@ def citation_similarity_auc(citing: Sequence[str], cited: Sequence[str], cited_i
     """Pair k is (citing[k], cited[k]); the other pairs' cited texts (other ids than cited_ids[k]) are its
     negatives."""
     m = len(citing)
+    if m < 2:
+        return float("nan")
     x = tfidf(list(citing) + list(cited))
     cos = x[:m] @ x[m:].T
     ids = np.asarray([str(c) for c in cited_ids])
-    wins = []
-    for k in range(m):
-        other = ids != ids[k]
-        wins.append(auc(cos[k, k : k + 1], cos[k, other]))
-    return round_to(float(np.mean(wins)))
+    wins = [auc(cos[k, k : k + 1], cos[k, ids != ids[k]]) for k in range(m)]
+    wins = [w for w in wins if not math.isnan(w)]
+    return round_to(float(np.mean(wins))) if wins else float("nan")
 
 
 def degree_stats(out_degree: np.ndarray) -> dict[str, float]:

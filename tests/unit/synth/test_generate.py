@@ -493,6 +493,18 @@ def test_automatic_shard_count():
     assert GenerateConfig(papers=120_000, out="x", shards=5).shard_count == 5
 
 
+@pytest.mark.parametrize("fmt", ["s2orc", "s2ag"])
+def test_the_smallest_corpus_is_generated_and_measured(tmp_path, fmt):
+    # 100 papers, half of them without abstract: still a SciDocs set, and a calibration table whose values
+    # are numbers or, where the sample is too small for the statistic, none (never NaN, which is not JSON)
+    truth = run(GenerateConfig(papers=100, out=str(tmp_path / fmt), format=fmt, seed=1))
+    text = (tmp_path / fmt / "generator.json").read_text()
+    assert "NaN" not in text and json.loads(text)["calibration"] == truth["calibration"]
+    for row in truth["calibration"]["statistics"].values():
+        assert row["achieved"] is None or isinstance(row["achieved"], (int, float))
+    assert truth["scidocs"]["tasks"]["mag"]["papers"] >= 20
+
+
 def test_the_command_line_sets_the_difficulty(tmp_path, capsys):
     from jobs.cli import main
 

@@ -81,6 +81,12 @@ def test_citation_similarity_auc():
     assert stats.citation_similarity_auc(citing, cited, [5, 5, 9]) == 1.0
 
 
+def test_too_few_texts_give_no_value():
+    # one pair has no other pair to lose against; one label has no pair of two labels
+    assert math.isnan(stats.citation_similarity_auc(["a b"], ["a c"], [1]))
+    assert math.isnan(stats.label_similarity_auc(["a b", "a c"], [0, 0]))
+
+
 def test_degree_stats():
     s = stats.degree_stats(np.array([0, 0, 1, 3, 5]))
     # zero share 2/5; non-zero 1, 3, 5: mean 3, percentiles 1.4, 3, 4.6
