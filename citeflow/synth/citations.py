@@ -1,9 +1,10 @@
 """The citation sampler, one for a fresh snapshot and for the papers a later release adds.
 
-Each reference is drawn within the citing paper's subtopic, field or across fields (the second field when the
-paper has one), falling back to a wider pool when the narrow one has no older paper, by preferential attachment
-on a weight with a mild preference for recent papers. Out-degrees are a discretised lognormal. Arrays in,
-arrays out (no files).
+Each reference is drawn within the citing paper's niche or secondary niche, its field, or anywhere (the second
+field first when the paper has one), falling back to a wider pool (the niche's subtopic, the field, everything)
+when the narrow one has no older paper, by preferential attachment on a weight with a mild preference for
+recent papers. Out-degrees are a discretised lognormal; each paper keeps its first `degree` distinct references.
+Arrays in, arrays out (no files).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ folder beside it that is renamed into place at the end (generator.json written l
 - added papers: new corpus ids (used nowhere in release 1), published in the year after release 1's last year,
   with titles and abstracts from release 1's topic vocabulary (vocabulary.build_vocabulary with its seed,
   make_titles, make_abstracts), external ids above release 1's, and references to existing papers drawn by the
-  generator's citation sampler (citations.sample_references: mostly within the subtopic, then the field, then
+  generator's citation sampler (citations.sample_references: mostly within their niches, then the field, then
   across fields; preferential attachment on citations received, recent papers likelier). They are appended to
   the end of release 1's shards. S2ORC inbound lists and S2AG citation / reference counts of the papers they
   touch follow.

@@ -25,7 +25,7 @@ Writes, under `OUT/`:
 
 What the corpus looks like:
 - 19 MAG fields of study weighted like the real S2ORC sample, each with subtopics (Medicine's 11 are the
-  SciDocs MeSH classes), each subtopic with NICHES_PER_SUBTOPIC niches (narrow topics); every paper has a
+  SciDocs MeSH classes), each subtopic with one niche (a narrow topic) per 20,000 papers; every paper has a
   niche and a secondary niche, ~10% a second field. How strongly topics shape text and citations is the
   `difficulty` (config.py); at the default, the snapshot is calibrated on real samples (calibration.py):
   title and abstract lengths, vocabulary size and Zipf slope, topic-specific token share, how much more
@@ -135,7 +135,7 @@ def write_table(table: pa.Table, path: Path) -> None:
 
 def topics_table(papers: Papers) -> pa.Table:
     """paper_topics.parquet's rows: corpus_id, field (index in FIELDS), subtopic (within the field), community
-    (global subtopic index), niche and niche2 (global niche indices: community * NICHES_PER_SUBTOPIC + i)."""
+    (global subtopic index), niche and niche2 (global niche indices: community * niches_per_subtopic + i)."""
     p = papers
     columns = {
         "corpus_id": p.corpus_id,
