@@ -12,9 +12,14 @@ that into one self-contained page (plots inlined). Both are plain functions, usa
     GET /citeflow/artifacts/report?...                                           the benchmark report
 
 A task instance is resolved to its artifact through the XCom its stage task pushed (snapshot, stage,
-version, artifact root), so the page shows exactly the version that run used, cached or built. Every
-route requires an authenticated Airflow user allowed to read the DAG's task instances (Airflow's own
+version, artifact root), so the page shows exactly the version that run used, cached or built; the XCom's
+snapshot, stage and version are validated (an id, a stage name, 16 hex digits) before anything is opened.
+Every route requires an authenticated Airflow user allowed to read the DAG's task instances (Airflow's own
 `requires_access_dag`): plugin routes are not authenticated by default.
+
+The version is read through `ArtifactStore.read_manifest`, which checks its files against the manifest: a
+damaged version is shown as an error naming the file, never as data. Secret-named settings are redacted
+(again, for manifests written before redaction) and binary cells (`rejected.raw`) are shown escaped.
 """
 
 # No `from __future__ import annotations`: FastAPI resolves the route signatures, defined inside create_app.
@@ -25,8 +30,10 @@ import json
 import posixpath
 from typing import Any
 
-from citeflow.artifacts import ArtifactStore
+from citeflow.artifacts import VERSION_RE, ArtifactStore, DamagedVersion
+from citeflow.config import STAGES, validate_snapshot_id
 from citeflow.errors import CiteflowError
+from citeflow.redaction import redact
 
 SAMPLE_ROWS = 5
 PLOT_SUFFIXES = (".png",)
@@ -35,7 +42,9 @@ XCOM_FIELDS = ("artifacts", "snapshot", "stage", "version")
 
 
 def _cell(value: Any) -> str:
-    """One value of a sample row, shortened: vectors show their length and first entries."""
+    """One value of a sample row, shortened: vectors show their length and first entries; bytes escaped."""
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", errors="backslashreplace")
     if isinstance(value, (list, tuple)):
         head = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in value[:4])
         return f"[{head}{', …' if len(value) > 4 else ''}] ({len(value)})"
@@ -83,9 +92,9 @@ def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> 
         "started_at": manifest.started_at,
         "finished_at": manifest.finished_at,
         "duration_s": manifest.duration_s,
-        "inputs": manifest.inputs,
-        "metrics": manifest.metrics,
-        "config": manifest.config,
+        "inputs": redact(manifest.inputs),
+        "metrics": redact(manifest.metrics),
+        "config": redact(manifest.config),
         "tables": tables,
         "plots": plots,
         "files": sorted(manifest.files),
@@ -166,6 +175,11 @@ def xcom_target(value: Any) -> dict[str, Any]:
         raise CiteflowError(
             "this task instance recorded no citeflow artifact (not a stage task, or it failed before writing one)"
         )
+    validate_snapshot_id(value["snapshot"])
+    if value["stage"] not in STAGES:
+        raise CiteflowError(f"the task's XCom names no citeflow stage: {value['stage'][:40]!r}")
+    if not VERSION_RE.fullmatch(value["version"]):
+        raise CiteflowError(f"the task's XCom names no artifact version: {value['version'][:40]!r}")
     return value
 
 
@@ -215,6 +229,8 @@ def create_app():
     def load(found: dict[str, Any]) -> dict[str, Any]:
         try:
             return summarize(ArtifactStore(found["artifacts"]), found["snapshot"], found["stage"], found["version"])
+        except DamagedVersion as exc:  # there, but not what its manifest says: shown as the error it is
+            raise HTTPException(409, str(exc)) from None
         except CiteflowError as exc:
             raise HTTPException(404, str(exc)) from None
 

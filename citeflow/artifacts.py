@@ -8,11 +8,24 @@ Rules that make a stage atomic and idempotent:
 - The version is a hash of the stage name, its logic version, the versioned
   part of its config and its inputs' versions (`compute_version`). Same inputs
   and config give the same version, and the stage is skipped.
+- One writer per version: a stage takes the version's lease (`citeflow.lease`,
+  a file beside the folder) before it writes anything, on local stores.
 - Data is written first, `_manifest.json` last, through a temporary file and a
   rename, so the manifest appears whole or not at all. A version folder
-  without a manifest is the remains of a killed run: readers never open it,
-  `list_versions` ignores it and `prepare` deletes it before a rebuild.
+  without a manifest is a version being built (its lease is live) or the
+  remains of a killed run: readers never open it, `list_versions` ignores it
+  and `prepare`, called only under the lease, deletes it before a rebuild.
 - An existing complete version is never overwritten.
+
+Verified on read (manifest format 2): the manifest lists every file of the
+version with its size and SHA-256 (`contents`, hashed in one streaming pass at
+commit) and carries a checksum of its own text. Every read of a committed
+version (`read_manifest`: skip, reuse, downstream input, `citeflow artifacts`,
+the Artifacts tab) checks the checksum, the file set and the sizes; `verify`
+also re-hashes every file and re-reads the tables' row counts from the Parquet
+footers. A mismatch is a `DamagedVersion` naming the file. Format-1 manifests
+(no file list) are still read, with a warning; `citeflow run --repair`
+rebuilds them, and moves damaged versions aside to `<stage>/.damaged/`.
 """
 
 from __future__ import annotations
@@ -20,8 +33,10 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import logging
 import os
 import posixpath
+import re
 import shutil
 import subprocess
 import uuid
@@ -32,11 +47,32 @@ from typing import Any
 import pyarrow.fs as pafs
 
 import citeflow
-from citeflow.config import validate_snapshot_id
+from citeflow.config import StoreConfig, validate_snapshot_id
 from citeflow.errors import CiteflowError
 
 MANIFEST = "_manifest.json"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+READABLE_FORMATS = (1, 2)
+DAMAGED = ".damaged"
+VERSION_RE = re.compile(r"[0-9a-f]{16}")
+HASH_CHUNK = 1 << 20
+
+log = logging.getLogger("citeflow")
+_warned_old: set[str] = set()
+_verified: set[tuple[str, str]] = set()  # (path, checksum) re-hashed in this process (repair runs)
+
+
+class DamagedVersion(CiteflowError):
+    """A committed version whose files or manifest differ from what the manifest says."""
+
+    def __init__(self, message: str, *, path: str, problems: list[str]):
+        super().__init__(message)
+        self.path = path
+        self.problems = problems
+
+
+def sha256_of(data: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def compute_version(stage: str, stage_version: int, config: dict[str, Any], inputs: list[dict[str, Any]]) -> str:
@@ -84,19 +120,52 @@ class Manifest:
     duration_s: float
     files: dict[str, str] = field(default_factory=dict)
     reused_from: dict[str, Any] | None = None  # {snapshot, path, bytes} when copied from another snapshot
+    # every file of the version but the manifest: relative path -> {"bytes": size, "sha256": hex digest}
+    contents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    manifest_format: int = MANIFEST_FORMAT
     skipped: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        """The manifest as written: format 2 with `checksum`, a SHA-256 of everything else in it."""
         data = {k: v for k, v in self.__dict__.items() if k not in ("skipped", "path")}
         data["manifest_format"] = MANIFEST_FORMAT
+        data["checksum"] = sha256_of(data)
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], path: str) -> Manifest:
-        if data.get("manifest_format") != MANIFEST_FORMAT:
-            raise CiteflowError(f"{path}: unsupported manifest format {data.get('manifest_format')!r}")
-        fields = {k: v for k, v in data.items() if k != "manifest_format"}
-        return cls(path=path, **fields)
+    def from_json(cls, data: Any, path: str) -> Manifest:
+        """A manifest read from `path`; a corrupt or edited one raises `DamagedVersion`."""
+
+        def corrupt(why: str) -> DamagedVersion:
+            return DamagedVersion(
+                f"{posixpath.join(path, MANIFEST)} is corrupt ({why}); `citeflow run --repair` moves the version "
+                "aside and rebuilds it",
+                path=path,
+                problems=[f"{MANIFEST}: {why}"],
+            )
+
+        if not isinstance(data, dict):
+            raise corrupt("not a JSON object")
+        fmt = data.get("manifest_format")
+        if fmt not in READABLE_FORMATS:
+            raise corrupt(f"unknown manifest format {fmt!r}")
+        fields = {k: v for k, v in data.items() if k not in ("manifest_format", "checksum")}
+        if fmt == 2 and data.get("checksum") != sha256_of({k: v for k, v in data.items() if k != "checksum"}):
+            raise corrupt("its checksum does not match its content: the manifest was edited")
+        known = {f for f in cls.__dataclass_fields__ if f not in ("path", "skipped", "manifest_format")}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise corrupt(f"unknown fields {unknown}")
+        try:
+            manifest = cls(path=path, manifest_format=fmt, **fields)
+        except TypeError as exc:
+            raise corrupt(str(exc)) from None
+        if not (isinstance(manifest.tables, dict) and isinstance(manifest.contents, dict)):
+            raise corrupt("tables and contents must be objects")
+        for rel, entry in manifest.contents.items():
+            if not (isinstance(entry, dict) and isinstance(entry.get("bytes"), int) and "sha256" in entry):
+                raise corrupt(f"contents entry {rel!r} has no size and hash")
+        return manifest
 
     def table_path(self, table: str) -> str:
         if table not in self.tables:
@@ -111,9 +180,10 @@ class Manifest:
 class ArtifactStore:
     """Versioned stage outputs under one root (local path or filesystem URI)."""
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, settings: StoreConfig | None = None):
         if not root:
             raise CiteflowError("artifact root must not be empty")
+        self.settings = settings or StoreConfig()
         if "://" in root:
             try:
                 self.fs, self.root = pafs.FileSystem.from_uri(root)
@@ -126,6 +196,8 @@ class ArtifactStore:
             self.root = os.path.abspath(root)
             self.uri = self.root
             self.local = True
+        if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
+            raise CiteflowError(f"artifact root {root!r} is a file, not a folder")
 
     # -- paths -----------------------------------------------------------
     def stage_path(self, snapshot: str, stage: str) -> str:
@@ -143,15 +215,116 @@ class ArtifactStore:
         return f"{'s3a' if scheme == 's3' else scheme}://{path}"
 
     # -- reading -----------------------------------------------------------
-    def read_manifest(self, snapshot: str, stage: str, version: str) -> Manifest | None:
-        """The manifest of a complete version, or None when it is missing or incomplete."""
+    def read_manifest(self, snapshot: str, stage: str, version: str, *, check: bool = True) -> Manifest | None:
+        """The manifest of a complete version, or None when there is none (missing, or still being built).
+
+        With `check` (every reader but the listing of damage), the version's file set and sizes must match
+        the manifest: `DamagedVersion` names the first difference. A corrupt manifest raises it too.
+        """
         path = self.version_path(snapshot, stage, version)
         info = self.fs.get_file_info(posixpath.join(path, MANIFEST))
         if info.type != pafs.FileType.File:
             return None
-        with self.fs.open_input_stream(posixpath.join(path, MANIFEST)) as fh:
-            data = json.loads(fh.read().decode())
-        return Manifest.from_json(data, path)
+        try:
+            with self.fs.open_input_stream(posixpath.join(path, MANIFEST)) as fh:
+                data = json.loads(fh.read().decode())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DamagedVersion(
+                f"{posixpath.join(path, MANIFEST)} is corrupt (not JSON: {exc}); `citeflow run --repair` moves "
+                "the version aside and rebuilds it",
+                path=path,
+                problems=[f"{MANIFEST}: not JSON"],
+            ) from None
+        manifest = Manifest.from_json(data, path)
+        if manifest.manifest_format < MANIFEST_FORMAT:
+            if path not in _warned_old:
+                _warned_old.add(path)
+                log.warning(
+                    "%s %s of %s: manifest format %d lists no files, so its contents cannot be verified; "
+                    "`citeflow run --repair` rebuilds it",
+                    stage,
+                    version,
+                    snapshot,
+                    manifest.manifest_format,
+                )
+        elif check:
+            problems = self.check_files(manifest)
+            if problems:
+                raise self.damaged(manifest, problems)
+        return manifest
+
+    def damaged(self, manifest: Manifest, problems: list[str]) -> DamagedVersion:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return DamagedVersion(
+            f"{manifest.stage} version {manifest.version} of snapshot {manifest.snapshot} is damaged: "
+            f"{problems[0]}{more}. `citeflow verify --snapshot {manifest.snapshot} --stage {manifest.stage}` "
+            "lists every problem; `citeflow run ... --repair` moves the version aside and rebuilds it",
+            path=manifest.path,
+            problems=problems,
+        )
+
+    def listing(self, path: str) -> dict[str, int]:
+        """Every file under a version folder but its manifest (and a manifest being written): path -> size."""
+        found = {}
+        for info in self.fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True)):
+            if info.type != pafs.FileType.File:
+                continue
+            rel = posixpath.relpath(info.path, path)
+            if rel == MANIFEST or (rel.startswith(f".{MANIFEST}.") and rel.endswith(".tmp")):
+                continue
+            found[rel] = info.size or 0
+        return found
+
+    def check_files(self, manifest: Manifest) -> list[str]:
+        """The cheap check: the version's files are exactly those the manifest lists, with their sizes."""
+        on_disk = self.listing(manifest.path)
+        problems = []
+        for rel, entry in sorted(manifest.contents.items()):
+            if rel not in on_disk:
+                problems.append(f"{rel} is missing (the manifest lists {entry['bytes']:,} bytes)")
+            elif on_disk[rel] != entry["bytes"]:
+                problems.append(f"{rel} has {on_disk[rel]:,} bytes, the manifest says {entry['bytes']:,}")
+        problems += [f"{rel} is not in the manifest" for rel in sorted(set(on_disk) - set(manifest.contents))]
+        return problems
+
+    def contents_of(self, path: str) -> dict[str, dict[str, Any]]:
+        """Size and SHA-256 of every file under `path` (one streaming pass per file)."""
+        contents = {}
+        for rel, size in sorted(self.listing(path).items()):
+            digest = hashlib.sha256()
+            with self.fs.open_input_stream(posixpath.join(path, rel)) as fh:
+                while chunk := fh.read(HASH_CHUNK):
+                    digest.update(chunk)
+            contents[rel] = {"bytes": size, "sha256": digest.hexdigest()}
+        return contents
+
+    def verify(self, manifest: Manifest) -> list[str]:
+        """The full check: file set and sizes, every file's SHA-256, and each table's rows in its footers."""
+        if manifest.manifest_format < MANIFEST_FORMAT:
+            return [f"manifest format {manifest.manifest_format} lists no files: the contents cannot be verified"]
+        problems = self.check_files(manifest)
+        if problems:
+            return problems
+        actual = self.contents_of(manifest.path)
+        problems = [
+            f"{rel}: content hash differs from the manifest (same size, other bytes)"
+            for rel, entry in sorted(manifest.contents.items())
+            if actual[rel]["sha256"] != entry["sha256"]
+        ]
+        for name, stats in manifest.tables.items():
+            try:
+                rows = table_stats(self, posixpath.join(manifest.path, stats.get("path", name)))["rows"]
+            except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+                problems.append(f"table {name} cannot be read: {str(exc).splitlines()[0]}")
+                continue
+            if rows != stats.get("rows"):
+                problems.append(f"table {name} has {rows:,} rows, the manifest says {stats.get('rows')!r}")
+        if not problems:
+            _verified.add((manifest.path, sha256_of(manifest.to_json())))
+        return problems
+
+    def verified_before(self, manifest: Manifest) -> bool:
+        return (manifest.path, sha256_of(manifest.to_json())) in _verified
 
     def upstream(self, manifest: Manifest, stage: str) -> Manifest:
         """The manifest of the `stage` version that `manifest` was built from."""
@@ -166,14 +339,31 @@ class ArtifactStore:
                 return found
         raise CiteflowError(f"{manifest.stage} {manifest.version} has no {stage} input")
 
-    def list_versions(self, snapshot: str, stage: str) -> list[Manifest]:
-        """Complete versions of a stage, oldest first by finish time."""
+    def scan(self, snapshot: str, stage: str) -> list[tuple[str, Manifest | None, DamagedVersion | None]]:
+        """(version, manifest or None, damage or None) for every version folder of a stage that has a
+        manifest, intact or not, by folder name."""
         found = []
-        for info in self.children(self.stage_path(snapshot, stage)):
-            if info.type == pafs.FileType.Directory and not info.base_name.startswith("."):
+        for info in sorted(self.children(self.stage_path(snapshot, stage)), key=lambda i: i.base_name):
+            if info.type != pafs.FileType.Directory or info.base_name.startswith("."):
+                continue
+            try:
                 manifest = self.read_manifest(snapshot, stage, info.base_name)
-                if manifest is not None:
-                    found.append(manifest)
+            except DamagedVersion as exc:
+                found.append((info.base_name, None, exc))
+                continue
+            if manifest is not None:
+                found.append((info.base_name, manifest, None))
+        return found
+
+    def list_versions(self, snapshot: str, stage: str) -> list[Manifest]:
+        """Intact complete versions of a stage, oldest first by finish time; damaged ones are left out with a
+        warning (`citeflow artifacts` and `citeflow verify` show them)."""
+        found = []
+        for _, manifest, damage in self.scan(snapshot, stage):
+            if damage is not None:
+                log.warning("%s", damage)
+            elif manifest is not None:
+                found.append(manifest)
         return sorted(found, key=lambda m: (m.finished_at, m.version))
 
     def snapshots(self) -> list[str]:
@@ -188,7 +378,10 @@ class ArtifactStore:
                 continue
             try:
                 found = self.read_manifest(other, stage, version)
-            except CiteflowError:
+            except DamagedVersion as exc:
+                log.warning("not reusing %s %s of snapshot %s: %s", stage, version, other, exc)
+                continue
+            except CiteflowError:  # not a snapshot id
                 continue
             if found is None:
                 continue
@@ -213,9 +406,13 @@ class ArtifactStore:
 
     # -- writing -----------------------------------------------------------
     def prepare(self, snapshot: str, stage: str, version: str) -> str:
-        """An empty folder for a version about to be built; remains of a killed run are removed."""
+        """An empty folder for a version about to be built; remains of a killed run are removed.
+
+        Call it only while holding the version's lease (`citeflow.stage.execute` does): then no live run
+        writes the folder it empties.
+        """
         path = self.version_path(snapshot, stage, version)
-        if self.read_manifest(snapshot, stage, version) is not None:
+        if self.fs.get_file_info(posixpath.join(path, MANIFEST)).type == pafs.FileType.File:
             raise CiteflowError(f"{stage} version {version} of {snapshot} is complete; refusing to overwrite it")
         if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
             self.fs.delete_dir(path)
@@ -247,12 +444,26 @@ class ArtifactStore:
             total += info.size or 0
         return total
 
+    def being_built(self, snapshot: str, stage: str, version: str) -> bool:
+        """Whether a live run holds the lease on this version (local stores; never on object stores)."""
+        from citeflow.lease import is_being_built
+
+        return self.local and is_being_built(self.version_path(snapshot, stage, version), self.settings.lease_stale_s)
+
     def clean_incomplete(self, snapshot: str, stage: str) -> list[str]:
-        """Delete version folders that have no manifest; returns their names."""
-        removed = self.incomplete_versions(snapshot, stage)
+        """Delete version folders that have no manifest and no live lease; returns their names."""
+        removed = [v for v in self.incomplete_versions(snapshot, stage) if not self.being_built(snapshot, stage, v)]
         for version in removed:
             self.fs.delete_dir(self.version_path(snapshot, stage, version))
         return removed
+
+    def move_aside(self, snapshot: str, stage: str, version: str) -> str:
+        """Move a damaged version to `<stage>/.damaged/<version>-<UTC time>` (evidence is never deleted)."""
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        target = posixpath.join(self.stage_path(snapshot, stage), DAMAGED, f"{version}-{stamp}")
+        self.fs.create_dir(posixpath.dirname(target), recursive=True)
+        self.fs.move(self.version_path(snapshot, stage, version), target)
+        return target
 
     def commit(self, manifest: Manifest) -> Manifest:
         """Write the manifest last, atomically: temp file, flush, rename."""

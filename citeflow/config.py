@@ -16,6 +16,7 @@ and are left out of the version hash (`versioned_dict`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -25,6 +26,7 @@ from typing import Any, Literal
 from citeflow.errors import CiteflowError
 
 SNAPSHOT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+URI_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@]*:[^/@]*@")
 
 # Stage names in pipeline order. Later issues add their modules; `citeflow run`
 # runs every stage in this list that has an implementation.
@@ -53,6 +55,31 @@ def _help(text: str, *, versioned: bool = True) -> dict[str, Any]:
     return {"help": text, "versioned": versioned}
 
 
+def _check_finite(config: Any, section: str) -> None:
+    """nan and inf are not settings: every float field of a config must be a finite number."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise CiteflowError(f"{section}.{f.name} must be a finite number, not {value!r}")
+
+
+# PyTorch-BigGraph 1.0.0's ConfigSchema options (torchbiggraph/config.py; a unit test compares this list
+# with the installed schema). `embed_graph.pbg` may set any of them except PBG_STAGE_KEYS.
+PBG_OPTIONS = frozenset(
+    "entities relations dimension init_scale max_norm global_emb comparator bias loss_fn margin entity_path "
+    "edge_paths checkpoint_path init_path checkpoint_preservation_interval num_epochs num_edge_chunks "
+    "max_edges_per_chunk bucket_order workers batch_size num_batch_negs num_uniform_negs disable_lhs_negs "
+    "disable_rhs_negs lr relation_lr eval_fraction eval_num_batch_negs eval_num_uniform_negs background_io verbose "
+    "hogwild_delay dynamic_relations num_machines num_partition_servers distributed_init_method "
+    "distributed_tree_init_order".split()
+)
+# Set by the stage itself: where PBG reads and writes (always inside the version folder) and the graph's
+# layout that the import wrote. Overriding them would write outside the artifact root or train on other data.
+PBG_STAGE_KEYS = frozenset(
+    {"entity_path", "edge_paths", "checkpoint_path", "init_path", "entities", "relations", "dynamic_relations"}
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SparkConfig:
     """How Spark runs. None of these change an artifact, so none is versioned."""
@@ -62,6 +89,17 @@ class SparkConfig:
         metadata=_help(
             "Spark master URL: local[*], spark://host:7077, yarn, k8s://https://host:443. "
             "A cluster needs the artifact root on storage every executor can reach.",
+            versioned=False,
+        ),
+    )
+    remote: str = field(
+        default="",
+        metadata=_help(
+            "Spark Connect server, sc://host:port (optionally /;use_ssl=true;token=...): every Spark stage runs "
+            "as a thin client of it and this process starts no JVM; master, driver_memory and local_dir are then "
+            "the server's own settings and must stay unset here. The server reads the corpus and writes the "
+            "artifact root itself (the same paths must reach it), and its Python workers need citeflow "
+            "importable (filter_leakage folds non-ASCII titles in a pandas UDF). Empty: a local driver.",
             versioned=False,
         ),
     )
@@ -77,6 +115,15 @@ class SparkConfig:
         default="",
         metadata=_help("spark.local.dir for shuffle and spill files; empty: Spark's default", versioned=False),
     )
+    broadcast_rows: int = field(
+        default=5_000_000,
+        metadata=_help(
+            "largest set of papers (corpus ids, degrees, duplicates) that the Spark stages join as a broadcast "
+            "copy instead of shuffling both sides; a broadcast of N ids costs about 24*N bytes on the driver "
+            "and on every executor",
+            versioned=False,
+        ),
+    )
     conf: tuple[str, ...] = field(
         default=(),
         metadata=_help("extra Spark settings as 'key=value' strings, e.g. spark.executor.memory=8g", versioned=False),
@@ -85,13 +132,72 @@ class SparkConfig:
     def __post_init__(self) -> None:
         if not self.master:
             raise CiteflowError("spark.master must not be empty")
+        if self.remote:
+            if not re.fullmatch(r"sc://[^\s/:;]+(:\d{1,5})?(/(;[A-Za-z_]+=[^;\s]*)*)?", self.remote):
+                raise CiteflowError(
+                    "spark.remote must be a Spark Connect URL such as sc://host:15002 "
+                    "(optionally followed by /;name=value parameters)"
+                )
+            defaults = {f.name: f.default for f in dataclasses.fields(self)}
+            unused = [n for n in ("master", "driver_memory", "local_dir") if getattr(self, n) != defaults[n]]
+            if unused:
+                names = ", ".join(f"spark.{n}" for n in unused)
+                raise CiteflowError(
+                    f"spark.remote runs Spark on the Spark Connect server, so {names} "
+                    "would be ignored: set them on the server, or drop spark.remote to run a local driver"
+                )
         if not re.fullmatch(r"\d+[kmgt]?", self.driver_memory.lower()):
             raise CiteflowError(f"spark.driver_memory {self.driver_memory!r} is not a JVM size such as 4g or 2048m")
         if self.shuffle_partitions < 1:
             raise CiteflowError("spark.shuffle_partitions must be at least 1")
+        if self.broadcast_rows < 0:
+            raise CiteflowError("spark.broadcast_rows must be 0 (never broadcast) or more")
         for item in self.conf:
             if "=" not in item or not item.split("=", 1)[0].startswith("spark."):
-                raise CiteflowError(f"spark.conf entry {item!r} must look like spark.some.key=value")
+                from citeflow.redaction import redact_setting
+
+                raise CiteflowError(f"spark.conf entry {redact_setting(item)!r} must look like spark.some.key=value")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreConfig:
+    """How a run treats the artifact store: leases on versions and repairs. None of it is versioned."""
+
+    lease_wait_s: float = field(
+        default=600.0,
+        metadata=_help(
+            "when another live run holds the lease on a version this run needs, wait up to this many seconds "
+            "for it (then use what it built); 0: stop at once with a message naming the holder",
+            versioned=False,
+        ),
+    )
+    lease_heartbeat_s: float = field(
+        default=10.0,
+        metadata=_help("seconds between refreshes of a held lease's heartbeat", versioned=False),
+    )
+    lease_stale_s: float = field(
+        default=300.0,
+        metadata=_help(
+            "a lease held from another host whose heartbeat is older than this is stale and may be taken over "
+            "(on the holder's own host, the process table decides: a live holder is never taken over)",
+            versioned=False,
+        ),
+    )
+    repair: bool = field(
+        default=False,
+        metadata=_help(
+            "verify the content hashes of every version the run reads; move a damaged one aside to "
+            "<stage>/.damaged/ and rebuild it (citeflow run --repair)",
+            versioned=False,
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        _check_finite(self, "store")
+        if self.lease_wait_s < 0:
+            raise CiteflowError("store.lease_wait_s must not be negative")
+        if self.lease_heartbeat_s <= 0 or self.lease_stale_s <= 2 * self.lease_heartbeat_s:
+            raise CiteflowError("store.lease_stale_s must be more than twice store.lease_heartbeat_s, both positive")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,6 +245,7 @@ class FilterLeakageConfig:
     )
 
     def __post_init__(self) -> None:
+        _check_finite(self, "filter_leakage")
         if self.mode not in ("exclude", "report_only"):
             raise CiteflowError(f"filter_leakage.mode must be exclude or report_only, not {self.mode!r}")
         if not 0 <= self.max_unmapped_share <= 1:
@@ -149,42 +256,110 @@ class FilterLeakageConfig:
 class EmbedGraphConfig:
     """Stage embed_graph: PyTorch-BigGraph embeddings of the filtered citation graph.
 
-    Defaults are SciNCL's settings (SPEC §3); the `demo` profile shrinks them for one small machine.
+    Defaults are SciNCL's settings (SPEC §3; malteos/scincl biggraph_configs/s2orc_without_scidocs.py, PBG's
+    own defaults for what it leaves unset); the `demo` profile shrinks them for one small machine.
     """
 
-    dimension: int = field(default=768, metadata=_help("embedding dimension"))
+    dimension: int = field(default=768, metadata=_help("embedding dimension (SciNCL: 768)"))
     comparator: Literal["dot", "cos"] = field(default="dot", metadata=_help("PBG comparator (SciNCL: dot beat cos)"))
-    loss_fn: Literal["ranking", "softmax", "logistic"] = field(default="ranking", metadata=_help("PBG loss"))
-    margin: float = field(default=0.15, metadata=_help("ranking loss margin"))
-    lr: float = field(default=0.1, metadata=_help("Adagrad learning rate"))
-    num_epochs: int = field(default=20, metadata=_help("training epochs (SciNCL: 20 w/o leakage, 30 full)"))
-    batch_size: int = field(default=10_000, metadata=_help("edges per batch"))
-    num_edge_chunks: int = field(default=10, metadata=_help("edge chunks per epoch (bounds memory)"))
-    max_norm: float = field(default=1.0, metadata=_help("embedding norm cap; 0 disables it"))
-    num_partitions: int = field(
-        default=1, metadata=_help("entity partitions; distributed PBG needs at least 2 per machine")
+    loss_fn: Literal["ranking", "softmax", "logistic"] = field(
+        default="ranking", metadata=_help("PBG loss (SciNCL: ranking, PBG's default)")
     )
-    num_uniform_negs: int = field(default=50, metadata=_help("uniformly sampled negatives per batch chunk"))
-    num_batch_negs: int = field(default=50, metadata=_help("in-batch negatives per positive"))
-    holdout: float = field(default=0.01, metadata=_help("share of edges held out for link prediction"))
+    margin: float = field(default=0.15, metadata=_help("ranking loss margin (SciNCL: 0.15)"))
+    lr: float = field(default=0.1, metadata=_help("Adagrad learning rate (SciNCL: 0.1)"))
+    num_epochs: int = field(default=20, metadata=_help("training epochs (SciNCL: 20 w/o leakage, 30 full)"))
+    batch_size: int = field(default=10_000, metadata=_help("edges per batch (SciNCL: 10,000)"))
+    num_edge_chunks: int = field(default=10, metadata=_help("edge chunks per epoch, bounds memory (SciNCL: 10)"))
+    max_norm: float = field(default=1.0, metadata=_help("embedding norm cap; 0 disables it (SciNCL: 1.0)"))
+    global_emb: bool = field(
+        default=False,
+        metadata=_help(
+            "add PBG's learned global vector to every embedding when scoring (PBG's default: true; SciNCL: false, "
+            "because the exported vectors, which mining searches, do not carry it)"
+        ),
+    )
+    num_partitions: int = field(
+        default=1, metadata=_help("entity partitions (SciNCL: 1); distributed PBG needs at least 2 per machine")
+    )
+    num_uniform_negs: int = field(
+        default=0,
+        metadata=_help("uniformly sampled negatives per batch chunk (SciNCL: 0, in-batch negatives only; PBG: 50)"),
+    )
+    num_batch_negs: int = field(default=50, metadata=_help("in-batch negatives per positive (PBG's default 50)"))
+    link_prediction: bool = field(
+        default=True,
+        metadata=_help(
+            "train a second PBG run without the held-out edges and measure link prediction on them, as SciNCL "
+            "does (its mining embeddings see every edge); false skips it (half the training time), and the "
+            "manifest says so"
+        ),
+    )
+    holdout: float = field(
+        default=0.01,
+        metadata=_help(
+            "share of edges the link-prediction run holds out (SciNCL: 1%); 0 only with link_prediction=false"
+        ),
+    )
     eval_negatives: int = field(default=1000, metadata=_help("random candidates each held-out edge is ranked against"))
+    overlap_k: int = field(
+        default=25,
+        metadata=_help("neighbours compared between the two runs (SciNCL's positive window ends at rank 25)"),
+    )
     seed: int = field(default=0, metadata=_help("seed for entity order, holdout and training"))
-    workers: int = field(default=0, metadata=_help("PBG HOGWILD workers; 0: one per core", versioned=False))
+    workers: int = field(
+        default=0,
+        metadata=_help(
+            "PBG HOGWILD workers; 0: one per core (PBG's default). With more than one, workers update shared "
+            "embeddings without locks and runs are not reproducible (see README)",
+            versioned=False,
+        ),
+    )
     pbg: tuple[str, ...] = field(
         default=(),
-        metadata=_help("any other PBG ConfigSchema option as 'key=value' (JSON values), e.g. init_scale=0.01"),
+        metadata=_help(
+            "any other PBG ConfigSchema option as 'key=value' (JSON values), e.g. init_scale=0.01; PBG's paths "
+            "(entity_path, edge_paths, checkpoint_path, init_path) and graph layout are the stage's own"
+        ),
     )
 
     def __post_init__(self) -> None:
-        for name in ("dimension", "num_epochs", "batch_size", "num_edge_chunks", "num_partitions", "eval_negatives"):
+        _check_finite(self, "embed_graph")
+        for name in (
+            "dimension",
+            "num_epochs",
+            "batch_size",
+            "num_edge_chunks",
+            "num_partitions",
+            "eval_negatives",
+            "overlap_k",
+        ):
             if getattr(self, name) < 1:
                 raise CiteflowError(f"embed_graph.{name} must be at least 1")
-        if not 0 < self.holdout < 0.5:
-            raise CiteflowError("embed_graph.holdout must be between 0 and 0.5")
+        if self.num_uniform_negs < 0 or self.num_batch_negs < 0:
+            raise CiteflowError("embed_graph.num_uniform_negs and num_batch_negs must not be negative")
+        if not 0 <= self.holdout < 0.5:
+            raise CiteflowError("embed_graph.holdout must be at least 0 and below 0.5")
+        if self.link_prediction and self.holdout == 0:
+            raise CiteflowError(
+                "embed_graph.holdout=0 leaves no edges for link prediction: set embed_graph.link_prediction=false "
+                "to skip it, or a holdout such as 0.01"
+            )
         for item in self.pbg:
             if "=" not in item:
                 raise CiteflowError(f"embed_graph.pbg entry {item!r} must look like key=value")
             key, value = (part.strip() for part in item.split("=", 1))
+            if key not in PBG_OPTIONS:
+                raise CiteflowError(f"embed_graph.pbg: {key!r} is not a PyTorch-BigGraph option")
+            if key in PBG_STAGE_KEYS:
+                raise CiteflowError(
+                    f"embed_graph.pbg: {key} is set by the stage (PBG reads and writes inside the version folder) "
+                    "and cannot be overridden"
+                )
+            if key == "distributed_init_method" and not re.fullmatch(r"(tcp://[^/\s]+|env://)", value.strip('"')):
+                # file:// would have PBG create a file wherever the value points
+                raise CiteflowError("embed_graph.pbg: distributed_init_method must be tcp://HOST:PORT or env://")
+            if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+                raise CiteflowError(f"embed_graph.pbg: {key} must be a finite number, not {value!r}")
             # Distributed PBG trains disjoint buckets on each machine: unpartitioned
             # entities cannot be trained distributed (SPEC §3).
             if key == "num_machines" and value.isdigit() and int(value) > 1 and self.num_partitions < 2 * int(value):
@@ -198,7 +373,8 @@ class EmbedGraphConfig:
 class MineTripletsConfig:
     """Stage mine_triplets: (query, positive, negative) triplets, SciNCL or SPECTER style (SPEC §4).
 
-    Defaults are SciNCL's: 680,967 pool papers, 136,820 queries, k_pos=25, k_hard=4000, exact search.
+    Defaults are SciNCL's: 680,967 pool papers, 136,820 queries, k_pos=25, k_hard=4000, exact search (README:
+    every setting next to the reference file it comes from).
     """
 
     strategy: Literal["scincl", "specter"] = field(
@@ -216,13 +392,42 @@ class MineTripletsConfig:
     )
     num_queries: int = field(default=136_820, metadata=_help("query papers drawn from the pool; 0: the whole pool"))
     positives: int = field(default=5, metadata=_help("positives (= triplets) per query, c in SPEC §4"))
-    hard_negatives: int = field(default=2, metadata=_help("hard negatives per query"))
+    hard_negatives: int = field(
+        default=2,
+        metadata=_help("hard negatives per query (specter: at most this many, as ceil(0.3 x 5) in SPECTER)"),
+    )
     easy_negatives: int = field(default=3, metadata=_help("easy negatives per query"))
     k_pos: int = field(default=25, metadata=_help("scincl: positives come from neighbour ranks (k_pos - c, k_pos]"))
     k_hard: int = field(
         default=4000,
         metadata=_help(
             "scincl: hard negatives come from ranks (k_hard - c, k_hard]; capped at half the pool, with a warning"
+        ),
+    )
+    windows: Literal["absolute", "relative"] = field(
+        default="absolute",
+        metadata=_help(
+            "scincl: absolute takes k_pos and k_hard as ranks (SciNCL); relative (beyond the references) scales "
+            "them with the pool, k x pool_papers / reference_pool, so that they cut the same quantiles of the "
+            "pool as SciNCL's did at its pool size (on small pools rank 25 is a much coarser neighbourhood)"
+        ),
+    )
+    reference_pool: int = field(
+        default=680_967,
+        metadata=_help("relative windows: the pool size at which they equal k_pos and k_hard (SciNCL's pool)"),
+    )
+    easy_negatives_from: Literal["queries", "pool"] = field(
+        default="queries",
+        metadata=_help(
+            "scincl: draw easy negatives among the query papers, as SciNCL's sampler does (its random list is "
+            "made of the queries), or among the whole pool"
+        ),
+    )
+    distinct_easy_negatives: bool = field(
+        default=True,
+        metadata=_help(
+            "a query's easy negatives are distinct papers (both references draw with replacement; a repeat "
+            "teaches nothing new and is rare on large pools but common on small ones)"
         ),
     )
     index: Literal["flat", "ivf", "hnsw", "ivfpq"] = field(
@@ -251,10 +456,17 @@ class MineTripletsConfig:
     gpu: bool = field(default=True, metadata=_help("use FAISS GPUs when there are any", versioned=False))
 
     def __post_init__(self) -> None:
+        _check_finite(self, "mine_triplets")
         if self.strategy not in ("scincl", "specter"):
             raise CiteflowError(f"mine_triplets.strategy must be scincl or specter, not {self.strategy!r}")
         if self.index not in ("flat", "ivf", "hnsw", "ivfpq"):
             raise CiteflowError(f"mine_triplets.index must be flat, ivf, hnsw or ivfpq, not {self.index!r}")
+        if self.windows not in ("absolute", "relative"):
+            raise CiteflowError(f"mine_triplets.windows must be absolute or relative, not {self.windows!r}")
+        if self.easy_negatives_from not in ("queries", "pool"):
+            raise CiteflowError(
+                f"mine_triplets.easy_negatives_from must be queries or pool, not {self.easy_negatives_from!r}"
+            )
         for name in (
             "pool_size",
             "num_queries",
@@ -268,7 +480,7 @@ class MineTripletsConfig:
         ):
             if getattr(self, name) < 0:
                 raise CiteflowError(f"mine_triplets.{name} must not be negative")
-        for name in ("positives", "k_pos", "k_hard", "nprobe", "hnsw_m", "batch_size"):
+        for name in ("positives", "k_pos", "k_hard", "nprobe", "hnsw_m", "batch_size", "reference_pool"):
             if getattr(self, name) < 1:
                 raise CiteflowError(f"mine_triplets.{name} must be at least 1")
         if self.positives != self.hard_negatives + self.easy_negatives:
@@ -284,13 +496,18 @@ class MineTripletsConfig:
 class TrainEncoderConfig:
     """Stage train_encoder: a Transformer trained on the triplets with triplet loss (SPEC §5).
 
-    Defaults are SPECTER/SciNCL's recipe; the model is a local Hugging Face directory (e.g. SciBERT) or
-    `small`, a small BERT with a WordPiece tokenizer trained on the snapshot's texts.
+    Defaults are SPECTER/SciNCL's recipe (README: every setting next to its reference file); the model is a
+    local Hugging Face directory (e.g. SciBERT) or `small`, a small BERT with a WordPiece tokenizer trained on the
+    snapshot's texts (the demo profile's choice).
     """
 
     model: str = field(
-        default="small",
-        metadata=_help("local Hugging Face model folder (e.g. a downloaded scibert_scivocab_uncased) or 'small'"),
+        default="",
+        metadata=_help(
+            "local Hugging Face model folder to start from, e.g. a downloaded scibert_scivocab_uncased (SPECTER and "
+            "SciNCL start from SciBERT), or 'small': a small BERT trained from scratch, the demo profile's choice. "
+            "No default: the full profile needs a real encoder"
+        ),
     )
     max_length: int = field(default=512, metadata=_help("tokens per paper (title [SEP] abstract)"))
     pooling: Literal["cls", "mean"] = field(default="cls", metadata=_help("cls: final [CLS] state; mean: token mean"))
@@ -301,6 +518,10 @@ class TrainEncoderConfig:
     weight_decay: float = field(default=0.01, metadata=_help("AdamW weight decay (not on biases and LayerNorm)"))
     warmup_fraction: float = field(default=0.1, metadata=_help("share of steps with linear warm-up, then decay"))
     margin: float = field(default=1.0, metadata=_help("triplet loss margin (L2 distance)"))
+    max_grad_norm: float = field(
+        default=1.0,
+        metadata=_help("clip the global gradient norm at this value (SPECTER grad_clipping 1, HF Trainer 1.0); 0: off"),
+    )
     bitfit: bool = field(default=False, metadata=_help("train bias terms only (BitFit)"))
     bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit"))
     seed: int = field(default=0, metadata=_help("seed of the initialisation (small model) and the data order"))
@@ -331,10 +552,17 @@ class TrainEncoderConfig:
         metadata=_help("recompute activations in the backward pass (long inputs on small GPUs)", versioned=False),
     )
     checkpoint_every: int = field(default=500, metadata=_help("optimizer steps between checkpoints", versioned=False))
+    deterministic: bool = field(
+        default=False,
+        metadata=_help(
+            "torch.use_deterministic_algorithms, one CPU thread per process and a fixed cuBLAS workspace: a resumed "
+            "run then ends with the same weights as an uninterrupted one, bit for bit (slower)",
+            versioned=False,
+        ),
+    )
 
     def __post_init__(self) -> None:
-        if not self.model:
-            raise CiteflowError("train_encoder.model must be 'small' or a local model folder")
+        _check_finite(self, "train_encoder")
         if self.pooling not in ("cls", "mean"):
             raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
         for name in (
@@ -358,8 +586,8 @@ class TrainEncoderConfig:
             raise CiteflowError("train_encoder.warmup_fraction must be in [0, 1)")
         if self.lr <= 0 or self.bitfit_lr <= 0:
             raise CiteflowError("train_encoder learning rates must be positive")
-        if self.max_steps < 0 or self.nproc < 0:
-            raise CiteflowError("train_encoder.max_steps and nproc must not be negative")
+        if self.max_steps < 0 or self.nproc < 0 or self.max_grad_norm < 0:
+            raise CiteflowError("train_encoder.max_steps, nproc and max_grad_norm must not be negative")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -421,6 +649,7 @@ class RunConfig:
     train_encoder: TrainEncoderConfig = field(default_factory=TrainEncoderConfig)
     embed_papers: EmbedPapersConfig = field(default_factory=EmbedPapersConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
         validate_snapshot_id(self.snapshot)
@@ -428,10 +657,17 @@ class RunConfig:
             raise CiteflowError("a corpus path is required (--corpus PATH)")
         if not self.artifacts:
             raise CiteflowError("an artifact root is required (--artifacts ROOT)")
+        for name in ("corpus", "scidocs", "paper_ids", "artifacts"):
+            if URI_PASSWORD.search(getattr(self, name)):
+                # it would be written into manifests, XCom and logs; credentials belong in the environment
+                raise CiteflowError(
+                    f"{name.replace('_', '-')}: a password in the URI is not accepted; give the credentials "
+                    "through the environment or the filesystem's configuration"
+                )
 
 
 # Named sets of overrides, applied before --set. `demo` fits the demo and the tests on a
-# 2-core machine; `full` keeps the published settings.
+# 2-core machine; `full` keeps the published settings (and so needs train_encoder.model).
 PROFILES: dict[str, tuple[str, ...]] = {
     "demo": (
         "embed_graph.dimension=64",
@@ -448,6 +684,7 @@ PROFILES: dict[str, tuple[str, ...]] = {
         "mine_triplets.k_hard=1000",
         "mine_triplets.rank_sample=500",
         # A small BERT from scratch has no pre-trained [CLS] summary: mean pooling learns in minutes.
+        "train_encoder.model=small",
         "train_encoder.hidden_size=128",
         "train_encoder.layers=2",
         "train_encoder.heads=2",
@@ -538,9 +775,12 @@ def _parse_value(raw: str, tp: Any, key: str) -> Any:
             raise CiteflowError(f"{key} expects an integer, not {raw!r}") from None
     if tp is float:
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
             raise CiteflowError(f"{key} expects a number, not {raw!r}") from None
+        if not math.isfinite(value):
+            raise CiteflowError(f"{key} expects a finite number, not {raw!r}")
+        return value
     if tp is str:
         return raw
     raise CiteflowError(f"{key} cannot be set from the command line")

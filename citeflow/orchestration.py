@@ -16,7 +16,13 @@ settings (`check_inputs`), then call `stage_tasks(settings)`, which lays out one
   Asset as an inlet, so Airflow's asset graph shows the stages' lineage.
 - Spark's master comes from the Airflow connection `spark_default` (env `CITEFLOW_SPARK_CONN_ID`), as
   with the Spark provider's operators: host `local[*]`, `yarn`, `spark://host` + port, `k8s://...`;
-  its extra's `spark.*` keys become Spark conf. Without the connection Spark runs `local[*]`.
+  its extra's `spark.*` keys become Spark conf. A host `sc://host` (+ port, default 15002) is a Spark
+  Connect server (`spark.remote`): the task holds no driver, only a thin client. Without the connection
+  Spark runs `local[*]`. Each task
+  reads the connection itself: its extras (keys, passwords) never enter the run settings, XCom or logs,
+  and manifests record them redacted (`citeflow.redaction`). Where Spark runs and what it may load or
+  write (`spark.master`, `spark.remote`, `spark.conf`, `spark.local_dir`) is the connection's business, the admins':
+  the trigger form's overrides cannot set them.
 - Training and embedding go to the `gpu` pool (env `CITEFLOW_GPU_POOL`) and queue (`CITEFLOW_GPU_QUEUE`),
   and start training as its own process (`python -m models.train_encoder` / torchrun).
 
@@ -32,6 +38,8 @@ from typing import Any
 from airflow.sdk import Asset, Param, get_current_context, task, task_group
 
 SNAPSHOT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+# Settings only the Airflow connection sets: where Spark runs, what it loads and where it writes scratch files.
+OPERATOR_SETTINGS = ("spark.master", "spark.remote", "spark.conf", "spark.local_dir")
 GPU_POOL = os.environ.get("CITEFLOW_GPU_POOL", "gpu")
 GPU_QUEUE = os.environ.get("CITEFLOW_GPU_QUEUE", "default")
 SPARK_CONN_ID = os.environ.get("CITEFLOW_SPARK_CONN_ID", "spark_default")
@@ -64,6 +72,8 @@ HEADLINE_FIRST = (
     "model",
     "trained.average",
     "base.average",
+    "trained.mean",
+    "base.mean",
 )
 HEADLINE_MAX = 20
 
@@ -209,8 +219,14 @@ def spark_master_from_connection() -> list[str]:
     host = (conn.host or "").strip()
     if not host:
         return []
-    master = f"{host}:{conn.port}" if conn.port and host.startswith(("spark://", "k8s://", "mesos://")) else host
-    overrides = [f"spark.master={master}"]
+    if host.startswith("sc://"):  # Spark Connect: `sc://host`, port apart or in the host, parameters after `/;`
+        address, _, params = host.removeprefix("sc://").partition("/")
+        if conn.port and ":" not in address:
+            address = f"{address}:{conn.port}"
+        overrides = [f"spark.remote=sc://{address}" + (f"/{params}" if params else "")]
+    else:
+        master = f"{host}:{conn.port}" if conn.port and host.startswith(("spark://", "k8s://", "mesos://")) else host
+        overrides = [f"spark.master={master}"]
     extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else {}
     conf = [f"{k}={v}" for k, v in sorted(extra.items()) if k.startswith("spark.") and "," not in f"{k}={v}"]
     if conf:
@@ -240,10 +256,17 @@ def run_config(settings: dict[str, Any]):
     for key in ("corpus", "scidocs", "paper_ids"):
         if settings[key] and not os.path.exists(settings[key]):
             raise CiteflowError(f"{key.replace('_', '-')} folder {settings[key]!r} does not exist")
+    for item in settings["overrides"]:
+        key = item.split("=", 1)[0].strip()
+        if key in OPERATOR_SETTINGS:
+            raise CiteflowError(
+                f"{key} cannot be set from the trigger form: it comes from the Airflow connection {SPARK_CONN_ID}"
+            )
     overrides = [*profile_overrides(settings["profile"]), f"build_graph.format={settings['corpus_format']}"]
     if settings["model"] and settings["model"] != "small":
         overrides.append(f"train_encoder.model={settings['model']}")
-    overrides += settings.get("spark", [])
+    # read here, in the task, every time: the connection's extras never travel through XCom
+    overrides += spark_master_from_connection()
     overrides += settings["overrides"]
     base = RunConfig(
         snapshot=settings["snapshot"],
@@ -262,7 +285,6 @@ def settings_from_params(params: dict[str, Any], **fields: str) -> dict[str, Any
     }
     settings["overrides"] = [str(o) for o in params["overrides"]]
     settings.update(fields)
-    settings["spark"] = spark_master_from_connection()
     return settings
 
 
@@ -283,6 +305,7 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
     from airflow.sdk.exceptions import AirflowSkipException
 
     from citeflow.errors import CiteflowError
+    from citeflow.redaction import redact
     from jobs.pipeline import run_stage, with_strategy
 
     context = get_current_context()
@@ -307,6 +330,7 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
     if stage == "benchmark":
         summary["report"] = os.path.join(os.path.dirname(os.path.dirname(manifest.path)), "report.html")
         print(f"benchmark report of the snapshot: {summary['report']}")
+    summary = redact(summary)  # manifests are redacted already; older ones may not be
     if manifest.skipped:
         # XCom first, so the artifact view and later readers find the version this run used.
         context["ti"].xcom_push(key="return_value", value=summary)

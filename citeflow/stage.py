@@ -1,10 +1,22 @@
-"""The life cycle every stage shares: version, skip, build, manifest.
+"""The life cycle every stage shares: version, skip, lease, build, verify, manifest.
 
 A stage entry point (`jobs/<stage>.py: run(config) -> Manifest`) computes
 what it depends on, then hands a `build(path) -> metrics` function to
-`execute`. `execute` returns the existing manifest when the version is
-complete (idempotence), otherwise clears the remains of a killed run, calls
-`build`, measures the tables it wrote and commits the manifest last.
+`execute`, which:
+
+1. returns the existing manifest when the version is complete and intact
+   (idempotence; the cheap check of file set and sizes runs on this read, and
+   a damaged version stops the run with one line naming the file);
+2. takes the version's lease (`citeflow.lease`; local stores): while another
+   live run holds it, waits up to `store.lease_wait_s` and then uses what
+   that run built, or stops with one line naming the holder;
+3. under the lease: reuses a copy another snapshot holds, or clears the
+   remains of a killed run, calls `build`, measures the tables it wrote,
+   hashes every file and commits the manifest last, with secrets redacted.
+
+With `store.repair` (`citeflow run --repair`) every version the run reads is
+re-hashed, and a damaged one (or one whose manifest predates file lists) is
+moved aside to `<stage>/.damaged/` under the lease and rebuilt.
 """
 
 from __future__ import annotations
@@ -16,9 +28,41 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from citeflow.artifacts import ArtifactStore, Manifest, code_version, compute_version, table_stats, utcnow
+from citeflow.artifacts import (
+    MANIFEST_FORMAT,
+    ArtifactStore,
+    DamagedVersion,
+    Manifest,
+    code_version,
+    compute_version,
+    table_stats,
+    utcnow,
+)
+from citeflow.errors import CiteflowError
+from citeflow.lease import Lease
+from citeflow.process import fault_point
+from citeflow.redaction import redact
 
 log = logging.getLogger("citeflow")
+
+
+def _look(store: ArtifactStore, snapshot: str, stage: str, version: str) -> tuple[Manifest | None, Exception | None]:
+    """(intact manifest, None), (None, damage) or (None, None) when the version does not exist yet."""
+    try:
+        manifest = store.read_manifest(snapshot, stage, version)
+    except DamagedVersion as exc:
+        return None, exc
+    if manifest is None or not store.settings.repair:
+        return manifest, None
+    if not store.verified_before(manifest):
+        problems = store.verify(manifest)
+        if problems:
+            return None, store.damaged(manifest, problems)
+    if manifest.manifest_format < MANIFEST_FORMAT:
+        return None, DamagedVersion(
+            f"its manifest (format {manifest.manifest_format}) lists no files", path=manifest.path, problems=[]
+        )
+    return manifest, None
 
 
 def execute(
@@ -36,57 +80,97 @@ def execute(
     """Build one stage version unless it already exists.
 
     `config` is the versioned part (hashed); `resolved_config` is everything,
-    recorded in the manifest. `build(path)` writes each name in `tables` as a
-    Parquet folder under `path` (plus any extra files) and returns metrics.
+    recorded in the manifest (secrets redacted). `build(path)` writes each
+    name in `tables` as a Parquet folder under `path` (plus any extra files)
+    and returns metrics.
     """
     version = compute_version(stage, stage_version, config, inputs)
-    existing = store.read_manifest(snapshot, stage, version)
+    existing, damage = _look(store, snapshot, stage, version)
     if existing is not None:
         log.info("%s: version %s is up to date, skipped", stage, version)
         return dataclasses.replace(existing, skipped=True)
-    donor = store.find_elsewhere(stage, version, snapshot)
-    if donor is not None:
-        return reuse(store, donor, snapshot, resolved_config, inputs)
-    path = store.prepare(snapshot, stage, version)
-    log.info("%s: building version %s in %s", stage, version, path)
-    started, t0 = utcnow(), time.monotonic()
-    metrics = build(path)
-    missing = [t for t in tables if store.fs.get_file_info(posixpath.join(path, t)).type.name != "Directory"]
-    if missing:
-        raise RuntimeError(f"{stage} did not write tables {missing}")
-    stats = {t: table_stats(store, posixpath.join(path, t)) for t in tables}
-    extra_files = {
-        info.base_name: info.base_name
-        for info in store.children(path)
-        if info.type.name == "File" and not info.base_name.startswith((".", "_"))
-    }
-    manifest = Manifest(
-        stage=stage,
-        snapshot=snapshot,
-        version=version,
-        path=path,
-        config=resolved_config,
-        inputs=inputs,
-        tables=stats,
-        metrics=metrics,
-        code_version=code_version(),
-        started_at=started,
-        finished_at=utcnow(),
-        duration_s=round(time.monotonic() - t0, 3),
-        files=extra_files,
-    )
-    return store.commit(manifest)
+    if damage is not None and not store.settings.repair:
+        raise damage
+    what = f"{stage} version {version} of snapshot {snapshot}"
+    lease = None
+    if store.local:
+        lease = Lease(
+            store.version_path(snapshot, stage, version),
+            what=what,
+            heartbeat_s=store.settings.lease_heartbeat_s,
+            stale_s=store.settings.lease_stale_s,
+        )
+        finished = lambda: _look(store, snapshot, stage, version)[0] is not None  # noqa: E731
+        if not lease.acquire(store.settings.lease_wait_s, done=finished):
+            existing, damage = _look(store, snapshot, stage, version)
+            if existing is None:
+                raise damage or CiteflowError(f"{what} vanished while another run was building it")
+            log.info("%s: built meanwhile by another run, skipped", what)
+            return dataclasses.replace(existing, skipped=True)
+    try:
+        existing, damage = _look(store, snapshot, stage, version)
+        if existing is not None:  # the run we waited for finished just before we took the lease
+            return dataclasses.replace(existing, skipped=True)
+        if damage is not None:
+            moved = store.move_aside(snapshot, stage, version)
+            log.warning("%s: %s; moved aside to %s, rebuilding", what, damage, moved)
+        resolved_config = redact(resolved_config)
+        donor = store.find_elsewhere(stage, version, snapshot)
+        if donor is not None:
+            return reuse(store, donor, snapshot, resolved_config, inputs, lease)
+        path = store.prepare(snapshot, stage, version)
+        log.info("%s: building version %s in %s", stage, version, path)
+        started, t0 = utcnow(), time.monotonic()
+        metrics = build(path)
+        missing = [t for t in tables if store.fs.get_file_info(posixpath.join(path, t)).type.name != "Directory"]
+        if missing:
+            raise RuntimeError(f"{stage} did not write tables {missing}")
+        stats = {t: table_stats(store, posixpath.join(path, t)) for t in tables}
+        extra_files = {
+            info.base_name: info.base_name
+            for info in store.children(path)
+            if info.type.name == "File" and not info.base_name.startswith((".", "_"))
+        }
+        fault_point("before-commit")
+        manifest = Manifest(
+            stage=stage,
+            snapshot=snapshot,
+            version=version,
+            path=path,
+            config=resolved_config,
+            inputs=inputs,
+            tables=stats,
+            metrics=redact(metrics),
+            code_version=code_version(),
+            started_at=started,
+            finished_at=utcnow(),
+            duration_s=round(time.monotonic() - t0, 3),
+            files=extra_files,
+            contents=store.contents_of(path),
+        )
+        if lease is not None:
+            lease.check()
+        return store.commit(manifest)
+    finally:
+        if lease is not None:
+            lease.release()
 
 
 def reuse(
-    store: ArtifactStore, donor: Manifest, snapshot: str, resolved_config: dict[str, Any], inputs: list[dict[str, Any]]
+    store: ArtifactStore,
+    donor: Manifest,
+    snapshot: str,
+    resolved_config: dict[str, Any],
+    inputs: list[dict[str, Any]],
+    lease: Lease | None = None,
 ) -> Manifest:
     """Give `snapshot` the version another snapshot already built from the same inputs and settings.
 
     The files are copied (hard-linked on a local store) and a manifest of this snapshot's own is committed
-    last, as for a build: same version, tables and metrics, this run's config and input paths, and
-    `reused_from` naming the donor. Paths in the metrics that pointed into the donor snapshot now point
-    into this one, where the upstream versions were reused the same way.
+    last, as for a build: same version, tables, metrics and file hashes (the copy has the donor's bytes;
+    its sizes are checked against the donor's list), this run's config and input paths, and `reused_from`
+    naming the donor. Paths in the metrics that pointed into the donor snapshot now point into this one,
+    where the upstream versions were reused the same way. Call it under the version's lease.
     """
     stage = donor.stage
     path = store.prepare(snapshot, stage, donor.version)
@@ -105,6 +189,8 @@ def reuse(
             return [moved(v) for v in value]
         return value
 
+    listing = store.listing(path)
+    same = donor.contents and listing == {rel: entry["bytes"] for rel, entry in donor.contents.items()}
     manifest = dataclasses.replace(
         donor,
         snapshot=snapshot,
@@ -112,11 +198,15 @@ def reuse(
         config=resolved_config,
         inputs=inputs,
         tables={t: table_stats(store, posixpath.join(path, t)) for t in donor.tables},
-        metrics=moved(donor.metrics),
+        metrics=redact(moved(donor.metrics)),
         started_at=started,
         finished_at=utcnow(),
         duration_s=round(time.monotonic() - t0, 3),
         reused_from={"snapshot": donor.snapshot, "path": donor.path, "bytes": copied},
+        contents=donor.contents if same else store.contents_of(path),
+        manifest_format=MANIFEST_FORMAT,
         skipped=False,
     )
+    if lease is not None:
+        lease.check()
     return store.commit(manifest)

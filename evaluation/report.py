@@ -2,8 +2,13 @@
 
 `write_report(rows, folder, title)` writes `report.md`, `report.html` (self-contained, the plot
 inlined) and `scores.png` (per-task bars, one bar per model) from score rows (`scores` tables: task,
-split, metric, value, model label, ...). Published reference numbers (SPEC §6) are shown for
+split, metric, value, model label, model_version, ...). Published reference numbers (SPEC §6) are shown for
 orientation: they come from other corpora and models, not from this snapshot.
+
+Averages are honest: the row "average of 12" holds a model's SciDocs average only when all 12 numbers exist
+(and the published averages); a model with N < 12 numbers gets a row "mean of N of 12", compared only with the
+published mean of the same N numbers (SPECTER's per-task numbers give it; the other published models report only
+their 12-number average, so their cell stays empty). Each model column names its model version.
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ REFERENCE = {
         ("cite", "ndcg"): 94.9,
         ("cocite", "map"): 88.1,
         ("cocite", "ndcg"): 94.8,
-        ("recomm", "ndcg"): 53.9,
-        ("recomm", "p@1"): 20.0,
+        ("recomm", "adj-ndcg"): 53.9,
+        ("recomm", "adj-p@1"): 20.0,
         ("average", "avg"): 80.0,
     },
     "SciNCL (published, w/ leakage)": {("average", "avg"): 81.8},
@@ -41,16 +46,58 @@ REFERENCE = {
 
 
 def _fmt(value: Any) -> str:
-    return "–" if value is None else f"{value:.1f}"
+    return "–" if value is None else f"{value:.2f}"
+
+
+def mean_rows(rows: list[dict[str, Any]]) -> tuple[dict, dict]:
+    """The average rows: ({row key: {label: value}}, {row key: {reference: value}}).
+
+    ("average", "avg"): the 12-number average, for models that have all 12 and every published model;
+    ("average", "mean of N of 12"): per distinct set of N < 12 numbers, the models' means over exactly those
+    numbers and the published mean of the same numbers where the published per-task numbers give it."""
+    have: dict[str, dict] = {}
+    for r in rows:
+        if r["split"] == "test" and r["status"] == "ok" and (r["task"], r["metric"]) in HEADLINE:
+            have.setdefault(r["label"], {})[(r["task"], r["metric"])] = r["value"]
+    ours: dict[tuple[str, str], dict[str, float]] = {("average", "avg"): {}}
+    published: dict[tuple[str, str], dict[str, float]] = {
+        ("average", "avg"): {ref: v[("average", "avg")] for ref, v in REFERENCE.items() if ("average", "avg") in v}
+    }
+    for label, values in have.items():
+        if len(values) == len(HEADLINE):
+            ours["average", "avg"][label] = sum(values.values()) / len(values)
+            continue
+        keys = [k for k in HEADLINE if k in values]
+        row = ("average", f"mean of {len(keys)} of 12: " + ", ".join(f"{t} {m}" for t, m in keys))
+        ours.setdefault(row, {})[label] = sum(values[k] for k in keys) / len(keys)
+        published[row] = {
+            ref: sum(v[k] for k in keys) / len(keys) for ref, v in REFERENCE.items() if all(k in v for k in keys)
+        }
+    return ours, published
 
 
 def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, str]], dict]:
-    """(model labels, (task, metric) keys in display order, {(label, task, metric): value})."""
+    """(model labels, (task, metric) keys in display order, {(label, task, metric): value}); model labels carry the
+    model version when the rows give one."""
+    for r in rows:
+        version = r.get("model_version") or ""
+        if version and version not in r["label"]:
+            r["label"] = f"{r['label']} [{version}]"
     labels = list(dict.fromkeys(r["label"] for r in rows))
-    values = {(r["label"], r["task"], r["metric"]): r["value"] for r in rows if r["split"] == "test"}
+    values = {
+        (r["label"], r["task"], r["metric"]): r["value"]
+        for r in rows
+        if r["split"] == "test" and r["task"] != "average"
+    }
     keys = [k for k in HEADLINE]
-    extra = sorted({(r["task"], r["metric"]) for r in rows if r["split"] == "test"} - set(keys) - {("average", "avg")})
-    return labels, keys + extra + [("average", "avg")], values
+    extra = sorted(
+        {(r["task"], r["metric"]) for r in rows if r["split"] == "test" and r["task"] != "average"} - set(keys)
+    )
+    ours, _ = mean_rows(rows)
+    for key, by_label in ours.items():
+        for label, value in by_label.items():
+            values[label, *key] = value
+    return labels, keys + extra + list(ours), values
 
 
 def report_paths(folder: Path) -> dict[str, str]:
@@ -65,21 +112,25 @@ def report_paths(folder: Path) -> dict[str, str]:
 def write_report(rows: list[dict[str, Any]], folder: Path, title: str) -> dict[str, str]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    rows = [dict(r) for r in rows]
     labels, keys, values = table(rows)
     notes = {r["label"]: r.get("average_label", "") for r in rows if r["task"] == "average"}
     refs = list(REFERENCE)
+    _, published = mean_rows(rows)
     header = ["task", "metric", *labels, *refs]
     lines = [
         f"# {title}",
         "",
-        "Test split, × 100. Published numbers are for orientation only: other corpora, other models.",
+        "Test split, × 100. Published numbers are for orientation only: other corpora, other models. "
+        '"average of 12" is SciDocs\' average; a "mean of N of 12" row is a different quantity, next to the '
+        "published mean of the same N numbers.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * 2 + "---:|" * (len(header) - 2),
     ]
     for task, metric in keys:
         cells = [_fmt(values.get((label, task, metric))) for label in labels]
-        cells += [_fmt(REFERENCE[ref].get((task, metric))) for ref in refs]
+        cells += [_fmt(_published(published, ref, task, metric)) for ref in refs]
         lines.append(f"| {task} | {metric} | " + " | ".join(cells) + " |")
     lines += ["", *[f"- {label}: {note}" for label, note in notes.items() if note]]
     skipped = sorted({(r["task"], r["status"], r["reason"]) for r in rows if r["status"] != "ok"})
@@ -89,16 +140,24 @@ def write_report(rows: list[dict[str, Any]], folder: Path, title: str) -> dict[s
     _plot(labels, keys, values, plot, title)
     lines += ["", "![scores](scores.png)", ""]
     _atomic_write(folder / "report.md", "\n".join(lines))
-    _atomic_write(folder / "report.html", _html(title, header, keys, labels, refs, values, notes, skipped, plot))
+    _atomic_write(
+        folder / "report.html", _html(title, header, keys, labels, refs, values, published, notes, skipped, plot)
+    )
     return report_paths(folder)
 
 
-def _html(title, header, keys, labels, refs, values, notes, skipped, plot: Path) -> str:
+def _published(published: dict, ref: str, task: str, metric: str):
+    if (task, metric) in published:
+        return published[task, metric].get(ref)
+    return REFERENCE[ref].get((task, metric))
+
+
+def _html(title, header, keys, labels, refs, values, published, notes, skipped, plot: Path) -> str:
     image = base64.b64encode(plot.read_bytes()).decode()
     body = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
     for task, metric in keys:
         cells = [_fmt(values.get((label, task, metric))) for label in labels]
-        cells += [_fmt(REFERENCE[ref].get((task, metric))) for ref in refs]
+        cells += [_fmt(_published(published, ref, task, metric)) for ref in refs]
         body.append(
             f"<tr><td>{html.escape(task)}</td><td>{html.escape(metric)}</td>"
             + "".join(f"<td class=n>{c}</td>" for c in cells)
@@ -124,7 +183,7 @@ def _plot(labels, keys, values, target: Path, title: str) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    shown = [k for k in keys if any(values.get((label, *k)) is not None for label in labels)]
+    shown = [k for k in keys if k[0] != "average" and any(values.get((label, *k)) is not None for label in labels)]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(shown) + 2), 4.5), dpi=110)
     width = 0.8 / max(1, len(labels))
     for i, label in enumerate(labels):

@@ -1,31 +1,35 @@
-"""SciDocs in the original layout, scored on any embeddings (SPEC §6).
+"""SciDocs in the original layout, scored on any embeddings as the reference evaluator scores them (SPEC §6).
 
     from evaluation.scidocs import evaluate
-    rows = evaluate(Path("scidocs"), embeddings)   # embeddings: {paper_id: float32 vector}
+    rows = evaluate(Path("scidocs"), embeddings, splits=("test", "val"))   # embeddings: {paper_id: vector}
 
-- MAG, MeSH (`{mag,mesh}/{train,test}.csv`): LinearSVC on the raw
-  embeddings (liblinear's dual solver, 1,000 iterations at most: the
-  reference evaluator's defaults), C by 3-fold grid search over 1e-4 ... 1e2
-  (7 log-spaced values) on train (GridSearchCV's default scoring, as the
-  reference evaluator), macro F1 × 100 on test. A paper without an embedding is a zero vector
-  (counted as `missing`).
-- cite, cocite, coview, coread (`{task}/{val,test}.qrel`): each query's
-  candidates ranked by L2 distance (closest first; trec_eval tie rule), MAP
-  and nDCG over the whole list × 100. A query without an embedding is skipped
-  (counted); a candidate without one is ranked last (counted).
-- recomm: needs the SciDocs recommendation ranker; when `recomm/` is present it
-  is reported as not evaluated, never silently dropped.
-Missing files make a task `missing` with a reason, not an error.
+Reads `{mag,mesh}/{train,val,test}.csv`, `{cite,cocite,coview,coread}/{val,test}.qrel` and, for recomm,
+`recomm/`, `paper_metadata_recomm.json`; writes nothing. Reference: allenai/scidocs @ ebf239d.
+- MAG, MeSH (`scidocs/classification.py`: `get_mag_mesh_metrics`, `classify`, `get_X_y_for_classification`): a
+  paper without an embedding is a zero vector (in train and evaluation), the no-intercept squared-hinge SVM of
+  `evaluation/svm.py` with C by accuracy-scored 3-fold stratified grid search over logspace(-4, 2, 7) on train,
+  macro F1 x 100 on the split. Proven against the reference's output within 1.0 F1 (the SVM is scikit-learn's,
+  not lightning's), tests/unit/test_reference_fixture.py.
+- cite, cocite, coview, coread (`scidocs/user_activity_and_citations.py`: `make_run_from_embeddings`,
+  `qrel_metrics`): a query with an embedding scores its candidates that have one (the others are dropped, not
+  ranked last; a query with none scored is left out of the mean) by -L2 distance in float64, rounded to 5 decimals
+  as the reference writes `str(np.round(-distance, 5))` into its run file; trec_eval's `map` and `ndcg` (no cut-off,
+  ties by document id descending: `evaluation/metrics.py`) averaged over the scored queries, x 100. Exact against
+  the reference's output, per query too.
+- recomm (`scidocs/recomm_click_eval.py` and `scidocs/recommender/`): `evaluation/recomm.py`; Adj-nDCG and Adj-P@1.
+Missing files make a task `missing` with a reason, not an error. Values are unrounded (x 100); the reference rounds
+them to 2 decimals, and the report shows 2 decimals.
 
-Each result row: task, split, metric, value, n (test papers or queries),
-missing (papers or queries without embedding), status (ok / missing /
-not_evaluated) and reason.
+Each result row: task, split, metric, value, n (evaluated papers, scored queries or clicks), missing (papers,
+candidate lines or clicks without an embedding), status (ok / missing), reason, and `details` (what was dropped,
+the chosen C, per-query values).
 """
 
 from __future__ import annotations
 
 import csv
 import logging
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,7 +42,6 @@ log = logging.getLogger("citeflow")
 
 CLASSIFICATION = ("mag", "mesh")
 RANKING = ("cite", "cocite", "coview", "coread")
-C_GRID = np.logspace(-4, 2, 7)
 # The 12 numbers of SciDocs' average, in the papers' order.
 HEADLINE = [
     ("mag", "f1"),
@@ -51,12 +54,12 @@ HEADLINE = [
     ("cite", "ndcg"),
     ("cocite", "map"),
     ("cocite", "ndcg"),
-    ("recomm", "ndcg"),
-    ("recomm", "p@1"),
+    ("recomm", "adj-ndcg"),
+    ("recomm", "adj-p@1"),
 ]
 
 
-def _row(task, split, metric, value, n=0, missing=0, status="ok", reason=""):
+def _row(task, split, metric, value, n=0, missing=0, status="ok", reason="", details=None):
     return {
         "task": task,
         "split": split,
@@ -66,20 +69,35 @@ def _row(task, split, metric, value, n=0, missing=0, status="ok", reason=""):
         "missing": missing,
         "status": status,
         "reason": reason,
+        "details": details or {},
     }
 
 
-def read_labels(path: Path) -> list[tuple[str, str]]:
+def typed(values: list[str]) -> list:
+    """Labels as pandas' `read_csv` types them in the reference: all integers -> int, all numbers -> float."""
+    for kind in (int, float):
+        try:
+            return [kind(v) for v in values]
+        except ValueError:
+            continue
+    return list(values)
+
+
+def read_labels(path: Path) -> list[tuple[str, Any]]:
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         if not reader.fieldnames or not {"pid", "class_label"} <= set(reader.fieldnames):
             raise ValueError(f"{path}: expected a pid,class_label header")
-        return [(r["pid"], r["class_label"]) for r in reader]
+        rows = [(r["pid"], r["class_label"]) for r in reader]
+    return list(zip([p for p, _ in rows], typed([y for _, y in rows]), strict=True))
 
 
-def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """`qid 0 pid rel` lines (SciDocs) or `qid<TAB>pid<TAB>rel` (BEIR)."""
+def read_qrels(path: Path) -> tuple[dict[str, dict[str, int]], int]:
+    """(judgments, number of candidate lines) of `qid 0 pid rel` lines (SciDocs) or `qid<TAB>pid<TAB>rel` (BEIR).
+
+    A (query, paper) pair judged twice keeps its last relevance, as pytrec_eval's `parse_qrel` does."""
     qrels: dict[str, dict[str, int]] = {}
+    lines = 0
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, 1):
             parts = line.split()
@@ -92,11 +110,13 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
             else:
                 raise ValueError(f"{path}:{number}: expected 'qid 0 pid rel', got {line.strip()!r}")
             qrels.setdefault(qid, {})[pid] = int(float(rel))
-    return qrels
+            lines += 1
+    return qrels, lines
 
 
 def _matrix(ids: list[str], embeddings: Mapping[str, np.ndarray], dim: int) -> tuple[np.ndarray, int]:
-    out = np.zeros((len(ids), dim), dtype=np.float32)
+    """Rows of the papers' vectors (float64, as the reference's JSON floats); a zero vector for a missing one."""
+    out = np.zeros((len(ids), dim), dtype=np.float64)
     missing = 0
     for i, pid in enumerate(ids):
         vector = embeddings.get(pid)
@@ -107,103 +127,140 @@ def _matrix(ids: list[str], embeddings: Mapping[str, np.ndarray], dim: int) -> t
     return out, missing
 
 
-def classify(train_x, train_y, test_x, test_y, *, grid=C_GRID, folds=3, seed=42, n_jobs=None) -> tuple[float, float]:
-    """(macro F1 x 100 on test, chosen C) of a LinearSVC tuned on train."""
+def classification(
+    root: Path, task: str, embeddings: Mapping[str, np.ndarray], splits, *, n_jobs=None
+) -> list[dict[str, Any]]:
     from sklearn.metrics import f1_score
-    from sklearn.model_selection import GridSearchCV
-    from sklearn.svm import LinearSVC
 
-    search = GridSearchCV(LinearSVC(random_state=seed, dual=True), {"C": list(grid)}, cv=folds, n_jobs=n_jobs)
-    import warnings
+    from evaluation.svm import fit_classifier
 
-    from sklearn.exceptions import ConvergenceWarning
+    files = {s: root / task / f"{s}.csv" for s in ("train", *splits)}
+    absent = [f"{task}/{p.name}" for p in files.values() if not p.is_file()]
+    if absent:
+        return [_row(task, s, "f1", None, status="missing", reason=f"{', '.join(absent)} absent") for s in splits]
+    dim = len(next(iter(embeddings.values())))
+    train = read_labels(files["train"])
+    train_x, zero_train = _matrix([p for p, _ in train], embeddings, dim)
+    search, chosen = fit_classifier(train_x, np.array([y for _, y in train]), n_jobs=n_jobs)
+    rows = []
+    for split in splits:
+        labelled = read_labels(files[split])
+        x, zero = _matrix([p for p, _ in labelled], embeddings, dim)
+        f1 = 100 * f1_score(np.array([y for _, y in labelled]), search.predict(x), average="macro")
+        details = {
+            "best_C": chosen,
+            "n_train": len(train),
+            "n_eval": len(labelled),
+            "zero_vectors_train": zero_train,
+            "zero_vectors_eval": zero,
+        }
+        reason = f"C={chosen:g}; {zero_train} train and {zero} {split} papers without embedding were zero vectors"
+        rows.append(
+            _row(task, split, "f1", f1, n=len(labelled), missing=zero_train + zero, reason=reason, details=details)
+        )
+        log.info("scidocs %s/%s: macro F1 %.2f (%s)", task, split, f1, reason)
+    return rows
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        search.fit(train_x, train_y)
-    predicted = search.predict(test_x)
-    return 100 * f1_score(test_y, predicted, average="macro"), float(search.best_params_["C"])
 
-
-def l2_run(qrels: dict[str, dict[str, int]], embeddings: Mapping[str, np.ndarray]) -> tuple[dict, int, int]:
-    """Scores (negative L2 distance) per query and candidate; (run, skipped queries, unembedded candidates)."""
+def l2_run(qrels: dict[str, dict[str, int]], embeddings: Mapping[str, np.ndarray]) -> tuple[dict, dict]:
+    """The reference's run: -L2 distance (float64) rounded to 5 decimals, for the candidates with an embedding."""
     run: dict[str, dict[str, float]] = {}
-    skipped = unembedded = 0
+    skipped: list[str] = []
+    unembedded = 0
     for qid, candidates in qrels.items():
         query = embeddings.get(qid)
-        if query is None:
-            skipped += 1
+        if query is None or len(query) == 0:
+            skipped.append(qid)
+            unembedded += sum(1 for pid in candidates if pid not in embeddings)
             continue
+        query = np.asarray(query, dtype=np.float64)
         scores = {}
         for pid in candidates:
             vector = embeddings.get(pid)
             if vector is None:
                 unembedded += 1
-                scores[pid] = -np.inf
-            else:
-                scores[pid] = -float(np.linalg.norm(query - vector))
-        run[qid] = scores
-    return run, skipped, unembedded
+                continue
+            difference = query - np.asarray(vector, dtype=np.float64)
+            # np.linalg.norm of a vector is sqrt(dot(x, x)); np.round as the reference, before str() and parsing
+            scores[pid] = float(np.round(-math.sqrt(difference.dot(difference)), 5))
+        if scores:
+            run[qid] = scores
+        else:
+            skipped.append(qid)
+    return run, {"queries_skipped": skipped, "candidates_without_embedding": unembedded}
+
+
+def ranking(root: Path, task: str, split: str, embeddings: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+    path = root / task / f"{split}.qrel"
+    if not path.is_file():
+        return [
+            _row(task, split, m, None, status="missing", reason=f"{task}/{split}.qrel absent") for m in ("map", "ndcg")
+        ]
+    qrels, lines = read_qrels(path)
+    run, dropped = l2_run(qrels, embeddings)
+    result = evaluate_run(run, qrels, ("map", "ndcg"))
+    details = {
+        "queries_in_qrel": len(qrels),
+        "queries_scored": result["queries"],
+        "candidate_lines": lines,
+        **dropped,
+    }
+    reason = (
+        f"{dropped['candidates_without_embedding']} candidate lines without embedding dropped; "
+        f"{len(dropped['queries_skipped'])} of {len(qrels)} queries left out (no embedding or no scored candidate)"
+    )
+    return [
+        _row(
+            task,
+            split,
+            m,
+            100 * result[m],
+            n=result["queries"],
+            missing=dropped["candidates_without_embedding"],
+            reason=reason,
+            details={**details, "per_query": result["per_query"][m]},
+        )
+        for m in ("map", "ndcg")
+    ]
 
 
 def evaluate(
-    root: Path, embeddings: Mapping[str, np.ndarray], *, splits=("test",), n_jobs=None
+    root: Path,
+    embeddings: Mapping[str, np.ndarray],
+    *,
+    splits=("test",),
+    n_jobs=None,
+    recomm=None,
 ) -> list[dict[str, Any]]:
+    """Rows of every SciDocs number of `splits` (test and/or val); `recomm`: a RecommConfig, None for its defaults."""
+    from evaluation import recomm as recommendation
+
     root = Path(root)
-    dim = len(next(iter(embeddings.values())))
     rows: list[dict[str, Any]] = []
     for task in CLASSIFICATION:
-        train, test = root / task / "train.csv", root / task / "test.csv"
-        if not (train.is_file() and test.is_file()):
-            rows.append(_row(task, "test", "f1", None, status="missing", reason=f"{task}/train.csv or test.csv absent"))
-            continue
-        tr, te = read_labels(train), read_labels(test)
-        train_x, miss_tr = _matrix([p for p, _ in tr], embeddings, dim)
-        test_x, miss_te = _matrix([p for p, _ in te], embeddings, dim)
-        f1, c = classify(train_x, [y for _, y in tr], test_x, [y for _, y in te], n_jobs=n_jobs)
-        rows.append(_row(task, "test", "f1", f1, n=len(te), missing=miss_tr + miss_te, reason=f"C={c:g}"))
-        log.info("scidocs %s: macro F1 %.2f (C=%g, %d papers without embedding)", task, f1, c, miss_tr + miss_te)
+        rows += classification(root, task, embeddings, splits, n_jobs=n_jobs)
     for task in RANKING:
         for split in splits:
-            path = root / task / f"{split}.qrel"
-            if not path.is_file():
-                rows += [
-                    _row(task, split, m, None, status="missing", reason=f"{task}/{split}.qrel absent")
-                    for m in ("map", "ndcg")
-                ]
-                continue
-            qrels = read_qrels(path)
-            run, skipped, unembedded = l2_run(qrels, embeddings)
-            result = evaluate_run(run, qrels)
-            reason = f"{unembedded} candidates without embedding ranked last" if unembedded else ""
-            rows += [
-                _row(task, split, m, 100 * result[m], n=result["queries"], missing=skipped, reason=reason)
-                for m in ("map", "ndcg")
-            ]
-    if (root / "recomm").is_dir():
-        rows += [
-            _row(
-                "recomm",
-                "test",
-                m,
-                None,
-                status="not_evaluated",
-                reason="recomm needs SciDocs' recommendation ranker, which citeflow does not implement",
-            )
-            for m in ("ndcg", "p@1")
-        ]
-    else:
-        rows += [_row("recomm", "test", m, None, status="missing", reason="recomm/ absent") for m in ("ndcg", "p@1")]
+            rows += ranking(root, task, split, embeddings)
+    for split in splits:
+        rows += recommendation.evaluate(root, embeddings, split=split, config=recomm)
     return rows
 
 
 def average(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean of the available headline numbers, and how many of the 12 it covers."""
+    """SciDocs' average: the plain mean of the 12 test numbers, only when all 12 exist.
+
+    With fewer, `value` is None and `partial` the mean of the N numbers there are — a different quantity, to be
+    compared only with the published mean of the same N numbers (`evaluation/report.py`)."""
     values = {(r["task"], r["metric"]): r["value"] for r in rows if r["split"] == "test" and r["status"] == "ok"}
-    have = [values[k] for k in HEADLINE if k in values and values[k] is not None]
+    have = [k for k in HEADLINE if values.get(k) is not None]
+    partial = float(np.mean([values[k] for k in have])) if have else None
+    complete = len(have) == len(HEADLINE)
     return {
-        "value": float(np.mean(have)) if have else None,
+        "value": partial if complete else None,
+        "partial": partial,
         "of": len(have),
         "total": len(HEADLINE),
-        "label": "average of 12" if len(have) == len(HEADLINE) else f"average of {len(have)} of 12 (rest missing)",
+        "keys": have,
+        "label": "average of 12" if complete else f"mean of {len(have)} of 12",
     }

@@ -31,8 +31,9 @@ from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
 STAGE = "benchmark"
-STAGE_VERSION = 1
+STAGE_VERSION = 2  # 2: reference protocols, details column, model card
 TABLES = ["scores"]
+CARD = "model_card.md"  # the trained model's Hugging Face card, README.md of `citeflow export-model`
 
 log = logging.getLogger("citeflow")
 
@@ -53,7 +54,7 @@ def run(config: RunConfig) -> Manifest:
         )
     inputs = [m.lineage() for m in embedded.values()] + [fingerprint_path("scidocs", config.scidocs)]
     inputs += [fingerprint_path("scirepeval", p) for p in config.benchmark.scirepeval]
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     manifest = execute(
         store=store,
         snapshot=config.snapshot,
@@ -77,13 +78,14 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from evaluation.model_card import model_card
     from evaluation.report import write_report
 
     rows: list[dict[str, Any]] = []
     summary = {}
     for which, manifest in embedded.items():
         vectors = load_embeddings(manifest.table_path("embeddings"))
-        label = f"{manifest.metrics['strategy']} {which} ({manifest.metrics['train_encoder_version'][:8]})"
+        label, version = model_label(manifest, which)
         scored = score(
             vectors,
             Path(config.scidocs),
@@ -95,22 +97,56 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
             row.update(
                 model=which,
                 label=label,
-                model_version=manifest.metrics["train_encoder_version"],
+                model_version=version,
                 strategy=manifest.metrics["strategy"],
                 leakage_mode=manifest.metrics["leakage_mode"],
             )
         rows += scored
         average = next(r for r in scored if r["task"] == "average")
-        summary[which] = {"average": average["value"], "average_label": average["average_label"]}
+        # "average" only with all 12 SciDocs numbers; "mean" is the mean of those there are (average_label says N)
+        summary[which] = {
+            "average": average["value"],
+            "average_label": average["average_label"],
+            "mean": average["details"]["mean_of_available"],
+        }
     folder = path / "scores"
     folder.mkdir()
-    pq.write_table(pa.Table.from_pylist(rows, schema=scores_schema()), folder / "part-0.parquet")
+    pq.write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), folder / "part-0.parquet")
     write_report(rows, path, f"citeflow benchmark — {config.snapshot}")
+    lineage = {m.stage: m.to_json() for m in upstream_manifests(store, embedded["trained"])}
+    trained_rows = [r for r in rows if r["model"] == "trained"]
+    (path / CARD).write_text(model_card(lineage, trained_rows, snapshot=config.snapshot), encoding="utf-8")
     return {
         "strategy": embedded["trained"].metrics["strategy"],
         "leakage_mode": embedded["trained"].metrics["leakage_mode"],
         **summary,
     }
+
+
+def model_label(manifest: Manifest, which: str) -> tuple[str, str]:
+    """(column label, model version) of an embed_papers version: the trained model is the train_encoder version;
+    the base is the model it started from (`small`: its initialisation in that version's base_model/)."""
+    strategy, trained = manifest.metrics["strategy"], manifest.metrics["train_encoder_version"]
+    if which == "trained":
+        return f"{strategy} trained (train_encoder {trained[:8]})", f"train_encoder:{trained}"
+    folder = manifest.metrics.get("model_folder", "")
+    if folder.rstrip("/").endswith("base_model"):
+        return f"{strategy} base (untrained init of {trained[:8]})", f"base_model_of:{trained}"
+    return f"{strategy} base ({Path(folder).name}, untrained)", f"base:{folder}"
+
+
+def upstream_manifests(store: ArtifactStore, manifest: Manifest) -> list[Manifest]:
+    """Every stage version `manifest` was built from, nearest first, each stage once."""
+    seen: dict[str, Manifest] = {}
+    todo = [manifest]
+    while todo:
+        current = todo.pop(0)
+        for item in current.inputs:
+            stage = item.get("stage")
+            if stage and stage not in seen:
+                seen[stage] = store.upstream(current, stage)
+                todo.append(seen[stage])
+    return list(seen.values())
 
 
 def scores_schema():
@@ -132,17 +168,27 @@ def scores_schema():
             ("model_version", pa.string()),
             ("strategy", pa.string()),
             ("leakage_mode", pa.string()),
+            ("details", pa.string()),
         ]
     )
 
 
+def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Score rows as the `scores` table stores them: `details` as a JSON string."""
+    return [{**r, "details": json.dumps(r.get("details") or {}, sort_keys=True)} for r in rows]
+
+
 def load_embeddings(path: str) -> dict[str, Any]:
-    """{paper id (string): float32 vector} from a Parquet file or folder with an id column and `embedding`."""
+    """{paper id (string): vector} from a Parquet file or folder with an id column and `embedding` (float32), or
+    from the reference evaluators' JSON lines (`{"paper_id" | "doc_id", "embedding"}`, kept float64 as SciDocs
+    reads them)."""
     import numpy as np
     import pyarrow.dataset as ds
 
     if not os.path.exists(path):
         raise CiteflowError(f"embeddings {path!r} do not exist")
+    if path.endswith((".jsonl", ".json")):
+        return _load_jsonl_embeddings(path)
     dataset = ds.dataset(path, format="parquet")
     names = dataset.schema.names
     key = next((k for k in ("paper_id", "corpus_id", "id", "doc_id") if k in names), None)
@@ -168,8 +214,34 @@ def load_embeddings(path: str) -> dict[str, Any]:
     return out
 
 
+def _load_jsonl_embeddings(path: str) -> dict[str, Any]:
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                key = record.get("paper_id", record.get("doc_id", record.get("corpus_id")))
+                vector = np.asarray(record["embedding"], dtype=np.float64)
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+                raise CiteflowError(f"{path}:{number}: expected {{'paper_id', 'embedding': [numbers]}}") from None
+            if key is None:
+                raise CiteflowError(f"{path}:{number}: no paper_id or doc_id")
+            out[str(key)] = vector
+    if not out:
+        raise CiteflowError(f"embeddings {path!r} are empty")
+    if len({len(v) for v in out.values()}) > 1:
+        raise CiteflowError(f"embeddings {path!r} have vectors of different lengths")
+    return out
+
+
 def embedder(model_dir: str | None):
-    """A function (id, title, abstract) rows -> {id: vector} with the model, or None without one."""
+    """A function (records, fields) -> {doc_id: vector} with the model, or None without one.
+
+    A record's text is its `fields` that are set, joined by " <sep> " (SciRepEval's `SimpleDataset`)."""
     if not model_dir:
         return None
     from models.encoder import load
@@ -178,24 +250,31 @@ def embedder(model_dir: str | None):
     about = Path(model_dir) / "citeflow.json"
     if about.is_file():
         settings.update({k: v for k, v in json.loads(about.read_text()).items() if k in settings})
+    tokenizer, _ = load(model_dir, tokenizer_only=True)  # fail early on a bad folder
 
-    def embed(rows):
+    def embed(records, fields):
         import tempfile
 
         from jobs.embed_papers import embed_to_parquet
 
+        sep = f" {tokenizer.sep_token} "
+        rows = (
+            (str(r["doc_id"]), sep.join(str(r[f]) for f in fields if r.get(f)).strip(), None)
+            for r in records
+            if r.get("doc_id") is not None
+        )
         with tempfile.TemporaryDirectory() as tmp:
             embed_to_parquet(
-                iter(rows),
+                rows,
                 model_dir,
                 Path(tmp) / "e",
                 max_length=settings["max_length"],
                 pooling=settings["pooling"],
                 batch_size=64,
+                joined=True,
             )
             return load_embeddings(str(Path(tmp) / "e"))
 
-    load(model_dir, tokenizer_only=True)  # fail early on a bad folder
     return embed
 
 
@@ -206,45 +285,45 @@ def score(
     model_dir: str | None = None,
     *,
     n_jobs: int | None = None,
+    splits: tuple[str, ...] = ("test",),
 ) -> list[dict[str, Any]]:
-    """Score rows of every available task, and one `average` row over SciDocs' 12 headline numbers."""
+    """Rows of every available task, and one `average` row over SciDocs' 12 headline numbers.
+
+    SciRepEval papers are looked up in `vectors` first; the model (when given) embeds the rest, and the queries of
+    ad-hoc search."""
     from evaluation import scidocs as S
     from evaluation import scirepeval as R
 
-    rows = S.evaluate(scidocs, vectors, n_jobs=n_jobs) if scidocs else []
-    average = S.average(rows)
-    rows.append(
-        {
-            "task": "average",
-            "split": "test",
-            "metric": "avg",
-            "value": average["value"],
-            "n": average["of"],
-            "missing": average["total"] - average["of"],
-            "status": "ok" if average["of"] else "missing",
-            "reason": average["label"],
-            "average_label": average["label"],
-        }
-    )
+    rows = S.evaluate(scidocs, vectors, splits=splits, n_jobs=n_jobs) if scidocs else []
+    if scidocs:
+        average = S.average(rows)
+        rows.append(
+            {
+                "task": "average",
+                "split": "test",
+                "metric": "avg",
+                "value": average["value"],
+                "n": average["of"],
+                "missing": average["total"] - average["of"],
+                "status": "ok" if average["value"] is not None else "partial",
+                "reason": average["label"],
+                "average_label": average["label"],
+                "details": {"mean_of_available": average["partial"], "numbers": [list(k) for k in average["keys"]]},
+            }
+        )
     embed = embedder(model_dir)
-    for name, file in R.discover(scirepeval):
-        if embed is None:
-            rows.append(
-                {
-                    "task": f"scirepeval/{name}",
-                    "split": "test",
-                    "metric": "n/a",
-                    "value": None,
-                    "n": 0,
-                    "missing": 0,
-                    "status": "missing",
-                    "reason": "needs --model to embed its papers",
-                }
-            )
-            continue
-        rows += R.evaluate_task(name, file, embed)
+    try:
+        tasks = R.discover(scirepeval)
+    except (ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise CiteflowError(f"SciRepEval task list: {exc}") from None
+    for task in tasks:
+        try:
+            rows += R.evaluate_task(task, vectors, embed, n_jobs=n_jobs)
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+            raise CiteflowError(f"SciRepEval task {task.name!r}: {exc}") from None
     for row in rows:
         row.setdefault("average_label", "")
+        row.setdefault("details", {})
     return rows
 
 

@@ -4,16 +4,24 @@ Reads: the snapshot at `config.corpus` (S2ORC metadata or S2AG papers /
 abstracts / citations shards, `.jsonl[.gz]`).
 Writes `ARTIFACTS/<snapshot>/build_graph/<version>/`:
 - `papers`: corpus_id, title, abstract, year, venue, fields_of_study, the
-  external ids, out_degree, in_degree; one row per corpus id, sorted.
+  external ids, out_degree, in_degree; one row per corpus id (no set order).
 - `citations`: citing, cited (corpus ids); SciNCL's graph (SPEC §2): from
   S2ORC `outbound_citations` (or `inbound_citations`), no self-loops, no
   duplicates, both ends in the corpus.
-- `rejected`: every line, record or edge that was dropped, with its reason.
+- `rejected`: every line, record or edge that was dropped, with its reason
+  (`raw`: the input line's bytes, binary).
 - `degree_histogram` and `degree_distribution.png`.
 - `_manifest.json` with the counts of each reason and degree statistics.
 
 Every input line ends up in exactly one place: papers rows + rejected rows of
 kind `paper` = lines of the papers files (a test holds the stage to it).
+
+How the work is laid out (issue 21): the corpus text is read and parsed once
+into a staging copy (no shuffle, lz4, no dictionary encoding), duplicates are
+ranked on light columns only, S2ORC edges are labelled inside each paper's list
+with a broadcast look-up of the corpus ids, and the text moves once more, into
+`papers`, joined to broadcast degrees. `tests/e2e/test_filter_leakage.py`
+holds the output to the rows written before this layout (`pinned_contents.json`).
 
 Run: `citeflow run --snapshot ID --corpus DIR --until build_graph`.
 """
@@ -31,14 +39,14 @@ from citeflow.stage import execute
 
 STAGE = "build_graph"
 # Bump when the stage's output changes meaning for the same inputs and config.
-STAGE_VERSION = 1
+STAGE_VERSION = 2  # 2: rejected.raw is binary (the line's bytes as read)
 TABLES = ["papers", "citations", "rejected", "degree_histogram"]
 
 log = logging.getLogger("citeflow")
 
 
 def run(config: RunConfig) -> Manifest:
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     snapshot = discover(config.corpus, config.build_graph.format)
     stage_config = {**versioned_dict(config.build_graph), "format": snapshot.format}
     return execute(
@@ -55,44 +63,70 @@ def run(config: RunConfig) -> Manifest:
         },
         inputs=[fingerprint(snapshot)],
         tables=TABLES,
-        build=lambda path: build(config, snapshot, store, path),
+        build=lambda path: _build_explained(config, snapshot, store, path),
     )
 
 
+def _build_explained(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str) -> dict[str, Any]:
+    """`build`, with an unreadable corpus file (truncated or corrupt shard) as one line naming it."""
+    from spark.readers import explaining_unreadable_files
+
+    return explaining_unreadable_files(lambda: build(config, snapshot, store, path), "corpus file")
+
+
 def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str) -> dict[str, Any]:
-    """Parse, clean and write the graph tables into `path`; returns the manifest metrics."""
+    """Parse, clean and write the graph tables into `path`; returns the manifest metrics.
+
+    The corpus text is read and parsed once (pass 1) and written to a staging copy without any
+    shuffle; deduplication ranks light columns only, and the papers' text moves again just once, into
+    `papers`. Joins against the set of corpus ids and the degrees use broadcast copies while those fit
+    `spark.broadcast_rows`, instead of shuffling the larger side.
+    """
     from pyspark.sql import functions as F
 
     from spark import graph as G
     from spark import readers as R
-    from spark.session import get_spark
+    from spark.session import get_spark, read_in_file_tasks
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
     cfg = config.build_graph
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
+    staging = lambda name: out(f"_staging/{name}")  # noqa: E731
 
     def lines(dataset: str):
         files = snapshot.engine_paths(dataset)
         if not files:
             return None
-        return R.with_source(spark.read.text(files))
+        sizes = [snapshot.sizes.get(f, 0) for f in snapshot.files(dataset)]
+        return R.with_source(read_in_file_tasks(spark, files, sizes))
 
-    # Pass 1: every papers line, parsed and labelled (kept / why not), written once.
-    # Later steps read this staging copy instead of caching or re-parsing the corpus.
+    def stage(frame, name: str):
+        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(staging(name))
+        return spark.read.parquet(staging(name))
+
+    # Pass 1: every papers line parsed once and labelled where unusable, written without a shuffle.
     if snapshot.format == "s2orc":
         papers = R.s2orc_papers(R.parse_lines(lines("metadata"), R.S2ORC_SCHEMA), cfg.citations_from)
     else:
         papers = R.s2ag_papers(R.parse_lines(lines("papers"), R.S2AG_PAPERS_SCHEMA))
-    log.info("%s: parsing and deduplicating papers", STAGE)
-    G.label_papers(papers).write.mode("errorifexists").parquet(out("_staging/papers"))
-    labelled_papers = spark.read.parquet(out("_staging/papers"))
-    kept = G.kept_papers(labelled_papers)
+    log.info("%s: parsing papers", STAGE)
+    staged = stage(G.stage_papers(papers), "papers")
+    log.info("%s: deduplicating papers", STAGE)
+    duplicates = stage(G.duplicate_rows(staged), "duplicates")
+    usable = staged.where(F.col("reason").isNull()).count()
+    small = lambda rows: rows <= config.spark.broadcast_rows  # noqa: E731
+    few_duplicates = small(duplicates.count())
+    kept = G.kept_papers(staged, duplicates, broadcast=few_duplicates)
     corpus_ids = kept.select("corpus_id")
-    rejected = [G.rejected_papers(labelled_papers)]
+    rejected = [G.rejected_papers(staged, duplicates, broadcast=few_duplicates)]
 
+    few_papers = small(usable)
     if snapshot.format == "s2orc":
-        candidates = G.s2orc_edge_candidates(kept, cfg.citations_from)
+        # labelled within each paper's list (no shuffle): cheap enough to compute for citations and again for
+        # the rejected rows instead of staging it
+        log.info("%s: cleaning citation edges", STAGE)
+        labelled_edges = G.label_s2orc_edges(kept, corpus_ids, cfg.citations_from, broadcast=few_papers)
     else:
         abstract_lines = lines("abstracts")
         if abstract_lines is not None:
@@ -118,27 +152,30 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
             log.warning("%s: no citations dataset in %s; the graph has no edges", STAGE, snapshot.root)
             candidates = spark.createDataFrame([], "citing_raw string, cited_raw string, source string")
 
-    # Pass 2: every candidate edge, labelled once.
-    log.info("%s: cleaning citation edges", STAGE)
-    G.label_edges(candidates, corpus_ids).write.mode("errorifexists").parquet(out("_staging/edges"))
-    labelled_edges = spark.read.parquet(out("_staging/edges"))
+        # Pass 2: every candidate edge, labelled once (copies of an edge may come from any shard).
+        log.info("%s: cleaning citation edges", STAGE)
+        labelled_edges = stage(G.label_edges(candidates, corpus_ids, broadcast=few_papers), "edges")
     rejected.append(G.rejected_edges(labelled_edges))
 
     log.info("%s: writing citations and papers", STAGE)
-    write_graph(spark, kept.select(*G.PAPERS_COLUMNS), G.kept_edges(labelled_edges), out, cfg.output_files)
+    write_graph(spark, kept.select(*G.PAPERS_COLUMNS), G.kept_edges(labelled_edges), out, cfg.output_files, few_papers)
 
     log.info("%s: writing rejected rows", STAGE)
     all_rejected = rejected[0]
     for frame in rejected[1:]:
         all_rejected = all_rejected.unionByName(frame)
-    all_rejected.coalesce(cfg.output_files).write.mode("errorifexists").parquet(out("rejected"))
-    store.fs.delete_dir(posixpath.join(path, "_staging"))
+    all_rejected.coalesce(cfg.output_files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("rejected"))
 
     written_papers = spark.read.parquet(out("papers"))
-    G.degree_histogram(written_papers).coalesce(1).write.mode("errorifexists").parquet(out("degree_histogram"))
+    G.degree_histogram(written_papers).coalesce(1).write.mode("error").parquet(out("degree_histogram"))
 
     reasons = spark.read.parquet(out("rejected")).groupBy("kind", "reason").count().collect()
-    metrics: dict[str, Any] = G.degree_summary(written_papers)
+    if snapshot.format == "s2orc":  # the text flags were noted in pass 1: no need to read the text again
+        text = kept.select(F.col("_no_title").alias("no_title"), F.col("_no_abstract").alias("no_abstract"))
+    else:  # abstracts were joined after pass 1
+        text = G.summary_stats(written_papers)
+    metrics: dict[str, Any] = G.degree_summary(written_papers.select("out_degree", "in_degree"), text)
+    store.fs.delete_dir(posixpath.join(path, "_staging"))
     metrics["rejected"] = {
         f"{r['kind']}.{r['reason']}": int(r["count"]) for r in sorted(reasons, key=lambda r: (r["kind"], r["reason"]))
     }
@@ -149,25 +186,18 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     return metrics
 
 
-def write_graph(spark, papers, edges, out, files: int) -> None:
-    """Write `citations` sorted by (citing, cited), then `papers` sorted by corpus id with the
-    degrees of the written edges. Every stage that outputs a graph writes it this way."""
+def write_graph(spark, papers, edges, out, files: int, broadcast: bool) -> None:
+    """Write `citations`, then `papers` with the degrees of the written edges, each in at most `files` files.
+    Every stage that outputs a graph writes it this way. No global sort: no reader needs one, and it would
+    cost a sampling pass and a shuffle of the papers' text. `broadcast` joins the degrees (one light row per
+    paper with an edge) onto the papers without shuffling the papers."""
     from spark import graph as G
+    from spark import readers as R
 
-    (
-        edges.repartitionByRange(files, "citing", "cited")
-        .sortWithinPartitions("citing", "cited")
-        .write.mode("errorifexists")
-        .parquet(out("citations"))
-    )
+    edges.coalesce(files).write.mode("error").parquet(out("citations"))
     written_edges = spark.read.parquet(out("citations"))
-    (
-        G.with_degrees(papers, written_edges)
-        .repartitionByRange(files, "corpus_id")
-        .sortWithinPartitions("corpus_id")
-        .write.mode("errorifexists")
-        .parquet(out("papers"))
-    )
+    with_degrees = G.with_degrees(papers, written_edges, broadcast=broadcast)
+    with_degrees.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("papers"))
 
 
 def _plot_degrees(store: ArtifactStore, path: str, histogram, snapshot: str) -> None:

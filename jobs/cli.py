@@ -5,7 +5,10 @@
     citeflow run --snapshot demo --corpus demo/snapshot/corpus [--until build_graph]
                  [--scidocs DIR] [--paper-ids DIR] [--artifacts ROOT] [--set stage.key=value ...]
     citeflow artifacts --snapshot demo [--artifacts ROOT] [--json]
+    citeflow verify [--snapshot demo] [--stage build_graph] [--artifacts ROOT]
     citeflow settings          # every setting `--set` accepts, with its default and help
+    citeflow benchmark --embeddings E.parquet --scidocs DIR [--scirepeval scirepeval_tasks.jsonl] --out DIR
+    citeflow export-model --snapshot demo --strategy scincl --out DIR [--artifacts ROOT]
 
 User mistakes (bad ids, missing paths, unknown settings) print one line and
 exit with status 2; a traceback means a bug.
@@ -19,7 +22,15 @@ import json
 import logging
 import sys
 
-from citeflow.config import PROFILES, STAGES, RunConfig, apply_overrides, describe, profile_overrides
+from citeflow.config import (
+    PROFILES,
+    SNAPSHOT_ID_RE,
+    STAGES,
+    RunConfig,
+    apply_overrides,
+    describe,
+    profile_overrides,
+)
 from citeflow.errors import CiteflowError
 
 
@@ -51,6 +62,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="STAGE.KEY=VALUE",
         help="override a setting, e.g. build_graph.citations_from=inbound or spark.master=spark://h:7077",
+    )
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="re-hash every version the run reads; move damaged ones aside to <stage>/.damaged/ and rebuild them "
+        "(same as --set store.repair=true)",
     )
 
 
@@ -98,6 +115,19 @@ def _add_artifacts(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the manifests as JSON")
 
 
+def _add_verify(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="check every committed version against its manifest: file set, sizes, content hashes, row counts",
+        description="Re-hash every file of every committed version (or those of one snapshot / stage) and "
+        "compare with its manifest. Exit status 0: all intact; 1: damage found (citeflow run --repair "
+        "moves damaged versions aside and rebuilds them).",
+    )
+    p.add_argument("--snapshot", default=None, help="only this snapshot (default: every snapshot under the root)")
+    p.add_argument("--stage", choices=STAGES, default=None, help="only this stage (default: every stage)")
+    p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
+
+
 def _add_benchmark(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "benchmark",
@@ -119,10 +149,35 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="SciRepEval task file or folder (needs --model to embed its papers)",
+        help="SciRepEval task list (scirepeval_tasks.jsonl, data in the reference layout), a folder holding one, or "
+        "flat task record files; papers are looked up in --embeddings",
     )
-    p.add_argument("--model", default="", help="local model folder that made the embeddings (for SciRepEval tasks)")
+    p.add_argument(
+        "--model",
+        default="",
+        help="local model folder that made the embeddings: embeds SciRepEval papers missing from --embeddings and "
+        "the queries of ad-hoc search (classification, regression and proximity need no model)",
+    )
+    p.add_argument(
+        "--split",
+        action="append",
+        choices=["test", "val"],
+        default=[],
+        help="SciDocs splits to score (default: test; val: the reference's val_or_test='val')",
+    )
     p.add_argument("--out", required=True, help="folder for scores.parquet, report.md, report.html, scores.png")
+
+
+def _add_export_model(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export-model",
+        help="copy a snapshot's trained model and its model card into one folder, loadable with AutoModel",
+    )
+    p.add_argument("--snapshot", required=True, help="snapshot id")
+    p.add_argument("--strategy", required=True, choices=["scincl", "specter"], help="triplet strategy of the model")
+    p.add_argument("--out", required=True, help="output folder (absent or empty, unless --overwrite)")
+    p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,7 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(sub)
     _add_run(sub)
     _add_artifacts(sub)
+    _add_verify(sub)
     _add_benchmark(sub)
+    _add_export_model(sub)
     sub.add_parser("settings", help="list every setting --set accepts")
     return parser
 
@@ -231,7 +288,8 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         paper_ids=args.paper_ids,
         artifacts=args.artifacts,
     )
-    return apply_overrides(config, [*profile_overrides(args.profile), *args.overrides])
+    repair = ["store.repair=true"] if getattr(args, "repair", False) else []
+    return apply_overrides(config, [*profile_overrides(args.profile), *args.overrides, *repair])
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -251,16 +309,29 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
     from citeflow.artifacts import ArtifactStore
 
     store = ArtifactStore(args.artifacts)
-    found = {stage: store.list_versions(args.snapshot, stage) for stage in STAGES}
+    scanned = {stage: store.scan(args.snapshot, stage) for stage in STAGES}
+    found = {
+        stage: sorted((m for _, m, _ in versions if m is not None), key=lambda m: (m.finished_at, m.version))
+        for stage, versions in scanned.items()
+    }
     if args.json:
-        print(json.dumps({s: [m.to_json() | {"path": m.path} for m in ms] for s, ms in found.items() if ms}, indent=2))
+        from citeflow.redaction import redact
+
+        listing = {s: [redact(m.to_json()) | {"path": m.path} for m in ms] for s, ms in found.items() if ms}
+        print(json.dumps(listing, indent=2))  # redacted again: manifests written before redaction may hold secrets
         return 0
-    if not any(found.values()):
+    if not any(scanned.values()):
         known = ", ".join(store.snapshots()) or "none"
-        raise CiteflowError(f"no artifacts for snapshot {args.snapshot!r} under {store.uri} (snapshots there: {known})")
+        unfinished = [f"{s}/{v}" for s in STAGES for v in store.incomplete_versions(args.snapshot, s)]
+        more = f"; unfinished (being built, or killed runs): {', '.join(unfinished)}" if unfinished else ""
+        raise CiteflowError(
+            f"no artifacts for snapshot {args.snapshot!r} under {store.uri} (snapshots there: {known}){more}"
+        )
     print(f"snapshot {args.snapshot} in {store.uri}")
     for stage, manifests in found.items():
-        if not manifests:
+        damaged = [(v, d) for v, _, d in scanned[stage] if d is not None]
+        incomplete = store.incomplete_versions(args.snapshot, stage)
+        if not manifests and not damaged and not incomplete:
             continue
         print(f"{stage}")
         for m in manifests:
@@ -273,16 +344,69 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
                 _print_triplets(m.metrics)
             if stage == "benchmark":
                 for which in ("trained", "base"):
-                    if which in m.metrics and m.metrics[which]["average"] is not None:
+                    if which in m.metrics and m.metrics[which].get("mean") is not None:
                         print(
                             f"      {m.metrics['strategy']} {which}: {m.metrics[which]['average_label']} "
-                            f"= {m.metrics[which]['average']:.2f}"
+                            f"= {m.metrics[which]['mean']:.2f}"
                         )
+        for version, damage in damaged:
+            print(f"  {version}  DAMAGED: {damage.problems[0] if damage.problems else damage}")
         if stage == "benchmark" and manifests:
             print(f"  report: {store.stage_path(args.snapshot, stage)}/report.html")
-        incomplete = store.incomplete_versions(args.snapshot, stage)
-        if incomplete:
-            print(f"  incomplete (killed runs, removed on the next run): {', '.join(incomplete)}")
+        building = [v for v in incomplete if store.being_built(args.snapshot, stage, v)]
+        if building:
+            print(f"  being built now (a live run holds the lease): {', '.join(building)}")
+        killed = [v for v in incomplete if v not in building]
+        if killed:
+            print(f"  incomplete (killed runs, removed on the next run): {', '.join(killed)}")
+    if any(d for versions in scanned.values() for _, _, d in versions):
+        print("damaged versions are not used; `citeflow run ... --repair` moves them aside and rebuilds them")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Full verification of committed versions; exit 1 when any is damaged."""
+    from citeflow.artifacts import MANIFEST_FORMAT, ArtifactStore
+    from citeflow.config import validate_snapshot_id
+
+    store = ArtifactStore(args.artifacts)
+    if args.snapshot is not None:
+        snapshots = [validate_snapshot_id(args.snapshot)]
+    else:
+        snapshots = [s for s in store.snapshots() if SNAPSHOT_ID_RE.fullmatch(s)]
+    stages = [args.stage] if args.stage else list(STAGES)
+    counts = {"intact": 0, "damaged": 0, "unverifiable": 0}
+    for snapshot in snapshots:
+        for stage in stages:
+            for version, manifest, damage in store.scan(snapshot, stage):
+                label = f"{snapshot}/{stage}/{version}"
+                if manifest is not None and manifest.manifest_format < MANIFEST_FORMAT:
+                    counts["unverifiable"] += 1
+                    print(f"UNVERIFIED  {label}: manifest format {manifest.manifest_format} lists no files")
+                    continue
+                problems = damage.problems if damage is not None else store.verify(manifest)
+                if problems:
+                    counts["damaged"] += 1
+                    print(f"DAMAGED     {label}")
+                    for problem in problems:
+                        print(f"              {problem}")
+                else:
+                    counts["intact"] += 1
+                    print(f"ok          {label}  ({len(manifest.contents)} files)")
+    total = sum(counts.values())
+    if total == 0:
+        where = f"snapshot {args.snapshot!r}" if args.snapshot else "any snapshot"
+        raise CiteflowError(f"no committed versions of {where} under {store.uri}")
+    print(
+        f"{total} versions: {counts['intact']} intact, {counts['damaged']} damaged, "
+        f"{counts['unverifiable']} unverifiable"
+    )
+    if counts["damaged"]:
+        print(
+            "citeflow: damaged versions found; `citeflow run ... --repair` moves them aside and rebuilds them",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -321,12 +445,17 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from evaluation.report import write_report
-    from jobs.benchmark import load_embeddings, score, scores_schema
+    from jobs.benchmark import load_embeddings, score, scores_schema, table_rows
 
     if not args.scidocs and not args.scirepeval:
         raise CiteflowError("nothing to score: give --scidocs DIR and/or --scirepeval PATH")
     if args.scidocs and not Path(args.scidocs).is_dir():
         raise CiteflowError(f"SciDocs folder {args.scidocs!r} does not exist")
+    for path in args.scirepeval:
+        if not Path(path).exists():
+            raise CiteflowError(f"SciRepEval path {path!r} does not exist")
+    if args.model and not Path(args.model).is_dir():
+        raise CiteflowError(f"model folder {args.model!r} does not exist")
     if args.label and len(args.label) != len(args.embeddings):
         raise CiteflowError("give one --label per --embeddings, or none")
     labels = args.label or [Path(p).stem for p in args.embeddings]
@@ -337,18 +466,34 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
             Path(args.scidocs) if args.scidocs else None,
             tuple(args.scirepeval),
             args.model or None,
+            splits=tuple(dict.fromkeys(args.split or ["test"])),
         )
         for row in scored:
-            row.update(model=label, label=label, model_version="", strategy="", leakage_mode="")
+            row.update(model=label, label=label, model_version=path, strategy="", leakage_mode="")
         rows += scored
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=scores_schema()), out / "scores.parquet")
+    pq.write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), out / "scores.parquet")
     report = write_report(rows, out, "citeflow benchmark")
     for row in rows:
-        if row["status"] == "ok" and row["split"] == "test":
-            print(f"{row['label']:<24} {row['task']:<22} {row['metric']:<12} {row['value']:7.2f}  (n={row['n']})")
+        if row["value"] is not None:
+            print(
+                f"{row['label']:<20} {row['split']:<5} {row['task']:<40} {row['metric']:<10} {row['value']:7.2f}"
+                f"  (n={row['n']}{', ' + row['average_label'] if row['average_label'] else ''})"
+            )
+        elif row["task"] == "average":
+            print(f"{row['label']:<20} {row['split']:<5} average: {row['average_label']}; no average of 12")
     print(f"report: {report['html']}")
+    return 0
+
+
+def cmd_export_model(args: argparse.Namespace) -> int:
+    from jobs.export_model import export_model
+
+    target = export_model(
+        snapshot=args.snapshot, strategy=args.strategy, out=args.out, artifacts=args.artifacts, overwrite=args.overwrite
+    )
+    print(f"exported the {args.strategy} model of snapshot {args.snapshot} with its model card to {target}")
     return 0
 
 
@@ -368,8 +513,10 @@ COMMANDS = {
     "generate": cmd_generate,
     "run": cmd_run,
     "artifacts": cmd_artifacts,
+    "verify": cmd_verify,
     "settings": cmd_settings,
     "benchmark": cmd_benchmark,
+    "export-model": cmd_export_model,
 }
 
 

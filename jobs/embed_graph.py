@@ -3,12 +3,17 @@
 Reads: the `citations` table of the filter_leakage version of the same run.
 Writes `ARTIFACTS/<snapshot>/embed_graph/<version>/`:
 - `paper_embeddings`: corpus_id (int64), embedding (float32 list of
-  `dimension`): the table every later stage reads.
-- `link_prediction`: model (pbg / random baseline), metric, value on the
-  held-out edges (MRR, Hits@1, Hits@10, AUC).
-- `training_log`: epoch, loss (edge-weighted mean), edges.
-- `training_loss.png`, and `pbg/` with PBG's entity files, edge buckets,
-  config, log and checkpoint.
+  `dimension`): the table every later stage reads, from the *mining run*,
+  trained on every edge as SciNCL trains the embeddings it mines.
+- `link_prediction`: model (pbg / random baseline), metric, value (MRR,
+  Hits@1, Hits@10, AUC) of the *link-prediction run*: a second PBG run on
+  the same import without the held-out edges, scored on them
+  (`embed_graph.link_prediction=false` skips it; the table is then empty).
+- `training_log`: run, epoch, loss (edge-weighted mean), edges.
+- `training_loss.png`, and `pbg/` with PBG's entity files, edge buckets and
+  one folder per run (config, log, checkpoint).
+The manifest records both runs, the resolved PBG config, and how many of
+each paper's nearest neighbours the two runs share.
 
 The import is citeflow's own (`models/pbg_import.py`, vectorised and
 seeded); training runs `torchbiggraph` in its own process
@@ -28,13 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from citeflow.artifacts import ArtifactStore, Manifest
-from citeflow.config import RunConfig, to_dict, versioned_dict
+from citeflow.config import EmbedGraphConfig, RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
 STAGE = "embed_graph"
-STAGE_VERSION = 1
+STAGE_VERSION = 2
 TABLES = ["paper_embeddings", "link_prediction", "training_log"]
+# Papers whose nearest neighbours are compared between the two runs.
+OVERLAP_QUERIES = 1000
 
 log = logging.getLogger("citeflow")
 
@@ -43,7 +50,7 @@ def run(config: RunConfig) -> Manifest:
     from jobs import filter_leakage
 
     upstream = filter_leakage.run(config)
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     if not store.local:
         raise CiteflowError(
             "embed_graph trains with PBG on local files: use a local --artifacts root "
@@ -62,23 +69,10 @@ def run(config: RunConfig) -> Manifest:
     )
 
 
-def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
-    import numpy as np
-    import pyarrow as pa
+def pbg_settings(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, workers: int) -> dict[str, Any]:
+    """The PBG config of one run: `edges` (a folder under `work`) in, `work/run/checkpoint` out."""
+    from models.pbg_train import pbg_config
 
-    from citeflow.leakage import audit_no_benchmark_papers
-    from evaluation.link_prediction import link_prediction
-    from models.pbg_import import import_citations, read_edges
-    from models.pbg_train import load_embeddings, pbg_config, train_in_subprocess, training_losses
-
-    cfg = config.embed_graph
-    work = path / "pbg"
-    log.info("%s: importing %s citations into PBG's format", STAGE, f"{upstream.tables['citations']['rows']:,}")
-    imported = import_citations(
-        upstream.table_path("citations"), work, num_partitions=cfg.num_partitions, holdout=cfg.holdout, seed=cfg.seed
-    )
-    if imported["train_edges"] == 0:
-        raise CiteflowError("embed_graph: the filtered graph has no edges to train on")
     extra = {}
     for item in cfg.pbg:
         key, value = item.split("=", 1)
@@ -86,11 +80,10 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
             extra[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
             extra[key.strip()] = value
-    workers = cfg.workers or os.cpu_count() or 1
-    pbg = pbg_config(
+    return pbg_config(
         entities=str(work / "entities"),
-        train_edges=str(work / "edges_train"),
-        checkpoint=str(work / "checkpoint"),
+        train_edges=str(work / edges),
+        checkpoint=str(work / run / "checkpoint"),
         num_partitions=cfg.num_partitions,
         dimension=cfg.dimension,
         comparator=cfg.comparator,
@@ -104,39 +97,40 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
         workers=workers,
         num_uniform_negs=cfg.num_uniform_negs,
         num_batch_negs=cfg.num_batch_negs,
+        global_emb=cfg.global_emb,
         extra=extra,
     )
-    log.info(
-        "%s: training %d-d embeddings of %s papers for %d epochs (%d workers)",
-        STAGE,
-        cfg.dimension,
-        f"{imported['entities']:,}",
-        cfg.num_epochs,
-        workers,
-    )
-    import time
 
-    t0 = time.monotonic()
-    train_in_subprocess(pbg, work / "config.json", work / "train.log", seed=cfg.seed)
-    train_seconds = time.monotonic() - t0
-    ids, vectors = load_embeddings(work / "checkpoint", work / "entities", cfg.num_partitions)
-    if upstream.metrics.get("mode") == "exclude":
-        audit_no_benchmark_papers(ids, upstream, what="graph-embedding entities")
 
-    lhs, rhs = read_edges(work / "edges_holdout", work / "entities", cfg.num_partitions)
-    trained = link_prediction(
-        vectors, lhs, rhs, num_negatives=cfg.eval_negatives, comparator=cfg.comparator, seed=cfg.seed
-    )
-    rng = np.random.default_rng(cfg.seed)
-    baseline = link_prediction(
-        rng.normal(size=vectors.shape).astype(np.float32),
-        lhs,
-        rhs,
-        num_negatives=cfg.eval_negatives,
-        comparator=cfg.comparator,
+def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
+    import numpy as np
+    import pyarrow as pa
+
+    from citeflow.leakage import audit_no_benchmark_papers
+    from evaluation.link_prediction import link_prediction
+    from evaluation.neighbours import nearest, normalize_rows, overlap
+    from models.pbg_import import import_citations, read_edges
+    from models.pbg_train import load_embeddings
+
+    cfg = config.embed_graph
+    work = path / "pbg"
+    log.info("%s: importing %s citations into PBG's format", STAGE, f"{upstream.tables['citations']['rows']:,}")
+    imported = import_citations(
+        upstream.table_path("citations"),
+        work,
+        num_partitions=cfg.num_partitions,
+        holdout=cfg.holdout if cfg.link_prediction else 0.0,
         seed=cfg.seed,
     )
+    if imported["edges"] == 0 or (cfg.link_prediction and imported["train_edges"] == 0):
+        raise CiteflowError("embed_graph: the filtered graph has no edges to train on")
+    workers = cfg.workers or os.cpu_count() or 1
 
+    # The mining run: every edge, as SciNCL trains the embeddings it mines ("we need to use all training data").
+    mining = _train(cfg, work, "edges_all", "mining", imported["entities"], imported["edges"], workers)
+    ids, vectors = load_embeddings(work / "mining" / "checkpoint", work / "entities", cfg.num_partitions)
+    if upstream.metrics.get("mode") == "exclude":
+        audit_no_benchmark_papers(ids, upstream, what="graph-embedding entities")
     order = np.argsort(ids, kind="stable")
     flat = pa.array(vectors[order].reshape(-1), pa.float32())
     table = pa.table(
@@ -146,42 +140,128 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
         }
     )
     _write(table, path / "paper_embeddings")
-    metric_rows = [
-        (model, name, float(value))
-        for model, values in (("pbg", trained), ("random", baseline))
-        for name, value in values.items()
-        if name != "edges"
-    ]
+    del table, flat
+    sample = np.sort(np.random.default_rng(cfg.seed).choice(len(ids), min(OVERLAP_QUERIES, len(ids)), replace=False))
+    mining_neighbours = nearest(normalize_rows(vectors), sample, cfg.overlap_k)
+    del vectors
+
+    # The link-prediction run: the same import without the held-out edges, scored on them.
+    runs = {"mining": mining}
+    metrics: dict[str, Any] = {}
+    metric_rows: list[tuple[str, str, float]] = []
+    if cfg.link_prediction:
+        runs["link_prediction"] = _train(
+            cfg, work, "edges_train", "link_prediction", imported["entities"], imported["train_edges"], workers
+        )
+        held_ids, held = load_embeddings(work / "link_prediction" / "checkpoint", work / "entities", cfg.num_partitions)
+        if not np.array_equal(held_ids, ids):
+            raise RuntimeError("the two PBG runs disagree on the entity order of their shared import")
+        lhs, rhs = read_edges(work / "edges_holdout", work / "entities", cfg.num_partitions)
+        scored = dict(num_negatives=cfg.eval_negatives, comparator=cfg.comparator, seed=cfg.seed)
+        trained = link_prediction(held, lhs, rhs, **scored)
+        rng = np.random.default_rng(cfg.seed)
+        baseline = link_prediction(rng.normal(size=held.shape).astype(np.float32), lhs, rhs, **scored)
+        shared = overlap(mining_neighbours, nearest(normalize_rows(held), sample, cfg.overlap_k))
+        metric_rows = [
+            (model, name, float(value))
+            for model, values in (("pbg", trained), ("random", baseline))
+            for name, value in values.items()
+            if name != "edges"
+        ]
+        metrics["link_prediction"] = {k: round(v, 6) for k, v in trained.items() if k != "edges"}
+        metrics["random_baseline"] = {k: round(v, 6) for k, v in baseline.items() if k != "edges"}
+        metrics["neighbour_overlap"] = {"k": cfg.overlap_k, "papers": len(sample), "share": round(shared, 4)}
+        log.info(
+            "%s: held-out MRR %.3f (random %.3f), AUC %.3f; the runs share %.0f%% of the top-%d neighbours",
+            STAGE,
+            trained["mrr"],
+            baseline["mrr"],
+            trained["auc"],
+            100 * shared,
+            cfg.overlap_k,
+        )
+    else:
+        log.info("%s: link prediction skipped (embed_graph.link_prediction=false)", STAGE)
+        metrics["link_prediction"] = {"skipped": True}
     _write(
         pa.table(
             {
-                "model": [r[0] for r in metric_rows],
-                "metric": [r[1] for r in metric_rows],
-                "value": [r[2] for r in metric_rows],
+                "model": pa.array([r[0] for r in metric_rows], pa.string()),
+                "metric": pa.array([r[1] for r in metric_rows], pa.string()),
+                "value": pa.array([r[2] for r in metric_rows], pa.float64()),
             }
         ),
         path / "link_prediction",
     )
-    losses = training_losses(work / "checkpoint")
+    losses = [{"run": run, **row} for run, info in runs.items() for row in info.pop("losses")]
     _write(
         pa.Table.from_pylist(
-            losses, schema=pa.schema([("epoch", pa.int64()), ("loss", pa.float64()), ("edges", pa.int64())])
+            losses,
+            schema=pa.schema(
+                [("run", pa.string()), ("epoch", pa.int64()), ("loss", pa.float64()), ("edges", pa.int64())]
+            ),
         ),
         path / "training_log",
     )
     _plot_losses(losses, path / "training_loss.png", config.snapshot)
-    log.info("%s: held-out MRR %.3f (random %.3f), AUC %.3f", STAGE, trained["mrr"], baseline["mrr"], trained["auc"])
     return {
         "leakage_mode": upstream.metrics.get("mode"),
         "entities": imported["entities"],
+        "edges": imported["edges"],
         "train_edges": imported["train_edges"],
         "holdout_edges": imported["holdout_edges"],
         "dimension": cfg.dimension,
-        "link_prediction": {k: round(v, 6) for k, v in trained.items() if k != "edges"},
-        "random_baseline": {k: round(v, 6) for k, v in baseline.items() if k != "edges"},
-        "train_seconds": round(train_seconds, 2),
-        "edges_per_second": round(imported["train_edges"] * cfg.num_epochs / max(train_seconds, 1e-9), 1),
+        **metrics,
+        "runs": runs,
+        "pbg_config": _relative_paths(json.loads((work / "mining" / "config.json").read_text()), path),
+        "train_seconds": round(sum(r["train_seconds"] for r in runs.values()), 2),
+        "final_loss": mining["final_loss"],
+    }
+
+
+def _relative_paths(pbg_config: dict[str, Any], path: Path) -> dict[str, Any]:
+    """PBG's config with its paths relative to the version folder: the manifest says what was computed, and
+    a copy of the version (another root, a reused snapshot) says the same."""
+    prefix = f"{path}/"
+
+    def rel(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith(prefix):
+            return value[len(prefix) :]
+        return [rel(v) for v in value] if isinstance(value, list) else value
+
+    return {key: rel(value) for key, value in pbg_config.items()}
+
+
+def _train(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, entities: int, edge_count: int, workers: int):
+    """One PBG training run in its own process; returns its summary (losses popped by the caller)."""
+    import time
+
+    from models.pbg_train import train_in_subprocess, training_losses
+
+    folder = work / run
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = pbg_settings(cfg, work, edges, run, workers)
+    log.info(
+        "%s: %s run: %d-d embeddings of %s papers on %s edges for %d epochs (%d workers)",
+        STAGE,
+        run,
+        cfg.dimension,
+        f"{entities:,}",
+        f"{edge_count:,}",
+        cfg.num_epochs,
+        workers,
+    )
+    t0 = time.monotonic()
+    train_in_subprocess(settings, folder / "config.json", folder / "train.log", seed=cfg.seed)
+    seconds = time.monotonic() - t0
+    losses = training_losses(folder / "checkpoint")
+    return {
+        "edges": edge_count,
+        "edge_path": edges,
+        "train_seconds": round(seconds, 2),
+        "edges_per_second": round(edge_count * cfg.num_epochs / max(seconds, 1e-9), 1),
         "final_loss": losses[-1]["loss"] if losses else None,
+        "losses": losses,
     }
 
 
@@ -199,7 +279,10 @@ def _plot_losses(losses: list[dict], target: Path, snapshot: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
-    ax.plot([r["epoch"] for r in losses], [r["loss"] for r in losses], marker="o")
+    for run in dict.fromkeys(r["run"] for r in losses):
+        rows = [r for r in losses if r["run"] == run]
+        ax.plot([r["epoch"] for r in rows], [r["loss"] for r in rows], marker="o", label=f"{run} run")
+    ax.legend()
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss (mean per edge)")
     ax.set_title(f"PBG training loss — {snapshot}")

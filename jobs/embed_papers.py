@@ -40,7 +40,7 @@ def run(config: RunConfig) -> Manifest:
     source = config.embed_papers.papers or config.scidocs
     if not source:
         raise CiteflowError("embed_papers needs papers: pass --scidocs or set embed_papers.papers=PATH")
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     return execute(
         store=store,
         snapshot=config.snapshot,
@@ -99,8 +99,11 @@ def embed_to_parquet(
     max_length: int,
     pooling: str,
     batch_size: int,
+    joined: bool = False,
 ) -> dict[str, Any]:
-    """Embed (id, title, abstract) rows in batches and stream them to `out/part-0.parquet`."""
+    """Embed (id, title, abstract) rows in batches and stream them to `out/part-0.parquet`.
+
+    `joined`: the title field already holds the whole text (SciRepEval's field joining, jobs/benchmark.py)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -149,7 +152,7 @@ def embed_to_parquet(
             if not (title or "").strip() and not (abstract or "").strip():
                 counts["empty_text"] += 1
             ids.append(paper_id)
-            texts.append(paper_text(title, abstract, tokenizer.sep_token))
+            texts.append((title or "") if joined else paper_text(title, abstract, tokenizer.sep_token))
             if len(ids) == batch_size:
                 flush(writer, ids, texts)
                 counts["papers"] += len(ids)

@@ -53,7 +53,7 @@ def run(config: RunConfig) -> Manifest:
     if config.paper_ids:
         inputs.append(fingerprint_path("paper_ids", config.paper_ids))
     inputs += [fingerprint_path("id_list", path) for path in cfg.extra_ids]
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     return execute(
         store=store,
         snapshot=config.snapshot,
@@ -68,8 +68,15 @@ def run(config: RunConfig) -> Manifest:
         },
         inputs=inputs,
         tables=TABLES,
-        build=lambda path: build(config, upstream, store, path),
+        build=lambda path: _build_explained(config, upstream, store, path),
     )
+
+
+def _build_explained(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str) -> dict[str, Any]:
+    """`build`, with an unreadable paper-ids shard as one line naming it."""
+    from spark.readers import explaining_unreadable_files
+
+    return explaining_unreadable_files(lambda: build(config, upstream, store, path), "input file")
 
 
 def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str) -> dict[str, Any]:
@@ -109,19 +116,23 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     else:
         log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
 
+    def materialize(frame, name: str):
+        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
+        return spark.read.parquet(out(f"_staging/{name}"))
+
     log.info("%s: mapping benchmark ids", STAGE)
-    mapped = L.map_ids(L.distinct_ids(bench), papers, paper_ids, match_titles=cfg.match_titles)
+    mapped = L.map_ids(L.distinct_ids(bench), papers, paper_ids, match_titles=cfg.match_titles, materialize=materialize)
     (
         bench.select("id", "task", "split")
         .dropDuplicates()
         .join(mapped, "id", "left")
         .orderBy("task", "split", "id")
         .coalesce(1)
-        .write.mode("errorifexists")
+        .write.mode("error")
         .parquet(out("benchmark_ids"))
     )
     benchmark_ids = spark.read.parquet(out("benchmark_ids"))
-    L.leakage_report(benchmark_ids).orderBy("task", "split").coalesce(1).write.mode("errorifexists").parquet(
+    L.leakage_report(benchmark_ids).orderBy("task", "split").coalesce(1).write.mode("error").parquet(
         out("leakage_report")
     )
     report = [r.asDict() for r in spark.read.parquet(out("leakage_report")).collect()]
@@ -149,11 +160,18 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     citations = read_upstream("citations")
     if cfg.mode == "exclude":
         excluded = benchmark_ids.where(F.col("in_snapshot")).select("corpus_id")
-        kept_papers, kept_edges = L.remove_papers(papers.select(*G.PAPERS_COLUMNS), citations, excluded)
+        kept_papers, kept_edges = L.remove_papers(
+            papers.select(*G.PAPERS_COLUMNS),
+            citations,
+            excluded,
+            broadcast=metrics["in_snapshot"] <= config.spark.broadcast_rows,
+        )
     else:
         kept_papers, kept_edges = papers.select(*G.PAPERS_COLUMNS), citations
-    write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files)
+    few_papers = upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows
+    write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files, few_papers)
 
+    store.fs.delete_dir(posixpath.join(path, "_staging"))
     before_papers = upstream.tables["papers"]["rows"]
     before_edges = upstream.tables["citations"]["rows"]
     after_papers = spark.read.parquet(out("papers")).count()

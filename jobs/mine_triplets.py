@@ -17,7 +17,9 @@ Writes `ARTIFACTS/<snapshot>/mine_triplets/<version>/`:
   leakage audit.
 
 The candidate pool is the papers with a graph embedding and a title or an
-abstract (seeded, `pool_size`); queries are drawn from it. Draws are hashed
+abstract (seeded, `pool_size`); queries are drawn from it (SPECTER: from the
+pool papers that cite a paper which cites another, since its reference
+skips the rest; their number is counted). Draws are hashed
 per query (`models/triplets.py`): batch size and GPU use change nothing.
 One strategy per version: mine both with `citeflow run --strategy both` or
 the DAG's `triplet_strategy` param.
@@ -36,7 +38,7 @@ from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
 STAGE = "mine_triplets"
-STAGE_VERSION = 1
+STAGE_VERSION = 2
 TABLES = ["triplets", "training_texts", "rank_histogram"]
 READ_BATCH = 65_536
 
@@ -47,7 +49,7 @@ def run(config: RunConfig) -> Manifest:
     from jobs import embed_graph
 
     graph = embed_graph.run(config)
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     leakage = store.upstream(graph, "filter_leakage")
     return execute(
         store=store,
@@ -66,6 +68,7 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     import numpy as np
 
     from citeflow.leakage import audit_no_benchmark_papers
+    from models import rank_sample
     from models import triplets as T
 
     cfg = config.mine_triplets
@@ -91,11 +94,18 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     )
 
     cites = None
+    metrics: dict[str, Any] = {"strategy": cfg.strategy, "leakage_mode": leakage.metrics.get("mode")}
     if cfg.strategy == "specter":
+        # SPECTER's queries: papers with a citation and a citation of a citation (the reference skips the others).
         cites = _citation_index(store, leakage.table_path("citations"), pool)
-        candidates = pool[cites.degree(np.arange(len(pool))) > 0]
+        citing = np.flatnonzero(cites.degree(np.arange(len(pool))) > 0)
+        eligible = [T.specter_eligible(rows, cites) for rows in T.batches(citing, cfg.batch_size)]
+        candidates = pool[citing[np.concatenate(eligible)]] if eligible else pool[:0]
+        metrics["queries_without_citation_of_citation"] = int(len(citing) - len(candidates))
         if len(candidates) == 0:
-            raise CiteflowError("mine_triplets: no pool paper cites another pool paper; SPECTER needs citations")
+            raise CiteflowError(
+                "mine_triplets: no pool paper cites a paper that cites another; SPECTER needs citations of citations"
+            )
     else:
         candidates = pool
     wanted_queries = cfg.num_queries or len(candidates)
@@ -104,10 +114,16 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     query_rows = np.searchsorted(pool, T.hashed_sample(candidates, wanted_queries, cfg.seed, T.SALT_QUERY))
 
     windows = index = None
-    metrics: dict[str, Any] = {"strategy": cfg.strategy, "leakage_mode": leakage.metrics.get("mode")}
     if cfg.strategy == "scincl":
         windows, fitted = T.fit_windows(
-            len(pool), cfg.k_pos, cfg.k_hard, cfg.positives, cfg.hard_negatives, cfg.easy_negatives
+            len(pool),
+            cfg.k_pos,
+            cfg.k_hard,
+            cfg.positives,
+            cfg.hard_negatives,
+            cfg.easy_negatives,
+            relative=cfg.windows == "relative",
+            reference_pool=cfg.reference_pool,
         )
         warnings += fitted
         t0 = time.monotonic()
@@ -129,6 +145,7 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
             "build_seconds": round(time.monotonic() - t0, 3),
         }
         metrics["windows"] = {
+            "mode": cfg.windows,
             "k_pos": windows.k_pos,
             "k_hard": windows.k_hard,
             "k_max": windows.k_max,
@@ -138,12 +155,14 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     for message in warnings:
         log.warning("%s: %s", STAGE, message)
 
+    easy_from = query_rows if cfg.strategy == "scincl" and cfg.easy_negatives_from == "queries" else None
     rank_queries = (
         np.searchsorted(pool, T.hashed_sample(pool[query_rows], cfg.rank_sample, cfg.seed, T.SALT_SAMPLE))
         if cfg.rank_sample
         else np.zeros(0, int)
     )
-    mined = _mine(cfg, pool, vectors, query_rows, windows, index, cites, Path(path) / "triplets", rank_queries)
+    out = Path(path) / "triplets"
+    mined = _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy_from, out, rank_queries)
     metrics.update(mined["metrics"])
     metrics["warnings"] = warnings
     metrics["pool"] = {
@@ -167,11 +186,11 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
         audit_no_benchmark_papers(text_ids, leakage, what="training texts"),
     ]
 
-    ranks = _sample_ranks(vectors, mined["rank_sample"])
-    histogram = _rank_histogram(ranks, len(pool))
+    ranks = rank_sample.sample_ranks(vectors, mined["rank_sample"])
+    histogram = rank_sample.rank_histogram(ranks, len(pool))
     _write_table(histogram, Path(path) / "rank_histogram")
     _plot_ranks(histogram, Path(path) / "rank_histogram.png", cfg.strategy, config.snapshot, windows)
-    metrics["rank_summary"] = _rank_summary(ranks)
+    metrics["rank_summary"] = rank_sample.rank_summary(ranks)
     log.info(
         "%s: %s triplets from %s queries (%s hard, %s easy negatives), %d collisions",
         STAGE,
@@ -184,7 +203,7 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     return metrics
 
 
-def _mine(cfg, pool, vectors, query_rows, windows, index, cites, out: Path, rank_queries) -> dict[str, Any]:
+def _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy_from, out: Path, rank_queries) -> dict[str, Any]:
     """Mine every query batch, streaming triplets to Parquet; returns metrics, used pool rows, rank sample."""
     import numpy as np
     import pyarrow as pa
@@ -220,10 +239,19 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, out: Path, rank
                 s0 = time.monotonic()
                 neighbours = T.search_neighbours(index, vectors, rows, windows.k_max)
                 search_seconds += time.monotonic() - s0
-                batch = T.scincl_batch(rows, neighbours, windows, pool, cfg.seed)
+                batch = T.scincl_batch(
+                    rows, neighbours, windows, pool, cfg.seed, easy_from=easy_from, distinct=cfg.distinct_easy_negatives
+                )
             else:
                 batch = T.specter_batch(
-                    rows, cites, pool, cfg.positives, cfg.hard_negatives, cfg.easy_negatives, cfg.seed
+                    rows,
+                    cites,
+                    pool,
+                    cfg.positives,
+                    cfg.hard_negatives,
+                    cfg.easy_negatives,
+                    cfg.seed,
+                    distinct=cfg.distinct_easy_negatives,
                 )
             for key, value in batch.counts.items():
                 counts[key] = counts.get(key, 0) + value
@@ -381,69 +409,6 @@ def _window_recall(approx, exact, columns) -> float:
 
     hits = sum(np.intersect1d(a[columns], e[columns]).size for a, e in zip(approx, exact, strict=True))
     return hits / (len(columns) * len(exact)) if len(exact) else 1.0
-
-
-def _rank_bins(pool_size: int):
-    import numpy as np
-
-    top = int(np.ceil(np.log2(max(pool_size, 2))))
-    return np.array([2**i for i in range(top + 1)] + [2 ** (top + 1)], dtype=np.int64)
-
-
-def _sample_ranks(vectors, sample):
-    """Exact neighbour ranks of the sampled queries' positives and negatives, per kind."""
-    import numpy as np
-
-    from models.triplets import exact_ranks
-
-    query, positive, negative, hard = sample
-    if not len(query):
-        return {"positive": np.zeros(0, np.int64), "hard": np.zeros(0, np.int64), "easy": np.zeros(0, np.int64)}
-    order = np.argsort(query, kind="stable")
-    query, positive, negative, hard = query[order], positive[order], negative[order], hard[order]
-    rows, starts = np.unique(query, return_index=True)
-    per_query = len(query) // len(rows)
-    targets = np.concatenate([positive.reshape(len(rows), per_query), negative.reshape(len(rows), per_query)], axis=1)
-    ranks = exact_ranks(vectors, rows, targets)
-    pos_ranks, neg_ranks = ranks[:, :per_query].ravel(), ranks[:, per_query:].ravel()
-    return {"positive": pos_ranks, "hard": neg_ranks[hard], "easy": neg_ranks[~hard]}
-
-
-def _rank_histogram(ranks, pool_size: int):
-    import numpy as np
-    import pyarrow as pa
-
-    bins = _rank_bins(pool_size)
-    rows = {"kind": [], "bin_low": [], "bin_high": [], "papers": []}
-    for kind, values in ranks.items():
-        counts, _ = np.histogram(values, bins=bins)
-        rows["kind"] += [kind] * len(counts)
-        rows["bin_low"] += bins[:-1].tolist()
-        rows["bin_high"] += (bins[1:] - 1).tolist()
-        rows["papers"] += counts.tolist()
-    return pa.table(
-        {
-            "kind": pa.array(rows["kind"], pa.string()),
-            "bin_low": pa.array(rows["bin_low"], pa.int64()),
-            "bin_high": pa.array(rows["bin_high"], pa.int64()),
-            "papers": pa.array(rows["papers"], pa.int64()),
-        }
-    )
-
-
-def _rank_summary(ranks) -> dict[str, Any]:
-    import numpy as np
-
-    out = {}
-    for kind, values in ranks.items():
-        if len(values):
-            out[kind] = {
-                "n": int(len(values)),
-                "median": float(np.median(values)),
-                "min": int(values.min()),
-                "max": int(values.max()),
-            }
-    return out
 
 
 def _write_texts(store: ArtifactStore, papers: str, ids, out: Path) -> int:

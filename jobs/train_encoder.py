@@ -8,8 +8,8 @@ Writes `ARTIFACTS/<snapshot>/train_encoder/<version>/`:
 - `model/`: the trained encoder (safetensors, tokenizer, `citeflow.json`),
   loadable with plain `transformers.AutoModel.from_pretrained`.
 - `base_model/` (small model only): the untrained model it started from.
-- `training_log`: step, epoch, loss, lr, seconds, triplets_per_second; and
-  `training_loss.png`.
+- `training_log`: step, epoch, loss, lr, grad_norm (before clipping), seconds,
+  triplets_per_second; and `training_loss.png`.
 
 Training runs in its own process (`python -m models.train_encoder`, or
 `torchrun` with `train_encoder.nproc` > 1), never inside the caller (an
@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ def run(config: RunConfig) -> Manifest:
     from jobs import mine_triplets
 
     triplets = mine_triplets.run(config)
-    store = ArtifactStore(config.artifacts)
+    store = ArtifactStore(config.artifacts, config.store)
     if not store.local:
         raise CiteflowError("train_encoder trains on local files: use a local --artifacts root (or a mounted one)")
     cfg = config.train_encoder
@@ -84,6 +83,7 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
 
     from citeflow.leakage import audit_no_benchmark_papers
     from models.encoder import TokenStore, build_small, load
+    from models.train_encoder import TrainSpec
 
     cfg = config.train_encoder
     work = path.parent / ".work" / path.name
@@ -121,29 +121,31 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
         TokenStore.write(tokens, _sorted_batches(texts_path), tokenizer, cfg.max_length, len(text_ids))
 
     nproc = cfg.nproc or _gpus() or 1
-    spec = {
-        "tokens": str(tokens),
-        "triplets": triplets.table_path("triplets"),
-        "model_in": model_in,
-        "model_out": str(work / "model"),
-        "work": str(work / "checkpoints"),
-        "log": str(work / "log.jsonl"),
-        "epochs": cfg.epochs,
-        "max_steps": cfg.max_steps,
-        "batch_size": cfg.batch_size,
-        "per_device_batch": _per_device(cfg.batch_size, cfg.per_device_batch, nproc),
-        "lr": cfg.lr,
-        "weight_decay": cfg.weight_decay,
-        "warmup_fraction": cfg.warmup_fraction,
-        "margin": cfg.margin,
-        "bitfit": cfg.bitfit,
-        "bitfit_lr": cfg.bitfit_lr,
-        "pooling": cfg.pooling,
-        "seed": cfg.seed,
-        "gradient_checkpointing": cfg.gradient_checkpointing,
-        "precision": cfg.precision,
-        "checkpoint_every": cfg.checkpoint_every,
-        "citeflow": {
+    spec = TrainSpec(
+        tokens=str(tokens),
+        triplets=triplets.table_path("triplets"),
+        model_in=model_in,
+        model_out=str(work / "model"),
+        work=str(work / "checkpoints"),
+        log=str(work / "log.jsonl"),
+        epochs=cfg.epochs,
+        max_steps=cfg.max_steps,
+        batch_size=cfg.batch_size,
+        per_device_batch=_per_device(cfg.batch_size, cfg.per_device_batch, nproc),
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        warmup_fraction=cfg.warmup_fraction,
+        margin=cfg.margin,
+        max_grad_norm=cfg.max_grad_norm,
+        bitfit=cfg.bitfit,
+        bitfit_lr=cfg.bitfit_lr,
+        pooling=cfg.pooling,
+        seed=cfg.seed,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        precision=cfg.precision,
+        checkpoint_every=cfg.checkpoint_every,
+        deterministic=cfg.deterministic,
+        citeflow={
             "snapshot": config.snapshot,
             "train_encoder_version": path.name,
             "pooling": cfg.pooling,
@@ -153,9 +155,9 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
             "leakage_mode": leakage.metrics["mode"],
             "base_model": cfg.model,
         },
-    }
+    )
     spec_path = work / "spec.json"
-    spec_path.write_text(json.dumps(spec, indent=2))
+    spec.write(spec_path)
     resumed = _checkpoint_step(work / "checkpoints")
     launch(spec_path, nproc, work / "train.log")
 
@@ -174,6 +176,7 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
                     ("epoch", pa.int64()),
                     ("loss", pa.float64()),
                     ("lr", pa.float64()),
+                    ("grad_norm", pa.float64()),
                     ("seconds", pa.float64()),
                     ("triplets_per_second", pa.float64()),
                 ]
@@ -204,6 +207,8 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
 
 def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
     """Run the trainer in its own process (torchrun for several); its output goes to `log_path` and stderr."""
+    from citeflow.process import run_child
+
     module = ["-m", "models.train_encoder", str(spec_path)]
     if nproc > 1:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *module]
@@ -216,15 +221,8 @@ def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
         ).rstrip(os.pathsep),
     }
     log.info("%s: %s", STAGE, " ".join(command))
-    with open(log_path, "ab") as out:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-        assert process.stdout is not None
-        for chunk in iter(lambda: process.stdout.read1(4096), b""):
-            out.write(chunk)
-            out.flush()
-            sys.stderr.buffer.write(chunk)
-            sys.stderr.flush()
-        code = process.wait()
+    # under a guard: the trainer (and torchrun's ranks) die with this process, and on interruption
+    code = run_child(command, log_path=log_path, env=env, echo=True)
     if code != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
         raise CiteflowError(

@@ -7,14 +7,19 @@ without a seed and reads `#` lines as edges (SPEC §3). This importer:
 - makes one entity per paper that has an edge (SciNCL's node set), ordered
   by a seeded permutation of the sorted corpus ids, dealt round-robin over
   `num_partitions` partitions: the same input and seed give the same order;
-- holds out a seeded share of edges for link-prediction evaluation, chosen by
-  a hash of (citing, cited, seed), so the split does not depend on batch size
-  or file order;
+- writes every edge to `edges_all/`, the input of the run whose embeddings
+  are mined (SciNCL trains those on all edges);
+- with `holdout` > 0 also splits the edges for the link-prediction run: a
+  seeded share, chosen by a hash of (citing, cited, seed) so the split does
+  not depend on batch size or file order, goes to `edges_holdout/`, the rest
+  to `edges_train/`;
 - writes what PBG's `FileEntityStorage` / `FileEdgeStorage` read:
   `entity_count_paper_{p}.txt`, `entity_names_paper_{p}.json` and
   `edges_{lhs}_{rhs}.h5` (datasets lhs, rhs, rel; `format_version` 1).
 
-Layout under `out`: `entities/`, `edges_train/`, `edges_holdout/`.
+Layout under `out`: `entities/`, `edges_all/`, and with a holdout
+`edges_train/` and `edges_holdout/`. Both runs share the entity files, so
+their embedding rows line up.
 """
 
 from __future__ import annotations
@@ -145,15 +150,15 @@ class _EdgeWriter:
 
 
 def import_citations(
-    citations: str, out: str | Path, *, num_partitions: int = 1, holdout: float = 0.01, seed: int = 0
+    citations: str | Path, out: str | Path, *, num_partitions: int = 1, holdout: float = 0.01, seed: int = 0
 ) -> dict[str, object]:
-    """Write PBG entities and train / holdout edge buckets for a citations table; returns counts."""
+    """Write PBG entities, all edges, and (holdout > 0) train / holdout edge buckets; returns counts."""
     if num_partitions < 1:
         raise ValueError("num_partitions must be at least 1")
     if not 0 <= holdout < 1:
         raise ValueError("holdout must be in [0, 1)")
     out = Path(out)
-    index = build_entity_index(node_ids(citations), num_partitions, seed)
+    index = build_entity_index(node_ids(str(citations)), num_partitions, seed)
     entities = out / "entities"
     entities.mkdir(parents=True, exist_ok=True)
     counts = []
@@ -163,21 +168,29 @@ def import_citations(
         (entities / f"entity_count_{ENTITY}_{p}.txt").write_text(f"{len(names)}\n")
         with open(entities / f"entity_names_{ENTITY}_{p}.json", "w") as fh:
             json.dump([str(x) for x in names.tolist()], fh)
-    train = _EdgeWriter(out / "edges_train", num_partitions)
-    held = _EdgeWriter(out / "edges_holdout", num_partitions)
-    for citing, cited in _batches(citations):
+    every = _EdgeWriter(out / "edges_all", num_partitions)
+    split = holdout > 0
+    if split:
+        train = _EdgeWriter(out / "edges_train", num_partitions)
+        held = _EdgeWriter(out / "edges_holdout", num_partitions)
+    for citing, cited in _batches(str(citations)):
         lhs_p, lhs_o = index.lookup(citing)
         rhs_p, rhs_o = index.lookup(cited)
-        mask = holdout_mask(citing, cited, holdout, seed)
-        train.append(lhs_p[~mask], lhs_o[~mask], rhs_p[~mask], rhs_o[~mask])
-        held.append(lhs_p[mask], lhs_o[mask], rhs_p[mask], rhs_o[mask])
-    train_counts, held_counts = train.close(), held.close()
+        every.append(lhs_p, lhs_o, rhs_p, rhs_o)
+        if split:
+            mask = holdout_mask(citing, cited, holdout, seed)
+            train.append(lhs_p[~mask], lhs_o[~mask], rhs_p[~mask], rhs_o[~mask])
+            held.append(lhs_p[mask], lhs_o[mask], rhs_p[mask], rhs_o[mask])
+    all_counts = every.close()
+    train_counts, held_counts = (train.close(), held.close()) if split else ({}, {})
     return {
         "entities": int(len(index.ids)),
         "entities_per_partition": counts,
         "num_partitions": num_partitions,
+        "edges": sum(all_counts.values()),
         "train_edges": sum(train_counts.values()),
         "holdout_edges": sum(held_counts.values()),
+        "buckets": all_counts,
         "train_buckets": train_counts,
         "holdout_buckets": held_counts,
     }

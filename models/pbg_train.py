@@ -9,13 +9,20 @@ here, with a plain JSON config (SciNCL's settings by default, SPEC §3).
 Reading results uses PBG's file formats directly: `embeddings_paper_{p}.v{N}.h5`
 (dataset `embeddings`, rows in `entity_names_paper_{p}.json` order) and
 `training_stats.json` (one JSON object per epoch and partition bucket).
+
+Seeding: the training process seeds Python, numpy and torch (entity
+initialisation and edge order happen there). PBG seeds each HOGWILD worker
+with its process id, so that workers draw different uniform negatives;
+`worker_initializer` keeps them different but reproducible: worker i of the
+pool gets a seed derived from (seed, i). With one worker a run is then
+repeatable bit for bit; with several, HOGWILD's lock-free updates interleave
+differently each run (see README, "Determinism").
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -43,9 +50,10 @@ def pbg_config(
     workers: int,
     num_uniform_negs: int,
     num_batch_negs: int,
+    global_emb: bool = False,
     extra: dict | None = None,
 ) -> dict:
-    """A PBG config dict for one entity type (paper) and one relation (cites)."""
+    """A PBG config dict for one entity type (paper) and one relation (cites), as SciNCL's configs write it."""
     config = {
         "entity_path": entities,
         "edge_paths": [train_edges],
@@ -61,6 +69,7 @@ def pbg_config(
         "batch_size": batch_size,
         "num_edge_chunks": num_edge_chunks,
         "max_norm": max_norm,
+        "global_emb": global_emb,
         "workers": workers,
         "num_uniform_negs": num_uniform_negs,
         "num_batch_negs": num_batch_negs,
@@ -72,17 +81,21 @@ def pbg_config(
 
 
 def train_in_subprocess(config: dict, config_path: Path, log_path: Path, seed: int) -> None:
-    """Write the config, run `python -m models.pbg_train` on it, raise with the log tail on failure."""
+    """Write the config, run `python -m models.pbg_train` on it, raise with the log tail on failure.
+
+    The trainer and the workers it spawns run under `citeflow.process.run_child`: they die with this
+    process, and are killed when it is interrupted.
+    """
+    from citeflow.process import run_child
+
     config_path.write_text(json.dumps(config, indent=2))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env["CITEFLOW_PBG_SEED"] = str(seed)
-    with open(log_path, "w") as log:
-        done = subprocess.run(
-            [sys.executable, "-m", "models.pbg_train", str(config_path)], stdout=log, stderr=subprocess.STDOUT, env=env
-        )
-    if done.returncode != 0:
+    log_path.write_bytes(b"")
+    code = run_child([sys.executable, "-m", "models.pbg_train", str(config_path)], log_path=log_path, env=env)
+    if code != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"PBG training failed (exit {done.returncode}); log {log_path}:\n{tail}")
+        raise RuntimeError(f"PBG training failed (exit {code}); log {log_path}:\n{tail}")
 
 
 def load_embeddings(checkpoint: Path, entities: Path, num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
@@ -116,6 +129,44 @@ def training_losses(checkpoint: Path) -> list[dict]:
     return [{"epoch": e + 1, "loss": s / max(1, n), "edges": n} for e, (s, n) in sorted(totals.items())]
 
 
+def worker_initializer(seed: int, workers: int):
+    """PBG's per-worker initialiser: the typing fix, then a distinct, reproducible seed for each worker.
+
+    PBG's pool seeds every worker with its pid and then calls this. Each worker takes the next free index
+    from a queue filled here (the queue reaches the spawned workers as an initialiser argument) and seeds
+    Python, numpy and torch from (seed, index).
+    """
+    import multiprocessing
+
+    from torchbiggraph.util import SubprocessInitializer
+
+    from models import pbg_compat
+
+    slots = multiprocessing.get_context("spawn").Queue()
+    for index in range(workers):
+        slots.put(index)
+    init = SubprocessInitializer()
+    init.register(pbg_compat.apply)
+    init.register(_seed_worker, seed, slots)
+    return init
+
+
+def _seed_worker(seed: int, slots) -> None:
+    import queue
+    import random
+
+    import torch
+
+    try:
+        index = slots.get(timeout=30)
+    except queue.Empty:  # more workers than slots (PBG respawned one): keep PBG's pid seed
+        return
+    worker_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+    random.seed(worker_seed)
+    np.random.seed(worker_seed)
+    torch.manual_seed(worker_seed)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import random
@@ -127,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     pbg_compat.apply()
     from torchbiggraph.config import ConfigSchema
     from torchbiggraph.train import train
-    from torchbiggraph.util import SubprocessInitializer, set_logging_verbosity, setup_logging
+    from torchbiggraph.util import get_num_workers, set_logging_verbosity, setup_logging
 
     seed = int(os.environ.get("CITEFLOW_PBG_SEED", "0"))
     random.seed(seed)
@@ -136,21 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     config = ConfigSchema.from_dict(json.loads(Path(argv[0]).read_text()))
     set_logging_verbosity(config.verbose)
-    init = SubprocessInitializer()
-    init.register(pbg_compat.apply)
-    init.register(_seed_worker, seed)
-    train(config, subprocess_init=init)
+    train(config, subprocess_init=worker_initializer(seed, get_num_workers(config.workers)))
     return 0
-
-
-def _seed_worker(seed: int) -> None:
-    import random
-
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 if __name__ == "__main__":

@@ -12,19 +12,29 @@ a query therefore do not depend on the batch size, on the batch a query falls
 in, or on which other queries are mined, and the pool of a new snapshot keeps
 the papers both snapshots share.
 
-SciNCL (`scincl_batch`): the k_max nearest pool neighbours of each query by
-inner product on L2-normalised vectors, the query itself excluded, ranked
-1..k_max. Positives: ranks (k_pos - c_pos, k_pos]; hard negatives: ranks
-(k_hard - c_hard, k_hard]; easy negatives: c_easy pool papers outside the
-query and its k_max neighbourhood. Triplet i pairs positive i with negative i
-(hard negatives first), so c_pos = c_hard + c_easy triplets per query.
+SciNCL (`scincl_batch`, after malteos/scincl `gdt/triples_miner/sampling.py`):
+the k_max nearest pool neighbours of each query by inner product on
+L2-normalised vectors, the query itself excluded, ranked 1..k_max.
+Positives: ranks (k_pos - c_pos, k_pos], in rank order; hard negatives:
+ranks (k_hard - c_hard, k_hard]; easy negatives: c_easy papers outside the
+query and its k_max neighbourhood, drawn among the queries (SciNCL's random
+list is its query papers) or the whole pool. Triplet i pairs positive i with
+negative i, easy negatives first as the reference concatenates them, so
+ranks 21-23 meet easy and 24-25 hard negatives.
 
-SPECTER (`specter_batch`): positives are pool papers the query cites; hard
-negatives papers cited by one of the chosen positives but neither by the
-query nor the query itself; easy negatives random pool papers the query does
-not cite. A query citing fewer than c_pos pool papers reuses its positives
-(counted); with fewer than c_hard hard candidates the rest are easy ones
-(counted), so every query gives exactly c_pos triplets.
+SPECTER (`specter_batch`, after allenai/specter
+`specter/data_utils/triplet_sampling.py` on `data.json`, where a query's
+candidates are its citations, count 5, and the citations of those, count 1,
+with `samples_per_query` 5, `ratio_hard_negatives` 0.3, `margin_fraction`
+0.5): a query with no citation of a citation gives no triplet (the reference
+skips it). Otherwise h = min(c_hard, |cited| x |cited by cited|) hard
+triplets pair a cited paper with a citation of a citation, then c_pos - h
+easy triplets pair a cited paper with a pool paper that is neither a
+candidate nor the query. Positives and hard negatives are drawn with
+replacement, as the reference draws them.
+
+Easy negatives of a query are distinct (`distinct=True`; both references
+draw them with replacement).
 """
 
 from __future__ import annotations
@@ -106,14 +116,29 @@ class Windows:
         return np.arange(self.k_hard - self.c_hard + 1, self.k_hard + 1)
 
 
+def relative_k(k: int, pool_size: int, reference_pool: int, floor: int) -> int:
+    """k scaled from a pool of `reference_pool` papers to one of `pool_size` (rounded, at least `floor`)."""
+    return max(floor, int(np.floor(k * pool_size / reference_pool + 0.5)))
+
+
 def fit_windows(
-    pool_size: int, k_pos: int, k_hard: int, c_pos: int, c_hard: int, c_easy: int
+    pool_size: int,
+    k_pos: int,
+    k_hard: int,
+    c_pos: int,
+    c_hard: int,
+    c_easy: int,
+    *,
+    relative: bool = False,
+    reference_pool: int = 680_967,
 ) -> tuple[Windows, list[str]]:
     """Windows for a pool of `pool_size` papers, and warnings for what had to change.
 
-    k_hard is capped at (pool_size - 1) // 2 so that at least half of the pool lies outside the k_max
-    neighbourhood for easy negatives; overlapping windows are allowed (SciNCL's ablation) but warned
-    about, since they produce collisions.
+    relative=True scales k_pos and k_hard by pool_size / reference_pool first, so the windows cut the same
+    quantiles of the pool as SciNCL's at its pool size (and equal them there). k_hard is capped at
+    (pool_size - 1) // 2 so that at least half of the pool lies outside the k_max neighbourhood for easy
+    negatives; overlapping windows are allowed (SciNCL's ablation) but warned about, since they produce
+    collisions.
     """
     from citeflow.errors import CiteflowError
 
@@ -123,6 +148,16 @@ def fit_windows(
             "each triplet pairs one positive with one negative"
         )
     warnings: list[str] = []
+    if relative:
+        scaled = (
+            relative_k(k_pos, pool_size, reference_pool, c_pos),
+            relative_k(k_hard, pool_size, reference_pool, c_hard),
+        )
+        warnings.append(
+            f"relative windows: k_pos {k_pos} -> {scaled[0]}, k_hard {k_hard} -> {scaled[1]} "
+            f"(pool of {pool_size:,} papers, reference pool {reference_pool:,})"
+        )
+        k_pos, k_hard = scaled
     cap = (pool_size - 1) // 2
     if k_hard > cap:
         warnings.append(
@@ -275,43 +310,78 @@ class Batch:
     counts: dict[str, int]
 
 
-def _sample_outside(seed: int, query_ids: np.ndarray, forbidden: np.ndarray, count: int, pool_size: int) -> np.ndarray:
-    """`count` pool positions per query, none in its row of `forbidden` keys (sorted query_row*pool + pos)."""
+def _in_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    at = np.searchsorted(sorted_keys, keys)
+    return (at < len(sorted_keys)) & (sorted_keys[np.minimum(at, len(sorted_keys) - 1)] == keys)
+
+
+def _sample_outside(
+    seed: int,
+    query_ids: np.ndarray,
+    forbidden: np.ndarray,
+    count: int,
+    pool_size: int,
+    candidates: np.ndarray | None = None,
+    distinct: bool = True,
+) -> np.ndarray:
+    """`count` pool positions per query, none in its row of `forbidden` (sorted keys query_row * pool + position).
+
+    Drawn uniformly from `candidates` (sorted pool positions; None: the whole pool) by hashed rejection
+    sampling, slot by slot; with `distinct`, a slot also rejects the papers the query's earlier slots took.
+    """
     n = len(query_ids)
-    rows = np.repeat(np.arange(n, dtype=np.int64), count)
-    slots = np.tile(np.arange(count, dtype=np.int64), n)
-    out = np.full(n * count, -1, dtype=np.int64)
-    todo = np.arange(n * count)
-    for round_ in range(MAX_REJECTION_ROUNDS):
-        draw = _uniform_positions(seed, SALT_EASY, query_ids[rows[todo]], slots[todo], round_, pool_size)
-        keys = rows[todo] * pool_size + draw
-        at = np.searchsorted(forbidden, keys)
-        bad = (at < len(forbidden)) & (forbidden[np.minimum(at, len(forbidden) - 1)] == keys)
-        out[todo[~bad]] = draw[~bad]
-        todo = todo[bad]
-        if not len(todo):
-            return out.reshape(n, count)
-    raise RuntimeError(
-        f"could not draw easy negatives outside the forbidden sets after {MAX_REJECTION_ROUNDS} "
-        "rounds: the pool is too small for these settings"
-    )
+    size = pool_size if candidates is None else len(candidates)
+    out = np.full((n, count), -1, dtype=np.int64)
+    for slot in range(count):
+        todo = np.arange(n, dtype=np.int64)
+        for round_ in range(MAX_REJECTION_ROUNDS):
+            draw = _uniform_positions(seed, SALT_EASY, query_ids[todo], slot, round_, size)
+            if candidates is not None:
+                draw = candidates[draw]
+            bad = _in_sorted(forbidden, todo * pool_size + draw)
+            if distinct and slot:
+                bad |= (out[todo, :slot] == draw[:, None]).any(axis=1)
+            out[todo[~bad], slot] = draw[~bad]
+            todo = todo[bad]
+            if not len(todo):
+                break
+        else:
+            from citeflow.errors import CiteflowError
+
+            raise CiteflowError(
+                f"could not draw easy negatives outside the queries' neighbourhoods after {MAX_REJECTION_ROUNDS} "
+                f"rounds from {size:,} candidates: use a larger pool, more queries, smaller windows, or "
+                "mine_triplets.easy_negatives_from=pool"
+            )
+    return out
 
 
 def scincl_batch(
-    query_rows: np.ndarray, neighbours: np.ndarray, windows: Windows, pool_ids: np.ndarray, seed: int
+    query_rows: np.ndarray,
+    neighbours: np.ndarray,
+    windows: Windows,
+    pool_ids: np.ndarray,
+    seed: int,
+    *,
+    easy_from: np.ndarray | None = None,
+    distinct: bool = True,
 ) -> Batch:
-    """SciNCL triplets for queries whose ranked neighbours (pool positions, rank 1 first) are given."""
+    """SciNCL triplets for queries whose ranked neighbours (pool positions, rank 1 first) are given.
+
+    `easy_from`: sorted pool positions easy negatives are drawn from (SciNCL: the queries); None: the pool.
+    """
     n, pool_size = len(query_rows), len(pool_ids)
     positives = neighbours[:, windows.positive_ranks - 1]
     hard = neighbours[:, windows.hard_ranks - 1]
     forbidden = np.concatenate([neighbours, query_rows[:, None]], axis=1)
     forbidden = np.sort((np.arange(n, dtype=np.int64)[:, None] * pool_size + forbidden).ravel())
-    easy = _sample_outside(seed, pool_ids[query_rows], forbidden, windows.c_easy, pool_size)
-    negatives = np.concatenate([hard, easy], axis=1)
+    easy = _sample_outside(seed, pool_ids[query_rows], forbidden, windows.c_easy, pool_size, easy_from, distinct)
+    # The reference zips positives (rank order) with easy + hard negatives, in that order.
+    negatives = np.concatenate([easy, hard], axis=1)
     is_hard = np.zeros(negatives.shape, dtype=bool)
-    is_hard[:, : windows.c_hard] = True
+    is_hard[:, windows.c_easy :] = True
     negative_rank = np.full(negatives.shape, -1, dtype=np.int64)
-    negative_rank[:, : windows.c_hard] = windows.hard_ranks
+    negative_rank[:, windows.c_easy :] = windows.hard_ranks
     positive_rank = np.broadcast_to(windows.positive_ranks, positives.shape)
     return Batch(
         query=np.repeat(query_rows, windows.c_pos),
@@ -350,56 +420,69 @@ class CitationIndex:
         return owner, self.indices[starts + np.arange(deg.sum())]
 
 
-def _first_per_group(group: np.ndarray, key: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the k smallest keys per group, ordered by (group, key), and their rank in the group."""
-    order = np.lexsort((key, group))
-    g = group[order]
-    start = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1] if len(g) else np.zeros(0, dtype=np.int64)
-    rank = np.arange(len(g)) - np.repeat(start, np.diff(np.r_[start, len(g)]))
-    keep = rank < k
-    return order[keep], rank[keep]
+def specter_candidates(query_rows: np.ndarray, cites: CitationIndex) -> tuple[np.ndarray, ...]:
+    """SPECTER's candidates of each query as (owner, paper) pairs sorted by (owner, paper).
+
+    Returns (cited_owner, cited, coc_owner, coc): the pool papers each query cites (data.json count 5) and
+    the papers those cite that the query neither cites nor is (count 1); owner indexes `query_rows`.
+    """
+    pool_size = len(cites.indptr) - 1
+    owner, cited = cites.gather(query_rows)  # sorted by (owner, cited): CSR rows are sorted
+    second_owner, second = cites.gather(cited)
+    keys = np.unique(owner[second_owner] * pool_size + second)
+    cited_keys = owner * pool_size + cited
+    c_owner, coc = keys // pool_size, keys % pool_size
+    keep = ~_in_sorted(cited_keys, keys) & (coc != query_rows[c_owner])
+    return owner, cited, c_owner[keep], coc[keep]
+
+
+def specter_eligible(query_rows: np.ndarray, cites: CitationIndex) -> np.ndarray:
+    """True for queries with at least one citation of a citation: the reference gives the others no triplet."""
+    _, _, c_owner, _ = specter_candidates(query_rows, cites)
+    return np.bincount(c_owner, minlength=len(query_rows)) > 0
+
+
+def _pick(owner_start: np.ndarray, owner_count: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Index into a grouped array: element keys % count of each row's group (uniform with replacement)."""
+    return owner_start[:, None] + (keys % owner_count[:, None].astype(np.uint64)).astype(np.int64)
 
 
 def specter_batch(
-    query_rows: np.ndarray, cites: CitationIndex, pool_ids: np.ndarray, c_pos: int, c_hard: int, c_easy: int, seed: int
+    query_rows: np.ndarray,
+    cites: CitationIndex,
+    pool_ids: np.ndarray,
+    c_pos: int,
+    c_hard: int,
+    c_easy: int,
+    seed: int,
+    *,
+    distinct: bool = True,
 ) -> Batch:
-    """SPECTER triplets for queries that cite at least one pool paper."""
+    """SPECTER triplets for queries with at least one citation of a citation (see `specter_eligible`)."""
     n, pool_size = len(query_rows), len(pool_ids)
     qids = pool_ids[query_rows]
-    owner, cited = cites.gather(query_rows)
-    deg = np.bincount(owner, minlength=n)
-    if (deg == 0).any():
-        raise ValueError("specter_batch needs queries that cite at least one pool paper")
+    owner, cited, c_owner, coc = specter_candidates(query_rows, cites)
+    n_cited = np.bincount(owner, minlength=n)
+    n_coc = np.bincount(c_owner, minlength=n)
+    if (n_coc == 0).any():
+        raise ValueError("specter_batch needs queries with at least one citation of a citation")
+    slots = np.arange(c_pos, dtype=np.int64)
 
-    # Positives: the c_pos cited papers with the smallest hash; fewer citations are cycled.
-    chosen, _ = _first_per_group(owner, hash64(seed, SALT_POSITIVE, qids[owner], pool_ids[cited]), c_pos)
-    distinct = np.minimum(deg, c_pos)
-    first = np.r_[0, np.cumsum(distinct)[:-1]]
-    slot = np.tile(np.arange(c_pos), n) % np.repeat(distinct, c_pos)
-    positives = cited[chosen][np.repeat(first, c_pos) + slot].reshape(n, c_pos)
-    repeats = int((c_pos - distinct).sum())
-
-    # Hard negatives: cited by a chosen positive, not cited by the query, not the query.
-    p_owner, p_rows = owner[chosen], cited[chosen]
-    h_owner_idx, h_cand = cites.gather(p_rows)
-    h_owner = p_owner[h_owner_idx]
-    cited_keys = owner * pool_size + cited  # sorted: CSR rows are sorted and owners ascend
-    cand_keys = np.unique(h_owner * pool_size + h_cand)
-    at = np.searchsorted(cited_keys, cand_keys)
-    is_cited = (at < len(cited_keys)) & (cited_keys[np.minimum(at, len(cited_keys) - 1)] == cand_keys)
-    h_owner, h_cand = cand_keys // pool_size, cand_keys % pool_size
-    ok = ~is_cited & (h_cand != query_rows[h_owner])
-    h_owner, h_cand = h_owner[ok], h_cand[ok]
-    picked, rank = _first_per_group(h_owner, hash64(seed, SALT_HARD, qids[h_owner], pool_ids[h_cand]), c_hard)
-    hard = np.full((n, c_hard), -1, dtype=np.int64)
-    hard[h_owner[picked], rank] = h_cand[picked]
-    shortfall = hard < 0
-
-    # Easy negatives (and the hard slots nobody could fill): pool papers not cited by the query, not itself.
-    forbidden = np.sort(np.concatenate([cited_keys, np.arange(n, dtype=np.int64) * pool_size + query_rows]))
-    easy = _sample_outside(seed, qids, forbidden, c_hard + c_easy, pool_size)
-    negatives = np.concatenate([np.where(shortfall, easy[:, :c_hard], hard), easy[:, c_hard:]], axis=1)
-    is_hard = np.concatenate([~shortfall, np.zeros((n, c_easy), dtype=bool)], axis=1)
+    # Every triplet draws its positive from the query's citations, with replacement.
+    cited_start = np.r_[0, np.cumsum(n_cited)[:-1]]
+    keys = hash64(seed, SALT_POSITIVE, qids[:, None], slots[None, :])
+    positives = cited[_pick(cited_start, n_cited, keys)]
+    # The first h triplets take a hard negative (with replacement), h = min(c_hard, |cited| x |coc|).
+    hard_count = np.minimum(c_hard, n_cited * n_coc)
+    coc_start = np.r_[0, np.cumsum(n_coc)[:-1]]
+    hard = coc[_pick(coc_start, n_coc, hash64(seed, SALT_HARD, qids[:, None], slots[None, :]))]
+    # The rest an easy one: a pool paper that is no candidate and not the query itself.
+    itself = np.arange(n, dtype=np.int64) * pool_size + query_rows
+    forbidden = np.sort(np.concatenate([owner * pool_size + cited, c_owner * pool_size + coc, itself]))
+    easy = _sample_outside(seed, qids, forbidden, c_pos, pool_size, None, distinct)
+    is_hard = slots[None, :] < hard_count[:, None]
+    negatives = np.where(is_hard, hard, easy)
+    repeats = int((np.diff(np.sort(positives, axis=1), axis=1) == 0).sum())
     return Batch(
         query=np.repeat(query_rows, c_pos),
         positive=positives.ravel(),
@@ -407,7 +490,11 @@ def specter_batch(
         hard=is_hard.ravel(),
         positive_rank=np.full(n * c_pos, -1, dtype=np.int64),
         negative_rank=np.full(n * c_pos, -1, dtype=np.int64),
-        counts={"queries": n, "positive_repeats": repeats, "hard_negative_shortfall": int(shortfall.sum())},
+        counts={
+            "queries": n,
+            "positive_repeats": repeats,
+            "hard_negative_shortfall": int((c_hard - hard_count).sum()),
+        },
     )
 
 

@@ -29,8 +29,10 @@ PAPERS_COLUMNS = [
     "mag_id",
     "dblp_id",
 ]
-# What `label_papers` keeps of every input line (written once to staging).
+# What `stage_papers` keeps of every input line (written once to staging, before any shuffle).
 STAGED_COLUMNS = ["id_raw", *PAPERS_COLUMNS, "refs", "source", "reason", "raw"]
+# Light columns the deduplication ranks on (the staging's heavy text columns are never shuffled).
+RANK_COLUMNS = ["_row", "corpus_id", "_score", "_refs", "_hash"]
 
 
 def unusable_reason() -> Column:
@@ -58,54 +60,75 @@ def completeness(df: DataFrame) -> DataFrame:
     return df.withColumn("_score", score)
 
 
-def label_papers(papers: DataFrame) -> DataFrame:
-    """One row per input line: the normalised paper and, when it is not kept, why.
+def stage_papers(papers: DataFrame) -> DataFrame:
+    """One row per input line, computed in the pass that parses it: no shuffle.
 
-    Adds `corpus_id`, `reason` (null for the kept record of each corpus id) and
-    `raw` (the input line, for rejected rows only). Among records of the same
-    id the most complete is kept; ties break on more citations, then on a hash
-    of the raw line, so the choice depends on neither file order nor
-    partitioning. Labelling in one frame lets the stage write it once and
-    derive papers and rejected rows from that, instead of caching or parsing
-    the corpus twice.
+    `STAGED_COLUMNS` plus what deduplication ranks on (`RANK_COLUMNS`: a row
+    number `_row` unique in this staging, the completeness `_score`, the
+    citation count `_refs` and `_hash`, a 64-bit hash of the raw line) and
+    `_no_title` / `_no_abstract` for the manifest. `reason` is set for lines
+    that are unusable (parse or id errors; `corpus_id` null); `raw` keeps every
+    line's text, since which records are duplicates is known only after all
+    lines are read.
     """
-    labelled = papers.withColumn("_unusable", unusable_reason())
-    good = completeness(
-        labelled.where(F.col("_unusable").isNull()).withColumn("corpus_id", F.col("id_raw").try_cast("long"))
-    )
-    ranked = good.withColumn(
-        "_rank",
-        F.row_number().over(
-            Window.partitionBy("corpus_id").orderBy(
-                F.col("_score").desc(), F.size("refs").desc(), F.xxhash64("value"), F.col("value")
-            )
-        ),
-    )
-    duplicate = F.col("_rank") > 1
-    kept_or_duplicate = ranked.select(
-        *[c for c in STAGED_COLUMNS if c not in ("reason", "raw")],
-        F.when(duplicate, F.lit(R.DUPLICATE_PAPER)).alias("reason"),
-        F.when(duplicate, F.col("value")).alias("raw"),
-    )
-    bad = labelled.where(F.col("_unusable").isNotNull()).select(
-        *[
-            F.lit(None).cast("long").alias(c) if c == "corpus_id" else F.col(c)
-            for c in STAGED_COLUMNS
-            if c not in ("reason", "raw")
-        ],
-        F.col("_unusable").alias("reason"),
+    reason = unusable_reason()
+    return completeness(papers).select(
+        *[c for c in STAGED_COLUMNS if c not in ("corpus_id", "reason", "raw")],
+        F.when(reason.isNull(), F.col("id_raw").try_cast("long")).alias("corpus_id"),
+        reason.alias("reason"),
         F.col("value").alias("raw"),
+        F.monotonically_increasing_id().alias("_row"),
+        "_score",
+        F.size("refs").alias("_refs"),
+        F.xxhash64("value").alias("_hash"),
+        F.col("title").isNull().alias("_no_title"),
+        F.col("abstract").isNull().alias("_no_abstract"),
     )
-    return kept_or_duplicate.unionByName(bad)
 
 
-def kept_papers(labelled: DataFrame) -> DataFrame:
-    return labelled.where(F.col("reason").isNull()).drop("reason", "raw")
+def duplicate_rows(staged: DataFrame) -> DataFrame:
+    """`_row` and `corpus_id` of every usable record that another record of its id beats.
+
+    Among records of the same id the most complete is kept; ties break on
+    more citations, then on the hash of the raw line, so the choice depends
+    on neither file order nor partitioning (byte-identical lines are
+    interchangeable). Only the light `RANK_COLUMNS` are shuffled.
+    """
+    ranked = (
+        staged.where(F.col("reason").isNull())
+        .select(*RANK_COLUMNS)
+        .withColumn(
+            "_rank",
+            F.row_number().over(
+                Window.partitionBy("corpus_id").orderBy(
+                    F.col("_score").desc(), F.col("_refs").desc(), F.col("_hash"), F.col("_row")
+                )
+            ),
+        )
+    )
+    return ranked.where(F.col("_rank") > 1).select("_row", "corpus_id")
 
 
-def rejected_papers(labelled: DataFrame) -> DataFrame:
-    rows = labelled.where(F.col("reason").isNotNull())
-    return R.rejected_rows(rows, kind="paper", reason=F.col("reason"), id_col=F.col("id_raw"), raw=F.col("raw"))
+def kept_papers(staged: DataFrame, duplicates: DataFrame, *, broadcast: bool = True) -> DataFrame:
+    """The kept record of every corpus id (staging columns, `reason` and `raw` dropped)."""
+    losers = F.broadcast(duplicates.select("_row")) if broadcast else duplicates.select("_row")
+    usable = staged.where(F.col("reason").isNull())
+    return usable.join(losers, "_row", "left_anti").drop("reason", "raw")
+
+
+def rejected_papers(staged: DataFrame, duplicates: DataFrame, *, broadcast: bool = True) -> DataFrame:
+    """Unusable lines and beaten duplicates, in the `rejected` layout with the raw line."""
+    losers = duplicates.select("_row", F.lit(R.DUPLICATE_PAPER).alias("_duplicate"))
+    rows = staged.join(F.broadcast(losers) if broadcast else losers, "_row", "left").where(
+        F.col("reason").isNotNull() | F.col("_duplicate").isNotNull()
+    )
+    return R.rejected_rows(
+        rows,
+        kind="paper",
+        reason=F.coalesce(F.col("reason"), F.col("_duplicate")),
+        id_col=F.col("id_raw"),
+        raw=F.col("raw"),
+    )
 
 
 def attach_abstracts(papers: DataFrame, abstracts: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -157,12 +180,14 @@ def s2orc_edge_candidates(papers: DataFrame, citations_from: str) -> DataFrame:
     return exploded.select(other.alias("citing_raw"), me.alias("cited_raw"), "source")
 
 
-def label_edges(candidates: DataFrame, corpus_ids: DataFrame) -> DataFrame:
+def label_edges(candidates: DataFrame, corpus_ids: DataFrame, *, broadcast: bool = False) -> DataFrame:
     """Each candidate edge with `citing`, `cited` (longs) and `reason` (null = kept).
 
     Checks run in a fixed order and each edge gets the first reason that
     applies: null id, invalid id, self-citation, citing paper not in corpus,
-    cited paper not in corpus, duplicate of an edge already kept.
+    cited paper not in corpus, duplicate of an edge already kept. `broadcast`
+    looks the ends up in a broadcast copy of `corpus_ids` instead of shuffling
+    both sides.
     """
     citing, cited = F.col("citing_raw"), F.col("cited_raw")
     df = (
@@ -175,9 +200,9 @@ def label_edges(candidates: DataFrame, corpus_ids: DataFrame) -> DataFrame:
         .withColumn("citing", citing.try_cast("long"))
         .withColumn("cited", cited.try_cast("long"))
     )
-    known_citing = corpus_ids.select(F.col("corpus_id").alias("citing"), F.lit(True).alias("_citing_in"))
-    known_cited = corpus_ids.select(F.col("corpus_id").alias("cited"), F.lit(True).alias("_cited_in"))
-    df = df.join(known_citing, "citing", "left").join(known_cited, "cited", "left")
+    for end in ("citing", "cited"):
+        ids = corpus_ids.select(F.col("corpus_id").alias(end), F.lit(True).alias(f"_{end}_in"))
+        df = df.join(F.broadcast(ids) if broadcast else ids, end, "left")
     df = df.withColumn(
         "_reason",
         F.when(F.col("_reason").isNotNull(), F.col("_reason"))
@@ -193,6 +218,57 @@ def label_edges(candidates: DataFrame, corpus_ids: DataFrame) -> DataFrame:
     return df.select("citing", "cited", "citing_raw", "cited_raw", "source", reason.alias("reason"))
 
 
+def label_s2orc_edges(
+    papers: DataFrame, corpus_ids: DataFrame, citations_from: str, *, broadcast: bool = False
+) -> DataFrame:
+    """`label_edges` for S2ORC's per-paper citation lists, without a shuffle (when `broadcast`).
+
+    One end of every candidate edge is the kept paper whose list it comes from, and each corpus id has
+    one kept paper, so all copies of an edge come from the same list: the first copy in list order is
+    kept and later ones are duplicates, decided inside the row (SciNCL's cleaning, SPEC §2, in the order
+    of `label_edges`: null id, invalid id, self-citation, other end not in the corpus, duplicate). Only
+    the other end's membership in `corpus_ids` is looked up, in a broadcast copy when `broadcast`.
+    """
+    other_id = lambda r: F.when(R.is_corpus_id(F.trim(r)), F.trim(r).try_cast("long"))  # noqa: E731
+    with_firsts = papers.select("corpus_id", "source", "refs", F.transform("refs", other_id).alias("_ids")).select(
+        "corpus_id",
+        "source",
+        F.arrays_zip(
+            F.col("refs"), F.transform("_ids", lambda x, i: F.array_position("_ids", x) == i + 1).alias("_first")
+        ).alias("_entries"),
+    )
+    exploded = with_firsts.select("corpus_id", "source", F.explode("_entries").alias("_e"))
+    other, me = F.trim(F.col("_e.refs")), F.col("corpus_id").cast("string")
+    outbound = citations_from == "outbound"
+    edges = exploded.select(
+        (me if outbound else other).alias("citing_raw"),
+        (other if outbound else me).alias("cited_raw"),
+        "source",
+        F.col("_e._first").alias("_first"),
+    )
+    citing, cited = F.col("citing_raw"), F.col("cited_raw")
+    edges = (
+        edges.withColumn(
+            "_reason",
+            F.when(citing.isNull() | cited.isNull() | (citing == "") | (cited == ""), F.lit(R.NULL_ID))
+            .when(~R.is_corpus_id(citing) | ~R.is_corpus_id(cited), F.lit(R.INVALID_ID))
+            .when(citing.try_cast("long") == cited.try_cast("long"), F.lit(R.SELF_CITATION)),
+        )
+        .withColumn("citing", citing.try_cast("long"))
+        .withColumn("cited", cited.try_cast("long"))
+    )
+    end = "cited" if outbound else "citing"
+    ids = corpus_ids.select(F.col("corpus_id").alias(end), F.lit(True).alias("_in"))
+    edges = edges.join(F.broadcast(ids) if broadcast else ids, end, "left")
+    missing = R.CITED_NOT_IN_CORPUS if outbound else R.CITING_NOT_IN_CORPUS
+    reason = (
+        F.when(F.col("_reason").isNotNull(), F.col("_reason"))
+        .when(F.col("_in").isNull(), F.lit(missing))
+        .when(~F.col("_first"), F.lit(R.DUPLICATE_CITATION))
+    )
+    return edges.select("citing", "cited", "citing_raw", "cited_raw", "source", reason.alias("reason"))
+
+
 def kept_edges(labelled: DataFrame) -> DataFrame:
     return labelled.where(F.col("reason").isNull()).select("citing", "cited")
 
@@ -204,21 +280,35 @@ def rejected_edges(labelled: DataFrame) -> DataFrame:
     )
 
 
-def with_degrees(papers: DataFrame, edges: DataFrame) -> DataFrame:
-    """Add `out_degree` and `in_degree` (0 for isolated papers) to papers."""
-    out_deg = edges.groupBy(F.col("citing").alias("corpus_id")).agg(F.count("*").cast("int").alias("out_degree"))
-    in_deg = edges.groupBy(F.col("cited").alias("corpus_id")).agg(F.count("*").cast("int").alias("in_degree"))
-    return (
-        papers.join(out_deg, "corpus_id", "left")
-        .join(in_deg, "corpus_id", "left")
-        .fillna(0, subset=["out_degree", "in_degree"])
+def degrees(edges: DataFrame) -> DataFrame:
+    """(corpus_id, out_degree, in_degree) of every paper with an edge, in one aggregation."""
+    ends = edges.select(F.col("citing").alias("corpus_id"), F.lit(1).alias("_out"), F.lit(0).alias("_in")).unionByName(
+        edges.select(F.col("cited").alias("corpus_id"), F.lit(0).alias("_out"), F.lit(1).alias("_in"))
+    )
+    return ends.groupBy("corpus_id").agg(
+        F.sum("_out").cast("int").alias("out_degree"), F.sum("_in").cast("int").alias("in_degree")
     )
 
 
-def degree_summary(papers_with_degrees: DataFrame) -> dict[str, float]:
-    """Node, edge and degree statistics for the manifest (one small aggregation)."""
-    deg = papers_with_degrees
-    row = deg.agg(
+def with_degrees(papers: DataFrame, edges: DataFrame, *, broadcast: bool = False) -> DataFrame:
+    """Add `out_degree` and `in_degree` (0 for isolated papers) to papers.
+
+    `broadcast` ships the degrees (one light row per paper with an edge) to the papers instead of
+    shuffling the papers' text to the degrees.
+    """
+    deg = degrees(edges)
+    return papers.join(F.broadcast(deg) if broadcast else deg, "corpus_id", "left").fillna(
+        0, subset=["out_degree", "in_degree"]
+    )
+
+
+def degree_summary(degrees: DataFrame, text: DataFrame) -> dict[str, float]:
+    """Node, edge and degree statistics for the manifest (two small aggregations).
+
+    `degrees` has one row per paper with `out_degree` and `in_degree`; `text` one row per paper with
+    `no_title` and `no_abstract` (booleans), so the papers' text need not be read again.
+    """
+    row = degrees.agg(
         F.count("*").alias("papers"),
         F.sum("out_degree").alias("edges"),
         F.sum(((F.col("out_degree") + F.col("in_degree")) > 0).cast("int")).alias("graph_nodes"),
@@ -226,9 +316,11 @@ def degree_summary(papers_with_degrees: DataFrame) -> dict[str, float]:
         F.max("in_degree").alias("max_in_degree"),
         F.percentile_approx("out_degree", [0.5, 0.9, 0.99], 10000).alias("out_q"),
         F.percentile_approx("in_degree", [0.5, 0.9, 0.99], 10000).alias("in_q"),
-        F.sum(F.col("title").isNull().cast("int")).alias("papers_without_title"),
-        F.sum(F.col("abstract").isNull().cast("int")).alias("papers_without_abstract"),
-        F.sum((F.col("title").isNull() & F.col("abstract").isNull()).cast("int")).alias("papers_without_text"),
+    ).first()
+    flags = text.agg(
+        F.sum(F.col("no_title").cast("int")).alias("papers_without_title"),
+        F.sum(F.col("no_abstract").cast("int")).alias("papers_without_abstract"),
+        F.sum((F.col("no_title") & F.col("no_abstract")).cast("int")).alias("papers_without_text"),
     ).first()
     papers = int(row["papers"] or 0)
     edges = int(row["edges"] or 0)
@@ -243,10 +335,15 @@ def degree_summary(papers_with_degrees: DataFrame) -> dict[str, float]:
         "max_in_degree": int(row["max_in_degree"] or 0),
         "out_degree_p50_p90_p99": [int(x) for x in out_q],
         "in_degree_p50_p90_p99": [int(x) for x in in_q],
-        "papers_without_title": int(row["papers_without_title"] or 0),
-        "papers_without_abstract": int(row["papers_without_abstract"] or 0),
-        "papers_without_text": int(row["papers_without_text"] or 0),
+        "papers_without_title": int(flags["papers_without_title"] or 0),
+        "papers_without_abstract": int(flags["papers_without_abstract"] or 0),
+        "papers_without_text": int(flags["papers_without_text"] or 0),
     }
+
+
+def summary_stats(papers: DataFrame) -> DataFrame:
+    """`degree_summary`'s `text` input from a papers table."""
+    return papers.select(F.col("title").isNull().alias("no_title"), F.col("abstract").isNull().alias("no_abstract"))
 
 
 def degree_histogram(papers_with_degrees: DataFrame) -> DataFrame:

@@ -15,6 +15,8 @@ method that finds it, and the method is recorded:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -38,6 +40,22 @@ def fold_title_udf(titles):  # pandas Series -> Series; the fold the generator's
     return titles.map(fold_title, na_action="ignore")
 
 
+def with_folded_title(df: DataFrame, title: str = "title", out: str = "_folded") -> DataFrame:
+    """`df` (rows with a non-null `title`) plus `out`: `citeflow.text.fold_title` of the title.
+
+    ASCII titles (nearly all) are folded by Spark's own functions, the rest by the Python UDF: on ASCII
+    the fold is lower case, every run of characters outside [a-z0-9] one space, trimmed, empty to null
+    (the equivalence `citeflow.text.fold_titles` uses too). The two kinds are split into two frames,
+    since Spark evaluates a Python UDF on every row of its input whatever condition surrounds it.
+    """
+    col = F.col(title)
+    ascii_only = F.length(col) == F.octet_length(col)
+    folded = F.trim(F.regexp_replace(F.lower(col), "[^a-z0-9]+", " "))
+    native = df.where(ascii_only).withColumn(out, F.when(folded != "", folded))
+    other = df.where(~ascii_only).withColumn(out, fold_title_udf(col))
+    return native.unionByName(other)
+
+
 def distinct_ids(bench: DataFrame) -> DataFrame:
     """One row per benchmark id with the first non-null title and external ids stated for it."""
     first = lambda c: F.first(c, ignorenulls=True).alias(c)  # noqa: E731
@@ -52,13 +70,23 @@ def paper_id_pairs(parsed: DataFrame) -> DataFrame:
     ).where(F.col("sha").rlike("^[0-9a-f]{40}$") & F.col("corpus_id").isNotNull())
 
 
-def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, match_titles: bool = True) -> DataFrame:
+def map_ids(
+    ids: DataFrame,
+    papers: DataFrame,
+    paper_ids: DataFrame | None,
+    *,
+    match_titles: bool = True,
+    materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
+) -> DataFrame:
     """Add `corpus_id`, `method` and `unmapped_reason` to distinct benchmark ids.
 
     `papers` is the snapshot's papers table; `paper_ids` is (sha, corpus_id)
-    pairs or None when no table is given.
+    pairs or None when no table is given. Every step of the cascade reads the
+    ids, and the title matches feed two steps: `materialize(frame, name)`
+    (the stage writes the frame to its staging folder and reads it back)
+    computes each once instead of once per use.
     """
-    ids = ids.withColumn("_sha", F.lower(F.trim("id")))
+    ids = materialize(ids.withColumn("_sha", F.lower(F.trim("id"))), "ids")
     found = ids.select(
         "id",
         F.when(F.trim("id").rlike("^[0-9]{1,18}$"), F.trim("id").try_cast("long")).alias("corpus_id"),
@@ -89,17 +117,17 @@ def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, m
         steps.append(bench_key.join(unique, "_key").select("id", "corpus_id", F.lit(method).alias("method")))
 
     title_counts = None
-    bench_titles = ids.where(F.col("title").isNotNull()).select("id", fold_title_udf("title").alias("_folded"))
+    bench_titles = with_folded_title(ids.where(F.col("title").isNotNull()).select("id", "title")).drop("title")
     if match_titles:
-        folded_papers = papers.where(F.col("title").isNotNull()).select(
-            "corpus_id", fold_title_udf("title").alias("_folded")
+        folded_papers = with_folded_title(papers.where(F.col("title").isNotNull()).select("corpus_id", "title")).drop(
+            "title"
         )
         title_counts = (
             folded_papers.where(F.col("_folded").isNotNull())
             .groupBy("_folded")
             .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
         )
-        matched = bench_titles.join(title_counts, "_folded")
+        matched = materialize(bench_titles.join(title_counts, "_folded").select("id", "corpus_id", "_n"), "titles")
         steps.append(matched.where("_n = 1").select("id", "corpus_id", F.lit("title").alias("method")))
 
     candidates = steps[0]
@@ -115,9 +143,7 @@ def map_ids(ids: DataFrame, papers: DataFrame, paper_ids: DataFrame | None, *, m
 
     mapped = ids.select("id", "title").join(best, "id", "left")
     if title_counts is not None:
-        ambiguous = bench_titles.join(title_counts.where("_n > 1").select("_folded"), "_folded").select(
-            "id", F.lit(True).alias("_amb")
-        )
+        ambiguous = matched.where("_n > 1").select("id", F.lit(True).alias("_amb"))  # ids are distinct
         mapped = mapped.join(ambiguous, "id", "left")
     else:
         mapped = mapped.withColumn("_amb", F.lit(None).cast("boolean"))
@@ -151,11 +177,17 @@ def leakage_report(benchmark_ids: DataFrame) -> DataFrame:
     return per_split.unionByName(overall)
 
 
-def remove_papers(papers: DataFrame, citations: DataFrame, excluded: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Papers and citations without any paper in `excluded` (a `corpus_id` column)."""
+def remove_papers(
+    papers: DataFrame, citations: DataFrame, excluded: DataFrame, *, broadcast: bool = False
+) -> tuple[DataFrame, DataFrame]:
+    """Papers and citations without any paper in `excluded` (a `corpus_id` column).
+
+    `broadcast` ships `excluded` (a benchmark's papers: small) to the graph instead of shuffling the graph.
+    """
     ex = excluded.select("corpus_id").distinct()
-    kept_papers = papers.join(ex, "corpus_id", "left_anti")
-    kept = citations.join(ex.withColumnRenamed("corpus_id", "citing"), "citing", "left_anti").join(
-        ex.withColumnRenamed("corpus_id", "cited"), "cited", "left_anti"
+    small = F.broadcast if broadcast else (lambda df: df)
+    kept_papers = papers.join(small(ex), "corpus_id", "left_anti")
+    kept = citations.join(small(ex.withColumnRenamed("corpus_id", "citing")), "citing", "left_anti").join(
+        small(ex.withColumnRenamed("corpus_id", "cited")), "cited", "left_anti"
     )
     return kept_papers, kept.select("citing", "cited")

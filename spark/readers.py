@@ -8,9 +8,20 @@ line that is not JSON is kept verbatim in `rejected` instead of vanishing.
 Scalar fields are parsed as strings and cast afterwards: real snapshots mix
 `"year": 1999` with `"year": "1999"`, and ids appear as numbers in one dataset
 and as strings in the next (S2AG `papers.corpusid` vs `citations`).
+
+`rejected.raw` keeps the input line as *bytes* (binary), exactly as read: a
+line that is not valid UTF-8 stays readable by every Parquet reader (a string
+column holding invalid UTF-8 makes pyarrow fail on the whole table).
+
+A corpus file that cannot be read at all (a truncated or corrupt gzip shard)
+fails the stage with one line naming the file (`unreadable_file`), rather
+than being quarantined: Spark has already ingested the lines before the
+damage, and a shard missing its tail would silently lose papers.
 """
 
 from __future__ import annotations
+
+import re
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -35,6 +46,16 @@ CITING_NOT_IN_CORPUS = "citing_not_in_corpus"
 DUPLICATE_CITATION = "duplicate_citation"
 
 CORPUS_ID_PATTERN = r"^[0-9]{1,18}$"
+# Parquet options of a stage's staging files (written once, read back within the run, then deleted): a
+# codec cheap to write and read, unlike the zstd of the tables a stage publishes, and no dictionary
+# encoding, which Parquet tries on every string column chunk before giving up on long unique text.
+STAGING_OPTIONS = {"compression": "lz4_raw", "parquet.enable.dictionary": "false"}
+# Published tables: no dictionary attempt on columns of long unique text (titles, abstracts, raw lines).
+TEXT_COLUMNS = ("title", "abstract", "raw")
+TEXT_OPTIONS = {f"parquet.enable.dictionary#{c}": "false" for c in TEXT_COLUMNS}
+# Jackson's default cap on one JSON string is 20,000,000 characters (a 20 MiB abstract would be labelled
+# malformed_json); the line is in memory already, so any valid line is parsed.
+MAX_JSON_STRING = str(2**31 - 1)
 
 S2ORC_SCHEMA = T.StructType(
     [
@@ -109,7 +130,7 @@ REJECTED_SCHEMA = T.StructType(
         T.StructField("id", S),
         T.StructField("cited_id", S),
         T.StructField("source", S),
-        T.StructField("raw", S),
+        T.StructField("raw", T.BinaryType()),
     ]
 )
 
@@ -142,9 +163,8 @@ def parse_lines(lines: DataFrame, schema: T.StructType) -> DataFrame:
     when it is one but a field has a type the schema cannot hold (e.g. a string
     where a list belongs).
     """
-    parsed = lines.withColumn(
-        "rec", F.from_json("value", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
-    )
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, "maxStringLen": MAX_JSON_STRING}
+    parsed = lines.withColumn("rec", F.from_json("value", schema, options))
     data_fields = [f.name for f in schema.fields if f.name != CORRUPT]
     any_field = F.coalesce(*[F.col(f"rec.{f}").cast("string") for f in data_fields])
     error = (
@@ -244,12 +264,43 @@ def s2ag_citation_pairs(parsed: DataFrame) -> DataFrame:
 def rejected_rows(
     df: DataFrame, *, kind: str, reason: Column, id_col: Column, cited: Column | None = None, raw: Column | None = None
 ) -> DataFrame:
-    """Rows of `df` in the `rejected` layout."""
+    """Rows of `df` in the `rejected` layout; `raw` is the line's bytes as read."""
     return df.select(
         F.lit(kind).alias("kind"),
         reason.alias("reason"),
         id_col.cast("string").alias("id"),
         (cited if cited is not None else F.lit(None)).cast("string").alias("cited_id"),
         F.col("source"),
-        (raw if raw is not None else F.lit(None)).cast("string").alias("raw"),
+        (raw if raw is not None else F.lit(None)).cast("binary").alias("raw"),
     )
+
+
+_FAILED_READ = re.compile(r"FAILED_READ_FILE[^\]]*\] Encountered error while reading file (?P<file>\S+?)\.?\s")
+_CAUSE = re.compile(r"Caused by: (?P<cause>[^\n]+)")
+
+
+def unreadable_file(exc: BaseException) -> tuple[str, str] | None:
+    """(file, cause) when `exc` is Spark failing to read an input file (e.g. a truncated gzip), else None."""
+    text = str(exc)
+    found = _FAILED_READ.search(text)
+    if found is None:
+        return None
+    cause = _CAUSE.search(text[found.end() :])
+    return found["file"], (cause["cause"].strip() if cause else "unreadable")
+
+
+def explaining_unreadable_files(build, what: str):
+    """Call `build()`; a Spark read failure of an input file becomes one line naming the file."""
+    from citeflow.errors import CiteflowError
+
+    try:
+        return build()
+    except Exception as exc:
+        found = unreadable_file(exc)
+        if found is None:
+            raise
+        file, cause = found
+        file = file.removeprefix("file://")
+        raise CiteflowError(
+            f"{what} {file} cannot be read ({cause}); replace it with an intact copy or move it out of the folder"
+        ) from None

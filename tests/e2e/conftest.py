@@ -68,5 +68,8 @@ def topics_config(generated_topics, tmp_path_factory):
             *TEST_SPARK_OVERRIDES,
             *profile_overrides("demo"),
             "filter_leakage.mode=report_only",
+            # the mining and encoder tests need the mining run only: skip the link-prediction run
+            "embed_graph.link_prediction=false",
+            "embed_graph.holdout=0",
         ],
     )

@@ -39,7 +39,7 @@ def test_real_s2orc_sample(spark, shared_data, tmp_path):
     i = papers["corpus_id"].index(77490025)
     assert papers["title"][i] == "State of external ocular muscles in strabismus of different duration"
     assert papers["mag_id"][i] == "2426173123" and papers["fields_of_study"][i] == ["Medicine"]
-    assert papers["corpus_id"] == sorted(papers["corpus_id"])
+    assert len(set(papers["corpus_id"])) == len(papers["corpus_id"])  # one row per corpus id (in no set order)
 
 
 def test_real_s2ag_sample(spark, shared_data, tmp_path):

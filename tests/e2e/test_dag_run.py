@@ -64,7 +64,8 @@ def test_rebuild_builds_every_stage_then_skips_them_as_cached(generated_s2orc, t
     assert graph_event["metrics"]["citations"] == truth["counts"]["citations"]
     assert sorted(e["strategy"] for e in by_stage["mine_triplets"]) == ["scincl", "specter"]
     for event in by_stage["benchmark"]:
-        assert 0 < event["metrics"]["trained.average"] <= 100
+        # the mean of the SciDocs numbers there are (the average of 12 needs recomm's two)
+        assert 0 < event["metrics"]["trained.mean"] <= 100
 
     # the same trigger again: every stage is cached, shown as skipped, and no new Asset event is recorded
     log = airflow.dags_test("citeflow_rebuild", conf)
@@ -77,7 +78,7 @@ def test_rebuild_builds_every_stage_then_skips_them_as_cached(generated_s2orc, t
     assert len(stage_states) == 3 + 2 * len(STRATEGY_STAGES)
     assert f"build_graph: cached version {manifest['version']}" in log
     assert len(airflow.asset_events()) == len(events)
-    assert len(list(artifacts.glob("dag-demo/build_graph/*"))) == 1
+    assert [p.name for p in artifacts.glob("dag-demo/build_graph/[!.]*")] == [manifest["version"]]  # no rebuild
     for stage in STRATEGY_STAGES:
         for m in (json.loads(p.read_text()) for p in artifacts.glob(f"dag-demo/{stage}/*/_manifest.json")):
             if m["metrics"].get("model") != "base":  # base embeddings are made inside the benchmark task

@@ -1,4 +1,4 @@
-"""embed_graph end to end: PBG trained on a generated snapshot beats random embeddings."""
+"""embed_graph end to end: PBG trained on a generated snapshot beats random embeddings; mining vectors see all edges."""
 
 from pathlib import Path
 
@@ -33,6 +33,7 @@ def embedded(generated_s2orc, tmp_path_factory, spark):
             "filter_leakage.mode=report_only",
             "embed_graph.holdout=0.05",
             "embed_graph.num_epochs=10",
+            "embed_graph.workers=1",  # one HOGWILD worker: runs repeat bit for bit
         ],
     )
     return cfg, embed_graph.run(cfg)
@@ -49,9 +50,42 @@ def test_link_prediction_far_above_random(embedded):
     assert lp["auc"] > 0.75 > 0.6 > rnd["auc"]
     table = pq.read_table(m.table_path("link_prediction")).to_pylist()
     assert {(r["model"], r["metric"]) for r in table} >= {("pbg", "mrr"), ("random", "auc")}
-    log = pq.read_table(m.table_path("training_log")).to_pydict()
-    assert log["epoch"] == list(range(1, 11)) and log["loss"][-1] < log["loss"][0]
+    log = pq.read_table(m.table_path("training_log")).to_pylist()
+    for run in ("mining", "link_prediction"):
+        rows = [r for r in log if r["run"] == run]
+        assert [r["epoch"] for r in rows] == list(range(1, 11)) and rows[-1]["loss"] < rows[0]["loss"]
     assert m.metrics["leakage_mode"] == "report_only"
+    assert 0 < m.metrics["neighbour_overlap"]["share"] <= 1 and m.metrics["neighbour_overlap"]["k"] == 25
+
+
+def test_the_mined_vectors_come_from_a_run_on_every_edge_with_scincls_pbg_settings(embedded):
+    from models.pbg_train import load_embeddings
+
+    _, m = embedded
+    runs = m.metrics["runs"]
+    assert runs["mining"]["edges"] == m.metrics["edges"] == m.metrics["train_edges"] + m.metrics["holdout_edges"]
+    assert runs["link_prediction"]["edges"] == m.metrics["train_edges"]
+    pbg = m.metrics["pbg_config"]
+    assert pbg["global_emb"] is False and pbg["num_uniform_negs"] == 0 and pbg["edge_paths"][0].endswith("edges_all")
+    assert m.config["embed_graph"]["global_emb"] is False and m.config["embed_graph"]["num_uniform_negs"] == 0
+    ids, vectors = load_embeddings(Path(m.path) / "pbg" / "mining" / "checkpoint", Path(m.path) / "pbg" / "entities", 1)
+    table = pq.read_table(m.table_path("paper_embeddings"))
+    order = np.argsort(ids)
+    assert np.array_equal(table["corpus_id"].to_numpy(), ids[order])
+    assert np.array_equal(np.stack(table["embedding"].to_numpy(zero_copy_only=False)), vectors[order])
+
+
+def test_skipping_link_prediction_keeps_the_mined_vectors_and_says_so(embedded):
+    cfg, m = embedded
+    fast = embed_graph.run(apply_overrides(cfg, ["embed_graph.link_prediction=false", "embed_graph.holdout=0"]))
+    assert fast.version != m.version and fast.metrics["link_prediction"] == {"skipped": True}
+    assert list(fast.metrics["runs"]) == ["mining"] and fast.tables["link_prediction"]["rows"] == 0
+    assert fast.config["embed_graph"]["link_prediction"] is False
+    assert not (Path(fast.path) / "pbg" / "edges_holdout").exists()
+    # the mining run does not depend on the held-out run: same import, seed and single worker, same vectors
+    a = pq.read_table(m.table_path("paper_embeddings"))
+    b = pq.read_table(fast.table_path("paper_embeddings"))
+    assert a.equals(b)
 
 
 def test_neighbours_share_the_field_far_more_than_chance(embedded):

@@ -136,3 +136,104 @@ def test_build_graph_runs_on_a_standalone_cluster(standalone_cluster, shared_dat
     # Same numbers as the local run of the real sample (tests/e2e/test_build_graph.py).
     assert manifest["tables"]["papers"]["rows"] == 1000
     assert manifest["metrics"]["rejected"] == {"citation.cited_not_in_corpus": 3103, "citation.self_citation": 4}
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the Spark Connect server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"no Spark Connect server on port {port} after {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def connect_server(tmp_path):
+    """A Spark Connect server started from the installed pyspark (`sbin/start-connect-server.sh --wait`).
+
+    Its logs and pid file stay under tmp_path (not in the pyspark package); its Python workers run this
+    interpreter with this checkout importable (filter_leakage's title-folding UDF imports citeflow).
+    """
+    import pyspark
+
+    from tests.conftest import REPO
+
+    spark_home = os.path.dirname(pyspark.__file__)
+    port = free_port()
+    env = {
+        **os.environ,
+        "SPARK_HOME": spark_home,
+        "SPARK_LOG_DIR": str(tmp_path / "connect-logs"),
+        "SPARK_PID_DIR": str(tmp_path / "connect-pid"),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+    }
+    log = tmp_path / "connect-server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [
+                os.path.join(spark_home, "sbin", "start-connect-server.sh"),
+                "--wait",
+                "--master",
+                "local[2]",
+                "--driver-memory",
+                "1g",
+                "--conf",
+                f"spark.connect.grpc.binding.port={port}",
+                "--conf",
+                "spark.connect.grpc.binding.address=127.0.0.1",
+                "--conf",
+                "spark.ui.enabled=false",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        wait_for_port(port, proc, log)
+        yield {"remote": f"sc://127.0.0.1:{port}", "log": log}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc, generated_s2ag, tmp_path):
+    """build_graph and filter_leakage as Spark Connect clients write the versions and rows local mode writes.
+
+    The client runs with JAVA_HOME pointing nowhere: a local driver JVM could not start, so every query ran
+    on the server. Local mode's contents are the pin that tests/e2e/test_filter_leakage.py holds it to.
+    """
+    from citeflow.artifacts import ArtifactStore
+    from tests.e2e import contents as C
+
+    artifacts = tmp_path / "artifacts"
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java-here")}
+    runs = (("s2orc", generated_s2orc, "filter_leakage"), ("s2ag", generated_s2ag, "build_graph"))
+    for name, (snap, _), until in runs:
+        pinned = C.check_input(name, snap)
+        cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", f"connect-{name}", "--until", until]
+        cmd += ["--corpus", str(snap / "corpus"), "--scidocs", str(snap / "scidocs")]
+        cmd += ["--paper-ids", str(snap / "paper-ids"), "--artifacts", str(artifacts)]
+        cmd += ["--set", f"spark.remote={connect_server['remote']}", "--set", "spark.shuffle_partitions=4"]
+        cmd += ["--set", "build_graph.output_files=2"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        assert done.returncode == 0, done.stderr[-4000:] + connect_server["log"].read_text()[-3000:]
+
+        store = ArtifactStore(str(artifacts))
+        problems = []
+        for stage in ("build_graph", "filter_leakage"):
+            if stage not in pinned:
+                continue
+            (manifest,) = store.list_versions(f"connect-{name}", stage)
+            assert manifest.config["spark"]["remote"] == connect_server["remote"]
+            problems += [f"{name}/{stage}: {p}" for p in C.compare(C.stage_contents(manifest), pinned[stage])]
+        assert problems == []

@@ -112,3 +112,55 @@ def test_headline_puts_the_known_metrics_first_and_flattens_one_level():
     assert list(out)[:4] == ["papers", "citations", "link_prediction.mrr", "link_prediction.auc"]
     assert "histogram" not in out and "long" not in out and "link_prediction.curve" not in out
     assert len(out) == HEADLINE_MAX
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("stage", "../../etc", "names no citeflow stage"),
+        ("version", "../../../etc/passwd", "names no artifact version"),
+        ("version", "ABCDEF0123456789", "names no artifact version"),
+        ("snapshot", "../s1", "invalid snapshot id"),
+    ],
+)
+def test_xcom_stage_version_and_snapshot_are_validated(field, value, message):
+    good = {"artifacts": "/a", "snapshot": "s1", "stage": "embed_papers", "version": "0123456789abcdef"}
+    assert xcom_target(good) == good
+    with pytest.raises(CiteflowError, match=message):
+        xcom_target({**good, field: value})
+
+
+def test_a_damaged_version_is_an_error_naming_the_file_not_data(built, tmp_path):
+    from citeflow.artifacts import DamagedVersion
+
+    store, manifest = built
+    (tmp_path / "s1" / "embed_papers" / manifest.version / "embeddings" / "part-0.parquet").unlink()
+    with pytest.raises(DamagedVersion, match="embeddings/part-0.parquet is missing"):
+        summarize(store, "s1", "embed_papers", manifest.version)
+
+
+def test_binary_cells_are_shown_escaped_and_secrets_redacted(tmp_path):
+    store = ArtifactStore(str(tmp_path))
+
+    def build(path):
+        os.makedirs(os.path.join(path, "rejected"))
+        table = pa.table({"reason": ["malformed_json"], "raw": pa.array([b"caf\xe9 <b>"], pa.binary())})
+        pq.write_table(table, os.path.join(path, "rejected", "part-0.parquet"))
+        return {}
+
+    manifest = execute(
+        store=store,
+        snapshot="s1",
+        stage="build_graph",
+        stage_version=1,
+        config={},
+        resolved_config={"spark": {"conf": ["spark.hadoop.fs.s3a.secret.key=S3CR3T-2"]}},
+        inputs=[],
+        tables=["rejected"],
+        build=build,
+    )
+    summary = summarize(store, "s1", "build_graph", manifest.version)
+    page = render_html(summary)
+    assert summary["tables"][0]["sample"] == [{"reason": "malformed_json", "raw": "caf\\xe9 <b>"}]
+    assert "<td>caf\\xe9 &lt;b&gt;</td>" in page
+    assert "S3CR3T-2" not in page and "spark.hadoop.fs.s3a.secret.key=***" in page

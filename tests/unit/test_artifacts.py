@@ -6,7 +6,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from citeflow.artifacts import MANIFEST, ArtifactStore, compute_version
+from citeflow.artifacts import MANIFEST, ArtifactStore, DamagedVersion, compute_version
+from citeflow.config import StoreConfig
 from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
@@ -170,3 +171,180 @@ def test_a_version_built_for_another_snapshot_is_reused_not_rebuilt(tmp_path):
     assert pq.read_table(reused.table_path("t")).num_rows == 2
     # another config is another version: built, not reused
     assert _execute(store, {"k": 2}, snapshot="s2").reused_from is None
+
+
+# -- verification on read (manifest format 2) ---------------------------------------------------------
+
+
+def _sha256(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_manifest_lists_every_file_with_size_and_sha256(tmp_path):
+    store = ArtifactStore(str(tmp_path))
+
+    def build(path):
+        _build_two_rows(path)
+        with open(os.path.join(path, "plot.png"), "wb") as fh:
+            fh.write(b"\x89PNG not really")
+        return {}
+
+    done = _execute(store, {"k": 1}, build=build)
+    folder = tmp_path / "s1" / "demo" / done.version
+    data = json.loads((folder / MANIFEST).read_text())
+    assert data["manifest_format"] == 2
+    on_disk = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
+    assert sorted(data["contents"]) == on_disk == ["plot.png", "t/part-0.parquet"]
+    for rel in on_disk:
+        assert data["contents"][rel] == {"bytes": (folder / rel).stat().st_size, "sha256": _sha256(folder / rel)}
+
+
+@pytest.fixture
+def committed(tmp_path):
+    store = ArtifactStore(str(tmp_path))
+    done = _execute(store, {"k": 1})
+    return store, done, tmp_path / "s1" / "demo" / done.version
+
+
+def test_an_edited_manifest_is_damage(committed):
+    store, done, folder = committed
+    data = json.loads((folder / MANIFEST).read_text())
+    data["tables"]["t"]["rows"] = 3
+    (folder / MANIFEST).write_text(json.dumps(data))
+    with pytest.raises(DamagedVersion, match="checksum does not match its content: the manifest was edited"):
+        store.read_manifest("s1", "demo", done.version)
+
+
+@pytest.mark.parametrize(
+    "tamper, message",
+    [
+        (lambda f: (f / "t" / "part-0.parquet").unlink(), r"t/part-0.parquet is missing \(the manifest lists"),
+        (
+            lambda f: os.truncate(f / "t" / "part-0.parquet", 10),
+            r"t/part-0.parquet has 10 bytes, the manifest says",
+        ),
+        (lambda f: (f / "t" / "part-1.parquet").write_bytes(b"x"), r"t/part-1.parquet is not in the manifest"),
+    ],
+)
+def test_the_cheap_check_on_every_read_names_the_damaged_file(committed, tamper, message):
+    store, done, folder = committed
+    tamper(folder)
+    with pytest.raises(DamagedVersion, match=message) as caught:
+        store.read_manifest("s1", "demo", done.version)
+    assert f"demo version {done.version} of snapshot s1 is damaged" in str(caught.value)
+    # the stage does not trust it: a rerun stops with the same one line instead of skipping
+    with pytest.raises(DamagedVersion, match=message):
+        _execute(store, {"k": 1}, build=lambda path: pytest.fail("rebuilt without --repair"))
+    assert store.list_versions("s1", "demo") == []
+
+
+def test_same_size_tampering_escapes_the_cheap_check_and_verify_finds_it(committed):
+    store, done, folder = committed
+    part = folder / "t" / "part-0.parquet"
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    part.write_bytes(bytes(data))
+    manifest = store.read_manifest("s1", "demo", done.version)  # sizes match: the cheap check passes
+    assert (
+        store.verify(manifest)[0] == "t/part-0.parquet: content hash differs from the manifest (same size, other bytes)"
+    )
+
+
+def test_repair_moves_the_damaged_version_aside_and_rebuilds_it(committed):
+    store, done, folder = committed
+    (folder / "t" / "part-0.parquet").unlink()
+    repairing = ArtifactStore(store.root, StoreConfig(repair=True))
+    rebuilt = _execute(repairing, {"k": 1})
+    assert rebuilt.version == done.version and not rebuilt.skipped
+    assert pq.read_table(rebuilt.table_path("t")).column("a").to_pylist() == [1, 2]
+    (aside,) = (folder.parent / ".damaged").iterdir()
+    assert aside.name.startswith(done.version + "-") and (aside / MANIFEST).is_file()
+    assert not (aside / "t" / "part-0.parquet").exists()  # the evidence, as it was
+    assert store.verify(store.read_manifest("s1", "demo", done.version)) == []
+
+
+def test_repair_rehashes_and_catches_same_size_tampering(committed):
+    store, done, folder = committed
+    part = folder / "t" / "part-0.parquet"
+    data = bytearray(part.read_bytes())
+    data[-20] ^= 0xFF
+    part.write_bytes(bytes(data))
+    assert _execute(store, {"k": 1}).skipped  # without --repair only the cheap check runs
+    rebuilt = _execute(ArtifactStore(store.root, StoreConfig(repair=True)), {"k": 1})
+    assert not rebuilt.skipped and _sha256(part) != _sha256(
+        next((folder.parent / ".damaged").iterdir()) / "t" / "part-0.parquet"
+    )
+
+
+def test_a_format_1_manifest_is_read_with_a_warning_and_rebuilt_by_repair(committed, caplog):
+    store, done, folder = committed
+    data = json.loads((folder / MANIFEST).read_text())
+    for key in ("contents", "checksum"):
+        data.pop(key)
+    data["manifest_format"] = 1
+    (folder / MANIFEST).write_text(json.dumps(data))
+    assert _execute(store, {"k": 1}).skipped
+    assert "manifest format 1 lists no files" in caplog.text
+    rebuilt = _execute(ArtifactStore(store.root, StoreConfig(repair=True)), {"k": 1})
+    assert not rebuilt.skipped and rebuilt.manifest_format == 2
+
+
+@pytest.mark.parametrize("garbage", [b"{not json", b"[1, 2]", b'{"manifest_format": 7}', b"\xff\xfe"])
+def test_a_corrupt_manifest_is_one_clear_error(committed, garbage):
+    store, done, folder = committed
+    (folder / MANIFEST).write_bytes(garbage)
+    with pytest.raises(DamagedVersion, match=r"_manifest.json is corrupt"):
+        store.read_manifest("s1", "demo", done.version)
+
+
+def test_a_corrupt_manifest_of_another_snapshot_is_skipped_with_a_warning(committed, caplog):
+    store, done, folder = committed
+    (folder / MANIFEST).write_text("{truncated")
+    other = _execute(store, {"k": 1}, snapshot="s2")
+    assert other.version == done.version and other.reused_from is None and not other.skipped
+    assert "not reusing demo" in caplog.text and "s1" in caplog.text
+
+
+def test_an_artifact_root_that_is_a_file_is_a_clear_error(tmp_path):
+    (tmp_path / "root").write_text("x")
+    with pytest.raises(CiteflowError, match="artifact root .* is a file, not a folder"):
+        ArtifactStore(str(tmp_path / "root"))
+
+
+def test_secrets_are_redacted_in_the_manifest(tmp_path):
+    store = ArtifactStore(str(tmp_path))
+    config = {"spark": {"conf": ["spark.hadoop.fs.s3a.secret.key=s3cr3t-value", "spark.executor.memory=2g"]}}
+    done = execute(
+        store=store,
+        snapshot="s1",
+        stage="demo",
+        stage_version=1,
+        config={},
+        resolved_config=config,
+        inputs=[],
+        tables=["t"],
+        build=lambda path: {**_build_two_rows(path), "api_token": "s3cr3t-value"},
+    )
+    text = (tmp_path / "s1" / "demo" / done.version / MANIFEST).read_text()
+    assert "s3cr3t-value" not in text
+    assert done.config["spark"]["conf"] == ["spark.hadoop.fs.s3a.secret.key=***", "spark.executor.memory=2g"]
+    assert done.metrics["api_token"] == "***"
+
+
+def test_a_version_being_built_by_a_live_run_is_neither_built_again_nor_deleted(tmp_path):
+    from citeflow.lease import Lease
+
+    store = ArtifactStore(str(tmp_path), StoreConfig(lease_wait_s=0))
+    version = compute_version("demo", 1, {"k": 1}, [{"kind": "corpus", "fingerprint": "abc"}])
+    path = store.version_path("s1", "demo", version)
+    with Lease(path, what="the other run") as other:
+        assert other.acquire(0)
+        os.makedirs(os.path.join(path, "t"))
+        (tmp_path / "s1" / "demo" / version / "t" / "half-written").write_bytes(b"x")
+        with pytest.raises(CiteflowError, match=f"demo version {version} of snapshot s1 is being built by pid"):
+            _execute(store, {"k": 1}, build=lambda p: pytest.fail("built while another run holds the lease"))
+        assert store.clean_incomplete("s1", "demo") == []
+        assert (tmp_path / "s1" / "demo" / version / "t" / "half-written").exists()
+    assert store.clean_incomplete("s1", "demo") == [version]

@@ -55,6 +55,8 @@ def test_until_names_the_stages_to_run():
     "args, message",
     [
         (["--set", "train_encoder.model=/no/such/scibert"], "model directory '/no/such/scibert' does not exist"),
+        # the full profile trains a real encoder: the small demo BERT is never its silent default
+        (["--profile", "full", "--scidocs", "/tmp"], "train_encoder.model is not set"),
         ([], "needs the SciDocs folder"),
         (["--scidocs", "/tmp", "--set", "benchmark.scirepeval=/no/such/task.json"], "does not exist"),
     ],
@@ -66,6 +68,19 @@ def test_late_mistakes_are_caught_before_any_work(tmp_path, args, message):
     done = run_cli("run", "--snapshot", "ok", "--corpus", str(corpus.parent), "--artifacts", str(tmp_path / "a"), *args)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "a").exists()
+
+
+def test_the_full_profile_needs_no_encoder_when_it_stops_before_training(tmp_path):
+    from citeflow.config import RunConfig, apply_overrides, profile_overrides
+    from jobs.pipeline import preflight, stages_until
+
+    corpus = tmp_path / "corpus" / "metadata"
+    corpus.mkdir(parents=True)
+    (corpus / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
+    full = apply_overrides(RunConfig(snapshot="s", corpus=str(corpus.parent)), list(profile_overrides("full")))
+    preflight(full, stages_until("mine_triplets"))
+    with pytest.raises(CiteflowError, match="train_encoder.model is not set"):
+        preflight(full, stages_until("train_encoder"))
 
 
 def test_settings_lists_every_stage_setting(capsys):
@@ -103,3 +118,76 @@ def test_missing_java_is_one_clear_message(tmp_path):
 def test_current_java_is_accepted():
     assert session.java_version() >= 17
     session.check_java()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--set", "embed_graph.pbg=checkpoint_path=/elsewhere"], "checkpoint_path is set by the stage"),
+        (["--set", "train_encoder.lr=nan"], "expects a finite number"),
+        (["--artifacts", "/etc/hostname"], "artifact root '/etc/hostname' is a file, not a folder"),
+    ],
+)
+def test_user_side_faults_of_issue_16_are_one_line(tmp_path, extra, message):
+    corpus = tmp_path / "corpus" / "metadata"
+    corpus.mkdir(parents=True)
+    (corpus / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
+    args = ["run", "--snapshot", "ok", "--corpus", str(corpus.parent), "--until", "build_graph"]
+    done = run_cli(*args, *(["--artifacts", str(tmp_path / "a")] if "--artifacts" not in extra else []), *extra)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def _store_with_one_version(root):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from citeflow.artifacts import ArtifactStore
+    from citeflow.stage import execute
+
+    def build(path):
+        os.makedirs(os.path.join(path, "papers"))
+        pq.write_table(pa.table({"a": [1, 2, 3]}), os.path.join(path, "papers", "part-0.parquet"))
+        return {}
+
+    return execute(
+        store=ArtifactStore(str(root)),
+        snapshot="s1",
+        stage="build_graph",
+        stage_version=1,
+        config={},
+        resolved_config={},
+        inputs=[],
+        tables=["papers"],
+        build=build,
+    )
+
+
+def test_verify_passes_an_intact_store_and_names_the_damaged_file(tmp_path, capsys):
+    manifest = _store_with_one_version(tmp_path)
+    assert main(["verify", "--artifacts", str(tmp_path)]) == 0
+    assert f"ok          s1/build_graph/{manifest.version}" in capsys.readouterr().out
+    part = tmp_path / "s1" / "build_graph" / manifest.version / "papers" / "part-0.parquet"
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 1
+    part.write_bytes(bytes(data))
+    assert main(["verify", "--artifacts", str(tmp_path), "--snapshot", "s1", "--stage", "build_graph"]) == 1
+    out = capsys.readouterr().out
+    assert f"DAMAGED     s1/build_graph/{manifest.version}" in out
+    assert "papers/part-0.parquet: content hash differs from the manifest" in out
+    assert "1 versions: 0 intact, 1 damaged, 0 unverifiable" in out
+
+
+def test_artifacts_lists_a_damaged_version_instead_of_failing(tmp_path, capsys):
+    manifest = _store_with_one_version(tmp_path)
+    (tmp_path / "s1" / "build_graph" / manifest.version / "_manifest.json").write_text("{broken")
+    assert main(["artifacts", "--snapshot", "s1", "--artifacts", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{manifest.version}  DAMAGED: _manifest.json: not JSON" in out
+    assert "--repair" in out
+
+
+def test_verify_of_nothing_is_one_clear_line(tmp_path):
+    done = run_cli("verify", "--artifacts", str(tmp_path))
+    assert done.returncode == 2 and "no committed versions of any snapshot" in done.stderr

@@ -79,3 +79,88 @@ def test_profiles_shrink_only_what_they_name():
     assert apply_overrides(base(), list(profile_overrides("full"))) == base()
     with pytest.raises(CiteflowError, match="unknown profile"):
         profile_overrides("huge")
+
+
+@pytest.mark.parametrize(
+    "override", ["train_encoder.lr=nan", "train_encoder.bitfit_lr=inf", "embed_graph.margin=-inf", "embed_graph.lr=NaN"]
+)
+def test_nan_and_inf_are_not_settings(override):
+    with pytest.raises(CiteflowError, match="expects a finite number"):
+        apply_overrides(base(), [override])
+
+
+def test_nan_is_refused_when_a_config_is_built_directly_too():
+    from citeflow.config import EmbedGraphConfig, TrainEncoderConfig
+
+    with pytest.raises(CiteflowError, match="train_encoder.lr must be a finite number"):
+        TrainEncoderConfig(lr=float("nan"))
+    with pytest.raises(CiteflowError, match="embed_graph.margin must be a finite number"):
+        EmbedGraphConfig(margin=float("inf"))
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ("checkpoint_path=/elsewhere", "checkpoint_path is set by the stage"),
+        ("entity_path=/tmp/x", "entity_path is set by the stage"),
+        ('edge_paths=["/tmp/x"]', "edge_paths is set by the stage"),
+        ("init_path=/home/me/ckpt", "init_path is set by the stage"),
+        ("relations=[]", "relations is set by the stage"),
+        ("distributed_init_method=file:///tmp/rendezvous", "must be tcp://HOST:PORT or env://"),
+        ("no_such_option=1", "'no_such_option' is not a PyTorch-BigGraph option"),
+        ("lr=nan", "lr must be a finite number"),
+    ],
+)
+def test_pbg_paths_and_layout_cannot_be_overridden(entry, message):
+    with pytest.raises(CiteflowError, match=message):
+        apply_overrides(base(), [f"embed_graph.pbg={entry}"])
+
+
+def test_pbg_options_that_change_only_training_are_accepted():
+    cfg = apply_overrides(
+        base(),
+        [
+            "embed_graph.pbg=init_scale=0.01,distributed_init_method=tcp://host:30050,checkpoint_preservation_interval=2",
+        ],
+    )
+    assert cfg.embed_graph.pbg == (
+        "init_scale=0.01",
+        "distributed_init_method=tcp://host:30050",
+        "checkpoint_preservation_interval=2",
+    )
+
+
+def test_the_pbg_option_list_is_pbgs_own():
+    """PBG_OPTIONS must be exactly torchbiggraph's ConfigSchema fields (the reference's own list)."""
+    attr = pytest.importorskip("attr")
+    config = pytest.importorskip("torchbiggraph.config")
+    from citeflow.config import PBG_OPTIONS
+
+    assert PBG_OPTIONS == {f.name for f in attr.fields(config.ConfigSchema)}
+
+
+@pytest.mark.parametrize("field", ["corpus", "artifacts", "scidocs", "paper_ids"])
+def test_a_password_in_a_uri_is_refused(field):
+    values = {"snapshot": "s1", "corpus": "/c", field: "s3://AKIA:s3cr3t@bucket/x"}
+    with pytest.raises(CiteflowError, match="a password in the URI is not accepted") as caught:
+        RunConfig(**values)
+    assert "s3cr3t" not in str(caught.value)
+
+
+def test_a_malformed_spark_conf_entry_is_reported_without_its_secret():
+    with pytest.raises(CiteflowError, match="must look like spark.some.key=value") as caught:
+        apply_overrides(base(), ["spark.conf=fs.s3a.secret.key=s3cr3t"])
+    assert "s3cr3t" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("store.lease_wait_s=-1", "must not be negative"),
+        ("store.lease_stale_s=5", "more than twice"),
+        ("store.lease_heartbeat_s=inf", "finite number"),
+    ],
+)
+def test_store_settings_are_checked(override, message):
+    with pytest.raises(CiteflowError, match=message):
+        apply_overrides(base(), [override])

@@ -13,7 +13,9 @@ import pytest
 import torch
 
 from citeflow.errors import CiteflowError
+from models import train_encoder as trainer
 from models.encoder import TokenStore, build_small, collate, load, paper_text, pool
+from models.train_encoder import TrainSpec, accumulate_gradients, triplet_loss
 
 REPO = Path(__file__).resolve().parents[2]
 WORDS = (
@@ -103,6 +105,21 @@ def test_token_store_round_trip(small, tmp_path):
     assert ids_t.tolist() == [[5, 6, 7], [8, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
 
 
+def test_triplet_loss_by_hand():
+    q = torch.tensor([[0.0, 0.0], [0.0, 0.0]])
+    p = torch.tensor([[3.0, 4.0], [0.0, 1.0]])  # distances 5 and 1
+    n = torch.tensor([[0.0, 1.0], [6.0, 8.0]])  # distances 1 and 10
+    # max(5 - 1 + 1, 0) = 5 and max(1 - 10 + 1, 0) = 0: mean 2.5
+    assert triplet_loss(q, p, n, margin=1.0).item() == pytest.approx(2.5, abs=1e-5)
+    assert triplet_loss(q[1:], p[1:], n[1:], margin=10.0).item() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_train_spec_refuses_unknown_settings(tmp_path):
+    (tmp_path / "spec.json").write_text(json.dumps({"tokens": "t", "learning_rate": 1e-3}))
+    with pytest.raises(SystemExit, match="unknown training settings learning_rate"):
+        TrainSpec.read(tmp_path / "spec.json")
+
+
 def make_spec(small, tmp_path, name, **over):
     tokenizer, _ = load(str(small), tokenizer_only=True)
     ids, titles, abstracts = corpus()
@@ -168,19 +185,21 @@ def weights(folder):
 
 
 def test_killed_training_resumes_to_the_same_model(small, tmp_path):
-    whole = make_spec(small, tmp_path, "whole")
-    done = train(whole)
+    # the documented conditions: deterministic=true (one thread, deterministic algorithms), whatever OMP says
+    two_threads = {"OMP_NUM_THREADS": "2"}
+    whole = make_spec(small, tmp_path, "whole", deterministic=True)
+    done = train(whole, env=two_threads)
     assert done.returncode == 0, done.stdout[-3000:]
     log = [json.loads(line) for line in (whole / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, 25))  # 96 triplets / 8 = 12 steps x 2 epochs
     assert json.loads((whole / "model" / "citeflow.json").read_text()) == {"test": "whole"}
 
-    killed = make_spec(small, tmp_path, "killed")
-    first = train(killed, env={"CITEFLOW_KILL_AT_STEP": "13"})
+    killed = make_spec(small, tmp_path, "killed", deterministic=True)
+    first = train(killed, env={"CITEFLOW_KILL_AT_STEP": "13", **two_threads})
     assert first.returncode == -9  # SIGKILL after step 13
     assert not (killed / "model").exists()
     assert sorted(p.name for p in (killed / "checkpoints").glob("ckpt-*")) == ["ckpt-00000005", "ckpt-00000010"]
-    second = train(killed)
+    second = train(killed, env=two_threads)
     assert second.returncode == 0, second.stdout[-3000:]
     assert "resuming from ckpt-00000010" in second.stdout + second.stderr
     a, b = weights(whole / "model"), weights(killed / "model")
@@ -222,3 +241,86 @@ def test_gradient_checkpointing_trains_the_same_model(small, tmp_path):
         assert done.returncode == 0, done.stdout[-3000:]
     a, b = weights(plain / "model"), weights(checkpointed / "model")
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_gradients_are_clipped_at_max_grad_norm(small, tmp_path, monkeypatch):
+    at_step = []
+    original = torch.optim.AdamW.step
+
+    def spy(self, *args, **kwargs):
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        at_step.append(torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).item())
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", spy)
+    logged = {}
+    for limit in (0.01, 0.0):
+        run = make_spec(small, tmp_path, f"clip-{limit}", max_steps=3, max_grad_norm=limit)
+        trainer.train(TrainSpec.read(run / "spec.json"))
+        logged[limit] = [json.loads(line)["grad_norm"] for line in (run / "log.jsonl").read_text().splitlines()]
+    clipped, free = at_step[:3], at_step[3:]
+    assert min(logged[0.01]) > 0.05  # the gradients are well above the limit before clipping...
+    assert max(clipped) <= 0.01 * (1 + 1e-4)  # ...and at it when the optimizer steps
+    assert free == pytest.approx(logged[0.0], rel=1e-4) and min(free) > 0.05  # 0 turns clipping off
+
+
+def test_loss_scaler_state_survives_a_checkpoint(tmp_path):
+    from transformers import get_linear_schedule_with_warmup
+
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    scheduler = get_linear_schedule_with_warmup(optimizer, 1, 10)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    for overflow in (True, False):  # 1024 halves to 512 on the overflow; the good step counts 1 towards growth
+        scaler.scale(model(torch.ones(2, 3)).sum()).backward()
+        if overflow:
+            model.weight.grad[0, 0] = float("inf")
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+    trainer._save_checkpoint(tmp_path, 7, model, optimizer, scheduler, scaler, rank=0, world=1, cuda=False)
+    fresh = torch.amp.GradScaler("cpu")
+    step = trainer._load_checkpoint(
+        tmp_path / "ckpt-00000007", model, optimizer, scheduler, fresh, rank=0, device="cpu", cuda=False
+    )
+    assert step == 7 and fresh.get_scale() == 512.0 and fresh.state_dict()["_growth_tracker"] == 1
+
+
+def _count_all_reduces(rank: int, init: str, results: str) -> None:
+    """One of two gloo processes: DDP over a linear model, 4 micro-batches, gradient all-reduces counted."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    counts = {}
+    for how in ("trainer", "forward outside no_sync"):
+        ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+        calls = []
+
+        def counting(state, bucket, calls=calls):
+            calls.append(1)
+            return default_hooks.allreduce_hook(state, bucket)
+
+        ddp.register_comm_hook(dist.group.WORLD, counting)
+        parts = [torch.full((2, 4), float(rank + i)) for i in range(4)]
+        if how == "trainer":
+            accumulate_gradients(ddp, parts, lambda x, ddp=ddp: ddp(x).sum() / 4)
+        else:  # the order this trainer had before: the forward outside no_sync()
+            for i, x in enumerate(parts):
+                loss = ddp(x).sum() / 4
+                with ddp.no_sync() if i < 3 else torch.enable_grad():
+                    loss.backward()
+        counts[how] = len(calls)
+    Path(f"{results}-{rank}.json").write_text(json.dumps(counts))
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ddp_all_reduces_once_per_optimizer_step(tmp_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(_count_all_reduces, args=(f"file://{tmp_path}/rendezvous", str(tmp_path / "calls")), nprocs=2)
+    for rank in range(2):
+        counts = json.loads((tmp_path / f"calls-{rank}.json").read_text())
+        # one all-reduce for four micro-batches; with the forward outside no_sync(), one per micro-batch
+        assert counts == {"trainer": 1, "forward outside no_sync": 4}

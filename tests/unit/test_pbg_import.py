@@ -49,10 +49,21 @@ def test_every_edge_survives_the_round_trip(tmp_path, partitions):
     held, _ = read_back(tmp_path / "pbg", partitions, "edges_holdout")
     assert train | held == edges and not train & held
     assert counts["train_edges"] == len(train) and counts["holdout_edges"] == len(held)
+    every, _ = read_back(tmp_path / "pbg", partitions, "edges_all")  # what the mining run trains on
+    assert every == edges and counts["edges"] == len(edges)
     assert 0.06 < len(held) / len(edges) < 0.14
     nodes = {x for e in edges for x in e}
     assert sorted(int(n) for part in names for n in part) == sorted(nodes)
     assert counts["entities"] == len(nodes) and sum(counts["entities_per_partition"]) == len(nodes)
+
+
+def test_without_holdout_only_the_all_edges_input_is_written(tmp_path):
+    edges = [(1, 2), (2, 3), (3, 1), (4, 1), (5, 4)]
+    src = write_citations(tmp_path / "citations", edges)
+    counts = import_citations(src, tmp_path / "pbg", holdout=0.0, seed=1)
+    assert read_back(tmp_path / "pbg", 1, "edges_all")[0] == set(edges)
+    assert not (tmp_path / "pbg" / "edges_train").exists() and not (tmp_path / "pbg" / "edges_holdout").exists()
+    assert (counts["edges"], counts["train_edges"], counts["holdout_edges"]) == (5, 0, 0)
 
 
 def test_same_input_and_seed_give_identical_files(tmp_path):

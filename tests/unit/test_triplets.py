@@ -48,12 +48,12 @@ def test_scincl_windows_on_the_arc():
     windows = T.Windows(k_pos=6, k_hard=12, c_pos=3, c_hard=1, c_easy=2)
     (batch,) = mine_scincl(vectors, np.array([0]), windows)
     pool_ids = np.arange(100, 140)
-    # positives: ranks (6-3, 6] = rows 4, 5, 6; hard negative: rank 12 = row 12; then two easy ones
+    # positives: ranks (6-3, 6] = rows 4, 5, 6; two easy negatives, then the hard one: rank 12 = row 12
     assert batch.positive.tolist() == [4, 5, 6]
     assert batch.positive_rank.tolist() == [4, 5, 6]
-    assert batch.negative[0] == 12 and batch.negative_rank.tolist() == [12, -1, -1]
-    assert batch.hard.tolist() == [True, False, False]
-    assert all(13 <= e < 40 for e in batch.negative[1:])  # outside the query and its k_max = 12 neighbours
+    assert batch.negative[2] == 12 and batch.negative_rank.tolist() == [-1, -1, 12]
+    assert batch.hard.tolist() == [False, False, True]
+    assert all(13 <= e < 40 for e in batch.negative[:2])  # outside the query and its k_max = 12 neighbours
     assert batch.query.tolist() == [0, 0, 0]
     assert pool_ids[batch.positive].tolist() == [104, 105, 106]
 
@@ -89,7 +89,60 @@ def test_exact_ranks_agree_with_the_windows():
     targets = np.concatenate([batch.positive.reshape(2, 3), batch.negative.reshape(2, 3)], axis=1)
     ranks = T.exact_ranks(vectors, np.array([0, 39]), targets)
     assert ranks[:, :3].tolist() == [[4, 5, 6], [4, 5, 6]]
-    assert ranks[:, 3].tolist() == [12, 12] and (ranks[:, 4:] > 12).all()
+    assert ranks[:, 5].tolist() == [12, 12] and (ranks[:, 3:5] > 12).all()
+
+
+def test_a_querys_easy_negatives_are_distinct():
+    # 12 points, k_max 5: each query has 6 papers outside its neighbourhood for 3 easy negatives, so draws
+    # with replacement would repeat one in about 1 query of 3
+    vectors = arc(12)
+    windows = T.Windows(k_pos=3, k_hard=5, c_pos=5, c_hard=2, c_easy=3)
+    rows = np.arange(12)
+    index, _ = T.build_index(vectors, "flat", k_max=5, use_gpu=False)
+    neighbours = T.search_neighbours(index, vectors, rows, 5)
+    for seed in range(10):
+        easy = T.scincl_batch(rows, neighbours, windows, np.arange(12), seed).negative.reshape(12, 5)[:, :3]
+        assert all(len(set(e)) == 3 for e in easy), (seed, easy)
+    with_replacement = [
+        T.scincl_batch(rows, neighbours, windows, np.arange(12), seed, distinct=False).negative.reshape(12, 5)[:, :3]
+        for seed in range(10)
+    ]
+    assert any(len(set(e)) < 3 for easy in with_replacement for e in easy)
+
+
+def test_easy_negatives_can_be_drawn_among_the_queries_only():
+    vectors = arc(60)
+    windows = T.Windows(k_pos=5, k_hard=8, c_pos=5, c_hard=2, c_easy=3)
+    rows = np.arange(0, 60, 3)  # the queries, SciNCL's random list
+    index, _ = T.build_index(vectors, "flat", k_max=8, use_gpu=False)
+    neighbours = T.search_neighbours(index, vectors, rows, 8)
+    seen = set()
+    for seed in range(20):
+        batch = T.scincl_batch(rows, neighbours, windows, np.arange(60), seed, easy_from=rows)
+        seen |= set(batch.negative[~batch.hard].tolist())
+    assert seen <= set(rows.tolist()) and len(seen) > 10
+
+
+def test_too_few_queries_for_easy_negatives_is_one_clear_error():
+    vectors = arc(40)
+    windows = T.Windows(k_pos=5, k_hard=10, c_pos=5, c_hard=2, c_easy=3)
+    rows = np.array([0, 1, 2])  # each query's 10 nearest include the other two: no query is left to draw
+    index, _ = T.build_index(vectors, "flat", k_max=10, use_gpu=False)
+    neighbours = T.search_neighbours(index, vectors, rows, 10)
+    with pytest.raises(CiteflowError, match="easy_negatives_from=pool"):
+        T.scincl_batch(rows, neighbours, windows, np.arange(40), 0, easy_from=rows)
+
+
+def test_relative_windows_are_scincls_at_its_pool_size_and_scale_with_the_pool():
+    # 25 and 4000 of 680,967 papers: at 20,000 papers 0.73 (at least c_pos = 5) and 117.48; at 200,000 7.34
+    # and 1174.8
+    expected = {680_967: (25, 4000), 20_000: (5, 117), 200_000: (7, 1175)}
+    for pool, (k_pos, k_hard) in expected.items():
+        windows, warnings = T.fit_windows(pool, 25, 4000, 5, 2, 3, relative=True)
+        assert (windows.k_pos, windows.k_hard) == (k_pos, k_hard), pool
+        assert "relative windows" in warnings[0]
+    absolute, _ = T.fit_windows(20_000, 25, 4000, 5, 2, 3)
+    assert (absolute.k_pos, absolute.k_hard) == (25, 4000)
 
 
 def test_fit_windows_caps_k_hard_and_warns_on_overlap():
@@ -120,37 +173,33 @@ def graph(pool_size, edges):
 
 
 def test_specter_citation_of_citation_rule():
-    # 0 cites 1 and 2; 1 cites 3 and 4; 2 cites 4, 1 (cited by 0: never a negative) and 0 (the query itself)
-    cites = graph(12, [(0, 1), (0, 2), (1, 3), (1, 4), (2, 4), (2, 1), (2, 0), (5, 6), (6, 7)])
+    # 0 cites 1 and 2; 1 cites 3 and 4; 2 cites 4 and 1 (cited by 0: a positive, never a negative)
+    cites = graph(12, [(0, 1), (0, 2), (1, 3), (1, 4), (2, 4), (2, 1), (5, 6), (6, 7)])
     pool_ids = np.arange(1000, 1012)
     batch = T.specter_batch(np.array([0, 5]), cites, pool_ids, 5, 2, 3, seed=0)
     q0 = slice(0, 5)
-    assert sorted(set(batch.positive[q0])) == [1, 2]
-    assert sorted(batch.positive[q0].tolist()) in ([1, 1, 1, 2, 2], [1, 1, 2, 2, 2])  # cycled, each 2 or 3 times
-    assert sorted(batch.negative[q0][:2].tolist()) == [3, 4] and batch.hard[q0].tolist() == [
-        True,
-        True,
-        False,
-        False,
-        False,
-    ]
-    assert not set(batch.negative[q0][2:]) & {0, 1, 2}
-    # 5 cites only 6, which cites 7: one hard negative (7), the other hard slot becomes an easy one
+    assert set(batch.positive[q0]) <= {1, 2}  # drawn with replacement, as SPECTER does
+    assert set(batch.negative[q0][:2]) <= {3, 4} and batch.hard[q0].tolist() == [True, True, False, False, False]
+    assert not set(batch.negative[q0][2:]) & {0, 1, 2, 3, 4}  # easy: neither cited nor cited by a cited paper
+    # 5 cites only 6, which cites 7: min(2, 1 x 1) = 1 hard triplet, then 4 easy ones
     q5 = slice(5, 10)
     assert batch.positive[q5].tolist() == [6] * 5
     assert batch.negative[q5][0] == 7 and batch.hard[q5].tolist() == [True, False, False, False, False]
-    assert not set(batch.negative[q5][1:]) & {5, 6}
-    assert batch.counts == {"queries": 2, "positive_repeats": 3 + 4, "hard_negative_shortfall": 1}
+    assert not set(batch.negative[q5][1:]) & {5, 6, 7}
+    assert batch.counts["hard_negative_shortfall"] == 1 and batch.counts["positive_repeats"] >= 3 + 4
     assert T.collisions(batch.query, batch.positive, batch.negative, 12) == 0
+    assert T.specter_eligible(np.array([0, 5, 7]), cites).tolist() == [True, True, False]
 
 
-def test_specter_draws_without_repeats_when_there_are_enough_citations():
+def test_specter_hard_negatives_come_from_every_cited_paper():
+    # 0 cites 1..20 and paper j cites j + 20: a hard negative may come from a paper no triplet uses as positive
     cites = graph(50, [(0, j) for j in range(1, 21)] + [(j, j + 20) for j in range(1, 21)])
-    batch = T.specter_batch(np.array([0]), cites, np.arange(50), 5, 2, 3, seed=1)
-    assert len(set(batch.positive)) == 5 and set(batch.positive) <= set(range(1, 21))
-    # hard negatives are cited by the chosen positives
-    assert set(batch.negative[:2]) <= {int(p) + 20 for p in batch.positive}
-    assert batch.counts["positive_repeats"] == 0
+    outside = 0
+    for seed in range(20):
+        batch = T.specter_batch(np.array([0]), cites, np.arange(50), 5, 2, 3, seed=seed)
+        assert set(batch.positive) <= set(range(1, 21)) and set(batch.negative[:2]) <= set(range(21, 41))
+        outside += len(set(batch.negative[:2].tolist()) - {int(p) + 20 for p in batch.positive})
+    assert outside > 10
 
 
 def test_specter_refuses_queries_without_citations():

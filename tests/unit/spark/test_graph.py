@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -18,9 +19,12 @@ def s2orc(spark, records, citations_from="outbound"):
     return R.s2orc_papers(R.parse_lines(lines(spark, records), R.S2ORC_SCHEMA), citations_from)
 
 
-def dedupe(papers):
-    labelled = G.label_papers(papers)
-    return G.kept_papers(labelled), G.rejected_papers(labelled)
+def dedupe(papers, broadcast=True):
+    staged = G.stage_papers(papers).localCheckpoint()  # as the stage reads its staging copy: computed once
+    duplicates = G.duplicate_rows(staged)
+    return G.kept_papers(staged, duplicates, broadcast=broadcast), G.rejected_papers(
+        staged, duplicates, broadcast=broadcast
+    )
 
 
 def test_parse_errors_are_classified(spark):
@@ -73,11 +77,11 @@ def test_split_unparseable_rejects_bad_ids_with_the_raw_line(spark):
         (r["reason"], r["raw"]) for r in bad.collect()
     )
     assert [r["id_raw"] for r in good.collect()] == ["1"]
-    got = sorted((r["reason"], r["raw"]) for r in bad.collect())
+    got = sorted((r["reason"], bytes(r["raw"])) for r in bad.collect())
     assert got == [
-        ("invalid_id", json.dumps({"paper_id": "abc"})),
-        ("malformed_json", "{broken"),
-        ("missing_id", json.dumps({"paper_id": None, "title": "x"})),
+        ("invalid_id", json.dumps({"paper_id": "abc"}).encode()),
+        ("malformed_json", b"{broken"),
+        ("missing_id", json.dumps({"paper_id": None, "title": "x"}).encode()),
     ]
 
 
@@ -105,7 +109,8 @@ def test_dedupe_is_independent_of_input_order(spark):
     assert first == second
 
 
-def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark, broadcast):
     corpus = spark.createDataFrame([(1,), (2,), (3,)], "corpus_id long")
     candidates = spark.createDataFrame(
         [
@@ -122,7 +127,7 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
         ],
         "citing_raw string, cited_raw string",
     ).withColumn("source", F.lit("f"))
-    labelled = G.label_edges(candidates, corpus)
+    labelled = G.label_edges(candidates, corpus, broadcast=broadcast)
     edges, rejected = G.kept_edges(labelled), G.rejected_edges(labelled)
     assertDataFrameEqual(edges, spark.createDataFrame([(1, 2), (3, 1), (2, 3)], "citing long, cited long"))
     counts = {r["reason"]: r["count"] for r in rejected.groupBy("reason").count().collect()}
@@ -134,6 +139,47 @@ def test_clean_edges_drops_and_counts_each_kind_of_bad_edge(spark):
         "null_id": 1,
         "invalid_id": 1,
     }
+
+
+@pytest.mark.parametrize("citations_from", ["outbound", "inbound"])
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_s2orc_lists_are_labelled_in_the_row_as_label_edges_labels_them(spark, citations_from, broadcast):
+    """label_s2orc_edges (no shuffle) against label_edges (the general cascade) on every kind of entry."""
+    refs = ["2", " 2 ", "2", "1", "77", "x7", "", None, "3", "007", "7", "3"]
+    kept, _ = dedupe(
+        s2orc(
+            spark,
+            [
+                {"paper_id": "1", "outbound_citations": refs, "inbound_citations": refs},
+                {"paper_id": "2", "outbound_citations": ["1", "1"], "inbound_citations": ["1", "1"]},
+                {"paper_id": "3"},
+                {"paper_id": "7", "outbound_citations": ["7"], "inbound_citations": ["7"]},
+            ],
+            citations_from,
+        )
+    )
+    ids = kept.select("corpus_id")
+    general = G.label_edges(G.s2orc_edge_candidates(kept, citations_from), ids)
+    in_row = G.label_s2orc_edges(kept, ids, citations_from, broadcast=broadcast)
+    key = lambda r: (str(r["citing_raw"]), str(r["cited_raw"]), str(r["reason"]))  # noqa: E731
+
+    # which of 007 and 7 (one paper) label_edges keeps is up to its shuffle; the list order decides in the row
+    def spelled(rows):
+        return sorted(key(r) for r in rows if {r["citing_raw"], r["cited_raw"]}.isdisjoint({"007", "7"}))
+
+    assert spelled(in_row.collect()) == spelled(general.collect())
+    other = "cited_raw" if citations_from == "outbound" else "citing_raw"
+    sevens = {r[other]: r["reason"] for r in in_row.collect() if r[other] in ("007", "7") and r["citing"] != r["cited"]}
+    assert sevens == {"007": None, "7": "duplicate_citation"}
+    reasons = sorted(r["reason"] or "kept" for r in in_row.collect())
+    missing = "cited_not_in_corpus" if citations_from == "outbound" else "citing_not_in_corpus"
+    # paper 1: 2 kept, two copies of it, self, 77 outside, x7 invalid, "" and null ids, 3 kept and a copy,
+    # 007 and 7 the same paper (kept once); paper 2: 1 kept and a copy; paper 7: self
+    assert reasons == sorted(
+        ["kept", "duplicate_citation", "duplicate_citation", "self_citation", missing, "invalid_id"]
+        + ["null_id", "null_id", "kept", "duplicate_citation", "kept", "duplicate_citation"]
+        + ["kept", "duplicate_citation", "self_citation"]
+    )
 
 
 def test_inbound_lists_give_edges_pointing_at_the_paper(spark):
@@ -151,7 +197,9 @@ def test_degrees_and_summary(spark):
     with_deg = G.with_degrees(papers, edges)
     got = {r["corpus_id"]: (r["out_degree"], r["in_degree"]) for r in with_deg.collect()}
     assert got == {1: (2, 0), 2: (1, 1), 3: (0, 2), 4: (0, 0)}
-    summary = G.degree_summary(with_deg)
+    shipped = G.with_degrees(papers, edges, broadcast=True).collect()
+    assert {r["corpus_id"]: (r["out_degree"], r["in_degree"]) for r in shipped} == got
+    summary = G.degree_summary(with_deg.select("out_degree", "in_degree"), G.summary_stats(with_deg))
     assert summary["papers"] == 4 and summary["citations"] == 3
     assert summary["graph_nodes"] == 3 and summary["isolated_papers"] == 1
     assert summary["max_out_degree"] == 2 and summary["max_in_degree"] == 2
@@ -208,3 +256,42 @@ def test_s2ag_abstracts_are_attached_and_orphans_rejected(spark):
         ("abstract_without_paper", "11"),
         ("duplicate_abstract", "10"),
     ]
+
+
+def test_rejected_raw_keeps_the_bytes_of_a_line_that_is_not_utf8(spark, tmp_path):
+    """rejected.raw is binary: a line with invalid UTF-8 comes back byte for byte, and every Parquet reader
+    (pyarrow included, which fails on invalid UTF-8 in a string column) reads the table."""
+    import pyarrow.parquet as pq
+
+    bad = b'{"paper_id": "9", "title": "caf\xe9"\n'  # not JSON (cut short) and not UTF-8
+    source = tmp_path / "metadata_0.jsonl"
+    source.write_bytes(b'{"paper_id": "1", "title": "ok"}\n' + bad + b"\xff\xfe\n")
+    papers = R.s2orc_papers(R.parse_lines(R.with_source(spark.read.text(str(source))), R.S2ORC_SCHEMA), "outbound")
+    _, rejected = dedupe(papers)
+    rejected.write.parquet(str(tmp_path / "rejected"))
+    table = pq.read_table(tmp_path / "rejected")
+    assert table.schema.field("raw").type == "binary"
+    assert sorted(zip(table.column("reason").to_pylist(), table.column("raw").to_pylist(), strict=True)) == [
+        ("malformed_json", bad.rstrip(b"\n")),
+        ("malformed_json", b"\xff\xfe"),
+    ]
+
+
+def test_a_valid_line_longer_than_20_mib_is_parsed_not_called_malformed(spark):
+    abstract = "a" * (21 * 1024 * 1024)  # Jackson's default cap on one string is 20,000,000 characters
+    (row,) = s2orc(spark, [{"paper_id": "5", "abstract": abstract}]).select("parse_error", "abstract").collect()
+    assert row["parse_error"] is None and len(row["abstract"]) == len(abstract)
+
+
+def test_a_spark_read_failure_names_the_file_in_one_line():
+    message = (
+        "An error occurred while calling o523.parquet.\n: org.apache.spark.SparkException: Job aborted.\n"
+        "Caused by: org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while reading "
+        "file file:///data/s2orc/metadata/metadata_1.jsonl.gz.  SQLSTATE: KD001\n\tat org.apache.spark.x(X.scala:1)\n"
+        "Caused by: java.io.EOFException: Unexpected end of input stream\n\tat y\n"
+    )
+    assert R.unreadable_file(RuntimeError(message)) == (
+        "file:///data/s2orc/metadata/metadata_1.jsonl.gz",
+        "java.io.EOFException: Unexpected end of input stream",
+    )
+    assert R.unreadable_file(RuntimeError("[DIVIDE_BY_ZERO] Division by zero")) is None

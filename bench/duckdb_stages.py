@@ -1,0 +1,253 @@
+"""build_graph's and filter_leakage's core work in DuckDB: the single-node yardstick of bench/bench_stages.py.
+
+    python bench/duckdb_stages.py build_graph --corpus SNAP/corpus --out DIR [--threads N]
+    python bench/duckdb_stages.py filter_leakage --graph ARTIFACTS/<snap>/build_graph/<version> \
+        --scidocs SNAP/scidocs --paper-ids SNAP/paper-ids --out DIR [--threads N]
+
+What a user would write by hand on one box, in SQL, with the same results as
+citeflow's tables (the bench compares the counts):
+
+- build_graph (S2ORC layout): parse the metadata lines with `read_json`
+  (malformed lines skipped, not classified), keep valid corpus ids, one record
+  per id (the most complete, as `spark/graph.py` ranks them), SciNCL's edges
+  from `outbound_citations` (both ends in the corpus, no self-loops, no
+  duplicates), in- and out-degrees, write `papers` and `citations` as Parquet
+  (zstd). Not done here, and done by citeflow: every rejected line and edge
+  kept with its reason, the degree summary, histogram and plot, the manifest.
+- filter_leakage: the benchmark ids read by citeflow's own reader
+  (`evaluation.benchmark_ids.collect`), the mapping cascade of
+  `spark/leakage.py` (corpus id, sha through paper-ids, DOI / PubMed / arXiv,
+  folded title through `citeflow.text.fold_titles` as an Arrow UDF), the
+  benchmark papers removed from papers and citations, degrees recomputed,
+  `benchmark_ids`, `papers`, `citations` written. Not done here: the per-task
+  report table.
+
+DuckDB is a bench-only dependency (`pip install -e .[bench]`); nothing under
+citeflow/, jobs/, spark/, models/, evaluation/ or dags/ imports it (a test
+holds that). Prints one JSON line of counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+
+PAPER_COLUMNS = (
+    "paper_id",
+    "title",
+    "abstract",
+    "year",
+    "venue",
+    "journal",
+    "doi",
+    "pubmed_id",
+    "pmc_id",
+    "arxiv_id",
+    "acl_id",
+    "mag_id",
+)
+
+
+def _connect(threads: int, out: str):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET threads = {int(threads)}")
+    con.execute(f"SET temp_directory = '{os.path.join(out, '.tmp')}'")
+    con.execute("SET preserve_insertion_order = false")
+    return con
+
+
+def _nonblank(col: str) -> str:
+    return f"nullif(trim({col}), '')"
+
+
+def build_graph(corpus: str, out: str, threads: int) -> dict[str, int]:
+    """Papers and SciNCL's citation edges from an S2ORC snapshot, written as Parquet."""
+    files = sorted(glob.glob(os.path.join(corpus, "**", "*.jsonl*"), recursive=True))
+    if not files:
+        raise SystemExit(f"no .jsonl[.gz] files under {corpus}")
+    con = _connect(threads, out)
+    columns = {c: "VARCHAR" for c in PAPER_COLUMNS} | {
+        "mag_field_of_study": "VARCHAR[]",
+        "outbound_citations": "VARCHAR[]",
+    }
+    con.execute(
+        f"""
+        CREATE TEMP TABLE raw AS
+        SELECT * FROM read_json({files!r}, format = 'newline_delimited', ignore_errors = true,
+                                columns = {columns!r}, maximum_object_size = 1073741824)
+        WHERE regexp_full_match(trim(paper_id), '[0-9]{{1,18}}')
+        """
+    )
+    filled = " + ".join(
+        f"({_nonblank(c)} IS NOT NULL)::INT" for c in ("title", "abstract", "doi", "pubmed_id", "arxiv_id", "mag_id")
+    )
+    con.execute(
+        f"""
+        CREATE TEMP TABLE papers AS
+        SELECT trim(paper_id)::BIGINT AS corpus_id,
+               {_nonblank("title")} AS title, {_nonblank("abstract")} AS abstract,
+               TRY_CAST(TRY_CAST(year AS DOUBLE) AS INTEGER) AS year,
+               coalesce({_nonblank("venue")}, {_nonblank("journal")}) AS venue,
+               coalesce(mag_field_of_study, []::VARCHAR[]) AS fields_of_study,
+               {_nonblank("doi")} AS doi, {_nonblank("pubmed_id")} AS pubmed_id, {_nonblank("pmc_id")} AS pmc_id,
+               {_nonblank("arxiv_id")} AS arxiv_id, {_nonblank("acl_id")} AS acl_id,
+               {_nonblank("mag_id")} AS mag_id, NULL::VARCHAR AS dblp_id,
+               coalesce(outbound_citations, []::VARCHAR[]) AS refs
+        FROM raw
+        QUALIFY row_number() OVER (
+            PARTITION BY trim(paper_id)::BIGINT
+            ORDER BY {filled} + (TRY_CAST(TRY_CAST(year AS DOUBLE) AS INTEGER) IS NOT NULL)::INT
+                     + (coalesce({_nonblank("venue")}, {_nonblank("journal")}) IS NOT NULL)::INT
+                     + (len(coalesce(mag_field_of_study, [])) > 0)::INT
+                     + (len(coalesce(outbound_citations, [])) > 0)::INT DESC,
+                     len(coalesce(outbound_citations, [])) DESC) = 1
+        """
+    )
+    con.execute("DROP TABLE raw")
+    con.execute(
+        """
+        CREATE TEMP TABLE citations AS
+        SELECT DISTINCT e.citing, e.cited FROM (
+            SELECT corpus_id AS citing, TRY_CAST(trim(ref) AS BIGINT) AS cited
+            FROM (SELECT corpus_id, unnest(refs) AS ref FROM papers)
+            WHERE regexp_full_match(trim(ref), '[0-9]{1,18}')
+        ) e SEMI JOIN papers p ON e.cited = p.corpus_id
+        WHERE e.citing <> e.cited
+        """
+    )
+    return _write_graph(con, "papers", "citations", out)
+
+
+def _write_graph(con, papers: str, citations: str, out: str) -> dict[str, int]:
+    """papers (with out- and in-degree) and citations as Parquet under `out`; their row counts."""
+    columns = "corpus_id, title, abstract, year, venue, fields_of_study, doi, pubmed_id, pmc_id, arxiv_id, acl_id, "
+    columns += "mag_id, dblp_id"
+    con.execute(f"COPY {citations} TO '{out}/citations' (FORMAT parquet, COMPRESSION zstd, PER_THREAD_OUTPUT true)")
+    con.execute(
+        f"""
+        COPY (
+            SELECT {columns}, coalesce(o.n, 0)::INT AS out_degree, coalesce(i.n, 0)::INT AS in_degree
+            FROM {papers} p
+            LEFT JOIN (SELECT citing, count(*) AS n FROM {citations} GROUP BY citing) o ON o.citing = p.corpus_id
+            LEFT JOIN (SELECT cited, count(*) AS n FROM {citations} GROUP BY cited) i ON i.cited = p.corpus_id
+        ) TO '{out}/papers' (FORMAT parquet, COMPRESSION zstd, PER_THREAD_OUTPUT true)
+        """
+    )
+    (papers_n,) = con.execute(f"SELECT count(*) FROM {papers}").fetchone()
+    (citations_n,) = con.execute(f"SELECT count(*) FROM {citations}").fetchone()
+    return {"papers": papers_n, "citations": citations_n}
+
+
+def filter_leakage(graph: str, scidocs: str, paper_ids: str, out: str, threads: int) -> dict[str, int]:
+    """Map the benchmark ids to corpus ids and take the mapped papers out of a build_graph version."""
+    from citeflow.text import fold_titles
+    from evaluation.benchmark_ids import collect
+
+    con = _connect(threads, out)
+    bench, _ = collect(scidocs)
+    con.register("bench", bench)
+    con.create_function(
+        "fold", lambda titles: fold_titles(titles), [str], str, type="arrow", null_handling="special"
+    )  # the pipeline's own fold, vectorised
+    con.execute(f"CREATE TEMP TABLE papers AS SELECT * FROM read_parquet('{graph}/papers/*.parquet')")
+    con.execute(f"CREATE TEMP VIEW citations AS SELECT * FROM read_parquet('{graph}/citations/*.parquet')")
+    con.execute(
+        """
+        CREATE TEMP TABLE ids AS
+        SELECT id, first(title) FILTER (title IS NOT NULL) AS title, first(doi) FILTER (doi IS NOT NULL) AS doi,
+               first(pubmed_id) FILTER (pubmed_id IS NOT NULL) AS pubmed_id,
+               first(arxiv_id) FILTER (arxiv_id IS NOT NULL) AS arxiv_id
+        FROM bench GROUP BY id
+        """
+    )
+    steps = [
+        "SELECT id, trim(id)::BIGINT AS corpus_id, 1 AS m FROM ids WHERE regexp_full_match(trim(id), '[0-9]{1,18}')"
+    ]
+    id_files = sorted(glob.glob(os.path.join(paper_ids, "**", "*.jsonl*"), recursive=True)) if paper_ids else []
+    if id_files:
+        con.execute(
+            f"""
+            CREATE TEMP TABLE by_sha AS
+            SELECT lower(trim(sha)) AS sha, min(TRY_CAST(trim(corpusid) AS BIGINT)) AS corpus_id
+            FROM read_json({id_files!r}, format = 'newline_delimited', ignore_errors = true,
+                           columns = {{sha: 'VARCHAR', corpusid: 'VARCHAR'}})
+            WHERE regexp_full_match(lower(trim(sha)), '[0-9a-f]{{40}}')
+              AND TRY_CAST(trim(corpusid) AS BIGINT) IS NOT NULL
+            GROUP BY 1
+            """
+        )
+        steps.append("SELECT i.id, s.corpus_id, 2 AS m FROM ids i JOIN by_sha s ON lower(trim(i.id)) = s.sha")
+    for rank, (bench_col, paper_col) in enumerate(
+        (("doi", "doi"), ("pubmed_id", "pubmed_id"), ("arxiv_id", "arxiv_id"))
+    ):
+        steps.append(
+            f"""SELECT i.id, u.corpus_id, {3 + rank} AS m FROM ids i JOIN (
+                    SELECT lower(trim({paper_col})) AS k, min(corpus_id) AS corpus_id FROM papers
+                    WHERE {paper_col} IS NOT NULL GROUP BY 1 HAVING count(*) = 1
+                ) u ON lower(trim(i.{bench_col})) = u.k"""
+        )
+    con.execute(
+        """
+        CREATE TEMP TABLE titles AS
+        SELECT f, min(corpus_id) AS corpus_id, count(*) AS n
+        FROM (SELECT fold(title) AS f, corpus_id FROM papers WHERE title IS NOT NULL) WHERE f IS NOT NULL GROUP BY f
+        """
+    )
+    steps.append(
+        "SELECT i.id, t.corpus_id, 6 AS m FROM ids i JOIN titles t ON fold(i.title) = t.f "
+        "WHERE i.title IS NOT NULL AND t.n = 1"
+    )
+    methods = "['corpus_id', 'sha', 'doi', 'pubmed', 'arxiv', 'title']"
+    con.execute(
+        f"""
+        CREATE TEMP TABLE mapped AS
+        SELECT b.id, b.task, b.split, c.corpus_id, {methods}[c.m] AS method,
+               c.corpus_id IN (SELECT corpus_id FROM papers) AS in_snapshot
+        FROM (SELECT DISTINCT id, task, split FROM bench) b
+        LEFT JOIN (SELECT * FROM ({" UNION ALL ".join(steps)}) QUALIFY row_number() OVER (
+                       PARTITION BY id ORDER BY m, corpus_id) = 1) c ON b.id = c.id
+        """
+    )
+    con.execute(f"COPY mapped TO '{out}/benchmark_ids.parquet' (FORMAT parquet, COMPRESSION zstd)")
+    con.execute(
+        """
+        CREATE TEMP TABLE excluded AS SELECT DISTINCT corpus_id FROM mapped WHERE in_snapshot;
+        CREATE TEMP TABLE kept_papers AS SELECT * FROM papers ANTI JOIN excluded USING (corpus_id);
+        CREATE TEMP TABLE kept_citations AS
+            SELECT citing, cited FROM citations
+            WHERE citing NOT IN (SELECT corpus_id FROM excluded) AND cited NOT IN (SELECT corpus_id FROM excluded);
+        """
+    )
+    counts = _write_graph(con, "kept_papers", "kept_citations", out)
+    (ids_n, mapped_n) = con.execute(
+        "SELECT count(DISTINCT id), count(DISTINCT id) FILTER (method IS NOT NULL) FROM mapped"
+    ).fetchone()
+    return {"benchmark_ids": ids_n, "mapped": mapped_n, **counts}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stage", choices=["build_graph", "filter_leakage"])
+    parser.add_argument("--corpus", help="build_graph: the snapshot's corpus folder (S2ORC layout)")
+    parser.add_argument("--graph", help="filter_leakage: a build_graph version folder (papers/, citations/)")
+    parser.add_argument("--scidocs", help="filter_leakage: the SciDocs folder")
+    parser.add_argument("--paper-ids", default="", help="filter_leakage: the S2AG paper-ids folder")
+    parser.add_argument("--out", required=True, help="output folder (created; must not exist)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    os.makedirs(args.out)
+    if args.stage == "build_graph":
+        counts = build_graph(args.corpus, args.out, args.threads)
+    else:
+        counts = filter_leakage(args.graph, args.scidocs, args.paper_ids, args.out, args.threads)
+    print(json.dumps(counts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

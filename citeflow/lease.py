@@ -1,0 +1,349 @@
+"""One writer per version: a lease file beside the version folder, taken before anything is written.
+
+    ROOT/<snapshot>/<stage>/.<version>.lease      JSON: host, pid, process start time, boot and pid
+                                                   namespace ids, token, what, acquired_at, heartbeat_s
+
+Reads nothing but lease files and, on Linux, `/proc`; writes only the lease file (and the stage folder's
+`.leases.lock`, an empty file whose `flock` serialises the rare transitions below).
+
+- **Taking it** is one atomic `open(O_CREAT | O_EXCL)`: of two runs, exactly one creates the file. Nothing
+  else ever creates a lease, so there are never two holders.
+- **Heartbeat**: a daemon thread touches the open file's modification time every `heartbeat_s` seconds.
+- **Stale** when the holder is gone: on the holder's own machine (same host name, boot id and pid
+  namespace) the process table decides — the holder's pid is not running, or runs with another start time
+  (a reused pid is not the holder). A holder on another machine cannot be looked up, so there its lease is
+  stale when the heartbeat is older than `stale_s`. A live holder on this machine is never stale, however
+  old its heartbeat (a stopped process is not a dead one): waiting for it is safe, taking over is not.
+- **Taking over** a stale lease happens under the `flock`, after checking that the file is still the one
+  judged stale. Processes that still carry the dead holder's token in their environment (children started
+  with it, `LEASE_ENV`) are killed first, so a rerun never shares a folder with an orphan.
+- **Releasing** unlinks the file, under the `flock`, only when it is still this holder's (same inode).
+
+Local filesystems (and POSIX mounts with atomic O_EXCL, such as NFSv3+) only: object stores have no
+atomic create that pyarrow exposes, and citeflow takes no lease there (README, "Guarantees").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from citeflow.errors import CiteflowError
+
+log = logging.getLogger("citeflow")
+
+LEASE_ENV = "CITEFLOW_LEASE"  # the holder's token, inherited by every child it starts
+LOCK_FILE = ".leases.lock"
+POLL_S = 0.5
+
+
+def lease_path(version_path: str) -> str:
+    """`.../<stage>/.<version>.lease`: beside the version folder, never inside it."""
+    folder, version = os.path.split(version_path.rstrip("/"))
+    return os.path.join(folder, f".{version}.lease")
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def boot_id() -> str:
+    return (_read("/proc/sys/kernel/random/boot_id") or "").strip()
+
+
+def pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22), or None when the
+    process does not exist or is a zombie (dead, not yet reaped). "" where /proc is not available."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return ""
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lease, as its file says."""
+
+    host: str
+    pid: int
+    start: str
+    boot: str
+    pidns: str
+    token: str
+    what: str
+    acquired_at: str
+
+    @classmethod
+    def me(cls, what: str) -> Holder:
+        return cls(
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            start=process_start(os.getpid()) or "",
+            boot=boot_id(),
+            pidns=pid_namespace(),
+            token=uuid.uuid4().hex,
+            what=what,
+            acquired_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        )
+
+    @classmethod
+    def parse(cls, text: str | None) -> Holder | None:
+        try:
+            data = json.loads(text or "")
+            return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        except (ValueError, TypeError, KeyError):
+            return None
+
+    def on_this_machine(self) -> bool:
+        return (self.host, self.boot, self.pidns) == (socket.gethostname(), boot_id(), pid_namespace())
+
+    def alive_here(self) -> bool:
+        """On this machine: whether the holder's process still runs (same pid and start time)."""
+        start = process_start(self.pid)
+        return start is not None and (not start or not self.start or start == self.start)
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host} (since {self.acquired_at})"
+
+
+class LeaseHeld(CiteflowError):
+    """Another live run holds the lease and did not finish within the wait."""
+
+
+@contextlib.contextmanager
+def _transition(folder: str) -> Iterator[None]:
+    """Serialise take-overs and releases of the leases in `folder` (an exclusive flock)."""
+    fd = os.open(os.path.join(folder, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def processes_with_token(token: str) -> list[int]:
+    """Pids of this user's processes whose environment carries `LEASE_ENV=token` (Linux; [] elsewhere)."""
+    if not os.path.isdir("/proc/self"):
+        return []
+    needle = f"{LEASE_ENV}={token}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def kill_orphans(token: str, timeout_s: float = 20.0) -> list[int]:
+    """SIGKILL every process still carrying a dead holder's token; wait until they are gone."""
+    killed: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pids = [p for p in processes_with_token(token) if process_start(p) is not None]
+        if not pids:
+            return killed
+        if time.monotonic() > deadline:
+            raise CiteflowError(f"processes {pids} of a dead run do not die; stop them, then run again")
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            if pid not in killed:
+                killed.append(pid)
+        time.sleep(0.1)
+
+
+class Lease:
+    """The lease on one version folder. `acquire` it before writing; `release` (or `with`) when done."""
+
+    def __init__(self, version_path: str, *, what: str, heartbeat_s: float = 10.0, stale_s: float = 300.0):
+        self.path = lease_path(version_path)
+        self.folder = os.path.dirname(self.path)
+        self.what = what
+        self.heartbeat_s = heartbeat_s
+        self.stale_s = stale_s
+        self.holder: Holder | None = None
+        self._fd: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._saved_env: str | None = None
+
+    # -- taking and giving back ---------------------------------------------------------------
+    def acquire(self, wait_s: float, done: Callable[[], bool] = lambda: False) -> bool:
+        """Take the lease; True when taken. While another live run holds it, wait up to `wait_s` seconds:
+        return False as soon as `done()` says the version is complete (the other run built it), or raise
+        `LeaseHeld` naming the holder when the time is up."""
+        os.makedirs(self.folder, exist_ok=True)
+        deadline = time.monotonic() + wait_s
+        announced = 0.0
+        waited = False
+        while True:
+            if waited and done():  # the holder we waited for finished the version
+                return False
+            if self._try_create():
+                return True
+            text = _read(self.path)
+            if text is None:
+                continue  # released between our attempt and the read: try again at once
+            holder = Holder.parse(text)
+            reason = self._stale_reason(holder)
+            if reason is not None:
+                self._take_over(text, holder, reason)
+                continue
+            waited = True
+            if done():
+                return False
+            left = deadline - time.monotonic()
+            who = holder.describe() if holder else "a run that is just starting"
+            if left <= 0:
+                waited = f"waited {wait_s:.0f} s; " if wait_s else ""
+                raise LeaseHeld(
+                    f"{self.what} is being built by {who}; {waited}run again when it has finished "
+                    "(or set store.lease_wait_s to wait longer)"
+                )
+            if time.monotonic() - announced > 30:
+                log.info("%s is being built by %s; waiting up to %.0f s", self.what, who, left)
+                announced = time.monotonic()
+            time.sleep(min(POLL_S, max(left, 0.01)))
+
+    def _try_create(self) -> bool:
+        holder = Holder.me(self.what)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        payload = json.dumps({**holder.__dict__, "heartbeat_s": self.heartbeat_s}, indent=1).encode()
+        os.write(fd, payload)
+        os.fsync(fd)
+        self._fd, self.holder = fd, holder
+        self._saved_env = os.environ.get(LEASE_ENV)
+        os.environ[LEASE_ENV] = holder.token
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name=f"lease {self.what}", daemon=True)
+        self._thread.start()
+        return True
+
+    def _stale_reason(self, holder: Holder | None) -> str | None:
+        try:
+            age = time.time() - os.stat(self.path).st_mtime
+        except FileNotFoundError:
+            return None
+        if holder is None:  # a lease being written right now, or garbage left by a crash while writing it
+            return f"unreadable lease file, {age:.0f} s old" if age > self.stale_s else None
+        if holder.on_this_machine():
+            return None if holder.alive_here() else f"its holder, {holder.describe()}, is gone"
+        if age > self.stale_s:
+            return f"no heartbeat from {holder.describe()} for {age:.0f} s"
+        return None
+
+    def _take_over(self, text: str, holder: Holder | None, reason: str) -> None:
+        with _transition(self.folder):
+            if _read(self.path) != text:
+                return  # someone else took over or released meanwhile: look again
+            if holder is not None and holder.on_this_machine():
+                killed = kill_orphans(holder.token)
+                if killed:
+                    log.warning("%s: killed orphaned processes of the dead run: %s", self.what, killed)
+            log.warning("%s: taking over a stale lease (%s)", self.what, reason)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with _transition(self.folder):
+            if self.held():
+                os.unlink(self.path)
+        os.close(self._fd)
+        self._fd = None
+        if self._saved_env is None:
+            os.environ.pop(LEASE_ENV, None)
+        else:
+            os.environ[LEASE_ENV] = self._saved_env
+
+    def held(self) -> bool:
+        """Whether the lease file is still the one this process created (not taken over)."""
+        if self._fd is None:
+            return False
+        try:
+            return os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def check(self) -> None:
+        """Raise unless the lease is still held: called right before a version is committed."""
+        if not self.held():
+            raise CiteflowError(
+                f"{self.what}: the lease was taken over by another run while this one was building "
+                "(its heartbeat stopped for longer than store.lease_stale_s); nothing was committed"
+            )
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            fd = self._fd
+            if fd is None:
+                return
+            with contextlib.suppress(OSError):
+                os.utime(fd)
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def read_holder(version_path: str) -> Holder | None:
+    """Who holds the lease on a version folder now (None: nobody, or an unreadable lease file)."""
+    return Holder.parse(_read(lease_path(version_path)))
+
+
+def is_being_built(version_path: str, stale_s: float = 300.0) -> bool:
+    """Whether a live run holds the lease on `version_path` (a folder without a manifest is then not
+    the remains of a killed run, but a version being written)."""
+    probe = Lease(version_path, what="", stale_s=stale_s)
+    text = _read(probe.path)
+    if text is None:
+        return False
+    return probe._stale_reason(Holder.parse(text)) is None

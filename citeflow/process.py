@@ -1,0 +1,200 @@
+"""Child processes that die with the stage that started them.
+
+    run_child([sys.executable, "-m", "models.pbg_train", CONFIG], log_path=LOG, env=ENV)
+
+Every process a stage starts (PBG's trainer and the workers it spawns, the encoder trainer, torchrun and
+its ranks) runs under a *guard*, `python -m citeflow.process PARENT_PID -- COMMAND...`:
+
+- The guard runs in a session and process group of its own (`start_new_session`), asks the kernel to
+  send it SIGTERM when its parent dies (`prctl(PR_SET_PDEATHSIG)`, Linux; after setting it, it checks that
+  the parent is still the one that started it, which closes the race of a parent dying first), and also
+  watches its parent's pid once a second (the fallback where prctl does not exist).
+- It makes itself a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): descendants whose own parent dies — a
+  torchrun rank whose torchrun was killed, PBG's pool workers — are re-parented to the guard instead of
+  init, so the guard still finds them.
+- It starts COMMAND in its own group and waits. When the command exits, or the parent dies, or it is
+  told to stop (SIGTERM, SIGINT, SIGHUP), it SIGKILLs every descendant it has (walking `/proc` by parent
+  pid, which also reaches torchrun's ranks in their own sessions) and exits with the command's status.
+- On the parent's side, `run_child` kills the guard's whole group when the command fails or the parent is
+  interrupted (KeyboardInterrupt, any exception), then re-raises.
+
+So a SIGKILL of the stage (a killed CLI or Airflow task) ends everything below it within about a second,
+and with it every writer in the version folder: a rerun never shares the folder with an orphan (the lease,
+`citeflow.lease`, additionally kills any process that still carries a dead holder's token).
+
+`fault_point(name)` is the fault-injection hook of `tests/faults/`: the process SIGKILLs itself when the
+environment variable CITEFLOW_FAULT_KILL equals `name`. Reads and writes only what COMMAND does, plus the
+log file it is given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+FAULT_ENV = "CITEFLOW_FAULT_KILL"
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def fault_point(name: str) -> None:
+    """Fault injection for tests: SIGKILL this process here when CITEFLOW_FAULT_KILL names this point."""
+    if os.environ.get(FAULT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(root: int) -> list[int]:
+    """Pids of every live descendant of `root` (from /proc's parent pids; [] without /proc)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] in ("Z", "X"):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_descendants(root: int, rounds: int = 50) -> None:
+    """SIGKILL every descendant of `root` until none is left (new ones may fork while we kill)."""
+    for _ in range(rounds):
+        pids = descendants(root)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        # reap the ones that are ours (the subreaper inherits orphans), so they leave the process table
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(0.02)
+
+
+def guard_main(argv: list[str]) -> int:
+    """`python -m citeflow.process PARENT_PID -- COMMAND...`: run COMMAND, die with PARENT_PID."""
+    parent = int(argv[0])
+    command = argv[argv.index("--") + 1 :]
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before the death signal was armed
+        return 128 + signal.SIGKILL
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    me = os.getpid()
+
+    def stop(signum: int, _frame) -> None:
+        kill_descendants(me)
+        os._exit(128 + signum)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, stop)
+
+    def watch_parent() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                kill_descendants(me)
+                os._exit(128 + signal.SIGKILL)
+
+    # PDEATHSIG on the command too: if the guard itself is SIGKILLed, the command goes with it.
+    child = subprocess.Popen(command, preexec_fn=lambda: _prctl(PR_SET_PDEATHSIG, signal.SIGKILL))
+    threading.Thread(target=watch_parent, daemon=True).start()
+    code = child.wait()
+    kill_descendants(me)  # whatever the command left behind (pool workers, ranks) ends with it
+    return code if code >= 0 else 128 - code
+
+
+def guarded(command: Sequence[str]) -> list[str]:
+    """The command line that runs `command` under a guard for this process."""
+    return [sys.executable, "-m", "citeflow.process", str(os.getpid()), "--", *command]
+
+
+def _stop(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """Stop the guard and everything under it: SIGTERM (the guard kills its descendants), then SIGKILL."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # the guard's group: anything still in it
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace_s)
+
+
+def run_child(command: Sequence[str], *, log_path: Path, env: dict[str, str] | None = None, echo: bool = False) -> int:
+    """Run `command` under a guard; its output goes to `log_path` (appended) and, with `echo`, to stderr.
+
+    Returns the exit status. On any exception in this process (KeyboardInterrupt included) the guard and
+    every descendant are killed before the exception propagates.
+    """
+    env = dict(os.environ if env is None else env)
+    # the guard and the command import this checkout's code, whatever else is installed
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p
+    )
+    with open(log_path, "ab") as out:
+        process = subprocess.Popen(
+            guarded(command),
+            stdout=subprocess.PIPE if echo else out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            fault_point("child-started")
+            if echo:
+                assert process.stdout is not None
+                for chunk in iter(lambda: process.stdout.read1(4096), b""):
+                    out.write(chunk)
+                    out.flush()
+                    sys.stderr.buffer.write(chunk)
+                    sys.stderr.flush()
+            code = process.wait()
+        except BaseException:
+            _stop(process)
+            raise
+    # the command is done; sweep its group in case a stray ignored the guard
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(guard_main(sys.argv[1:]))

@@ -1,0 +1,163 @@
+"""What the Spark stages wrote, as digests that ignore file layout and row order.
+
+A table's digest is its column names and types plus a SHA-256 over the sorted
+SHA-256s of its rows (each row as canonical JSON, bytes as hex), so two runs
+that wrote the same rows into different files, partitions or orders agree.
+`pinned_contents.json` beside this file holds the digests that build_graph
+and filter_leakage wrote on the e2e fixtures' generated snapshots (3,000
+papers, seed 7, 3 shards) *before* the Spark stages were optimised (issue 21,
+commit 2449bbc); `test_filter_leakage.py::test_contents_are_pinned` holds
+every later commit to them, and `test_spark_cluster.py` holds Spark Connect
+to the same ones.
+
+Re-pin only when the *input* changes (a new generator version: the pin records
+the generator version and each snapshot's fingerprint and says so when they
+differ), never to make an optimisation pass:
+
+    PYTHONPATH=$PWD python -m tests.e2e.contents --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+PIN = Path(__file__).with_name("pinned_contents.json")
+# Manifest metrics that depend on where a run happened rather than on what it wrote.
+VOLATILE_METRICS = {"layouts"}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"bytes": value.hex()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def table_digest(path: str) -> dict[str, Any]:
+    """Rows, column types and an order-free digest of the Parquet table at `path`."""
+    table = pq.read_table(path)
+    rows = sorted(
+        hashlib.sha256(json.dumps(_plain(row), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        for row in table.to_pylist()
+    )
+    return {
+        "rows": table.num_rows,
+        "columns": [f"{f.name}: {f.type}" for f in table.schema],
+        "sha256": hashlib.sha256("\n".join(rows).encode()).hexdigest(),
+    }
+
+
+def stage_contents(manifest) -> dict[str, Any]:
+    """Version, table digests and metrics of one stage version (a `Manifest`)."""
+    return {
+        "version": manifest.version,
+        "tables": {t: table_digest(manifest.table_path(t)) for t in sorted(manifest.tables)},
+        "metrics": {k: v for k, v in sorted(manifest.metrics.items()) if k not in VOLATILE_METRICS},
+    }
+
+
+def snapshot_identity(snap: Path) -> dict[str, Any]:
+    """The generator version and the corpus fingerprint of a generated snapshot."""
+    from citeflow.snapshot import discover, fingerprint
+
+    truth = json.loads((snap / "generator.json").read_text())
+    found = fingerprint(discover(str(snap / "corpus"), "auto"))
+    return {"generator": truth.get("generator_version"), "corpus_fingerprint": found["fingerprint"]}
+
+
+def load_pin() -> dict[str, Any]:
+    return json.loads(PIN.read_text())
+
+
+def check_input(name: str, snap: Path) -> dict[str, Any]:
+    """The pinned entry for snapshot `name`, after checking the snapshot is the one pinned."""
+    pinned = load_pin()[name]
+    here = snapshot_identity(snap)
+    if here != pinned["input"]:
+        raise AssertionError(
+            f"the generated {name} snapshot is not the pinned one ({here} != {pinned['input']}): the generator "
+            "changed. Re-pin on a commit whose Spark stages are trusted: python -m tests.e2e.contents --write"
+        )
+    return pinned
+
+
+def compare(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    """Differences between two `stage_contents`, one line each (empty when equal)."""
+    problems = []
+    if got["version"] != want["version"]:
+        problems.append(f"version {got['version']} != pinned {want['version']}")
+    for table in sorted(set(got["tables"]) | set(want["tables"])):
+        if got["tables"].get(table) != want["tables"].get(table):
+            problems.append(f"table {table}: {got['tables'].get(table)} != pinned {want['tables'].get(table)}")
+    for key in sorted(set(got["metrics"]) | set(want["metrics"])):
+        if got["metrics"].get(key) != want["metrics"].get(key):
+            problems.append(f"metric {key}: {got['metrics'].get(key)!r} != pinned {want['metrics'].get(key)!r}")
+    return problems
+
+
+def run_all(snaps: dict[str, Path], artifacts: Path, overrides: list[str]) -> dict[str, dict[str, Any]]:
+    """build_graph on each snapshot, filter_leakage on the s2orc one; their `stage_contents`."""
+    from citeflow.config import RunConfig, apply_overrides
+    from jobs import build_graph, filter_leakage
+
+    results: dict[str, dict[str, Any]] = {}
+    for name, snap in snaps.items():
+        base = RunConfig(
+            snapshot=f"pin-{name}",
+            corpus=str(snap / "corpus"),
+            scidocs=str(snap / "scidocs"),
+            paper_ids=str(snap / "paper-ids"),
+            artifacts=str(artifacts),
+        )
+        config = apply_overrides(base, overrides)
+        entry = {"input": snapshot_identity(snap), "build_graph": stage_contents(build_graph.run(config))}
+        if name == "s2orc":
+            entry["filter_leakage"] = stage_contents(filter_leakage.run(config))
+        results[name] = entry
+    return results
+
+
+def main() -> int:
+    from citeflow.synth.config import GenerateConfig
+    from citeflow.synth.generate import run
+    from tests.conftest import TEST_SPARK_OVERRIDES
+    from tests.e2e.conftest import GENERATED_PAPERS
+
+    parser = argparse.ArgumentParser(description="Write (or check) pinned_contents.json")
+    parser.add_argument("--write", action="store_true", help="overwrite the pin with this checkout's output")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="citeflow-pin-") as tmp:
+        snaps = {}
+        for fmt in ("s2orc", "s2ag"):
+            snaps[fmt] = Path(tmp) / fmt
+            run(GenerateConfig(papers=GENERATED_PAPERS, out=str(snaps[fmt]), seed=7, format=fmt, shards=3))
+        results = run_all(snaps, Path(tmp) / "artifacts", TEST_SPARK_OVERRIDES)
+    if args.write:
+        PIN.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {PIN}")
+        return 0
+    pinned = load_pin()
+    problems = [
+        f"{name}/{stage}: {p}"
+        for name, entry in results.items()
+        for stage in ("build_graph", "filter_leakage")
+        if stage in entry
+        for p in compare(entry[stage], pinned[name][stage])
+    ]
+    print("\n".join(problems) or "same contents as pinned")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Spark settings and the Spark Connect client side: what a user sets, what reaches Spark, what is kept
+out of manifests; the in-Spark title fold against citeflow.text.fold_title, the fold's definition."""
+
+import gzip
+import json
+import random
+
+import pytest
+from pyspark.sql import functions as F
+
+from citeflow.config import RunConfig, SparkConfig, apply_overrides
+from citeflow.errors import CiteflowError
+from citeflow.redaction import redact
+from citeflow.text import fold_title
+from spark import leakage as L
+from spark.session import read_in_file_tasks
+from tests.unit.test_text import TRICKY
+
+
+@pytest.mark.parametrize(
+    "remote", ["sc://localhost:15002", "sc://spark-connect.example.org", "sc://10.0.0.7:443/;use_ssl=true;token=abc"]
+)
+def test_a_spark_connect_url_is_accepted(remote):
+    assert SparkConfig(remote=remote).remote == remote
+
+
+@pytest.mark.parametrize("remote", ["localhost:15002", "spark://h:7077", "sc://", "sc://h:15002/x", "sc://h h:1"])
+def test_anything_else_is_one_clear_error(remote):
+    with pytest.raises(CiteflowError, match="must be a Spark Connect URL"):
+        SparkConfig(remote=remote)
+
+
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        ("spark.master=spark://h:7077", "spark.master"),
+        ("spark.driver_memory=8g", "spark.driver_memory"),
+        ("spark.local_dir=/scratch", "spark.local_dir"),
+    ],
+)
+def test_settings_the_server_owns_conflict_with_remote(override, named):
+    base = RunConfig(snapshot="s", corpus="c", artifacts="a")
+    with pytest.raises(CiteflowError, match=f"so {named} would be ignored"):
+        apply_overrides(base, ["spark.remote=sc://h:15002", override])
+    sized = apply_overrides(base, ["spark.remote=sc://h:15002", "spark.shuffle_partitions=7"])  # a session setting
+    assert sized.spark.remote == "sc://h:15002" and sized.spark.shuffle_partitions == 7
+
+
+def test_a_connect_token_never_reaches_a_manifest():
+    config = apply_overrides(
+        RunConfig(snapshot="s", corpus="c", artifacts="a"), ["spark.remote=sc://h:15002/;token=S3CR3T;use_ssl=true"]
+    )
+    recorded = json.dumps(redact({"spark": {"remote": config.spark.remote}}))
+    assert "S3CR3T" not in recorded and "sc://h:15002" in recorded
+    assert config.spark.remote.endswith("token=S3CR3T;use_ssl=true")  # Spark itself gets the real value
+
+
+@pytest.fixture
+def spark_connection(monkeypatch):
+    pytest.importorskip("airflow.sdk")
+    from airflow.sdk import Connection
+
+    def use(**fields):
+        conn = Connection(conn_id="spark_default", conn_type="spark", **fields)
+        monkeypatch.setattr(Connection, "get", classmethod(lambda cls, conn_id: conn))
+
+    return use
+
+
+@pytest.mark.parametrize(
+    "host, port, want",
+    [
+        ("sc://connect.example.org", 15002, "spark.remote=sc://connect.example.org:15002"),
+        ("sc://connect.example.org:443/;use_ssl=true", None, "spark.remote=sc://connect.example.org:443/;use_ssl=true"),
+        ("sc://h/;use_ssl=true", 443, "spark.remote=sc://h:443/;use_ssl=true"),
+        ("spark://master", 7077, "spark.master=spark://master:7077"),
+        ("yarn", None, "spark.master=yarn"),
+    ],
+)
+def test_the_airflow_connection_picks_a_master_or_a_connect_server(spark_connection, host, port, want):
+    from citeflow import orchestration as O
+
+    spark_connection(host=host, port=port, extra=json.dumps({"spark.sql.shuffle.partitions": "8"}))
+    overrides = O.spark_master_from_connection()
+    assert overrides[0] == want
+    assert overrides[1:] == ["spark.conf=spark.sql.shuffle.partitions=8"]
+    config = apply_overrides(RunConfig(snapshot="s", corpus="c", artifacts="a"), overrides)
+    assert (config.spark.remote or config.spark.master) == want.split("=", 1)[1]
+
+
+def test_the_trigger_form_cannot_point_spark_elsewhere(spark_connection, tmp_path):
+    from citeflow import orchestration as O
+
+    spark_connection(host="sc://connect", port=15002)
+    settings = {"snapshot": "s1", "corpus": "", "scidocs": "", "paper_ids": "", "artifacts": str(tmp_path)}
+    settings.update(profile="demo", corpus_format="auto", model="small", overrides=["spark.remote=sc://evil:1"])
+    with pytest.raises(CiteflowError, match="spark.remote cannot be set from the trigger form"):
+        O.run_config(settings)
+
+
+def test_titles_fold_in_spark_as_fold_title_defines_it(spark):
+    rng = random.Random(5)
+    alphabet = [chr(c) for c in range(128)] + list("aeiou AEIOU") * 6 + list("éßİﬁ²Σ—")
+    titles = [t for t, _ in TRICKY if t is not None] + [chr(c) for c in range(1, 128)]
+    titles += ["".join(rng.choices(alphabet, k=rng.randint(1, 24))) for _ in range(3000)]
+    df = spark.createDataFrame(list(enumerate(titles)), "i long, title string")
+    got = {r["i"]: r["_folded"] for r in L.with_folded_title(df).collect()}
+    assert len(got) == len(titles)
+    assert [got[i] for i in range(len(titles))] == [fold_title(t) for t in titles]
+
+
+def test_each_gzip_shard_is_its_own_task(spark, tmp_path):
+    files, sizes = [], []
+    for n in range(5):
+        path = tmp_path / f"shard_{n}.jsonl.gz"
+        with gzip.open(path, "wt") as fh:
+            fh.writelines(f'{{"paper_id": "{n}{i}"}}\n' for i in range(200 + 50 * n))
+        files.append(f"file://{path}")
+        sizes.append(path.stat().st_size)
+    lines = read_in_file_tasks(spark, files, sizes)
+    per_task = lines.groupBy(F.spark_partition_id().alias("task")).count().collect()
+    assert sorted(r["count"] for r in per_task) == [200, 250, 300, 350, 400]

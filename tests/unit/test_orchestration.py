@@ -1,0 +1,100 @@
+"""The Airflow glue keeps secrets out of XCom and keeps the trigger form away from Spark's settings."""
+
+import json
+
+import pytest
+
+pytest.importorskip("airflow.sdk")
+
+from citeflow import orchestration as O  # noqa: E402
+from citeflow.errors import CiteflowError  # noqa: E402
+
+SECRET = "S3CR3T-conn-extra"
+
+
+@pytest.fixture
+def connection(monkeypatch):
+    from airflow.sdk import Connection
+
+    conn = Connection(
+        conn_id="spark_default",
+        conn_type="spark",
+        host="local[2]",
+        extra=json.dumps({"spark.hadoop.fs.s3a.secret.key": SECRET, "spark.executor.memory": "1g"}),
+    )
+    monkeypatch.setattr(Connection, "get", classmethod(lambda cls, conn_id: conn))
+    return conn
+
+
+@pytest.fixture
+def params(tmp_path):
+    corpus = tmp_path / "corpus" / "metadata"
+    corpus.mkdir(parents=True)
+    (corpus / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
+    (tmp_path / "scidocs").mkdir()
+    return {
+        "scidocs": str(tmp_path / "scidocs"),
+        "artifacts": str(tmp_path / "artifacts"),
+        "triplet_strategy": "scincl",
+        "model": "small",
+        "profile": "demo",
+        "corpus_format": "auto",
+        "overrides": [],
+        "snapshot": "s1",
+        "corpus": str(corpus.parent),
+        "paper_ids": "",
+    }
+
+
+def test_connection_extras_reach_spark_but_never_the_settings_xcom(connection, params):
+    settings = O.check_settings(O.settings_from_params(params, snapshot="s1", corpus=params["corpus"], paper_ids=""))
+    assert SECRET not in json.dumps(settings)  # what check_inputs returns is the XCom every task reads
+    config = O.run_config(settings)  # what each stage task builds, reading the connection itself
+    assert config.spark.master == "local[2]"
+    assert f"spark.hadoop.fs.s3a.secret.key={SECRET}" in config.spark.conf
+
+
+@pytest.mark.parametrize(
+    "override", ["spark.conf=spark.jars=http://x/evil.jar", "spark.master=local[1]", "spark.local_dir=/root"]
+)
+def test_the_trigger_form_cannot_set_where_spark_runs_or_what_it_loads(connection, params, override):
+    settings = {**params, "overrides": [override]}
+    with pytest.raises(CiteflowError, match="cannot be set from the trigger form"):
+        O.run_config(settings)
+
+
+def test_the_trigger_form_may_still_size_spark(connection, params):
+    config = O.run_config({**params, "overrides": ["spark.shuffle_partitions=3", "spark.driver_memory=1g"]})
+    assert config.spark.shuffle_partitions == 3 and config.spark.driver_memory == "1g"
+
+
+def test_a_stage_tasks_xcom_and_asset_event_carry_no_secret(connection, params, monkeypatch, capsys):
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from citeflow.artifacts import Manifest
+    from jobs import pipeline
+
+    manifest = Manifest(
+        stage="build_graph",
+        snapshot="s1",
+        version="0123456789abcdef",
+        path="/a/s1/build_graph/0123456789abcdef",
+        config={"spark": {"conf": [f"spark.hadoop.fs.s3a.secret.key={SECRET}"]}},  # as an old manifest may hold
+        inputs=[],
+        tables={"papers": {"rows": 3}},
+        metrics={"papers": 3, "service_token": SECRET},
+        code_version="x",
+        started_at="t",
+        finished_at="t",
+        duration_s=1.0,
+    )
+    monkeypatch.setattr(pipeline, "run_stage", lambda stage, config: manifest)
+    pushed, events = [], defaultdict(SimpleNamespace)
+    context = {"ti": SimpleNamespace(xcom_push=lambda **kw: pushed.append(kw)), "outlet_events": events}
+    monkeypatch.setattr(O, "get_current_context", lambda: context)
+    settings = O.settings_from_params(params, snapshot="s1", corpus=params["corpus"], paper_ids="")
+    summary = O.run_stage_task("build_graph", settings)
+    assert summary["metrics"]["papers"] == 3 and summary["metrics"]["service_token"] == "***"
+    assert SECRET not in json.dumps([summary, pushed, [vars(e) for e in events.values()]])
+    assert SECRET not in capsys.readouterr().out

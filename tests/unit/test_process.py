@@ -1,0 +1,112 @@
+"""Children under a guard: they end when the parent dies or is interrupted, grandchildren included."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from citeflow.lease import processes_with_token
+from citeflow.process import run_child
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# A child that starts a grandchild in a session of its own (as torchrun starts its ranks), then waits.
+FAMILY = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    print("family started", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def tagged_env(tag: str) -> dict[str, str]:
+    # the lease token variable marks every process of the family (children inherit the environment)
+    return {**os.environ, "CITEFLOW_LEASE": tag, "PYTHONPATH": REPO}
+
+
+def wait_until(predicate, timeout_s=20.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_exit_status_and_output_of_the_child(tmp_path):
+    log = tmp_path / "child.log"
+    code = run_child([sys.executable, "-c", "print('hello'); raise SystemExit(3)"], log_path=log)
+    assert code == 3 and log.read_text() == "hello\n"
+
+
+def test_a_sigkilled_parent_takes_its_children_and_grandchildren_with_it(tmp_path):
+    tag = uuid.uuid4().hex
+    log = tmp_path / "family.log"
+    parent_code = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from citeflow.process import run_child
+        run_child([sys.executable, "-c", {FAMILY!r}], log_path=Path({str(log)!r}))
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], env=tagged_env(tag), start_new_session=True)
+    try:
+        assert wait_until(lambda: log.exists() and "family started" in log.read_text())
+        assert wait_until(lambda: len(processes_with_token(tag)) >= 4)  # parent, guard, child, grandchild
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert wait_until(lambda: processes_with_token(tag) == [], timeout_s=10), processes_with_token(tag)
+    finally:
+        for pid in processes_with_token(tag):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_an_interrupted_parent_kills_the_family_before_the_exception_propagates(tmp_path):
+    tag = uuid.uuid4().hex
+    log = tmp_path / "family.log"
+    parent_code = textwrap.dedent(
+        f"""
+        import signal, sys
+        from pathlib import Path
+        from citeflow.process import run_child
+        from citeflow.lease import processes_with_token
+        def interrupt(*_):
+            raise KeyboardInterrupt
+        signal.signal(signal.SIGALRM, interrupt)
+        signal.alarm(3)
+        try:
+            run_child([sys.executable, "-c", {FAMILY!r}], log_path=Path({str(log)!r}))
+        except KeyboardInterrupt:
+            print("left:", len(processes_with_token({tag!r})))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", parent_code], env=tagged_env(tag), capture_output=True, text=True, timeout=60
+    )
+    assert "family started" in log.read_text()
+    assert done.stdout.strip() == "left: 0", done.stderr
+
+
+@pytest.mark.parametrize("point", ["child-started"])
+def test_fault_point_kills_the_process_where_named(tmp_path, point):
+    tag = uuid.uuid4().hex
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from citeflow.process import run_child
+        run_child([sys.executable, "-c", "import time; time.sleep(60)"], log_path=Path({str(tmp_path / "l")!r}))
+        """
+    )
+    env = {**tagged_env(tag), "CITEFLOW_FAULT_KILL": point}
+    done = subprocess.run([sys.executable, "-c", code], env=env, timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    assert wait_until(lambda: processes_with_token(tag) == [], timeout_s=10)

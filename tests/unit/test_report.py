@@ -1,0 +1,86 @@
+"""The report's honest averages and the model card (evaluation/report.py, evaluation/model_card.py)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from evaluation.model_card import model_card
+from evaluation.report import mean_rows, write_report
+from evaluation.scidocs import HEADLINE
+
+
+def rows_of(label: str, version: str, keys, value: float = 50.0):
+    return [
+        {
+            "task": t,
+            "split": "test",
+            "metric": m,
+            "value": value,
+            "status": "ok",
+            "label": label,
+            "model_version": version,
+            "n": 1,
+            "missing": 0,
+            "reason": "",
+            "average_label": "",
+        }
+        for t, m in keys
+    ]
+
+
+def test_ten_numbers_are_a_mean_of_10_next_to_the_published_mean_of_the_same_10(tmp_path):
+    ten = [k for k in HEADLINE if k[0] != "recomm"]
+    rows = rows_of("ours", "train_encoder:abc", ten) + rows_of("full", "train_encoder:def", HEADLINE, 60.0)
+    ours, published = mean_rows(rows)
+    assert ours["average", "avg"] == {"full": pytest.approx(60.0)}  # only the model with all 12
+    assert published["average", "avg"]["SPECTER (published)"] == 80.0
+    (key,) = [k for k in ours if k != ("average", "avg")]
+    assert key[1].startswith("mean of 10 of 12") and ours[key] == {"ours": pytest.approx(50.0)}
+    # SPECTER's 10 published non-recomm numbers: (82.0 + 86.4 + 83.6 + 91.5 + 84.5 + 92.4 + 88.3 + 94.9 + 88.1
+    # + 94.8) / 10 = 886.5 / 10 = 88.65 (SPEC §6); the models that publish only an average have no such mean
+    assert published[key] == {"SPECTER (published)": pytest.approx(88.65)}
+    text = write_report(rows, tmp_path, "t") and (tmp_path / "report.md").read_text()
+    assert "ours [train_encoder:abc]" in text and "full [train_encoder:def]" in text
+    line = next(x for x in text.splitlines() if "mean of 10 of 12" in x)
+    assert "50.00" in line and "88.65" in line and "80.00" not in line
+
+
+def test_model_card_has_front_matter_lineage_and_scores():
+    lineage = {
+        "train_encoder": {
+            "version": "t1",
+            "config": {"train_encoder": {"model": "allenai/scibert_scivocab_uncased", "lr": 2e-5, "pooling": "cls"}},
+            "metrics": {"strategy": "scincl"},
+        },
+        "mine_triplets": {
+            "version": "m1",
+            "metrics": {
+                "strategy": "scincl",
+                "triplets": 50,
+                "queries": 10,
+                "negatives": {"hard": 20, "easy": 30},
+                "collisions": 0,
+            },
+        },
+        "embed_graph": {"version": "g1", "config": {"embed_graph": {"dimension": 768, "comparator": "dot"}}},
+        "filter_leakage": {
+            "version": "f1",
+            "metrics": {
+                "mode": "exclude",
+                "benchmark_ids": 100,
+                "mapped": 98,
+                "removed_papers": 90,
+                "removed_citations": 400,
+            },
+        },
+    }
+    rows = rows_of("x", "v", HEADLINE[:2], 70.0)
+    card = model_card(lineage, rows, snapshot="snap")
+    front = yaml.safe_load(card.split("---")[1])
+    assert front["base_model"] == "allenai/scibert_scivocab_uncased" and front["library_name"] == "transformers"
+    results = front["model-index"][0]["results"]
+    assert [r["metrics"][0]["value"] for r in results] == [70.0, 70.0]
+    assert "exclude" in card and "98 of 100" in card and "50 from 10 queries" in card and '"dimension": 768' in card
+    assert "mean of 2 of 12" in card and "not SciDocs' average of 12" in card
+    assert "- filter_leakage: `f1`" in card
