@@ -83,6 +83,13 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=["s2orc", "s2ag"], default=None, help="snapshot layout (default: s2orc)")
     p.add_argument("--shards", type=int, default=None, help="number of corpus shards (default: one per 50k papers)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    p.add_argument(
+        "--difficulty",
+        type=float,
+        default=None,
+        help="how weakly topics shape text and citations, 0 .. 1 (default 0.5: calibrated on real samples; "
+        "0: easy, text nearly labels its topic)",
+    )
     later = p.add_argument_group(
         "a later release",
         "derive release 2 from a generated release 1, in its layout: "
@@ -228,6 +235,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         format=args.format,
         shards=args.shards,
         overwrite=args.overwrite,
+        **({} if args.difficulty is None else {"difficulty": args.difficulty}),
     )
     with _ProgressBar("citeflow generate") as bar:
         summary = run(config, progress=bar)
@@ -244,11 +252,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def _derive(args: argparse.Namespace) -> int:
     from citeflow.synth.derive import DeriveConfig, run
 
-    given = [f"--{name}" for name in ("papers", "format", "shards") if getattr(args, name) is not None]
+    given = [f"--{name}" for name in ("papers", "format", "shards", "difficulty") if getattr(args, name) is not None]
     if given:
         raise CiteflowError(
             f"{', '.join(given)} cannot be used with --derive-from: a derived release keeps "
-            "release 1's layout and shards, and --added / --removed / --changed set its size"
+            "release 1's layout, shards and difficulty, and --added / --removed / --changed set its size"
         )
     summary = run(
         DeriveConfig(

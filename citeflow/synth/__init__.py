@@ -10,12 +10,15 @@ citeflow's core: errors, text):
 - config: GenerateConfig and the fixed shape of every snapshot
 - lexicon, venues: word lists and topics; journals, id formats, S2AG value tables (data)
 - arrays: independent random streams and vectorised helpers
+- stats: the corpus statistics the generator is calibrated on (lengths, vocabulary, topic share, similarity)
+- calibration: the real samples' values of those statistics (TARGETS, BOUNDS) and the script that measures them
 - vocabulary: titles, abstracts and citation contexts from a topic vocabulary
 - papers: papers (topics, dates, external ids) and authors
 - citations: the citation sampler (fresh snapshots and later releases)
 - world: the whole snapshot before serialisation, with its truth counts
 - serialise: S2ORC, S2AG and paper-ids lines; malformed lines
 - scidocs: the SciDocs set, its files and scidocs_truth.jsonl
+- measure: a snapshot measured like the real samples, for generator.json's `calibration`
 - generate: `run(GenerateConfig)`, the files of a snapshot
 - derive_census, derive_plan, derive_rewrite, derive: a later release of a snapshot (`run(DeriveConfig)`)
 """

@@ -1,9 +1,10 @@
 """The citation sampler, one for a fresh snapshot and for the papers a later release adds.
 
-Each reference is drawn within the citing paper's subtopic, field or across fields (the second field when the
-paper has one), falling back to a wider pool when the narrow one has no older paper, by preferential attachment
-on a weight with a mild preference for recent papers. Out-degrees are a discretised lognormal. Arrays in,
-arrays out (no files).
+Each reference is drawn within the citing paper's niche or secondary niche, its field, or anywhere (the second
+field first when the paper has one), falling back to a wider pool (the niche's subtopic, the field, everything)
+when the narrow one has no older paper, by preferential attachment on a weight with a mild preference for
+recent papers. Out-degrees are a discretised lognormal; each paper keeps its first `degree` distinct references.
+Arrays in, arrays out (no files).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from citeflow.synth.arrays import random_stream
+from citeflow.synth.arrays import random_stream, rank_in_groups
 from citeflow.synth.config import LAST_DAY, GenerateConfig
 from citeflow.synth.papers import Papers
 
@@ -35,32 +36,40 @@ class _Pool:
         proportional to weight (v in [0, 1) is the uniform draw), and whether there was one."""
         lo = np.searchsorted(self.key, segment * self._SPAN, side="left")
         hi = np.searchsorted(self.key, segment * self._SPAN + day, side="left")
-        ok = hi > lo
         base = np.where(lo > 0, self.cum[np.maximum(lo - 1, 0)], 0.0)
         top = self.cum[np.maximum(hi - 1, 0)]
+        ok = (hi > lo) & (top > base)  # some paper of positive weight
         pos = np.searchsorted(self.cum, base + v * (top - base), side="right")
         pos = np.clip(pos, lo, np.maximum(hi - 1, lo))
         return self.order[np.minimum(pos, len(self.order) - 1)], ok
 
 
+# Out-degrees: ceil(lognormal(mu, OUT_DEGREE_SIGMA)) with mu set by mean_references (real S2ORC lists: median
+# 14, deciles 2 .. 49). Each paper draws OVERDRAW times as many references as it keeps, so that popular papers
+# drawn twice do not thin its list: it keeps its first `degree` distinct ones.
+OUT_DEGREE_SIGMA = 1.0
+OVERDRAW = 2.5
+
+
 def draw_references(
     rng: np.random.Generator, config: GenerateConfig, n: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The references of n citing papers before their targets are picked: (citing paper of each reference,
-    its kind: 0 same subtopic / 1 same field / 2 across fields, a draw v in [0, 1) whose density 2v makes
-    later, more recent papers in the cumulative order likelier). Out-degrees are a discretised lognormal
-    with `zero_reference_rate` of papers citing nothing."""
-    sigma = 0.9
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The reference draws of n citing papers before their targets are picked: (citing paper of each draw, its
+    kind: 0 its niche / 1 its secondary niche / 2 its field / 3 anywhere, a draw v in [0, 1) whose density 2v
+    makes later, more recent papers in the cumulative order likelier) and each paper's out-degree (discretised
+    lognormal, `zero_reference_rate` of papers citing nothing)."""
+    sigma = OUT_DEGREE_SIGMA
     mu = math.log(config.mean_references / max(1e-9, 1 - config.zero_reference_rate)) - sigma**2 / 2
     degree = np.minimum(np.ceil(rng.lognormal(mu, sigma, size=n)), 500).astype(np.int64)
     degree[rng.random(n) < config.zero_reference_rate] = 0
-    citing = np.repeat(np.arange(n, dtype=np.int64), degree)
+    citing = np.repeat(np.arange(n, dtype=np.int64), np.ceil(degree * OVERDRAW).astype(np.int64))
+    t = config.topics
     kind = np.searchsorted(
-        [config.same_subtopic_rate, config.same_subtopic_rate + config.same_field_rate],
+        np.cumsum([t.cite_niche, t.cite_niche2, t.cite_field]),
         rng.random(len(citing)),
         side="right",
     )
-    return citing, kind, np.sqrt(rng.random(len(citing)))
+    return citing, kind, np.sqrt(rng.random(len(citing))), degree
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,7 @@ class Citable:
     attractiveness. A fresh snapshot: every paper, by day, weighted by fitness. A later release: the papers
     it keeps, by year, weighted by the citations they have received."""
 
-    community: np.ndarray
+    niche: np.ndarray
     field: np.ndarray
     time: np.ndarray
     weight: np.ndarray
@@ -84,7 +93,7 @@ def sample_references(
     m = len(citable.time)
     if m == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    src, kind, v = draw_references(rng, config, citing.n)
+    src, kind, v, degree = draw_references(rng, config, citing.n)
     e = len(src)
     time = citing_time[src]
     cited = np.full(e, -1, dtype=np.int64)
@@ -96,19 +105,27 @@ def sample_references(
 
     every = np.arange(e, dtype=np.int64)
     by_field = _Pool(citable.field, citable.time, citable.weight)
-    attempt(_Pool(citable.community, citable.time, citable.weight), citing.community[src], every[kind == 0])
-    attempt(by_field, citing.field[src], every[kind <= 1])
+    # The niche aimed at (kind 0: the citing paper's, 1: its secondary one), then that niche's subtopic, then
+    # the citing paper's field; references anywhere try its second field first.
+    aim = np.where(kind == 1, citing.niche2[src], citing.niche[src])
+    attempt(_Pool(citable.niche, citable.time, citable.weight), aim, every[kind <= 1])
+    k = config.niches_per_subtopic
+    attempt(_Pool(citable.niche // k, citable.time, citable.weight), aim // k, every[kind <= 1])
+    attempt(by_field, citing.field[src], every[kind <= 2])
     second = citing.field2[src]
-    attempt(by_field, second, every[(kind == 2) & (second >= 0)])
+    attempt(by_field, second, every[(kind == 3) & (second >= 0)])
     everything = _Pool(np.zeros(m, dtype=np.int64), citable.time, citable.weight)
     attempt(everything, np.zeros(e, dtype=np.int64), every)
-    keep = cited >= 0
-    pairs = np.unique(src[keep] * m + cited[keep])
+    keep = np.flatnonzero(cited >= 0)
+    _, first = np.unique(src[keep] * m + cited[keep], return_index=True)
+    first = keep[np.sort(first)]  # distinct pairs in draw order, grouped by citing paper
+    first = first[rank_in_groups(src[first]) < degree[src[first]]]
+    pairs = np.sort(src[first] * m + cited[first])
     return pairs // m, pairs % m
 
 
 def sample_citations(papers: Papers, config: GenerateConfig) -> tuple[np.ndarray, np.ndarray]:
     """Clean citation edges (citing, cited) of a fresh snapshot as paper indices: unique, cited strictly
     older, sorted. Only the very first papers have nothing older to cite."""
-    citable = Citable(community=papers.community, field=papers.field, time=papers.day, weight=papers.fitness)
+    citable = Citable(niche=papers.niche, field=papers.field, time=papers.day, weight=papers.fitness)
     return sample_references(random_stream(config.seed, "citations"), config, papers, papers.day, citable)

@@ -12,10 +12,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from citeflow.errors import CiteflowError
 
 # Bump when the same seed and config would give different files.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 # Days since 1970-01-01 of the first and last possible publication date (1970-01-01 .. 2020-12-31).
 FIRST_DAY, LAST_DAY = 0, 18627
@@ -27,10 +29,73 @@ CORPUS_ID_RANGE = (1_000, 300_000_000)
 PAPERS_PER_SHARD = 50_000
 PAPER_IDS_PER_SHARD = 1_000_000
 TEXT_BLOCK = 10_000  # abstracts are generated in blocks of this many papers, whatever the shard count
+# Each subtopic splits into one niche (a narrow topic most citations stay in) per NICHE_SCALE papers of the
+# corpus, so that a niche holds ~175 papers whatever the size: enough for real reference lists (median 14)
+# to stay mostly inside it while three papers in four are never cited.
+NICHE_SCALE = 20_000
+MAX_NICHES_PER_SUBTOPIC = 200
 
 
 # Rates may be at most 0.5 (dirt is the exception, not the rule) except these.
-_RATE_LIMITS = {"same_subtopic_rate": 1.0, "same_field_rate": 1.0, "zero_reference_rate": 0.95}
+_RATE_LIMITS = {
+    "zero_reference_rate": 0.95,
+    "missing_abstract_rate": 0.9,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicStrength:
+    """How strongly topics shape text and citations at one difficulty.
+
+    Every paper has a niche (a narrow topic inside its subtopic) and a secondary niche; its references go
+    mostly to papers of these two niches, so that papers citing each other share a niche's terms.
+    Text: shares of an abstract's tokens by the vocabulary they come from (the rest: shared scientific
+    English); titles draw TITLE_TOPIC_BOOST times as many. Citations: shares of references by where the cited
+    paper is. Secondary niches: shares by where the secondary niche is."""
+
+    niche_words: float  # the paper's niche's core terms
+    niche2_words: float  # its secondary niche's core terms
+    subtopic_words: float  # its subtopic's vocabulary
+    field_words: float  # its field's vocabulary
+    field2_words: float  # its second field's vocabulary (papers with one)
+    foreign_words: float  # a random other subtopic's vocabulary: topics share words
+    cite_niche: float  # references to papers of the citing paper's niche
+    cite_niche2: float  # references to papers whose niche is its secondary niche
+    cite_field: float  # references to other papers of its field (the rest: anywhere)
+    niche2_in_subtopic: float  # papers whose secondary niche is in their own subtopic
+    niche2_in_field: float  # ... in their field, another subtopic (the rest: in another field)
+
+
+# difficulty -> TopicStrength; values between two anchors are interpolated linearly. 0 is easy, like the
+# generator before #22 (over half of a text's words name its topic; references stay in the subtopic); 0.5 is
+# calibrated on real samples (calibration.py: topic-specific token share, same-field and citation text
+# similarity); 1 is harder than real text.
+DIFFICULTY_ANCHORS = (
+    (0.0, TopicStrength(niche_words=0.0, niche2_words=0.0, subtopic_words=0.25, field_words=0.30,
+                        field2_words=0.05, foreign_words=0.0,
+                        cite_niche=0.35, cite_niche2=0.35, cite_field=0.2,
+                        niche2_in_subtopic=1.0, niche2_in_field=0.0)),
+    (0.5, TopicStrength(niche_words=0.08, niche2_words=0.075, subtopic_words=0.02, field_words=0.01,
+                        field2_words=0.02, foreign_words=0.0,
+                        cite_niche=0.7, cite_niche2=0.27, cite_field=0.02,
+                        niche2_in_subtopic=0.45, niche2_in_field=0.15)),
+    (1.0, TopicStrength(niche_words=0.04, niche2_words=0.03, subtopic_words=0.03, field_words=0.005,
+                        field2_words=0.01, foreign_words=0.03,
+                        cite_niche=0.35, cite_niche2=0.25, cite_field=0.1,
+                        niche2_in_subtopic=0.3, niche2_in_field=0.3)),
+)  # fmt: skip
+DEFAULT_DIFFICULTY = 0.5
+TITLE_TOPIC_BOOST = 1.8
+
+
+def topic_strength(difficulty: float) -> TopicStrength:
+    """DIFFICULTY_ANCHORS interpolated at `difficulty` (0 .. 1)."""
+    points = [d for d, _ in DIFFICULTY_ANCHORS]
+    names = [f.name for f in dataclasses.fields(TopicStrength)]
+    values = {
+        name: float(np.interp(difficulty, points, [getattr(t, name) for _, t in DIFFICULTY_ANCHORS])) for name in names
+    }
+    return TopicStrength(**values)
 
 
 def field_help(text: str) -> dict[str, Any]:
@@ -65,23 +130,42 @@ class GenerateConfig:
             "gzip level of the .jsonl.gz shards (1 fastest .. 9 smallest; 4 is half the time of 6 for 6% more bytes)"
         ),
     )
+    difficulty: float = field(
+        default=DEFAULT_DIFFICULTY,
+        metadata=field_help(
+            "how weakly topics shape text and citations, 0 .. 1: 0.5 (default) is calibrated on real samples "
+            "(topic words a small share of the tokens, fields sharing most of their words; see README, "
+            "'How real is the generated corpus'); 0 is easy (over half of a text's words name its topic, "
+            "references stay in the subtopic: for fast tests); 1 is harder than real text"
+        ),
+    )
     # Graph shape
     mean_references: float = field(
-        default=9.0, metadata=field_help("mean number of reference draws per paper before deduplication")
+        default=4.0,
+        metadata=field_help(
+            "mean out-degree drawn per paper (zero-reference papers included); papers with few older papers in "
+            "their niches get fewer"
+        ),
     )
-    zero_reference_rate: float = field(default=0.15, metadata=field_help("share of papers drawn with no references"))
+    zero_reference_rate: float = field(
+        default=0.865,
+        metadata=field_help(
+            "share of papers drawn with no references (real S2ORC: 84% have an empty outbound list; dirt such as "
+            "citations outside the corpus gives a few of the others one)"
+        ),
+    )
     second_field_rate: float = field(default=0.10, metadata=field_help("share of papers with a second field of study"))
-    same_subtopic_rate: float = field(
-        default=0.70, metadata=field_help("share of references within the citing subtopic")
-    )
-    same_field_rate: float = field(
-        default=0.20, metadata=field_help("share of references within the citing field; the rest cross fields")
-    )
     generic_title_rate: float = field(
         default=0.002, metadata=field_help("share of papers with a generic title such as 'Editorial' (ambiguous)")
     )
     # Dirt (each injected into kept records only, so every count in generator.json is exact)
-    missing_abstract_rate: float = field(default=0.08, metadata=field_help("share of papers without abstract"))
+    missing_abstract_rate: float = field(
+        default=0.51,
+        metadata=field_help(
+            "share of papers without abstract (real S2ORC: 51%), drawn so that papers with references lack one "
+            "less often (real: 18% of them, against 57% of the others)"
+        ),
+    )
     missing_title_rate: float = field(default=0.003, metadata=field_help("share of papers with a null title"))
     duplicate_record_rate: float = field(
         default=0.003, metadata=field_help("extra, strictly less complete records of existing papers, per paper")
@@ -113,7 +197,10 @@ class GenerateConfig:
     )
     scidocs_classification: int | None = field(
         default=None,
-        metadata=field_help("papers per classification task (split 60/20/20); None: min(25000, max(20, papers // 50))"),
+        metadata=field_help(
+            "papers per classification task (split 60/20/20); None: min(25000, max(20, papers // 20)), enough "
+            "training papers per class that a model's topic signal, not chance, decides the F1"
+        ),
     )
     scidocs_negative_pool: int | None = field(
         default=None,
@@ -152,18 +239,28 @@ class GenerateConfig:
             raise CiteflowError(f"compresslevel must be between 0 and 9, not {self.compresslevel!r}")
         if not 0 < self.mean_references <= 200:
             raise CiteflowError(f"mean_references must be in (0, 200], not {self.mean_references!r}")
+        if isinstance(self.difficulty, bool) or not isinstance(self.difficulty, (int, float)):
+            raise CiteflowError(f"difficulty must be a number between 0 and 1, not {self.difficulty!r}")
+        if not 0 <= self.difficulty <= 1:
+            raise CiteflowError(f"difficulty must be between 0 and 1, not {self.difficulty!r}")
         for f in dataclasses.fields(self):
             if f.name.endswith("_rate"):
                 value = getattr(self, f.name)
                 limit = _RATE_LIMITS.get(f.name, 0.5)
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= limit:
                     raise CiteflowError(f"{f.name} must be between 0 and {limit}, not {value!r}")
-        if self.same_subtopic_rate + self.same_field_rate > 1:
-            raise CiteflowError("same_subtopic_rate + same_field_rate must be at most 1 (the rest cross fields)")
         for name in ("scidocs_queries", "scidocs_classification", "scidocs_negative_pool"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise CiteflowError(f"{name} must be a positive integer or None, not {value!r}")
+
+    @property
+    def niches_per_subtopic(self) -> int:
+        return int(min(MAX_NICHES_PER_SUBTOPIC, max(1, round(self.papers / NICHE_SCALE))))
+
+    @property
+    def topics(self) -> TopicStrength:
+        return topic_strength(self.difficulty)
 
     @property
     def shard_count(self) -> int:
@@ -183,4 +280,4 @@ class GenerateConfig:
     def classification_count(self) -> int:
         if self.scidocs_classification is not None:
             return self.scidocs_classification
-        return min(25_000, max(20, self.papers // 50))
+        return min(25_000, max(20, self.papers // 20))

@@ -23,7 +23,7 @@ folder beside it that is renamed into place at the end (generator.json written l
 - added papers: new corpus ids (used nowhere in release 1), published in the year after release 1's last year,
   with titles and abstracts from release 1's topic vocabulary (vocabulary.build_vocabulary with its seed,
   make_titles, make_abstracts), external ids above release 1's, and references to existing papers drawn by the
-  generator's citation sampler (citations.sample_references: mostly within the subtopic, then the field, then
+  generator's citation sampler (citations.sample_references: mostly within their niches, then the field, then
   across fields; preferential attachment on citations received, recent papers likelier). They are appended to
   the end of release 1's shards. S2ORC inbound lists and S2AG citation / reference counts of the papers they
   touch follow.
@@ -67,7 +67,7 @@ from citeflow.synth.vocabulary import build_vocabulary
 log = logging.getLogger("citeflow")
 
 # Bump when the same release 1, counts and seed would give different files.
-DERIVE_VERSION = 1
+DERIVE_VERSION = 2
 DEFAULT_SHARES = {"added": 0.05, "removed": 0.01, "changed": 0.02}
 _OURS = (*OUTPUTS, "release_diff.parquet")
 
@@ -156,6 +156,13 @@ def run(config: DeriveConfig) -> dict[str, Any]:
     """
     release1, out = Path(config.derive_from), Path(config.out)
     meta = load_release(release1)
+    if meta.get("generator_version") != GENERATOR_VERSION:
+        # Added and changed papers take their words and niches from release 1's generator: another version's
+        # vocabulary and topics would not match the papers already there.
+        raise CiteflowError(
+            f"release {str(release1)!r} was written by generator version {meta.get('generator_version')}; this "
+            f"citeflow writes version {GENERATOR_VERSION}: generate release 1 again with it, then derive"
+        )
     _check_output(out, release1, config.overwrite)
     fmt, base = meta["format"], base_config(meta)
     level = base.compresslevel
@@ -172,14 +179,17 @@ def run(config: DeriveConfig) -> dict[str, Any]:
             f"different papers ({len(topic_ids):,} vs {len(corpus.ids):,})"
         )
     order = np.argsort(topic_ids)
-    topics = {k: topics_table.column(k).to_numpy()[order].astype(np.int64) for k in ("field", "subtopic", "community")}
+    topics = {
+        k: topics_table.column(k).to_numpy()[order].astype(np.int64)
+        for k in ("field", "subtopic", "community", "niche", "niche2")
+    }
     scidocs_ids, protected = read_scidocs_truth(release1)
     shas, paper_id_ids = read_paper_ids(release1 / "paper-ids")
     n1 = len(corpus.ids)
     added_n, removed_n, changed_n = (config.count(k, n1) for k in ("added", "removed", "changed"))
 
     # The plan.
-    vocab = build_vocabulary(base.seed)
+    vocab = build_vocabulary(base.seed, base.difficulty, base.niches_per_subtopic)
     removed, changed, kind, new_title, abstract_tail = choose_changes(
         corpus, topics, scidocs_ids, protected, removed_n, changed_n, seed, vocab
     )

@@ -21,7 +21,7 @@ from citeflow.synth.citations import Citable, sample_references
 from citeflow.synth.config import GenerateConfig
 from citeflow.synth.derive_census import Corpus
 from citeflow.synth.papers import LaterRelease, sample_authors, sample_papers
-from citeflow.synth.vocabulary import Vocabulary, make_abstracts, make_context_pool, make_titles
+from citeflow.synth.vocabulary import Topics, Vocabulary, make_abstracts, make_context_pool, make_titles
 from citeflow.synth.world import World
 from citeflow.text import fold_titles
 
@@ -56,19 +56,17 @@ def _fresh_titles(
     vocab: Vocabulary,
     seed: int,
     stream: str,
-    field_: np.ndarray,
-    field2: np.ndarray,
-    community: np.ndarray,
+    topics: Topics,
     avoid: set[str],
 ) -> pa.Array:
     """make_titles, drawn again (deterministically) for any title that folds to one in `avoid`."""
-    titles = make_titles(vocab, random_stream(seed, stream), field_, field2, community)
+    titles = make_titles(vocab, random_stream(seed, stream), topics)
     value_set = pa.array(sorted(avoid), pa.string())
     for attempt in range(100):
         bad = np.flatnonzero(np.asarray(pc.fill_null(pc.is_in(fold_titles(titles), value_set=value_set), False)))
         if len(bad) == 0:
             return titles
-        again = make_titles(vocab, random_stream(seed, stream, attempt + 1), field_[bad], field2[bad], community[bad])
+        again = make_titles(vocab, random_stream(seed, stream, attempt + 1), topics.select(bad))
         mask = index_mask(len(titles), bad)
         titles = pc.replace_with_mask(titles, pa.array(mask), again)
     raise RuntimeError("could not draw titles unlike SciDocs' title-matched ones; try another seed")
@@ -110,18 +108,29 @@ def choose_changes(
     rng = random_stream(seed, "derive-changed")
     pos = np.sort(rng.choice(np.flatnonzero(changeable), size=changed, replace=False))
     kind = rng.choice(3, size=changed, p=_CHANGE_P).astype(np.int64)
-    f, c = topics["field"][pos], topics["community"][pos]
-    none = np.full(len(pos), -1, dtype=np.int64)
+    # The changed texts keep their paper's topics (no second field: its words are a small share anyway).
+    about = Topics(
+        field=topics["field"][pos],
+        field2=np.full(len(pos), -1, dtype=np.int64),
+        community=topics["community"][pos],
+        niche=topics["niche"][pos],
+        niche2=topics["niche2"][pos],
+    )
     retitle = kind >= 1
     old_titles = set(folded.take(pa.array(pos[retitle])).to_pylist())
-    titles = _fresh_titles(vocab, seed, "derive-titles", f[retitle], none[retitle], c[retitle], protected | old_titles)
+    titles = _fresh_titles(
+        vocab,
+        seed,
+        "derive-titles",
+        about.select(np.flatnonzero(retitle)),
+        protected | old_titles,
+    )
     rewrite = kind != 1
     tails = make_abstracts(
         vocab,
         random_stream(seed, "derive-abstracts"),
-        f[rewrite],
-        none[rewrite],
-        c[rewrite],
+        about.select(np.flatnonzero(rewrite)),
+        mean_words=65.0,
         min_words=30,
         max_words=100,
     )
@@ -158,7 +167,6 @@ def added_world(
     )
     papers = sample_papers(cfg, later)
     authors = sample_authors(papers, seed)
-    title = _fresh_titles(vocab, seed, "added-titles", papers.field, papers.field2, papers.community, protected)
     has_abstract = ~index_mask(
         count, pick(random_stream(seed, "added-dirt"), count, rate_count(base.missing_abstract_rate, count))
     )
@@ -167,7 +175,7 @@ def added_world(
     pool = np.flatnonzero(~np.isin(corpus.ids, removed))
     year = corpus.year[pool]
     citable = Citable(
-        community=topics["community"][pool],
+        niche=topics["niche"][pool],
         field=topics["field"][pool],
         time=np.maximum(year, 0),
         weight=(np.bincount(corpus.dst, minlength=len(corpus.ids)) + 1.0)[pool],
@@ -178,6 +186,7 @@ def added_world(
     order = np.lexsort((random_stream(seed, "added-outbound").random(len(src)), src))  # a paper's list in random order
     src, dst = src[order], dst[order]
     out_ptr = csr_ptr(src, count)
+    title = _fresh_titles(vocab, seed, "added-titles", papers.topics, protected)
     bounds = (np.arange(shards + 1, dtype=np.int64) * count) // shards
     row_shard = np.searchsorted(bounds, src, side="right") - 1
     empty = np.empty(0, dtype=np.int64)
@@ -221,9 +230,7 @@ def added_world(
 def added_abstracts(world: World) -> pa.Array:
     """The added papers' abstracts (null for those without one)."""
     p = world.papers
-    text = make_abstracts(
-        world.vocab, random_stream(world.config.seed, "added-abstracts"), p.field, p.field2, p.community
-    )
+    text = make_abstracts(world.vocab, random_stream(world.config.seed, "added-abstracts"), p.topics)
     return pc.if_else(pa.array(world.has_abstract), text, pa.scalar(None, text.type))
 
 

@@ -25,11 +25,16 @@ Writes, under `OUT/`:
 
 What the corpus looks like:
 - 19 MAG fields of study weighted like the real S2ORC sample, each with subtopics (Medicine's 11 are the
-  SciDocs MeSH classes); ~10% of papers carry a second field. Titles and abstracts mix subtopic, field
-  and shared scientific vocabulary, so text predicts topic.
+  SciDocs MeSH classes), each subtopic with one niche (a narrow topic) per 20,000 papers; every paper has a
+  niche and a secondary niche, ~10% a second field. How strongly topics shape text and citations is the
+  `difficulty` (config.py); at the default, the snapshot is calibrated on real samples (calibration.py):
+  title and abstract lengths, vocabulary size and Zipf slope, topic-specific token share, how much more
+  alike same-field and citing / cited texts are than others, missing abstracts (51%, fewer among citing
+  papers), out-degrees (84% of papers cite nothing; median 13 of the others). generator.json's
+  `calibration` puts the targets and the snapshot's values side by side.
 - Publication dates 1970-2020 with exponential growth. Citations go only to strictly older papers,
-  chosen by preferential attachment on a heavy-tailed per-paper fitness, mostly within the subtopic
-  (~70%), then the field (~20%), then across fields (~10%). Out-degrees are a discretised lognormal.
+  chosen by preferential attachment on a heavy-tailed per-paper fitness, mostly within the citing paper's
+  niche and secondary niche, then its field, then anywhere. Out-degrees are a discretised lognormal.
 - Dirt, injected into the kept records only so that every count is exact: missing titles and abstracts,
   strictly less complete duplicate records (sometimes before the original or in another shard),
   malformed lines (a truncated copy of another line, never the only record of a paper), self-citations,
@@ -74,6 +79,7 @@ import pyarrow.parquet as pq
 from citeflow.errors import CiteflowError
 from citeflow.synth.arrays import random_stream
 from citeflow.synth.config import GENERATOR_VERSION, PAPER_IDS_PER_SHARD, GenerateConfig
+from citeflow.synth.measure import calibration_papers, measure
 from citeflow.synth.papers import Papers
 from citeflow.synth.scidocs import plan_scidocs, write_scidocs, write_scidocs_truth
 from citeflow.synth.serialise import (
@@ -128,9 +134,17 @@ def write_table(table: pa.Table, path: Path) -> None:
 
 
 def topics_table(papers: Papers) -> pa.Table:
-    """paper_topics.parquet's rows: corpus_id, field (index in FIELDS), subtopic (within the field), community."""
+    """paper_topics.parquet's rows: corpus_id, field (index in FIELDS), subtopic (within the field), community
+    (global subtopic index), niche and niche2 (global niche indices: community * niches_per_subtopic + i)."""
     p = papers
-    columns = {"corpus_id": p.corpus_id, "field": p.field, "subtopic": p.subtopic, "community": p.community}
+    columns = {
+        "corpus_id": p.corpus_id,
+        "field": p.field,
+        "subtopic": p.subtopic,
+        "community": p.community,
+        "niche": p.niche,
+        "niche2": p.niche2,
+    }
     return pa.table({name: pa.array(values, pa.int64()) for name, values in columns.items()})
 
 
@@ -311,6 +325,10 @@ def run(config: GenerateConfig, progress: Progress | None = None) -> dict[str, A
     unmappable_with_ambiguous_title of them, several); `metadata` (entries per metadata file); `tasks`
     (mag / mesh: papers per split, classes; cite / cocite / coview / coread: per split queries, candidates
     and positives, and distinct papers); `labels` (MAG and MeSH class names by label).
+
+    `calibration` (measure.py): `difficulty`, `papers_measured`, `pairs_measured`, `statistics` (per
+    statistic of calibration.TARGETS: target, achieved, bound, within) and `same_field_citations` (the share
+    of clean citations within the citing paper's field, which no real sample here can measure).
     """
     out = Path(config.out)
     if check_output(out, config.overwrite, OUTPUTS):
@@ -334,7 +352,7 @@ def run(config: GenerateConfig, progress: Progress | None = None) -> dict[str, A
         raise RuntimeError("sha collision: paper-ids and SciDocs shas must be unique; try another seed")
 
     datasets = 1 if config.format == "s2orc" else 3
-    keep = _AbstractKeeper(plan.papers)
+    keep = _AbstractKeeper(np.union1d(plan.papers, calibration_papers(world)))
     total_files = config.shard_count * datasets + _paper_id_shards(world)
     with _ShardWriter(config.compresslevel, total_files, progress) as writer:
         _write_corpus(world, out / "corpus", writer, keep)
@@ -342,6 +360,7 @@ def run(config: GenerateConfig, progress: Progress | None = None) -> dict[str, A
     scidocs = write_scidocs(plan, keep.text, out / "scidocs")
     write_scidocs_truth(plan, world, out / "scidocs_truth.jsonl")
     write_table(topics_table(world.papers), out / "paper_topics.parquet")
+    calibration = measure(world, keep.text)
 
     summary = {
         "generator_version": GENERATOR_VERSION,
@@ -358,6 +377,7 @@ def run(config: GenerateConfig, progress: Progress | None = None) -> dict[str, A
         },
         "counts": {**world.counts, **paper_ids},
         "scidocs": scidocs,
+        "calibration": calibration,
     }
     # Written last, through a temporary file and a rename: its presence means the snapshot is complete.
     write_json(out / "generator.json.tmp", summary)

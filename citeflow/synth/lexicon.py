@@ -275,36 +275,18 @@ Okonkwo Adeyemi Nkosi Dlamini Mwangi Otieno Yılmaz Kaya Demir Şahin Çelik Pap
 Popescu Ionescu Novák Svoboda Dvořák O'Brien O'Connor MacDonald García-López Fernández Gómez Díaz
 """
 
-# Generated terms of art ("kamorphase"): 2-3 syllables and a suffix, PSEUDO_PER_SUBTOPIC per subtopic.
-PSEUDO_SYLLABLES = (
-    "ka",
-    "ro",
-    "mi",
-    "ne",
-    "lo",
-    "tra",
-    "sen",
-    "vi",
-    "do",
-    "ther",
-    "plex",
-    "gen",
-    "cyt",
-    "morph",
-    "lyt",
-    "phor",
-    "zen",
-    "bar",
-    "quil",
-    "dra",
-    "ste",
-    "nor",
-    "pel",
-    "xan",
-    "tor",
-)
-PSEUDO_SUFFIXES = ("ase", "in", "ol", "osis", "itis", "ide", "tron", "ics", "ism", "ation", "ene", "oid")
-PSEUDO_PER_SUBTOPIC = 10
+# Generated words ("stradomase", "briontic"): onset + vowel + coda syllables and a suffix. They give every
+# vocabulary its long tail of rare terms (real abstracts: ~8,400 distinct words per 50,000 tokens).
+ONSETS = (
+    "", "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z",
+    "br", "cr", "dr", "gr", "pl", "pr", "st", "tr", "ch", "sh", "th", "ph", "sc", "sp", "qu",
+)  # fmt: skip
+VOWELS = ("a", "e", "i", "o", "u", "ia", "io", "ou", "ae", "y", "ei", "au")
+CODAS = ("",) * 10 + ("n", "r", "l", "s", "m", "t", "x", "nd", "st", "ng")  # half the syllables open
+SUFFIXES = (
+    "ase", "in", "ol", "osis", "itis", "ide", "ics", "ism", "ation", "ene", "oid", "al", "ic", "ity", "ment",
+    "er", "ous", "ive", "ant", "ure", "ery", "on", "um", "ia", "ar", "ent", "ory", "ile", "ite", "yl",
+)  # fmt: skip
 
 
 def _parse_topics(text: str) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[tuple[str, tuple[str, ...]], ...]]]:

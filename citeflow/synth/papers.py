@@ -33,7 +33,10 @@ from citeflow.synth.venues import (
     OA_STATUS,
     PUBLICATION_TYPES,
 )
+from citeflow.synth.vocabulary import Topics
 
+# Preferential attachment: a paper's attractiveness is lognormal(0, FITNESS_SIGMA).
+FITNESS_SIGMA = 1.2
 _NLP_COMMUNITY = int(COMMUNITY_OFFSETS[FIELD_INDEX["Computer Science"]]) + 1
 
 
@@ -47,6 +50,8 @@ class Papers:
     field2: np.ndarray  # int64 second field or -1
     subtopic: np.ndarray  # int64 index into SUBTOPICS[field]
     community: np.ndarray  # int64 global subtopic index
+    niche: np.ndarray  # int64 global niche index: community * niches_per_subtopic + niche within the subtopic
+    niche2: np.ndarray  # int64 secondary niche (global index): its text and references lean on it too
     day: np.ndarray  # int64 days since 1970-01-01 (publication date)
     year: np.ndarray  # int64
     fitness: np.ndarray  # float64 attractiveness for preferential attachment
@@ -58,6 +63,12 @@ class Papers:
     arxiv_id: pa.Array  # string or null
     acl_id: pa.Array  # string or null
     flags: dict[str, np.ndarray]  # per-paper draws of presentation details (venue shown, pdf parse, ...)
+
+    @property
+    def topics(self) -> Topics:
+        return Topics(
+            field=self.field, field2=self.field2, community=self.community, niche=self.niche, niche2=self.niche2
+        )
 
 
 def _days_to_year(day: np.ndarray) -> np.ndarray:
@@ -76,6 +87,35 @@ def _ranked_ids(groups: np.ndarray, start: int, limit: int) -> tuple[np.ndarray,
 
 def _zero_pad(values: np.ndarray, width: int) -> pa.Array:
     return pc.utf8_lpad(int_strings(values), width=width, padding="0")
+
+
+def _niches(
+    rng: np.random.Generator,
+    config: GenerateConfig,
+    field_: np.ndarray,
+    field2: np.ndarray,
+    subtopic: np.ndarray,
+    community: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each paper's niche (uniform within its subtopic) and secondary niche: another niche of its subtopic, of
+    another subtopic of its field, or of another field (its second field if it has one), in the difficulty's
+    shares."""
+    n, k = len(field_), config.niches_per_subtopic
+    local = rng.integers(0, k, size=n)
+    niche = community * k + local
+    in_subtopic = community * k + ((local + rng.integers(1, k, size=n)) % k if k > 1 else local)
+    count = SUBTOPIC_COUNTS[field_]
+    other_sub = (subtopic + rng.integers(1, count)) % count
+    in_field = (COMMUNITY_OFFSETS[field_] + other_sub) * k + rng.integers(0, k, size=n)
+    other = np.where(field2 >= 0, field2, (field_ + rng.integers(1, len(FIELDS), size=n)) % len(FIELDS))
+    away = (COMMUNITY_OFFSETS[other] + (rng.random(n) * SUBTOPIC_COUNTS[other]).astype(np.int64)) * k
+    away += rng.integers(0, k, size=n)
+    t = config.topics
+    u = rng.random(n)
+    niche2 = np.where(
+        u < t.niche2_in_subtopic, in_subtopic, np.where(u < t.niche2_in_subtopic + t.niche2_in_field, in_field, away)
+    )
+    return niche, niche2
 
 
 @dataclass(frozen=True)
@@ -103,6 +143,7 @@ def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> 
     same = field2 == field_
     field2[same] = (field_[same] + rng.integers(1, len(FIELDS), size=int(same.sum()))) % len(FIELDS)
     field2[rng.random(n) >= config.second_field_rate] = -1
+    niche, niche2 = _niches(random_stream(seed, "niches"), config, field_, field2, subtopic, community)
     # Exponential growth of the yearly output: inverse CDF of exp(g t) on [0, T).
     span = (LAST_DAY + 1) / 365.25
     t = np.log1p(rng.random(n) * np.expm1(YEAR_GROWTH * span)) / YEAR_GROWTH
@@ -111,7 +152,7 @@ def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> 
         day = later.first_day + (t / span * 365).astype(np.int64)
     year = _days_to_year(day)
     corpus_id = unique_ints(rng, n, *CORPUS_ID_RANGE, exclude=None if later is None else later.taken_ids)
-    fitness = rng.lognormal(0.0, 1.2, size=n)
+    fitness = rng.lognormal(0.0, FITNESS_SIGMA, size=n)
     journal = JOURNAL_OFFSET[field_] + (np.diff(JOURNAL_OFFSET)[field_] * rng.random(n) ** 1.7).astype(np.int64)
 
     ids = random_stream(seed, "external-ids")
@@ -199,6 +240,8 @@ def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> 
         field2=field2,
         subtopic=subtopic,
         community=community,
+        niche=niche,
+        niche2=niche2,
         day=day,
         year=year,
         fitness=fitness,

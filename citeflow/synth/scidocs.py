@@ -28,15 +28,13 @@ from citeflow.synth.arrays import (
     weighted_sample,
 )
 from citeflow.synth.lexicon import (
-    COMMUNITY_OFFSETS,
     FIELD_INDEX,
     FIELD_WEIGHTS,
     FIELDS,
     GENERIC_TITLES,
     MESH_CLASSES,
-    SUBTOPIC_COUNTS,
 )
-from citeflow.synth.vocabulary import make_abstracts, make_titles
+from citeflow.synth.vocabulary import Topics, make_abstracts, make_titles
 from citeflow.synth.world import World
 from citeflow.text import fold_titles
 
@@ -156,7 +154,7 @@ def plan_scidocs(world: World) -> SciDocsPlan:
     titled = ~np.asarray(pc.is_null(world.title).to_numpy(zero_copy_only=False), dtype=bool)
     eligible_mask = titled & world.has_abstract & ~world.generic
     eligible = np.flatnonzero(eligible_mask)
-    if len(eligible) < 50:
+    if len(eligible) < 30:
         raise CiteflowError("too few papers with title and abstract for a SciDocs set; generate more papers")
     out_deg, in_deg = np.diff(world.clean_ptr), np.diff(world.in_ptr)
     nq = cfg.query_count
@@ -251,8 +249,8 @@ def plan_scidocs(world: World) -> SciDocsPlan:
     ]
     vr = random_stream(cfg.seed, "scidocs-unmappable")
     vf = vr.choice(len(FIELDS), size=n_virtual + 8, p=FIELD_WEIGHTS).astype(np.int64)
-    vc = COMMUNITY_OFFSETS[vf] + (vr.random(len(vf)) * SUBTOPIC_COUNTS[vf]).astype(np.int64)
-    candidates_t = make_titles(world.vocab, vr, vf, np.full(len(vf), -1), vc)
+    vt = Topics.outside(world.vocab, vr, vf)
+    candidates_t = make_titles(world.vocab, vr, vt)
     new_titles = [
         t
         for t, seen in zip(
@@ -264,9 +262,7 @@ def plan_scidocs(world: World) -> SciDocsPlan:
     ]
     n_ambiguous = n_virtual // 2 if ambiguous else 0
     virtual_title = [ambiguous[j % len(ambiguous)] for j in range(n_ambiguous)] + new_titles[: n_virtual - n_ambiguous]
-    virtual_abstract = make_abstracts(
-        world.vocab, vr, vf[:n_virtual], np.full(n_virtual, -1), vc[:n_virtual]
-    ).to_pylist()
+    virtual_abstract = make_abstracts(world.vocab, vr, vt.select(slice(0, n_virtual))).to_pylist()
     return SciDocsPlan(
         classification=classification,
         ranking=ranking,

@@ -42,9 +42,12 @@ def embedded(generated_s2orc, tmp_path_factory, spark):
 def test_link_prediction_far_above_random(embedded):
     _, m = embedded
     lp, rnd = m.metrics["link_prediction"], m.metrics["random_baseline"]
-    assert m.metrics["holdout_edges"] > 300
-    assert lp["mrr"] > 5 * rnd["mrr"]
-    assert lp["auc"] > 0.8 > 0.6 > rnd["auc"]
+    # 3,000 papers citing like real ones (84% cite nothing) hold ~6,000 clean citations: 5% is ~290
+    assert m.metrics["holdout_edges"] > 200
+    # a calibrated 3,000-paper graph is sparse (84% of papers cite nothing): measured MRR 0.040 against the
+    # random 0.013, Hits@10 0.091 against 0.017, AUC 0.82 (the easy generator of before gave MRR 5x random)
+    assert lp["mrr"] > 2 * rnd["mrr"] and lp["hits@10"] > 3 * rnd["hits@10"]
+    assert lp["auc"] > 0.75 > 0.6 > rnd["auc"]
     table = pq.read_table(m.table_path("link_prediction")).to_pylist()
     assert {(r["model"], r["metric"]) for r in table} >= {("pbg", "mrr"), ("random", "auc")}
     log = pq.read_table(m.table_path("training_log")).to_pylist()

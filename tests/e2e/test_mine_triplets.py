@@ -57,6 +57,13 @@ def topic_of(ids_sorted, community, ids):
     return community[at]
 
 
+def expected_queries(m) -> int:
+    """4,000 (the demo profile), or every possible query when there are fewer: on the calibrated snapshot
+    only ~16% of papers cite, so SPECTER (whose queries must cite a pool paper) finds fewer than 4,000."""
+    limited = [w for w in m.metrics["warnings"] if w.startswith("num_queries 4,000 > ")]
+    return int(limited[0].split(" > ")[1].split()[0].replace(",", "")) if limited else 4000
+
+
 def test_tables_agree_with_the_manifest(mined):
     _, _, scincl, specter = mined
     for m in (scincl, specter):
@@ -71,7 +78,10 @@ def test_tables_agree_with_the_manifest(mined):
             "negative_rank",
         ]
         queries = pc.count_distinct(t["query_id"]).as_py()
-        assert queries == m.metrics["queries"] == 1000 and t.num_rows == 5 * queries == m.metrics["triplets"]
+        assert (
+            queries == m.metrics["queries"] == expected_queries(m)
+            and t.num_rows == 5 * queries == m.metrics["triplets"]
+        )
         kinds = dict(
             zip(*np.unique(t["negative_kind"].to_numpy(zero_copy_only=False), return_counts=True), strict=True)
         )
@@ -133,7 +143,9 @@ def test_specter_follows_the_citations(mined):
         second = set().union(*(cited_by.get(p, set()) for p in cited_by[q]))
         # hard: cited by a paper the query cites (SPECTER's count 1); easy: not even that
         assert (n in second) == (kind == "hard"), (q, n, kind)
-    assert specter.metrics["negatives"]["hard"] + specter.metrics["hard_negative_shortfall"] == 2 * 1000
+    assert specter.metrics["negatives"]["hard"] + specter.metrics["hard_negative_shortfall"] == 2 * len(
+        set(t["query_id"].to_pylist())
+    )
     assert specter.metrics["queries_without_citation_of_citation"] > 0
 
 
@@ -151,7 +163,9 @@ def test_scincl_positives_are_more_topical_than_citations_and_easy_negatives_are
     pool = topic_of(ids, community, pq.read_table(scincl.table_path("training_texts"))["corpus_id"].to_numpy())
     _, counts = np.unique(pool, return_counts=True)
     chance = float(np.sum((counts / counts.sum()) ** 2))
-    assert shares["scincl", "positive"] > shares["specter", "positive"] + 0.05, shares
+    # On the calibrated snapshot citations already stay mostly in the citing paper's niche (= subtopic at
+    # 20k papers): graph neighbours still beat them, by less than on the easy generator of before.
+    assert shares["scincl", "positive"] > shares["specter", "positive"] + 0.02, shares
     for strategy in ("scincl", "specter"):
         assert abs(shares[strategy, "easy"] - chance) < 0.02, (shares, chance)
 
@@ -164,7 +178,7 @@ def test_no_benchmark_paper_among_triplets_and_texts(excluded):
         assert len(benchmark) > 100
         t = pq.read_table(m.table_path("triplets"))
         used = set(np.concatenate([t[c].to_numpy() for c in ("query_id", "positive_id", "negative_id")]).tolist())
-        assert len(used) > 500 and not used & benchmark
+        assert len(used) > 300 and not used & benchmark
         assert [a["benchmark_hits"] for a in m.metrics["leakage_audit"]] == [0, 0]
         assert m.metrics["leakage_mode"] == "exclude" and m.config["leakage_mode"] == "exclude"
 

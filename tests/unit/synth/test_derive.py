@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.errors import CiteflowError
-from citeflow.synth.config import GenerateConfig
+from citeflow.synth.config import GENERATOR_VERSION, GenerateConfig
 from citeflow.synth.derive import DeriveConfig, run
 from citeflow.synth.derive_census import census
 from citeflow.synth.generate import run as generate
@@ -181,18 +181,21 @@ def test_added_papers_are_new_later_and_cite_older_papers_of_their_topic(release
     out_edges = [(a, b) for a, b in r2.edges if a in added]
     assert not any(b in added for _, b in out_edges)  # they cite existing papers only
     assert all(r2.year[b] < r2.year[a] for a, b in out_edges)
-    assert len(out_edges) == r2.truth["diff"]["citations_added"] > 3 * ADDED
+    assert len(out_edges) == r2.truth["diff"]["citations_added"] > ADDED
     community = {r["corpus_id"]: r["community"] for r in r2.topics}
     same = sum(community[a] == community[b] for a, b in out_edges) / len(out_edges)
-    assert 0.55 < same < 0.9  # ~70% within the subtopic, as the generator draws
+    assert 0.55 < same < 0.9  # mostly within the subtopic (their niches), as the generator draws
     # Text from release 1's vocabulary; some without abstract, as in release 1.
     words1 = {
         w.strip(".").lower() for t in list(r1.title.values()) + list(r1.abstract.values()) if t for w in t.split()
     }
     words2 = [w.strip(".").lower() for pid in added for w in (r2.title[pid] or "").split()]
-    assert len(words2) > 6 * ADDED and sum(w in words1 for w in words2) / len(words2) > 0.97
+    # The vocabulary has a long tail of rare words (and each paper signature words of its own), so some of an
+    # added title's words are new to release 1's few thousand texts; another seed's vocabulary shares only the
+    # listed English words (under a third of a title's words).
+    assert len(words2) > 6 * ADDED and sum(w in words1 for w in words2) / len(words2) > 0.8
     no_abstract = [pid for pid in added if r2.abstract.get(pid) is None]
-    assert 1 <= len(no_abstract) < 0.2 * ADDED
+    assert 0.35 * ADDED < len(no_abstract) < 0.65 * ADDED  # missing_abstract_rate 0.51
     primary = {r["corpusid"] for r in r2.paper_ids if r["primary"]}
     assert added <= primary
     assert added <= {r["corpus_id"] for r in r2.topics}
@@ -366,6 +369,7 @@ def test_other_seed_other_papers_and_a_third_release(releases, tmp_path):
         (["--derive-from", "{r1}", "--changed", "2999"], "cannot change 2,999 papers"),
         (["--derive-from", "{r1}", "--added", "-1"], "--added must be"),
         (["--derive-from", "{r1}", "--papers", "10"], "--papers cannot be used with --derive-from"),
+        (["--derive-from", "{r1}", "--difficulty", "0"], "--difficulty cannot be used with --derive-from"),
         (["--added", "10"], "--papers is required"),
         (["--papers", "200", "--added", "10"], "only apply with --derive-from"),
     ],
@@ -379,6 +383,18 @@ def test_user_mistakes_are_one_line_and_exit_2(args, message, releases, tmp_path
     assert len(err) == 1 + sum("INFO" in line for line in err) and message in err[-1]
     assert err[-1].startswith("citeflow: error:")
     assert not out.exists()
+
+
+def test_refuses_a_release_of_another_generator_version(tmp_path):
+    # Its vocabulary and niches are not this generator's: added papers would not fit the papers already there.
+    r1 = tmp_path / "r1"
+    generate(GenerateConfig(papers=300, out=str(r1)))
+    meta = json.loads((r1 / "generator.json").read_text())
+    other = GENERATOR_VERSION + 1
+    (r1 / "generator.json").write_text(json.dumps({**meta, "generator_version": other}))
+    with pytest.raises(CiteflowError, match=f"written by generator version {other}"):
+        run(DeriveConfig(derive_from=str(r1), out=str(tmp_path / "r2")))
+    assert not (tmp_path / "r2").exists()
 
 
 def test_refuses_to_write_into_release_1_or_a_foreign_folder(releases, tmp_path):

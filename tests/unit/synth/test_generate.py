@@ -213,7 +213,7 @@ def test_s2orc_truth_counts(s2orc, s2orc_records):
     assert len(records) - len(papers) == c["duplicate_records"] >= 3
     assert sum(p["title"] is None for p in papers.values()) == c["papers_without_title"] >= 1
     assert sum(p["abstract"] is None for p in papers.values()) == c["papers_without_abstract"]
-    assert 0.05 < c["papers_without_abstract"] / N < 0.11
+    assert 0.47 < c["papers_without_abstract"] / N < 0.55  # default rate 0.51 (real S2ORC sample)
 
     edges, self_cites, external, internal = set(), 0, 0, 0
     for pid, p in papers.items():
@@ -225,7 +225,7 @@ def test_s2orc_truth_counts(s2orc, s2orc_records):
             else:
                 internal += 1
                 edges.add((pid, cited))
-    assert len(edges) == c["citations"] > 5 * N
+    assert len(edges) == c["citations"] > N
     assert self_cites == c["self_citations"] >= 1
     assert external == c["external_citations"] >= 1
     assert internal - len(edges) == c["duplicate_citations"] >= 1
@@ -239,7 +239,7 @@ def test_s2orc_truth_counts(s2orc, s2orc_records):
         for a, b in edges
         if papers[a]["mag_field_of_study"] and papers[b]["mag_field_of_study"]
     ]
-    assert 0.8 < sum(same_field) / len(same_field) < 0.97
+    assert 0.7 < sum(same_field) / len(same_field) < 0.97
     years = [p["year"] for p in papers.values()]
     assert min(years) >= 1970 and max(years) <= 2020
     assert sum(y >= 2000 for y in years) > 2 * sum(y < 1990 for y in years)  # growth
@@ -326,7 +326,7 @@ def test_s2ag_truth_counts(s2ag, s2ag_records):
         else:
             counts["internal"] += 1
             edges.add((int(a), int(b)))
-    assert len(edges) == c["citations"] > 5 * N
+    assert len(edges) == c["citations"] > N
     assert counts["internal"] - len(edges) == c["duplicate_citations"] >= 1
     assert counts["self"] == c["self_citations"] >= 1
     assert counts["external"] == c["external_citations"] >= 1
@@ -465,8 +465,9 @@ def test_overwrite_replaces_a_previous_output(tmp_path):
         ({"format": "parquet"}, "format must be s2orc or s2ag"),
         ({"shards": 0}, "shards must be"),
         ({"seed": -1}, "seed must be"),
-        ({"missing_abstract_rate": 0.9}, "missing_abstract_rate must be between 0 and 0.5"),
-        ({"same_subtopic_rate": 0.9, "same_field_rate": 0.2}, "at most 1"),
+        ({"missing_abstract_rate": 0.95}, "missing_abstract_rate must be between 0 and 0.9"),
+        ({"self_citation_rate": 0.6}, "self_citation_rate must be between 0 and 0.5"),
+        ({"difficulty": 2}, "difficulty must be between 0 and 1"),
         ({"out": ""}, "output folder is required"),
         ({"scidocs_queries": 0}, "scidocs_queries must be"),
     ],
@@ -476,7 +477,39 @@ def test_bad_configs_name_the_problem(kwargs, message):
         GenerateConfig(**{"papers": 1000, "out": "x", **kwargs})
 
 
+def test_niches_per_subtopic_grow_with_the_corpus():
+    # one niche per subtopic and 20,000 papers (~175 papers a niche), at least 1, at most 200
+    assert [GenerateConfig(papers=n, out="x").niches_per_subtopic for n in (100, 20_000, 1_000_000, 50_000_000)] == [
+        1,
+        1,
+        50,
+        200,
+    ]
+
+
 def test_automatic_shard_count():
     assert GenerateConfig(papers=100, out="x").shard_count == 1
     assert GenerateConfig(papers=120_000, out="x").shard_count == 3
     assert GenerateConfig(papers=120_000, out="x", shards=5).shard_count == 5
+
+
+@pytest.mark.parametrize("fmt", ["s2orc", "s2ag"])
+def test_the_smallest_corpus_is_generated_and_measured(tmp_path, fmt):
+    # 100 papers, half of them without abstract: still a SciDocs set, and a calibration table whose values
+    # are numbers or, where the sample is too small for the statistic, none (never NaN, which is not JSON)
+    truth = run(GenerateConfig(papers=100, out=str(tmp_path / fmt), format=fmt, seed=1))
+    text = (tmp_path / fmt / "generator.json").read_text()
+    assert "NaN" not in text and json.loads(text)["calibration"] == truth["calibration"]
+    for row in truth["calibration"]["statistics"].values():
+        assert row["achieved"] is None or isinstance(row["achieved"], (int, float))
+    assert truth["scidocs"]["tasks"]["mag"]["papers"] >= 20
+
+
+def test_the_command_line_sets_the_difficulty(tmp_path, capsys):
+    from jobs.cli import main
+
+    assert main(["generate", "--papers", "300", "--difficulty", "0", "--out", str(tmp_path / "easy")]) == 0
+    truth = json.loads((tmp_path / "easy" / "generator.json").read_text())
+    assert truth["config"]["difficulty"] == 0 and truth["calibration"]["difficulty"] == 0
+    assert main(["generate", "--papers", "300", "--difficulty", "1.5", "--out", str(tmp_path / "bad")]) == 2
+    assert "difficulty must be between 0 and 1" in capsys.readouterr().err
