@@ -84,9 +84,9 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
 
     from citeflow.snapshot import discover_jsonl
     from evaluation.benchmark_ids import collect
-    from jobs.build_graph import write_graph
     from spark import graph as G
     from spark import leakage as L
+    from spark import output as O
     from spark import readers as R
     from spark.session import get_spark
 
@@ -169,7 +169,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     else:
         kept_papers, kept_edges = papers.select(*G.PAPERS_COLUMNS), citations
     few_papers = upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows
-    write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files, few_papers)
+    O.write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files, few_papers)
 
     store.fs.delete_dir(posixpath.join(path, "_staging"))
     before_papers = upstream.tables["papers"]["rows"]
