@@ -4,7 +4,7 @@
 (input versions), each table's schema, row count and first rows, metrics and plots. `render_html` turns
 that into one self-contained page (plots inlined). Both are plain functions, usable without Airflow.
 
-`create_app()` is the FastAPI app the citeflow Airflow plugin (`citeflow.airflow_plugin`) mounts under
+`create_app()` is the FastAPI app the citeflow Airflow plugin (`cockpit.plugin`) mounts under
 `/citeflow` in Airflow's API server:
 
     GET /citeflow/artifacts/task?dag_id=..&run_id=..&task_id=..&map_index=..     the page

@@ -18,9 +18,9 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
     from airflow.sdk import Connection
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from citeflow import orchestration
-    from citeflow.artifact_view import render_html, summarize
     from citeflow.artifacts import ArtifactStore
+    from cockpit import orchestration
+    from cockpit.artifact_view import render_html, summarize
 
     files = [p for p in world.reference.rglob("*") if p.is_file()]
     assert len(files) > 50
@@ -118,8 +118,8 @@ def test_a_line_that_is_not_utf8_is_kept_as_bytes_and_every_reader_opens_the_tab
     """Attack 6: rejected.raw was a string column; one invalid UTF-8 line made every reader fail."""
     import pyarrow.dataset as ds
 
-    from citeflow.artifact_view import render_html, summarize
     from citeflow.artifacts import ArtifactStore
+    from cockpit.artifact_view import render_html, summarize
 
     manifest = world.manifests["build_graph"]
     table = ds.dataset(manifest.table_path("rejected"), format="parquet", ignore_prefixes=[".", "_"]).to_table()
