@@ -9,7 +9,7 @@ import pytest
 
 from citeflow.config import apply_overrides
 from jobs import benchmark
-from tests.e2e.test_train_encoder import TINY
+from tests.support.encoder import TINY
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from citeflow.redaction import redact
 from citeflow.text import fold_title
 from spark import leakage as L
 from spark.session import read_in_file_tasks
-from tests.unit.test_text import TRICKY
+from tests.support.titles import TRICKY
 
 
 @pytest.mark.parametrize(
