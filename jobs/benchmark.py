@@ -31,6 +31,8 @@ from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
 STAGE = "benchmark"
+# Writes with local tools (numpy, FAISS, torch): `citeflow run` refuses a remote root before any stage runs.
+NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 2  # 2: reference protocols, details column, model card
 TABLES = ["scores"]
 CARD = "model_card.md"  # the trained model's Hugging Face card, README.md of `citeflow export-model`
@@ -55,6 +57,7 @@ def run(config: RunConfig) -> Manifest:
     inputs = [m.lineage() for m in embedded.values()] + [fingerprint_path("scidocs", config.scidocs)]
     inputs += [fingerprint_path("scirepeval", p) for p in config.benchmark.scirepeval]
     store = ArtifactStore(config.artifacts, config.store)
+    store.require_local(STAGE)
     manifest = execute(
         store=store,
         snapshot=config.snapshot,

@@ -38,6 +38,8 @@ from citeflow.snapshot import Snapshot, discover, fingerprint
 from citeflow.stage import execute
 
 STAGE = "build_graph"
+# Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
+NEEDS_LOCAL_ROOT = False
 # Bump when the stage's output changes meaning for the same inputs and config.
 STAGE_VERSION = 2  # 2: rejected.raw is binary (the line's bytes as read)
 TABLES = ["papers", "citations", "rejected", "degree_histogram"]

@@ -31,6 +31,8 @@ from citeflow.snapshot import fingerprint_path
 from citeflow.stage import execute
 
 STAGE = "filter_leakage"
+# Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
+NEEDS_LOCAL_ROOT = False
 STAGE_VERSION = 1
 TABLES = ["benchmark_ids", "leakage_report", "papers", "citations"]
 

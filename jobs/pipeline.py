@@ -48,6 +48,11 @@ def preflight(config: RunConfig, stages: list[str]) -> None:
     from citeflow.snapshot import discover
 
     discover(config.corpus, config.build_graph.format)  # a missing or unknown corpus first
+    local_only = [s for s in stages if importlib.import_module(STAGE_MODULES[s]).NEEDS_LOCAL_ROOT]
+    if local_only:
+        from citeflow.artifacts import ArtifactStore
+
+        ArtifactStore(config.artifacts, config.store).require_local(", ".join(local_only))
     if "train_encoder" in stages and config.train_encoder.model != "small":
         from models.encoder import check_model_dir
 
