@@ -370,8 +370,8 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
         "metrics": headline(manifest.metrics),
     }
     if stage == "benchmark":
-        summary["report"] = os.path.join(os.path.dirname(os.path.dirname(manifest.path)), "report.html")
-        print(f"benchmark report of the snapshot: {summary['report']}")
+        summary["report"] = os.path.join(manifest.path, "report.html")
+        print(f"benchmark report of version {manifest.version}: {summary['report']}")
     summary = redact(summary)  # manifests are redacted already; older ones may not be
     if manifest.skipped:
         # XCom first, so the artifact view and later readers find the version this run used.

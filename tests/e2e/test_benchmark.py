@@ -1,6 +1,7 @@
 """benchmark end to end: SciDocs tasks of a generated snapshot, trained vs untrained, report, standalone CLI."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -12,6 +13,10 @@ from jobs import benchmark
 from tests.support.encoder import TINY
 
 pytestmark = pytest.mark.slow
+
+
+def SCIREPEVAL(shared_data):  # noqa: N802 (a settings list, named like one)
+    return [f"benchmark.scirepeval={shared_data / 'scirepeval'}", "benchmark.base=false"]
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +51,9 @@ def test_the_trained_model_beats_its_untrained_base(scored):
     assert trained > base + 3, (trained, base)
 
 
-def test_the_snapshot_report_shows_every_model_and_the_published_numbers(scored):
+def test_the_versions_report_shows_both_models_and_the_published_numbers(scored):
     _, _, cfg, m = scored
-    report = m.path.rsplit("/", 1)[0] + "/report.md"
+    report = m.path + "/report.md"
     text = open(report).read()
     assert "scincl trained" in text and "scincl base" in text and "SPECTER (published)" in text
     assert "| mag | f1 |" in text and "82.00" in text
@@ -56,15 +61,40 @@ def test_the_snapshot_report_shows_every_model_and_the_published_numbers(scored)
     assert "mean of 10 of 12" in text and "88.65" in text
     html = open(report.replace(".md", ".html")).read()
     assert "data:image/png;base64," in html
+    assert not os.path.exists(m.path.rsplit("/", 1)[0] + "/report.html")  # nothing outside the version
     again = benchmark.run(cfg)
     assert again.skipped and again.version == m.version
 
 
+def test_named_versions_side_by_side_in_one_report(scored, shared_data, tmp_path):
+    _, _, cfg, m = scored
+    other = benchmark.run(apply_overrides(cfg, SCIREPEVAL(shared_data)))  # a second scincl version
+    out = tmp_path / "side-by-side"
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "report", "--snapshot", cfg.snapshot, "--artifacts", cfg.artifacts]
+        + ["--benchmark", m.version, "--benchmark", other.version, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = (out / "report.md").read_text()
+    # both versions hold a "scincl trained" column: each is named by its version, neither hides the other
+    assert f"scincl trained ({m.version})" in text and f"scincl trained ({other.version})" in text
+    assert "scincl base" in text  # only the first version scored the base
+    bad = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "report", "--snapshot", cfg.snapshot, "--artifacts", cfg.artifacts]
+        + ["--benchmark", "../../etc", "--out", str(tmp_path / "bad")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "is not a version id" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_scirepeval_samples_are_scored(scored, shared_data):
     _, _, cfg, _ = scored
-    m = benchmark.run(
-        apply_overrides(cfg, [f"benchmark.scirepeval={shared_data / 'scirepeval'}", "benchmark.base=false"])
-    )
+    m = benchmark.run(apply_overrides(cfg, SCIREPEVAL(shared_data)))
     rows = {
         r["task"]: r
         for r in pq.read_table(m.table_path("scores")).to_pylist()
@@ -140,8 +170,22 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel(scored, t
     import yaml
     from transformers import AutoModel, AutoTokenizer
 
+    from citeflow.artifacts import ArtifactStore
+
     _, _, cfg, m = scored
     out = tmp_path / "export"
+    versions = ArtifactStore(cfg.artifacts).list_versions(cfg.snapshot, "benchmark")
+    scincl = [v for v in versions if v.metrics.get("strategy") == "scincl"]
+    if len({v.version for v in scincl}) > 1:  # the other tests of this module benchmarked scincl twice
+        ambiguous = subprocess.run(
+            [sys.executable, "-m", "jobs.cli", "export-model", "--snapshot", cfg.snapshot, "--strategy", "scincl"]
+            + ["--out", str(tmp_path / "ambiguous"), "--artifacts", cfg.artifacts],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert ambiguous.returncode == 2 and "name one with --benchmark" in ambiguous.stderr
+        assert m.version in ambiguous.stderr and not (tmp_path / "ambiguous").exists()
     done = subprocess.run(
         [
             sys.executable,
@@ -156,6 +200,8 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel(scored, t
             str(out),
             "--artifacts",
             cfg.artifacts,
+            "--benchmark",
+            m.version,
         ],
         capture_output=True,
         text=True,

@@ -8,6 +8,7 @@ sibling of the same layer (spark, models and evaluation share what they need thr
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,19 @@ def test_an_upward_import_is_found(tmp_path, module, source, expected):
     (tmp_path / "dags" / "ok.py").write_text("from cockpit import orchestration\nfrom citeflow import config\n")
 
     assert violations(tmp_path) == [expected]
+
+
+def test_nothing_reads_the_newest_version():
+    """Versions are named by content, never chosen by age: only export-model (which refuses to choose between
+    several) and the store itself (its listing for `citeflow artifacts` and `verify`) list versions, and
+    nothing indexes a listing from its end or walks up from a version folder to a file outside versions."""
+    listing, by_age = set(), []
+    for package in LAYER:
+        for path in sorted((REPO / package).rglob("*.py")):
+            text = path.read_text()
+            name = str(path.relative_to(REPO))
+            if "list_versions(" in text:
+                listing.add(name)
+            by_age += [f"{name}: {m.group(0)}" for m in re.finditer(r"versions\[-1\]|dirname\(os\.path\.dirname", text)]
+    assert listing == {"citeflow/artifacts.py", "jobs/export_model.py"}
+    assert by_age == []
