@@ -36,9 +36,13 @@ def test_every_scidocs_task_of_the_snapshot_is_scored(scored):
         ]:
             assert (model, task, metric) in ok, (model, task, metric)
     by = {(r["model"], r["task"], r["metric"]): r for r in rows}
-    assert by["trained", "recomm", "adj-ndcg"]["status"] == "missing"  # the generator writes no recomm (yet)
-    assert by["trained", "average", "avg"]["reason"] == "mean of 10 of 12"
-    assert by["trained", "average", "avg"]["value"] is None  # never an "average" of fewer than 12 numbers
+    for model in ("trained", "base"):  # the generator writes recomm: all 12 numbers, a true average
+        assert by[model, "recomm", "adj-ndcg"]["status"] == by[model, "recomm", "adj-p@1"]["status"] == "ok"
+        assert by[model, "recomm", "adj-ndcg"]["n"] == truth["scidocs"]["tasks"]["recomm"]["test"]
+        assert by[model, "average", "avg"]["reason"] == "average of 12"
+        twelve = [r["value"] for r in rows if r["model"] == model and r["split"] == "test" and r["task"] != "average"]
+        twelve = [v for v in twelve if v is not None]
+        assert len(twelve) == 12 and by[model, "average", "avg"]["value"] == pytest.approx(sum(twelve) / 12)
     assert by["trained", "cite", "map"]["n"] == truth["scidocs"]["tasks"]["cite"]["test"]["queries"]
     assert by["trained", "mag", "f1"]["n"] == truth["scidocs"]["tasks"]["mag"]["test"]
     assert {r["strategy"] for r in rows} == {"scincl"} and {r["leakage_mode"] for r in rows} == {"report_only"}
@@ -57,8 +61,8 @@ def test_the_versions_report_shows_both_models_and_the_published_numbers(scored)
     text = open(report).read()
     assert "scincl trained" in text and "scincl base" in text and "SPECTER (published)" in text
     assert "| mag | f1 |" in text and "82.00" in text
-    # 10 of 12 numbers: compared with SPECTER's published mean of the same 10 numbers (88.65), not with 80.0
-    assert "mean of 10 of 12" in text and "88.65" in text
+    # all 12 numbers: the average, next to SPECTER's published average of 12 (80.0)
+    assert "average of 12" in text and "80.00" in text and "mean of 10 of 12" not in text
     html = open(report.replace(".md", ".html")).read()
     assert "data:image/png;base64," in html
     assert not os.path.exists(m.path.rsplit("/", 1)[0] + "/report.html")  # nothing outside the version
@@ -213,7 +217,7 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel(scored, t
     assert front["library_name"] == "transformers" and "scincl" in front["tags"]
     results = front["model-index"][0]["results"]
     assert {r["dataset"]["name"] for r in results} >= {"SciDocs mag", "SciDocs cite"}
-    assert "report_only" in card and "triplets:" in card and "mean of 10 of 12" in card
+    assert "report_only" in card and "triplets:" in card and "average of 12" in card
     AutoModel.from_pretrained(str(out), local_files_only=True)
     AutoTokenizer.from_pretrained(str(out), local_files_only=True)
     again = subprocess.run(
