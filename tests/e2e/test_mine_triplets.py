@@ -144,7 +144,7 @@ def test_specter_follows_the_citations(mined):
         # hard: cited by a paper the query cites (SPECTER's count 1); easy: not even that
         assert (n in second) == (kind == "hard"), (q, n, kind)
     assert specter.metrics["negatives"]["hard"] + specter.metrics["hard_negative_shortfall"] == 2 * len(
-        set(t["query_id"].to_pylist())
+        set(t["query_id"])
     )
     assert specter.metrics["queries_without_citation_of_citation"] > 0
 

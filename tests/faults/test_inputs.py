@@ -16,7 +16,7 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
     from types import SimpleNamespace
 
     from airflow.sdk import Connection
-    from airflow.sdk.exceptions import AirflowSkipException
+    from airflow.sdk.exceptions import AirflowNotFoundException, AirflowSkipException
 
     from citeflow.artifacts import ArtifactStore
     from cockpit import orchestration
@@ -42,7 +42,13 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
         host="local[2]",
         extra=json.dumps({"spark.hadoop.fs.s3a.secret.key": SECRET}),
     )
-    monkeypatch.setattr(Connection, "get", classmethod(lambda cls, conn_id: conn))
+
+    def get(cls, conn_id):
+        if conn_id != conn.conn_id:  # no other connection (pbg_rendezvous: one machine)
+            raise AirflowNotFoundException(conn_id)
+        return conn
+
+    monkeypatch.setattr(Connection, "get", classmethod(get))
     pushed = []
     context = {"ti": SimpleNamespace(xcom_push=lambda **kw: pushed.append(kw)), "outlet_events": {}}
     monkeypatch.setattr(orchestration, "get_current_context", lambda: context)
