@@ -84,7 +84,9 @@ def test_named_versions_side_by_side_in_one_report(scored, shared_data, tmp_path
     assert done.returncode == 0, done.stderr[-3000:]
     text = (out / "report.md").read_text()
     # both versions hold a "scincl trained" column: each is named by its version, neither hides the other
-    assert f"scincl trained ({m.version})" in text and f"scincl trained ({other.version})" in text
+    header = next(line for line in text.splitlines() if line.startswith("| task |"))
+    trained = [c.strip() for c in header.split("|") if c.strip().startswith("scincl trained")]
+    assert len(trained) == 2 and f"({m.version})" in trained[0] and f"({other.version})" in trained[1], header
     assert "scincl base" in text  # only the first version scored the base
     bad = subprocess.run(
         [sys.executable, "-m", "jobs.cli", "report", "--snapshot", cfg.snapshot, "--artifacts", cfg.artifacts]
