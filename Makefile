@@ -32,8 +32,7 @@ demo: $(STAMP)
 	@test -f $(DEMO)/snapshot/generator.json || $(BIN)/citeflow generate --papers $(DEMO_PAPERS) --out $(DEMO)/snapshot --overwrite
 	@mkdir -p $(AIRFLOW_DEMO_HOME)
 	@$(AIRFLOW_ENV) $(BIN)/airflow db migrate > $(AIRFLOW_DEMO_HOME)/migrate.log 2>&1 || { tail -20 $(AIRFLOW_DEMO_HOME)/migrate.log; exit 1; }
-	@$(AIRFLOW_ENV) $(BIN)/airflow pools set gpu 1 "citeflow encoder training" > /dev/null
-	@$(AIRFLOW_ENV) $(BIN)/airflow pools set pbg 4 "citeflow PBG ranks (slots >= embed_graph.machines)" > /dev/null
+	@$(AIRFLOW_ENV) $(BIN)/python -m cockpit.local_airflow --pools
 	@echo "airflow dags test citeflow_rebuild (log: $(AIRFLOW_DEMO_HOME)/demo-run.log)"
 	@$(AIRFLOW_ENV) $(BIN)/airflow dags test citeflow_rebuild > $(AIRFLOW_DEMO_HOME)/demo-run.log 2>&1 || { \
 		grep -E "citeflow:|Error|error" $(AIRFLOW_DEMO_HOME)/demo-run.log | tail -20; exit 1; }
@@ -49,7 +48,7 @@ demo-cli: $(STAMP)
 
 # Airflow's UI on http://localhost:8080 with citeflow's DAGs (Ctrl-C stops every process it started).
 airflow: $(STAMP)
-	CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m citeflow.local_airflow --home $(AIRFLOW_DEMO_HOME)-server
+	CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m cockpit.local_airflow --home $(AIRFLOW_DEMO_HOME)-server
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)

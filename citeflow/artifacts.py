@@ -207,6 +207,16 @@ class ArtifactStore:
     def version_path(self, snapshot: str, stage: str, version: str) -> str:
         return posixpath.join(self.stage_path(snapshot, stage), version)
 
+    def require_local(self, stage: str) -> None:
+        """One line, before any work, when `stage` (which writes local files) is given a remote root."""
+        if not self.local:
+            scheme = self.uri.split("://", 1)[0]
+            need = "need" if "," in stage else "needs"
+            raise CiteflowError(
+                f"{stage} {need} a local artifact root (PBG, FAISS and torch write local files), not a {scheme}:// "
+                "URI: use a local or mounted --artifacts folder, or stop before (--until filter_leakage)"
+            )
+
     def engine_uri(self, path: str) -> str:
         """The path as Spark (Hadoop filesystems) spells it."""
         if self.local:

@@ -28,8 +28,7 @@ from citeflow.errors import CiteflowError
 SNAPSHOT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 URI_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@]*:[^/@]*@")
 
-# Stage names in pipeline order. Later issues add their modules; `citeflow run`
-# runs every stage in this list that has an implementation.
+# Stage names in pipeline order: `citeflow run` runs them in this order, each from `jobs/<stage>.py`.
 STAGES = (
     "build_graph",
     "filter_leakage",
@@ -794,7 +793,7 @@ def _plain(value: Any) -> Any:
 
 
 def describe(config_cls: type) -> list[tuple[str, str, Any, str]]:
-    """(name, type, default, help) per field, for `citeflow config` style help."""
+    """(name, type, default, help) per field, for `citeflow settings`."""
     rows = []
     hints = typing.get_type_hints(config_cls)
     for f in dataclasses.fields(config_cls):

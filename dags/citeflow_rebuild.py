@@ -4,14 +4,14 @@
     airflow dags trigger citeflow_rebuild -c '{"snapshot": "2023-08-29", "corpus": "/data/s2ag/2023-08-29"}'
 
 Stages whose inputs and settings did not change are skipped (cached), the others rebuild; the tasks
-are laid out by `citeflow.orchestration.stage_tasks`.
+are laid out by `cockpit.orchestration.stage_tasks`.
 """
 
 from __future__ import annotations
 
 from airflow.sdk import dag, get_current_context, task
 
-from citeflow.orchestration import (
+from cockpit.orchestration import (
     check_settings,
     demo_root,
     ensure_demo_snapshot,

@@ -8,10 +8,9 @@ Writes `ARTIFACTS/<snapshot>/benchmark/<version>/scores`: task, split,
 metric, value (× 100), n, missing, status (ok / missing / not_evaluated),
 reason, model (trained / base), label, model_version (train_encoder),
 strategy, leakage_mode; plus `report.md` / `report.html` / `scores.png` of
-this version. After every run the snapshot's report,
-`ARTIFACTS/<snapshot>/benchmark/report.html`, is rebuilt from every
-benchmark version of the snapshot (SciNCL-trained, SPECTER-trained, base ...)
-next to the published numbers of SPEC §6.
+this version next to the published numbers of SPEC §6. Nothing outside the
+version: `citeflow report --benchmark V1 --benchmark V2` puts named versions
+(SciNCL- and SPECTER-trained, say) side by side.
 
 Standalone, on any model's embeddings:
     citeflow benchmark --embeddings E.parquet [--embeddings F.parquet] --scidocs DIR --out DIR
@@ -31,6 +30,8 @@ from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
 STAGE = "benchmark"
+# Writes with local tools (numpy, FAISS, torch): `citeflow run` refuses a remote root before any stage runs.
+NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 2  # 2: reference protocols, details column, model card
 TABLES = ["scores"]
 CARD = "model_card.md"  # the trained model's Hugging Face card, README.md of `citeflow export-model`
@@ -55,6 +56,7 @@ def run(config: RunConfig) -> Manifest:
     inputs = [m.lineage() for m in embedded.values()] + [fingerprint_path("scidocs", config.scidocs)]
     inputs += [fingerprint_path("scirepeval", p) for p in config.benchmark.scirepeval]
     store = ArtifactStore(config.artifacts, config.store)
+    store.require_local(STAGE)
     manifest = execute(
         store=store,
         snapshot=config.snapshot,
@@ -70,7 +72,6 @@ def run(config: RunConfig) -> Manifest:
         tables=TABLES,
         build=lambda path: build(config, store, embedded, Path(path)),
     )
-    snapshot_report(store, config.snapshot)
     return manifest
 
 
@@ -327,31 +328,36 @@ def score(
     return rows
 
 
-def snapshot_report(store: ArtifactStore, snapshot: str) -> dict[str, str] | None:
-    """Rebuild ARTIFACTS/<snapshot>/benchmark/report.* from every benchmark version of the snapshot."""
+def compare_report(store: ArtifactStore, snapshot: str, versions: list[str], out: Path) -> dict[str, str]:
+    """report.md / report.html / scores.png in `out` with the named benchmark versions side by side (and the
+    published numbers): what `citeflow report` writes. The versions are named, never looked up; a label two
+    of them share (the same strategy benchmarked twice) gets the version appended, so no column hides another.
+    """
     import pyarrow.parquet as pq
 
-    from evaluation.report import report_paths, write_report
+    from citeflow.artifacts import VERSION_RE
+    from evaluation.report import write_report
 
-    versions = store.list_versions(snapshot, STAGE)
-    if not versions or not store.local:
-        return None
-    folder = Path(store.stage_path(snapshot, STAGE))
-    # the report is a function of the versions it shows: when they are the ones it shows already, leave it
-    # as it is (a rerun where every stage is cached changes no file)
-    made_from = json.dumps([[m.version, m.finished_at] for m in versions])
-    stamp = folder / ".report-versions.json"
-    existing = report_paths(folder)
-    if stamp.is_file() and stamp.read_text() == made_from and all(Path(p).is_file() for p in existing.values()):
-        return existing
+    if not versions:
+        raise CiteflowError("name the benchmark versions to compare: --benchmark VERSION (repeatable)")
+    manifests = []
+    for version in dict.fromkeys(versions):
+        if not VERSION_RE.fullmatch(version):
+            raise CiteflowError(f"{version!r} is not a version id (16 hex characters, as `citeflow artifacts` lists)")
+        manifest = store.read_manifest(snapshot, STAGE, version)
+        if manifest is None:
+            raise CiteflowError(f"snapshot {snapshot!r} has no complete benchmark version {version}")
+        manifests.append(manifest)
+    tables = [pq.read_table(m.table_path("scores")).to_pylist() for m in manifests]
+    seen: dict[str, int] = {}
+    for rows in tables:
+        for label in {r["label"] for r in rows}:
+            seen[label] = seen.get(label, 0) + 1
     rows = []
-    for manifest in versions:
-        rows += pq.read_table(manifest.table_path("scores")).to_pylist()
-    # one column per model: the newest version wins when the same model was benchmarked twice
-    latest = {}
-    for row in rows:
-        latest[(row["label"], row["task"], row["split"], row["metric"])] = row
-    report = write_report(list(latest.values()), folder, f"citeflow benchmark — snapshot {snapshot}")
-    stamp.write_text(made_from)
-    log.info("benchmark: report of snapshot %s at %s", snapshot, report["html"])
-    return report
+    for manifest, table in zip(manifests, tables, strict=True):
+        for row in table:
+            if seen[row["label"]] > 1:
+                row["label"] = f"{row['label']} ({manifest.version})"
+            rows.append(row)
+    out.mkdir(parents=True, exist_ok=True)
+    return write_report(rows, out, f"citeflow benchmark — snapshot {snapshot}: {', '.join(dict.fromkeys(versions))}")

@@ -38,6 +38,8 @@ from citeflow.snapshot import Snapshot, discover, fingerprint
 from citeflow.stage import execute
 
 STAGE = "build_graph"
+# Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
+NEEDS_LOCAL_ROOT = False
 # Bump when the stage's output changes meaning for the same inputs and config.
 STAGE_VERSION = 2  # 2: rejected.raw is binary (the line's bytes as read)
 TABLES = ["papers", "citations", "rejected", "degree_histogram"]
@@ -85,6 +87,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     from pyspark.sql import functions as F
 
     from spark import graph as G
+    from spark import output as O
     from spark import readers as R
     from spark.session import get_spark, read_in_file_tasks
 
@@ -158,7 +161,9 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     rejected.append(G.rejected_edges(labelled_edges))
 
     log.info("%s: writing citations and papers", STAGE)
-    write_graph(spark, kept.select(*G.PAPERS_COLUMNS), G.kept_edges(labelled_edges), out, cfg.output_files, few_papers)
+    O.write_graph(
+        spark, kept.select(*G.PAPERS_COLUMNS), G.kept_edges(labelled_edges), out, cfg.output_files, few_papers
+    )
 
     log.info("%s: writing rejected rows", STAGE)
     all_rejected = rejected[0]
@@ -184,20 +189,6 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     metrics["input_files"] = {name: len(files) for name, files in snapshot.datasets.items()}
     _plot_degrees(store, path, spark.read.parquet(out("degree_histogram")).toArrow(), config.snapshot)
     return metrics
-
-
-def write_graph(spark, papers, edges, out, files: int, broadcast: bool) -> None:
-    """Write `citations`, then `papers` with the degrees of the written edges, each in at most `files` files.
-    Every stage that outputs a graph writes it this way. No global sort: no reader needs one, and it would
-    cost a sampling pass and a shuffle of the papers' text. `broadcast` joins the degrees (one light row per
-    paper with an edge) onto the papers without shuffling the papers."""
-    from spark import graph as G
-    from spark import readers as R
-
-    edges.coalesce(files).write.mode("error").parquet(out("citations"))
-    written_edges = spark.read.parquet(out("citations"))
-    with_degrees = G.with_degrees(papers, written_edges, broadcast=broadcast)
-    with_degrees.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("papers"))
 
 
 def _plot_degrees(store: ArtifactStore, path: str, histogram, snapshot: str) -> None:

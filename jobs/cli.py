@@ -9,6 +9,7 @@
     citeflow settings          # every setting `--set` accepts, with its default and help
     citeflow benchmark --embeddings E.parquet --scidocs DIR [--scirepeval scirepeval_tasks.jsonl] --out DIR
     citeflow export-model --snapshot demo --strategy scincl --out DIR [--artifacts ROOT]
+    citeflow report --snapshot demo --benchmark V1 --benchmark V2 --out DIR [--artifacts ROOT]
 
 User mistakes (bad ids, missing paths, unknown settings) print one line and
 exit with status 2; a traceback means a bug.
@@ -178,6 +179,17 @@ def _add_export_model(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output folder (absent or empty, unless --overwrite)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+    p.add_argument("--benchmark", help="the benchmark version to export (needed when the strategy has several)")
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="put named benchmark versions of a snapshot side by side in one report")
+    p.add_argument("--snapshot", required=True, help="snapshot id")
+    p.add_argument(
+        "--benchmark", action="append", required=True, help="a benchmark version (repeatable; see citeflow artifacts)"
+    )
+    p.add_argument("--out", required=True, help="folder for report.md, report.html, scores.png")
+    p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -190,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify(sub)
     _add_benchmark(sub)
     _add_export_model(sub)
+    _add_report(sub)
     sub.add_parser("settings", help="list every setting --set accepts")
     return parser
 
@@ -352,7 +365,10 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
         for version, damage in damaged:
             print(f"  {version}  DAMAGED: {damage.problems[0] if damage.problems else damage}")
         if stage == "benchmark" and manifests:
-            print(f"  report: {store.stage_path(args.snapshot, stage)}/report.html")
+            print(
+                f"  reports: <version>/report.html; side by side: citeflow report --snapshot {args.snapshot} "
+                f"--benchmark V1 --benchmark V2 --out DIR"
+            )
         building = [v for v in incomplete if store.being_built(args.snapshot, stage, v)]
         if building:
             print(f"  being built now (a live run holds the lease): {', '.join(building)}")
@@ -487,11 +503,27 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from citeflow.artifacts import ArtifactStore
+    from jobs.benchmark import compare_report
+
+    report = compare_report(ArtifactStore(args.artifacts), args.snapshot, args.benchmark, Path(args.out))
+    print(f"report: {report['html']}")
+    return 0
+
+
 def cmd_export_model(args: argparse.Namespace) -> int:
     from jobs.export_model import export_model
 
     target = export_model(
-        snapshot=args.snapshot, strategy=args.strategy, out=args.out, artifacts=args.artifacts, overwrite=args.overwrite
+        snapshot=args.snapshot,
+        strategy=args.strategy,
+        out=args.out,
+        artifacts=args.artifacts,
+        overwrite=args.overwrite,
+        benchmark=args.benchmark,
     )
     print(f"exported the {args.strategy} model of snapshot {args.snapshot} with its model card to {target}")
     return 0
@@ -515,6 +547,7 @@ COMMANDS = {
     "artifacts": cmd_artifacts,
     "verify": cmd_verify,
     "settings": cmd_settings,
+    "report": cmd_report,
     "benchmark": cmd_benchmark,
     "export-model": cmd_export_model,
 }

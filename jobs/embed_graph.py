@@ -46,6 +46,8 @@ from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
 STAGE = "embed_graph"
+# PBG trains on local files: `citeflow run` refuses a remote root before any stage runs.
+NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 2
 TABLES = ["paper_embeddings", "link_prediction", "training_log"]
 # Papers whose nearest neighbours are compared between the two runs.
@@ -56,11 +58,7 @@ log = logging.getLogger("citeflow")
 
 def _store(config: RunConfig) -> ArtifactStore:
     store = ArtifactStore(config.artifacts, config.store)
-    if not store.local:
-        raise CiteflowError(
-            "embed_graph trains with PBG on local files: use a local --artifacts root "
-            "(or a mounted filesystem) for this stage"
-        )
+    store.require_local(STAGE)
     return store
 
 

@@ -26,6 +26,8 @@ from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
 STAGE = "embed_papers"
+# Writes with local tools (numpy, FAISS, torch): `citeflow run` refuses a remote root before any stage runs.
+NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 1
 TABLES = ["embeddings"]
 
@@ -41,6 +43,7 @@ def run(config: RunConfig) -> Manifest:
     if not source:
         raise CiteflowError("embed_papers needs papers: pass --scidocs or set embed_papers.papers=PATH")
     store = ArtifactStore(config.artifacts, config.store)
+    store.require_local(STAGE)
     return execute(
         store=store,
         snapshot=config.snapshot,

@@ -1,12 +1,13 @@
 """`citeflow export-model`: the trained model of a snapshot and strategy, with its model card, in one folder.
 
-    citeflow export-model --snapshot demo --strategy scincl --out dist/citeflow-scincl [--artifacts ROOT]
+    citeflow export-model --snapshot demo --strategy scincl --out dist/citeflow-scincl [--benchmark V]
 
-Reads the newest benchmark version of the snapshot whose strategy is `--strategy` (its manifest, its
-`model_card.md`) and the trained model it scored (train_encoder's `model/`: safetensors, config, tokenizer,
-citeflow.json). Writes `--out` (absent or empty, or `--overwrite`): the model's files plus the card as `README.md`,
-ready to load with `transformers.AutoModel.from_pretrained(out)` and to publish. Written into a temporary sibling
-folder and renamed into place, so a killed export leaves no half folder at `--out`.
+Reads the benchmark version of the snapshot whose strategy is `--strategy` (its manifest, its `model_card.md`):
+the only one, or the one `--benchmark` names when there are several (never "the newest"), and the trained model
+it scored (train_encoder's `model/`: safetensors, config, tokenizer, citeflow.json). Writes `--out` (absent or
+empty, or `--overwrite`): the model's files plus the card as `README.md`, ready to load with
+`transformers.AutoModel.from_pretrained(out)` and to publish. Written into a temporary sibling folder and renamed
+into place, so a killed export leaves no half folder at `--out`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from jobs.benchmark import CARD, STAGE
 STRATEGIES = ("scincl", "specter")
 
 
-def export_model(*, snapshot: str, strategy: str, out: str, artifacts: str, overwrite: bool = False) -> Path:
+def export_model(
+    *, snapshot: str, strategy: str, out: str, artifacts: str, overwrite: bool = False, benchmark: str | None = None
+) -> Path:
     if strategy not in STRATEGIES:
         raise CiteflowError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     store = ArtifactStore(artifacts)
@@ -34,7 +37,20 @@ def export_model(*, snapshot: str, strategy: str, out: str, artifacts: str, over
             f"no benchmark of snapshot {snapshot!r} with strategy {strategy!r} under {store.uri}: "
             f"run `citeflow run --snapshot {snapshot} ... --strategy {strategy}` first"
         )
-    benchmark = versions[-1]
+    if benchmark is not None:
+        named = [m for m in versions if m.version == benchmark]
+        if not named:
+            raise CiteflowError(
+                f"benchmark version {benchmark!r} is not one of snapshot {snapshot!r}'s {strategy} benchmarks: "
+                f"{', '.join(m.version for m in versions)}"
+            )
+        versions = named
+    if len(versions) > 1:
+        listed = ", ".join(f"{m.version} ({m.finished_at[:19]})" for m in versions)
+        raise CiteflowError(
+            f"snapshot {snapshot!r} has {len(versions)} {strategy} benchmarks: name one with --benchmark ({listed})"
+        )
+    benchmark = versions[0]
     card = Path(benchmark.path) / CARD
     embedded = [
         store.read_manifest(snapshot, "embed_papers", item["version"])

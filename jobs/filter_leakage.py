@@ -31,6 +31,8 @@ from citeflow.snapshot import fingerprint_path
 from citeflow.stage import execute
 
 STAGE = "filter_leakage"
+# Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
+NEEDS_LOCAL_ROOT = False
 STAGE_VERSION = 1
 TABLES = ["benchmark_ids", "leakage_report", "papers", "citations"]
 
@@ -84,9 +86,9 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
 
     from citeflow.snapshot import discover_jsonl
     from evaluation.benchmark_ids import collect
-    from jobs.build_graph import write_graph
     from spark import graph as G
     from spark import leakage as L
+    from spark import output as O
     from spark import readers as R
     from spark.session import get_spark
 
@@ -169,7 +171,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     else:
         kept_papers, kept_edges = papers.select(*G.PAPERS_COLUMNS), citations
     few_papers = upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows
-    write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files, few_papers)
+    O.write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files, few_papers)
 
     store.fs.delete_dir(posixpath.join(path, "_staging"))
     before_papers = upstream.tables["papers"]["rows"]

@@ -38,6 +38,8 @@ from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
 STAGE = "mine_triplets"
+# Writes with local tools (numpy, FAISS, torch): `citeflow run` refuses a remote root before any stage runs.
+NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 2
 TABLES = ["triplets", "training_texts", "rank_histogram"]
 READ_BATCH = 65_536
@@ -50,6 +52,7 @@ def run(config: RunConfig) -> Manifest:
 
     graph = embed_graph.run(config)
     store = ArtifactStore(config.artifacts, config.store)
+    store.require_local(STAGE)
     leakage = store.upstream(graph, "filter_leakage")
     return execute(
         store=store,

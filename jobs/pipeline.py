@@ -1,9 +1,8 @@
 """Run the stages of a snapshot in order, skipping the ones that are up to date.
 
-Stage entry points are looked up by name (`STAGE_MODULES`): each module
-exposes `run(config: RunConfig) -> Manifest`. Stages that are not
-implemented yet are listed in `citeflow.config.STAGES` but absent here;
-`run_pipeline` runs every implemented stage up to `until`.
+Stage entry points are looked up by name (`STAGE_MODULES`, one per stage of
+`citeflow.config.STAGES`): each module exposes `run(config: RunConfig) ->
+Manifest`. `run_pipeline` runs every stage up to `until`.
 """
 
 from __future__ import annotations
@@ -21,35 +20,20 @@ from citeflow.errors import CiteflowError
 log = logging.getLogger("citeflow")
 
 # Stage name -> module with run(config) -> Manifest, in pipeline order.
-STAGE_MODULES: dict[str, str] = {
-    "build_graph": "jobs.build_graph",
-    "filter_leakage": "jobs.filter_leakage",
-    "embed_graph": "jobs.embed_graph",
-    "mine_triplets": "jobs.mine_triplets",
-    "train_encoder": "jobs.train_encoder",
-    "embed_papers": "jobs.embed_papers",
-    "benchmark": "jobs.benchmark",
-}
+STAGE_MODULES: dict[str, str] = {stage: f"jobs.{stage}" for stage in STAGES}
 
 
 # Stages that run once per triplet strategy (the rest are shared by every strategy).
 STRATEGY_STAGES = ("mine_triplets", "train_encoder", "embed_papers", "benchmark")
 
 
-def implemented_stages() -> list[str]:
-    return [s for s in STAGES if s in STAGE_MODULES]
-
-
 def stages_until(until: str | None) -> list[str]:
-    """The implemented stages to run, in order, ending with `until` (inclusive)."""
+    """The stages to run, in order, ending with `until` (inclusive; every stage when None)."""
     if until is None:
-        return implemented_stages()
+        return list(STAGES)
     if until not in STAGES:
         raise CiteflowError(f"unknown stage {until!r}; stages are: {', '.join(STAGES)}")
-    if until not in STAGE_MODULES:
-        raise CiteflowError(f"stage {until!r} is not implemented yet; implemented: {', '.join(implemented_stages())}")
-    wanted = STAGES[: STAGES.index(until) + 1]
-    return [s for s in wanted if s in STAGE_MODULES]
+    return list(STAGES[: STAGES.index(until) + 1])
 
 
 def run_stage(stage: str, config: RunConfig) -> Manifest:
@@ -64,6 +48,11 @@ def preflight(config: RunConfig, stages: list[str]) -> None:
     from citeflow.snapshot import discover
 
     discover(config.corpus, config.build_graph.format)  # a missing or unknown corpus first
+    local_only = [s for s in stages if importlib.import_module(STAGE_MODULES[s]).NEEDS_LOCAL_ROOT]
+    if local_only:
+        from citeflow.artifacts import ArtifactStore
+
+        ArtifactStore(config.artifacts, config.store).require_local(", ".join(local_only))
     if "train_encoder" in stages and config.train_encoder.model != "small":
         from models.encoder import check_model_dir
 

@@ -34,6 +34,8 @@ from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
 STAGE = "train_encoder"
+# torch trains on local files: `citeflow run` refuses a remote root before any stage runs.
+NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 1
 TABLES = ["training_log"]
 READ_BATCH = 4096
@@ -47,8 +49,7 @@ def run(config: RunConfig) -> Manifest:
 
     triplets = mine_triplets.run(config)
     store = ArtifactStore(config.artifacts, config.store)
-    if not store.local:
-        raise CiteflowError("train_encoder trains on local files: use a local --artifacts root (or a mounted one)")
+    store.require_local(STAGE)
     cfg = config.train_encoder
     inputs = [triplets.lineage()]
     versioned = versioned_dict(cfg)

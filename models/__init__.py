@@ -1,1 +1,2 @@
-"""Graph-embedding and encoder models: PyTorch-BigGraph glue today, the Transformer encoder later."""
+"""Models: PyTorch-BigGraph glue (import, training, link prediction), FAISS mining, the Transformer encoder
+and its trainer."""

@@ -18,6 +18,7 @@ citeflow's core: errors, text):
 - world: the whole snapshot before serialisation, with its truth counts
 - serialise: S2ORC, S2AG and paper-ids lines; malformed lines
 - scidocs: the SciDocs set, its files and scidocs_truth.jsonl
+- recomm: the SciDocs recommendation task (click logs, propensities, metadata) over the SciDocs papers
 - measure: a snapshot measured like the real samples, for generator.json's `calibration`
 - generate: `run(GenerateConfig)`, the files of a snapshot
 - derive_census, derive_plan, derive_rewrite, derive: a later release of a snapshot (`run(DeriveConfig)`)

@@ -17,7 +17,7 @@ import numpy as np
 from citeflow.errors import CiteflowError
 
 # Bump when the same seed and config would give different files.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 
 # Days since 1970-01-01 of the first and last possible publication date (1970-01-01 .. 2020-12-31).
 FIRST_DAY, LAST_DAY = 0, 18627

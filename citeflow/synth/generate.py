@@ -14,7 +14,7 @@ Writes, under `OUT/`:
   per corpus paper, extra non-primary shas for ~10% of them, and shas of papers outside the corpus.
 - `scidocs/`: a SciDocs evaluation set in the original layout (SPEC §6) over papers of the snapshot, keyed
   by sha ids: `paper_metadata_{mag_mesh,view_cite_read}.json`, `{mag,mesh}/{train,val,test}.csv`,
-  `{cite,cocite,coview,coread}/{val,test}.qrel` (no `recomm`).
+  `{cite,cocite,coview,coread}/{val,test}.qrel`, `recomm/` and `paper_metadata_recomm.json` (citeflow/synth/recomm.py).
 - `scidocs_truth.jsonl`: per SciDocs id, its corpus id and how a mapping should find it (sha, title or
   not at all), for tests of the leakage filter.
 - `paper_topics.parquet`: per corpus paper, `corpus_id`, `field` (index in FIELDS), `subtopic` (index
@@ -81,6 +81,7 @@ from citeflow.synth.arrays import random_stream
 from citeflow.synth.config import GENERATOR_VERSION, PAPER_IDS_PER_SHARD, GenerateConfig
 from citeflow.synth.measure import calibration_papers, measure
 from citeflow.synth.papers import Papers
+from citeflow.synth.recomm import write_recomm
 from citeflow.synth.scidocs import plan_scidocs, write_scidocs, write_scidocs_truth
 from citeflow.synth.serialise import (
     interleave,
@@ -358,6 +359,18 @@ def run(config: GenerateConfig, progress: Progress | None = None) -> dict[str, A
         _write_corpus(world, out / "corpus", writer, keep)
         paper_ids = _write_paper_ids(world, out / "paper-ids", writer)
     scidocs = write_scidocs(plan, keep.text, out / "scidocs")
+    with_sha = plan.papers[plan.kind != 2]  # recomm uses corpus papers of the set that paper-ids maps by sha
+    at = np.searchsorted(plan.papers, with_sha)
+    recomm = write_recomm(
+        world,
+        with_sha,
+        dict(zip(with_sha.tolist(), plan.ids(with_sha), strict=True)),
+        {int(p): plan.title[i] for p, i in zip(with_sha.tolist(), at.tolist(), strict=True)},
+        keep.text,
+        out / "scidocs",
+    )
+    scidocs["tasks"]["recomm"] = recomm
+    scidocs["metadata"]["paper_metadata_recomm.json"] = recomm["papers"]
     write_scidocs_truth(plan, world, out / "scidocs_truth.jsonl")
     write_table(topics_table(world.papers), out / "paper_topics.parquet")
     calibration = measure(world, keep.text)

@@ -1,4 +1,4 @@
-"""A running Airflow (api-server, scheduler, ...) for end-to-end tests, started by `citeflow/local_airflow.py`.
+"""A running Airflow (api-server, scheduler, ...) for end-to-end tests, started by `cockpit/local_airflow.py`.
 
 One implementation of start / stop: this module uses that one, and adds what tests need on top of it:
 a small REST client and waits for a DAG and a DAG run.
@@ -13,7 +13,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from citeflow import local_airflow as airflow_local  # noqa: F401  (the tests start Airflow through it)
+from cockpit import local_airflow as airflow_local  # noqa: F401  (the tests start Airflow through it)
 
 REPO = Path(__file__).resolve().parents[2]
 

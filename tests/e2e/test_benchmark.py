@@ -1,6 +1,7 @@
 """benchmark end to end: SciDocs tasks of a generated snapshot, trained vs untrained, report, standalone CLI."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -9,9 +10,13 @@ import pytest
 
 from citeflow.config import apply_overrides
 from jobs import benchmark
-from tests.e2e.test_train_encoder import TINY
+from tests.support.encoder import TINY
 
 pytestmark = pytest.mark.slow
+
+
+def SCIREPEVAL(shared_data):  # noqa: N802 (a settings list, named like one)
+    return [f"benchmark.scirepeval={shared_data / 'scirepeval'}", "benchmark.base=false"]
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +36,13 @@ def test_every_scidocs_task_of_the_snapshot_is_scored(scored):
         ]:
             assert (model, task, metric) in ok, (model, task, metric)
     by = {(r["model"], r["task"], r["metric"]): r for r in rows}
-    assert by["trained", "recomm", "adj-ndcg"]["status"] == "missing"  # the generator writes no recomm (yet)
-    assert by["trained", "average", "avg"]["reason"] == "mean of 10 of 12"
-    assert by["trained", "average", "avg"]["value"] is None  # never an "average" of fewer than 12 numbers
+    for model in ("trained", "base"):  # the generator writes recomm: all 12 numbers, a true average
+        assert by[model, "recomm", "adj-ndcg"]["status"] == by[model, "recomm", "adj-p@1"]["status"] == "ok"
+        assert by[model, "recomm", "adj-ndcg"]["n"] == truth["scidocs"]["tasks"]["recomm"]["test"]
+        assert by[model, "average", "avg"]["reason"] == "average of 12"
+        twelve = [r["value"] for r in rows if r["model"] == model and r["split"] == "test" and r["task"] != "average"]
+        twelve = [v for v in twelve if v is not None]
+        assert len(twelve) == 12 and by[model, "average", "avg"]["value"] == pytest.approx(sum(twelve) / 12)
     assert by["trained", "cite", "map"]["n"] == truth["scidocs"]["tasks"]["cite"]["test"]["queries"]
     assert by["trained", "mag", "f1"]["n"] == truth["scidocs"]["tasks"]["mag"]["test"]
     assert {r["strategy"] for r in rows} == {"scincl"} and {r["leakage_mode"] for r in rows} == {"report_only"}
@@ -46,25 +55,52 @@ def test_the_trained_model_beats_its_untrained_base(scored):
     assert trained > base + 3, (trained, base)
 
 
-def test_the_snapshot_report_shows_every_model_and_the_published_numbers(scored):
+def test_the_versions_report_shows_both_models_and_the_published_numbers(scored):
     _, _, cfg, m = scored
-    report = m.path.rsplit("/", 1)[0] + "/report.md"
+    report = m.path + "/report.md"
     text = open(report).read()
     assert "scincl trained" in text and "scincl base" in text and "SPECTER (published)" in text
     assert "| mag | f1 |" in text and "82.00" in text
-    # 10 of 12 numbers: compared with SPECTER's published mean of the same 10 numbers (88.65), not with 80.0
-    assert "mean of 10 of 12" in text and "88.65" in text
+    # all 12 numbers: the average, next to SPECTER's published average of 12 (80.0)
+    assert "average of 12" in text and "80.00" in text and "mean of 10 of 12" not in text
     html = open(report.replace(".md", ".html")).read()
     assert "data:image/png;base64," in html
+    assert not os.path.exists(m.path.rsplit("/", 1)[0] + "/report.html")  # nothing outside the version
     again = benchmark.run(cfg)
     assert again.skipped and again.version == m.version
 
 
+def test_named_versions_side_by_side_in_one_report(scored, shared_data, tmp_path):
+    _, _, cfg, m = scored
+    other = benchmark.run(apply_overrides(cfg, SCIREPEVAL(shared_data)))  # a second scincl version
+    out = tmp_path / "side-by-side"
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "report", "--snapshot", cfg.snapshot, "--artifacts", cfg.artifacts]
+        + ["--benchmark", m.version, "--benchmark", other.version, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = (out / "report.md").read_text()
+    # both versions hold a "scincl trained" column: each is named by its version, neither hides the other
+    header = next(line for line in text.splitlines() if line.startswith("| task |"))
+    trained = [c.strip() for c in header.split("|") if c.strip().startswith("scincl trained")]
+    assert len(trained) == 2 and f"({m.version})" in trained[0] and f"({other.version})" in trained[1], header
+    assert "scincl base" in text  # only the first version scored the base
+    bad = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "report", "--snapshot", cfg.snapshot, "--artifacts", cfg.artifacts]
+        + ["--benchmark", "../../etc", "--out", str(tmp_path / "bad")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "is not a version id" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_scirepeval_samples_are_scored(scored, shared_data):
     _, _, cfg, _ = scored
-    m = benchmark.run(
-        apply_overrides(cfg, [f"benchmark.scirepeval={shared_data / 'scirepeval'}", "benchmark.base=false"])
-    )
+    m = benchmark.run(apply_overrides(cfg, SCIREPEVAL(shared_data)))
     rows = {
         r["task"]: r
         for r in pq.read_table(m.table_path("scores")).to_pylist()
@@ -140,8 +176,22 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel(scored, t
     import yaml
     from transformers import AutoModel, AutoTokenizer
 
+    from citeflow.artifacts import ArtifactStore
+
     _, _, cfg, m = scored
     out = tmp_path / "export"
+    versions = ArtifactStore(cfg.artifacts).list_versions(cfg.snapshot, "benchmark")
+    scincl = [v for v in versions if v.metrics.get("strategy") == "scincl"]
+    if len({v.version for v in scincl}) > 1:  # the other tests of this module benchmarked scincl twice
+        ambiguous = subprocess.run(
+            [sys.executable, "-m", "jobs.cli", "export-model", "--snapshot", cfg.snapshot, "--strategy", "scincl"]
+            + ["--out", str(tmp_path / "ambiguous"), "--artifacts", cfg.artifacts],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert ambiguous.returncode == 2 and "name one with --benchmark" in ambiguous.stderr
+        assert m.version in ambiguous.stderr and not (tmp_path / "ambiguous").exists()
     done = subprocess.run(
         [
             sys.executable,
@@ -156,6 +206,8 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel(scored, t
             str(out),
             "--artifacts",
             cfg.artifacts,
+            "--benchmark",
+            m.version,
         ],
         capture_output=True,
         text=True,
@@ -167,7 +219,7 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel(scored, t
     assert front["library_name"] == "transformers" and "scincl" in front["tags"]
     results = front["model-index"][0]["results"]
     assert {r["dataset"]["name"] for r in results} >= {"SciDocs mag", "SciDocs cite"}
-    assert "report_only" in card and "triplets:" in card and "mean of 10 of 12" in card
+    assert "report_only" in card and "triplets:" in card and "average of 12" in card
     AutoModel.from_pretrained(str(out), local_files_only=True)
     AutoTokenizer.from_pretrained(str(out), local_files_only=True)
     again = subprocess.run(

@@ -1,7 +1,7 @@
 """Airflow's own UI in headless Chromium: log in, trigger `citeflow_rebuild` from its Params form, wait for
 the run, then open a task instance's "Artifacts" tab (the citeflow plugin's external view).
 
-Runs a real Airflow (`citeflow/local_airflow.py`: standalone, SQLite, LocalExecutor) in a temp AIRFLOW_HOME
+Runs a real Airflow (`cockpit/local_airflow.py`: standalone, SQLite, LocalExecutor) in a temp AIRFLOW_HOME
 on a free port, on the generated 3,000-paper snapshot; a few minutes on 2 cores. Needs Debian's Chromium
 (`apt-get install chromium`; the test skips without it) and Playwright for Python, which drives that
 Chromium: Playwright's own browser downloads are never used. Screenshots of every step go to the test's
@@ -56,9 +56,7 @@ def needs_chromium():
 def airflow_server(tmp_path_factory):
     """A local Airflow with citeflow's DAGs and plugins in a temp home; stopped whatever happens."""
     home = tmp_path_factory.mktemp("airflow-server")
-    cfg = airflow_local.LocalAirflowConfig(
-        home=home, port=airflow_local.free_port(), dags=REPO / "dags", plugins=REPO / "plugins"
-    )
+    cfg = airflow_local.LocalAirflowConfig(home=home, port=airflow_local.free_port(), dags=REPO / "dags")
     handle = airflow_local.start(cfg, timeout=300)
     try:
         RestClient(handle).wait_for_dag(DAG_ID)

@@ -144,7 +144,7 @@ def test_specter_follows_the_citations(mined):
         # hard: cited by a paper the query cites (SPECTER's count 1); easy: not even that
         assert (n in second) == (kind == "hard"), (q, n, kind)
     assert specter.metrics["negatives"]["hard"] + specter.metrics["hard_negative_shortfall"] == 2 * len(
-        set(t["query_id"].to_pylist())
+        set(t["query_id"])
     )
     assert specter.metrics["queries_without_citation_of_citation"] > 0
 
@@ -178,7 +178,8 @@ def test_no_benchmark_paper_among_triplets_and_texts(excluded):
         assert len(benchmark) > 100
         t = pq.read_table(m.table_path("triplets"))
         used = set(np.concatenate([t[c].to_numpy() for c in ("query_id", "positive_id", "negative_id")]).tolist())
-        assert len(used) > 300 and not used & benchmark
+        # the calibrated 3,000-paper snapshot without its benchmark papers: SPECTER's triplets use ~190 papers
+        assert len(used) > 150 and not used & benchmark
         assert [a["benchmark_hits"] for a in m.metrics["leakage_audit"]] == [0, 0]
         assert m.metrics["leakage_mode"] == "exclude" and m.config["leakage_mode"] == "exclude"
 

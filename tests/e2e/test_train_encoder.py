@@ -13,17 +13,9 @@ from citeflow.config import apply_overrides
 from citeflow.errors import CiteflowError
 from jobs import embed_papers, train_encoder
 from jobs.embed_papers import embed_to_parquet
+from tests.support.encoder import TINY
 
 pytestmark = pytest.mark.slow
-
-TINY = [
-    "train_encoder.hidden_size=64",
-    "train_encoder.layers=2",
-    "train_encoder.heads=2",
-    "train_encoder.vocab_size=4000",
-    "train_encoder.max_length=64",
-    "train_encoder.per_device_batch=16",
-]
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,11 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
     from types import SimpleNamespace
 
     from airflow.sdk import Connection
-    from airflow.sdk.exceptions import AirflowSkipException
+    from airflow.sdk.exceptions import AirflowNotFoundException, AirflowSkipException
 
-    from citeflow import orchestration
-    from citeflow.artifact_view import render_html, summarize
     from citeflow.artifacts import ArtifactStore
+    from cockpit import orchestration
+    from cockpit.artifact_view import render_html, summarize
 
     files = [p for p in world.reference.rglob("*") if p.is_file()]
     assert len(files) > 50
@@ -42,7 +42,13 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
         host="local[2]",
         extra=json.dumps({"spark.hadoop.fs.s3a.secret.key": SECRET}),
     )
-    monkeypatch.setattr(Connection, "get", classmethod(lambda cls, conn_id: conn))
+
+    def get(cls, conn_id):
+        if conn_id != conn.conn_id:  # no other connection (pbg_rendezvous: one machine)
+            raise AirflowNotFoundException(conn_id)
+        return conn
+
+    monkeypatch.setattr(Connection, "get", classmethod(get))
     pushed = []
     context = {"ti": SimpleNamespace(xcom_push=lambda **kw: pushed.append(kw)), "outlet_events": {}}
     monkeypatch.setattr(orchestration, "get_current_context", lambda: context)
@@ -118,8 +124,8 @@ def test_a_line_that_is_not_utf8_is_kept_as_bytes_and_every_reader_opens_the_tab
     """Attack 6: rejected.raw was a string column; one invalid UTF-8 line made every reader fail."""
     import pyarrow.dataset as ds
 
-    from citeflow.artifact_view import render_html, summarize
     from citeflow.artifacts import ArtifactStore
+    from cockpit.artifact_view import render_html, summarize
 
     manifest = world.manifests["build_graph"]
     table = ds.dataset(manifest.table_path("rejected"), format="parquet", ignore_prefixes=[".", "_"]).to_table()

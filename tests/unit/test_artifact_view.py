@@ -6,10 +6,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from citeflow.artifact_view import render_html, summarize, xcom_target
 from citeflow.artifacts import ArtifactStore
 from citeflow.errors import CiteflowError
 from citeflow.stage import execute
+from cockpit.artifact_view import render_html, summarize, xcom_target
 
 # the 8-byte PNG signature plus a few bytes: the page inlines the file, it does not decode it
 PNG = b"\x89PNG\r\n\x1a\n" + b"citeflow"
@@ -91,13 +91,13 @@ def test_xcom_that_names_no_artifact_opens_nothing(value):
     "raw, expected", [("3", 3), ("-1", -1), ("{MAP_INDEX}", -1), ("", -1), (None, -1), ("-7", -1), ("0", 0)]
 )
 def test_map_index_placeholder_left_by_airflow_means_unmapped(raw, expected):
-    from citeflow.artifact_view import map_index_of
+    from cockpit.artifact_view import map_index_of
 
     assert map_index_of(raw) == expected
 
 
 def test_headline_puts_the_known_metrics_first_and_flattens_one_level():
-    from citeflow.orchestration import HEADLINE_MAX, headline
+    from cockpit.orchestration import HEADLINE_MAX, headline
 
     metrics = {
         "zeta": 1,

@@ -83,6 +83,23 @@ def test_the_full_profile_needs_no_encoder_when_it_stops_before_training(tmp_pat
         preflight(full, stages_until("train_encoder"))
 
 
+def test_a_remote_root_is_refused_before_any_work_for_the_stages_that_write_local_files(tmp_path):
+    from citeflow.config import RunConfig
+    from jobs.pipeline import preflight, stages_until
+
+    corpus = tmp_path / "corpus" / "metadata"
+    corpus.mkdir(parents=True)
+    (corpus / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
+    remote = RunConfig(snapshot="s", corpus=str(corpus.parent), artifacts="memory://bucket/root")
+    preflight(remote, stages_until("filter_leakage"))  # Spark writes through the store: any root
+    with pytest.raises(CiteflowError) as refused:
+        preflight(remote, stages_until("benchmark"))
+    assert str(refused.value).startswith(
+        "embed_graph, mine_triplets, train_encoder, embed_papers, benchmark need a local artifact root"
+    )
+    assert "memory://" in str(refused.value) and "\n" not in str(refused.value)
+
+
 def test_settings_lists_every_stage_setting(capsys):
     assert main(["settings"]) == 0
     out = capsys.readouterr().out

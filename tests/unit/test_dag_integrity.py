@@ -52,7 +52,8 @@ def test_dag_file_parses_light(dag_file, tmp_path):
 
 @pytest.mark.parametrize("dag_id", ["citeflow_rebuild", "citeflow_releases"])
 def test_dags_have_one_task_per_stage(dag_id, tmp_path):
-    from jobs.pipeline import STRATEGY_STAGES, implemented_stages
+    from citeflow.config import STAGES
+    from jobs.pipeline import STRATEGY_STAGES
 
     env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
     dag_file = next(p for p in DAGS if p.stem == dag_id)
@@ -63,7 +64,7 @@ def test_dags_have_one_task_per_stage(dag_id, tmp_path):
     tasks = json.loads(done.stdout.strip().splitlines()[-1])["dags"][dag_id]
     # one task per stage (the per-strategy ones in a task group mapped over the strategies), plus the task
     # that checks the run's inputs and the one that lists the strategies
-    stages = [f"per_strategy.{s}" if s in STRATEGY_STAGES else s for s in implemented_stages()]
+    stages = [f"per_strategy.{s}" if s in STRATEGY_STAGES else s for s in STAGES]
     # and distributed PBG's other ranks: one mapped task per rank beside embed_graph, and the task listing them
     extra = ["check_inputs", "triplet_strategies", "embed_graph_ranks", "embed_graph_rank"]
     assert sorted(tasks) == sorted([*stages, *extra])

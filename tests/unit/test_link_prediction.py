@@ -4,20 +4,25 @@ import pytest
 from evaluation.link_prediction import link_prediction
 
 
-def test_hand_computed_ranks():
-    # 1-d embeddings: scores are products. Entities: 0:1, 1:2, 2:3, 3:-1
+def test_a_query_that_ties_with_every_entity_has_a_known_rank_whatever_the_draw():
+    # A zero query vector scores 0 against everything: each of the N negatives ties with the positive, so
+    # rank = 1 + N / 2 and AUC = 1/2 exactly, for any negatives drawn.
+    vectors = np.array([[0.0], [2.0], [3.0], [-1.0]])
+    for seed in range(3):
+        metrics = link_prediction(vectors, np.array([0]), np.array([1]), num_negatives=8, seed=seed)
+        assert metrics == {"mrr": 1 / 5, "hits@1": 0.0, "hits@10": 1.0, "auc": 0.5, "edges": 1}
+
+
+def test_hand_computed_expectation_over_many_draws():
+    # 1-d embeddings, so scores are products. Entities 0:1, 1:2, 2:3, 3:-1; the edge 0 -> 1 scores 2.
+    # Against a negative drawn uniformly: entity 2 (3) is higher, entity 1 (2) ties, entities 0 and 3 are
+    # lower. So AUC -> 2/4 + 1/2 * 1/4 = 0.625 and rank -> 1 + N/4 + 1/2 * N/4 = 1 + 3N/8 as N grows.
     vectors = np.array([[1.0], [2.0], [3.0], [-1.0]])
-    # With one query (0 -> 1, score 2) and all four entities as negatives:
-    # negative scores 1, 2, 3, -1 -> one higher (3), one tie (2) -> rank 1 + 1 + 0.5 = 2.5
-    metrics = link_prediction(vectors, np.array([0]), np.array([1]), num_negatives=4, seed=0)
-    # negatives are drawn at random; recompute the expectation from the same draw
-    draw = np.random.default_rng(0).integers(0, 4, size=4)
-    scores = vectors[draw, 0] * 1.0
-    higher, ties = (scores > 2).sum(), (scores == 2).sum()
-    rank = 1 + higher + 0.5 * ties
-    assert metrics["mrr"] == pytest.approx(1 / rank)
-    assert metrics["auc"] == pytest.approx((4 - higher - 0.5 * ties) / 4)
-    assert metrics["hits@10"] == 1.0
+    n = 200_000
+    metrics = link_prediction(vectors, np.array([0]), np.array([1]), num_negatives=n, seed=0)
+    assert metrics["auc"] == pytest.approx(0.625, abs=0.005)
+    assert metrics["mrr"] == pytest.approx(1 / (1 + 3 * n / 8), rel=0.01)
+    assert metrics["hits@10"] == 0.0
 
 
 def test_perfect_and_random_embeddings():

@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("airflow.sdk")
 
-from citeflow import orchestration as O  # noqa: E402
 from citeflow.errors import CiteflowError  # noqa: E402
+from cockpit import orchestration as O  # noqa: E402
 
 SECRET = "S3CR3T-conn-extra"
 
@@ -187,3 +187,10 @@ def test_a_rank_task_of_a_cached_version_is_skipped_and_a_failing_one_fails_with
     monkeypatch.setattr(embed_graph, "follow", gone)
     with pytest.raises(AirflowFailException, match="citeflow: PBG rank 1: rank 0 is gone"):
         O.run_rank_task(settings, 1)
+
+
+def test_the_trigger_forms_artifact_root_defaults_to_citeflow_artifacts(monkeypatch, tmp_path):
+    monkeypatch.setenv("CITEFLOW_ARTIFACTS", str(tmp_path / "root"))
+    assert O.common_params("/srv/demo")["artifacts"].value == str(tmp_path / "root")
+    monkeypatch.delenv("CITEFLOW_ARTIFACTS")
+    assert O.common_params("/srv/demo")["artifacts"].value == "/srv/demo/artifacts"

@@ -14,7 +14,7 @@ from citeflow.redaction import redact
 from citeflow.text import fold_title
 from spark import leakage as L
 from spark.session import read_in_file_tasks
-from tests.unit.test_text import TRICKY
+from tests.support.titles import TRICKY
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def spark_connection(monkeypatch):
     ],
 )
 def test_the_airflow_connection_picks_a_master_or_a_connect_server(spark_connection, host, port, want):
-    from citeflow import orchestration as O
+    from cockpit import orchestration as O
 
     spark_connection(host=host, port=port, extra=json.dumps({"spark.sql.shuffle.partitions": "8"}))
     overrides = O.spark_master_from_connection()
@@ -89,7 +89,7 @@ def test_the_airflow_connection_picks_a_master_or_a_connect_server(spark_connect
 
 
 def test_the_trigger_form_cannot_point_spark_elsewhere(spark_connection, tmp_path):
-    from citeflow import orchestration as O
+    from cockpit import orchestration as O
 
     spark_connection(host="sc://connect", port=15002)
     settings = {"snapshot": "s1", "corpus": "", "scidocs": "", "paper_ids": "", "artifacts": str(tmp_path)}

@@ -23,7 +23,7 @@ from citeflow.synth import stats
 from citeflow.synth.calibration import BOUNDS, TARGETS, UNMATCHED, markdown_table, measure_real, text_statistics
 from citeflow.synth.config import DIFFICULTY_ANCHORS, GenerateConfig, topic_strength
 from citeflow.synth.generate import run
-from tests.unit.synth.test_generate import kept, s2orc_score
+from tests.support.snapshot_files import kept, s2orc_score
 
 PAPERS = 20_000  # the demo snapshot's size
 

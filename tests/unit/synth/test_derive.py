@@ -21,7 +21,7 @@ from citeflow.synth.derive_census import census
 from citeflow.synth.generate import run as generate
 from citeflow.synth.lexicon import GENERIC_TITLES
 from jobs.cli import main
-from tests.unit.synth.test_generate import fold, kept, lines_of, parse, s2ag_score, s2orc_score
+from tests.support.snapshot_files import fold, kept, lines_of, parse, s2ag_score, s2orc_score
 
 N = 3000
 # The defaults: 5% added, 1% removed, 2% changed of release 1's papers.

@@ -7,7 +7,6 @@ taken from the generator's own helpers: the truth in generator.json is checked a
 from __future__ import annotations
 
 import collections
-import gzip
 import json
 import re
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from citeflow.errors import CiteflowError
 from citeflow.synth.config import GenerateConfig
 from citeflow.synth.generate import run
+from tests.support.snapshot_files import fold, kept, lines_of, parse, s2ag_score, s2orc_score
 
 N = 3000
 SHA = re.compile(r"[0-9a-f]{40}")
@@ -24,69 +24,6 @@ DIGITS = re.compile(r"[0-9]+")
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-
-
-def lines_of(folder: Path) -> list[str]:
-    out = []
-    for path in sorted(folder.glob("*.jsonl.gz")):
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            out.extend(fh.read().splitlines())
-    return out
-
-
-def parse(lines: list[str]) -> tuple[list[dict], int]:
-    """(records, lines that are not a JSON object)."""
-    records, bad = [], 0
-    for line in lines:
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            bad += 1
-    return records, bad
-
-
-def fold(title: str) -> str:
-    return " ".join(re.sub(r"[\W_]+", " ", title.lower()).split())
-
-
-def filled(value) -> bool:
-    return value is not None and value != "" and value != []
-
-
-def s2orc_score(r: dict) -> int:
-    """The build_graph rule: one point per filled field, plus fields of study, plus citations."""
-    fields = ("title", "abstract", "year", "doi", "pubmed_id", "arxiv_id", "mag_id")
-    return (
-        sum(filled(r[f]) for f in fields)
-        + filled(r["venue"] or r["journal"])
-        + filled(r["mag_field_of_study"])
-        + filled(r["outbound_citations"])
-    )
-
-
-def s2ag_score(r: dict) -> int:
-    ext = r["externalids"]
-    venue = r["venue"] or (r["journal"] or {}).get("name")
-    return (
-        sum(filled(r[f]) for f in ("title", "year"))
-        + filled(venue)
-        + sum(filled(ext[k]) for k in ("DOI", "PubMed", "ArXiv", "MAG"))
-        + filled(r["s2fieldsofstudy"])
-    )
-
-
-def kept(records: list[dict], key: str, score) -> dict:
-    """Most complete record per id; asserts it is strictly more complete than every other copy."""
-    by_id = collections.defaultdict(list)
-    for r in records:
-        by_id[r[key]].append(r)
-    out = {}
-    for pid, copies in by_id.items():
-        ranked = sorted(copies, key=score, reverse=True)
-        if len(ranked) > 1:
-            assert score(ranked[0]) > score(ranked[1]), f"duplicate of {pid} is as complete as the original"
-        out[pid] = ranked[0]
-    return out
 
 
 def sample_types(path: Path) -> tuple[list[str], dict[str, set[str]]]:
@@ -369,8 +306,55 @@ def scidocs_files(root: Path) -> tuple[dict, dict, dict]:
             assert all(1 <= per_query[q, "1"] <= 5 and per_query[q, "0"] <= 25 for q in queries)
             qrels[task, split] = rows
         assert not {r[0] for r in qrels[task, "val"]} & {r[0] for r in qrels[task, "test"]}
-    assert not (root / "recomm").exists()
     return meta, classes, qrels
+
+
+def test_recomm_clicks_in_the_reference_layout_follow_the_querys_subtopic(s2orc):
+    """recomm/{train,val,test}.csv, propensity_scores.json and paper_metadata_recomm.json, read with csv and json
+    only: every click lists 10 distinct shown papers with the clicked one among them; every id already belongs
+    to the SciDocs set (recomm adds no benchmark id); the clicked paper shares the query's subtopic and the
+    other shown papers do not; clicks sit more often at the top (the propensities fall with the position)."""
+    import csv
+
+    import pyarrow.parquet as pq
+
+    out, truth = s2orc
+    root = out / "scidocs"
+    clicks = {}
+    for split in ("train", "val", "test"):
+        with open(root / "recomm" / f"{split}.csv", newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))[1:]
+        assert rows and all(len(r) == 3 for r in rows)
+        clicks[split] = [(q, c, shown.split(",")) for q, c, shown in rows]
+    assert {k: len(v) for k, v in clicks.items()} == {
+        k: truth["scidocs"]["tasks"]["recomm"][k] for k in ("train", "val", "test")
+    }
+    scores = json.loads((root / "recomm" / "propensity_scores.json").read_text())["scores"]
+    assert len(scores) == 10 and all(a > b > 0 for a, b in zip(scores, scores[1:], strict=False))
+    every = [c for rows in clicks.values() for c in rows]
+    assert all(len(set(shown)) == len(shown) == 10 and c in shown and q not in shown for q, c, shown in every)
+    ids = {x for q, c, shown in every for x in (q, c, *shown)}
+    assert all(SHA.fullmatch(x) for x in ids)
+
+    metadata = json.loads((root / "paper_metadata_recomm.json").read_text())
+    assert set(metadata) == ids == set(metadata) & ids
+    assert all(
+        set(m) == {"paper_id", "title", "abstract", "authors", "references", "cited_by", "year"}
+        and m["paper_id"] == pid
+        and m["title"]
+        and isinstance(m["year"], int)
+        for pid, m in metadata.items()
+    )
+    mapping = {r["id"]: r for r in map(json.loads, (out / "scidocs_truth.jsonl").read_text().splitlines())}
+    assert all(mapping[x]["method"] == "sha" for x in ids)  # SciDocs ids the leakage filter maps by sha
+    topics = pq.read_table(out / "paper_topics.parquet").to_pydict()
+    community = dict(zip(topics["corpus_id"], topics["community"], strict=True))
+    topic = {x: community[mapping[x]["corpus_id"]] for x in ids}
+    assert all(topic[c] == topic[q] for q, c, _ in every)
+    others = [topic[x] == topic[q] for q, c, shown in every for x in shown if x != c]
+    assert sum(others) / len(others) < 0.05
+    positions = collections.Counter(shown.index(c) for _, c, shown in every)
+    assert positions[0] > 2 * positions[9]
 
 
 @pytest.mark.parametrize("which", ["s2orc", "s2ag"])

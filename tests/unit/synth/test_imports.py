@@ -23,6 +23,7 @@ ORDER = [
     "world",
     "serialise",
     "scidocs",
+    "recomm",
     "measure",
     "generate",
     "derive_census",

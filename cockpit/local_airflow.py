@@ -1,15 +1,16 @@
 """Run Airflow 3 locally with citeflow's DAGs and plugins, sized for a small machine (2 cores).
 
-    python -m citeflow.local_airflow                    # foreground: Ctrl-C stops every component
-    python -m citeflow.local_airflow --background       # returns once healthy; pid file in the home
-    python -m citeflow.local_airflow --stop             # stops what --background started
+    python -m cockpit.local_airflow                    # foreground: Ctrl-C stops every component
+    python -m cockpit.local_airflow --background       # returns once healthy; pid file in the home
+    python -m cockpit.local_airflow --stop             # stops what --background started
+    python -m cockpit.local_airflow --pools            # only creates the pools in $AIRFLOW_HOME's Airflow
 
 Reads nothing but its arguments. Writes the Airflow home (default `.airflow/`): `airflow.cfg`, the
 SQLite database, the simple auth manager's password file, `local-logs/standalone.log` and, in the
-background, `airflow-local.pid`. Runs `airflow db migrate`, creates the `gpu` pool the GPU tasks
-queue on, then starts `airflow standalone` (api-server, scheduler, dag-processor, triggerer, with the
-LocalExecutor) in a process group of its own, so that stopping the group also stops the tasks they
-spawned (Spark's JVM, training processes).
+background, `airflow-local.pid`. Runs `airflow db migrate`, creates the pools the GPU and PBG tasks
+queue on (`cockpit.settings.POOLS`), then starts `airflow standalone` (api-server, scheduler,
+dag-processor, triggerer, with the LocalExecutor) in a process group of its own, so that stopping the
+group also stops the tasks they spawned (Spark's JVM, training processes).
 
 Login: the simple auth manager with one admin user. The password is `--password`, else the one kept in
 the home's password file, else a new random one; it is printed once at start (a local demo login).
@@ -36,16 +37,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from cockpit.settings import POOLS
+
 REPO = Path(__file__).resolve().parents[1]
 PID_FILE = "airflow-local.pid"
 PASSWORD_FILE = "simple_auth_manager_passwords.json"
 LOG_DIR = "local-logs"
-# the pool the DAGs' GPU tasks use (citeflow.orchestration.GPU_POOL, which this module does not import: it
-# would import Airflow), with one slot
-GPU_POOL = (os.environ.get("CITEFLOW_GPU_POOL", "gpu"), "1", "citeflow encoder training")
-# the pool of embed_graph and its embed_graph_rank tasks (citeflow.orchestration.PBG_POOL): all ranks of a
-# distributed PBG run must run at once, so it needs at least embed_graph.machines slots
-PBG_POOL = (os.environ.get("CITEFLOW_PBG_POOL", "pbg"), "4", "citeflow PBG ranks (slots >= embed_graph.machines)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -57,7 +54,10 @@ class LocalAirflowConfig:
     user: str = dataclasses.field(default="admin", metadata={"help": "the simple auth manager's one (admin) user"})
     password: str | None = dataclasses.field(default=None, metadata={"help": "kept from the home when not given"})
     dags: Path = dataclasses.field(default=REPO / "dags", metadata={"help": "DAGs folder"})
-    plugins: Path = dataclasses.field(default=REPO / "plugins", metadata={"help": "plugins folder"})
+    plugins: Path | None = dataclasses.field(
+        default=None,
+        metadata={"help": "an extra plugins folder (citeflow's own plugin is found through its entry point)"},
+    )
     artifacts: Path | None = dataclasses.field(
         default=None,
         metadata={
@@ -117,7 +117,6 @@ def airflow_env(cfg: LocalAirflowConfig) -> dict[str, str]:
         **os.environ,
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(Path(cfg.dags).resolve()),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(Path(cfg.plugins).resolve()),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         # What `airflow standalone` uses: LocalExecutor, whose task slots are [core] parallelism.
@@ -145,6 +144,8 @@ def airflow_env(cfg: LocalAirflowConfig) -> dict[str, str]:
         # The components' own children (`airflow` of the same virtualenv) must find the same executable.
         "PATH": f"{Path(airflow_executable()).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+    if cfg.plugins is not None:
+        env["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(Path(cfg.plugins).resolve())
     if cfg.artifacts is not None:
         env["CITEFLOW_ARTIFACTS"] = str(Path(cfg.artifacts).resolve())
     env.update(dict(cfg.extra_env))
@@ -159,6 +160,12 @@ def run_cli(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
             f"airflow {' '.join(args[:2])} failed ({done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}"
         )
     return done.stdout
+
+
+def create_pools(env: dict[str, str]) -> None:
+    """The pools citeflow's DAGs queue on (`cockpit.settings.POOLS`), created or resized."""
+    for pool in POOLS:
+        run_cli(["pools", "set", *pool], env)
 
 
 def group_alive(pgid: int) -> bool:
@@ -251,7 +258,7 @@ def is_healthy(report: dict | None) -> bool:
 
 
 def start(cfg: LocalAirflowConfig, timeout: float = 300, quiet: bool = False) -> AirflowHandle:
-    """Migrate the database, create the `gpu` pool, start `airflow standalone`, wait until all is healthy.
+    """Migrate the database, create the pools, start `airflow standalone`, wait until all is healthy.
 
     Standalone runs in a new session (a process group of its own, which its components and their tasks
     inherit), so that Ctrl-C in a terminal does not reach it and `handle.stop()` ends all of them.
@@ -270,8 +277,7 @@ def start(cfg: LocalAirflowConfig, timeout: float = 300, quiet: bool = False) ->
     env = airflow_env(cfg)
     say(f"AIRFLOW_HOME={env['AIRFLOW_HOME']}: airflow db migrate")
     run_cli(["db", "migrate"], env)
-    run_cli(["pools", "set", *GPU_POOL], env)
-    run_cli(["pools", "set", *PBG_POOL], env)
+    create_pools(env)
 
     log_dir = cfg.home / LOG_DIR
     log_dir.mkdir(exist_ok=True)
@@ -329,14 +335,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--user", default="admin", help=helps["user"])
     parser.add_argument("--password", help=helps["password"])
     parser.add_argument("--dags", type=Path, default=REPO / "dags", help=helps["dags"])
-    parser.add_argument("--plugins", type=Path, default=REPO / "plugins", help=helps["plugins"])
+    parser.add_argument("--plugins", type=Path, help=helps["plugins"])
     parser.add_argument("--artifacts", type=Path, help=helps["artifacts"])
     parser.add_argument("--parallelism", type=int, default=2, help=helps["parallelism"])
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for a healthy Airflow")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--background", action="store_true", help="write the pid file and return once healthy")
     mode.add_argument("--stop", action="store_true", help="stop the Airflow started with --background")
+    mode.add_argument(
+        "--pools", action="store_true", help="only create citeflow's pools in the Airflow of $AIRFLOW_HOME (migrated)"
+    )
     args = parser.parse_args(argv)
+
+    if args.pools:
+        create_pools(dict(os.environ))
+        return 0
 
     if args.stop:
         stopped = stop_from_pid_file(args.home)
@@ -361,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         (cfg.home / PID_FILE).write_text(f"{handle.pgid} {cfg.port}\n")
         print(
             f"local_airflow: running in the background; stop it with: "
-            f"{Path(sys.executable).name} {Path(__file__).relative_to(REPO)} --stop --home {cfg.home}"
+            f"{Path(sys.executable).name} -m cockpit.local_airflow --stop --home {cfg.home}"
         )
         return 0
 

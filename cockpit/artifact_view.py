@@ -4,7 +4,7 @@
 (input versions), each table's schema, row count and first rows, metrics and plots. `render_html` turns
 that into one self-contained page (plots inlined). Both are plain functions, usable without Airflow.
 
-`create_app()` is the FastAPI app the citeflow Airflow plugin (`citeflow.airflow_plugin`) mounts under
+`create_app()` is the FastAPI app the citeflow Airflow plugin (`cockpit.plugin`) mounts under
 `/citeflow` in Airflow's API server:
 
     GET /citeflow/artifacts/task?dag_id=..&run_id=..&task_id=..&map_index=..     the page
@@ -129,7 +129,7 @@ def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_u
             "this version from the same inputs and settings.</p>"
         )
     if report_url:
-        parts.append(f"<p><a href='{e(report_url)}' target=_blank>Benchmark report of the snapshot</a></p>")
+        parts.append(f"<p><a href='{e(report_url)}' target=_blank>Benchmark report of this version</a></p>")
     parts.append("<h2>Lineage</h2>")
     inputs = [
         [
@@ -260,10 +260,11 @@ def create_app():
         if found["stage"] != "benchmark":
             raise HTTPException(404, "only benchmark tasks have a report")
         store = ArtifactStore(found["artifacts"])
-        # The report lies beside the benchmark versions, and is found from the store, never from the XCom.
-        path = posixpath.join(store.stage_path(found["snapshot"], "benchmark"), "report.html")
+        # The report is the version's own file, found from the store (the version checked), never from the XCom.
+        version = load(found)
+        path = posixpath.join(version["path"], "report.html")
         if store.fs.get_file_info(path).type.name != "File":
-            raise HTTPException(404, "the snapshot has no benchmark report yet")
+            raise HTTPException(404, f"benchmark version {version['version']} has no report")
         with store.fs.open_input_stream(path) as fh:
             return fh.read().decode()
 

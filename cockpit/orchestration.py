@@ -45,7 +45,18 @@ from typing import Any
 
 from airflow.sdk import Asset, Param, get_current_context, task, task_group
 
-SNAPSHOT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+from citeflow.config import SNAPSHOT_ID_RE, STAGES
+from cockpit.settings import (
+    GPU_POOL,
+    GPU_QUEUE,
+    PBG_CONN_ID,
+    PBG_POOL,
+    PBG_QUEUE,
+    PBG_RANK_QUEUE,
+    SPARK_CONN_ID,
+)
+
+SNAPSHOT_PATTERN = f"^{SNAPSHOT_ID_RE.pattern}$"
 # Settings only the Airflow connection sets: where Spark runs, what it loads and where it writes scratch files.
 OPERATOR_SETTINGS = (
     "spark.master",
@@ -55,23 +66,7 @@ OPERATOR_SETTINGS = (
     "embed_graph.rendezvous",
     "embed_graph.launch",
 )
-GPU_POOL = os.environ.get("CITEFLOW_GPU_POOL", "gpu")
-GPU_QUEUE = os.environ.get("CITEFLOW_GPU_QUEUE", "default")
-SPARK_CONN_ID = os.environ.get("CITEFLOW_SPARK_CONN_ID", "spark_default")
-PBG_POOL = os.environ.get("CITEFLOW_PBG_POOL", "pbg")
-PBG_QUEUE = os.environ.get("CITEFLOW_PBG_QUEUE", "default")
-PBG_RANK_QUEUE = os.environ.get("CITEFLOW_PBG_RANK_QUEUE", PBG_QUEUE)
-PBG_CONN_ID = os.environ.get("CITEFLOW_PBG_CONN_ID", "pbg_rendezvous")
 DEMO_PAPERS = 20_000
-STAGE_ORDER = (
-    "build_graph",
-    "filter_leakage",
-    "embed_graph",
-    "mine_triplets",
-    "train_encoder",
-    "embed_papers",
-    "benchmark",
-)
 # Manifest metrics an Asset event carries first (the rest of the scalar metrics follow, up to HEADLINE_MAX).
 HEADLINE_FIRST = (
     "papers",
@@ -110,7 +105,8 @@ def demo_root(dag_file: str) -> str:
 
 
 def common_params(demo: str) -> dict[str, Param]:
-    """Trigger-form fields every citeflow DAG shares (what to train and how); defaults run the demo."""
+    """Trigger-form fields every citeflow DAG shares (what to train and how); defaults run the demo, with the
+    artifact root from $CITEFLOW_ARTIFACTS when set (`python -m cockpit.local_airflow --artifacts`)."""
     return {
         "scidocs": Param(
             os.path.join(demo, "snapshot", "scidocs"),
@@ -121,7 +117,7 @@ def common_params(demo: str) -> dict[str, Param]:
             "(leakage), and it is the benchmark",
         ),
         "artifacts": Param(
-            os.path.join(demo, "artifacts"),
+            os.environ.get("CITEFLOW_ARTIFACTS") or os.path.join(demo, "artifacts"),
             type="string",
             title="Artifact root",
             description="local path or URI (s3://...) under which every stage writes its versions",
@@ -374,8 +370,8 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
         "metrics": headline(manifest.metrics),
     }
     if stage == "benchmark":
-        summary["report"] = os.path.join(os.path.dirname(os.path.dirname(manifest.path)), "report.html")
-        print(f"benchmark report of the snapshot: {summary['report']}")
+        summary["report"] = os.path.join(manifest.path, "report.html")
+        print(f"benchmark report of version {manifest.version}: {summary['report']}")
     summary = redact(summary)  # manifests are redacted already; older ones may not be
     if manifest.skipped:
         # XCom first, so the artifact view and later readers find the version this run used.
@@ -419,7 +415,7 @@ def run_rank_task(settings: dict[str, Any], rank: int) -> dict[str, Any]:
 
 
 def _stage_task(stage: str, **kwargs: Any):
-    upstream = STAGE_ORDER[STAGE_ORDER.index(stage) - 1] if stage != STAGE_ORDER[0] else None
+    upstream = STAGES[STAGES.index(stage) - 1] if stage != STAGES[0] else None
     return task(
         task_id=stage,
         outlets=[stage_asset(stage)],

@@ -1,0 +1,25 @@
+"""Names the DAGs and the local Airflow share: pools, queues and connection ids, each read once from the
+environment. Imports nothing from Airflow, so that `cockpit.local_airflow` (which drives Airflow through
+its command line) and `cockpit.orchestration` (which builds the DAGs) use the same definitions.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Encoder training and embedding: one slot, so two runs never share a GPU.
+GPU_POOL = os.environ.get("CITEFLOW_GPU_POOL", "gpu")
+GPU_QUEUE = os.environ.get("CITEFLOW_GPU_QUEUE", "default")
+# embed_graph and its embed_graph_rank tasks: all ranks of a distributed PBG run must run at once, so the
+# pool needs at least embed_graph.machines slots.
+PBG_POOL = os.environ.get("CITEFLOW_PBG_POOL", "pbg")
+PBG_QUEUE = os.environ.get("CITEFLOW_PBG_QUEUE", "default")
+PBG_RANK_QUEUE = os.environ.get("CITEFLOW_PBG_RANK_QUEUE", PBG_QUEUE)
+SPARK_CONN_ID = os.environ.get("CITEFLOW_SPARK_CONN_ID", "spark_default")
+PBG_CONN_ID = os.environ.get("CITEFLOW_PBG_CONN_ID", "pbg_rendezvous")
+
+# (name, slots, description) of each pool, as `airflow pools set` takes them.
+POOLS = (
+    (GPU_POOL, "1", "citeflow encoder training"),
+    (PBG_POOL, "4", "citeflow PBG ranks (slots >= embed_graph.machines)"),
+)

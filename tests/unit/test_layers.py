@@ -1,0 +1,90 @@
+"""Layers import one way: dags -> cockpit -> jobs -> spark, models, evaluation -> citeflow (the core).
+
+Every `import` in the project's packages, also the ones inside functions, is read with `ast` and its target
+placed in a layer; a module may import its own package and the layers below it, never one above it nor a
+sibling of the same layer (spark, models and evaluation share what they need through the core).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LAYER = {"dags": 4, "cockpit": 3, "jobs": 2, "spark": 1, "models": 1, "evaluation": 1, "citeflow": 0}
+
+
+def imported_packages(path: Path, root: Path) -> list[tuple[int, str]]:
+    """(line, top-level package) of every import in `path` that names one of the project's packages."""
+    package = path.relative_to(root).parts[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [package] if node.level else [node.module or ""]
+        else:
+            continue
+        found += [(node.lineno, name.split(".")[0]) for name in names if name.split(".")[0] in LAYER]
+    return found
+
+
+def violations(root: Path = REPO) -> list[str]:
+    problems = []
+    for package, layer in LAYER.items():
+        for path in sorted((root / package).rglob("*.py")):
+            for line, target in imported_packages(path, root):
+                if target == package:
+                    continue
+                if LAYER[target] >= layer:
+                    where = "above" if LAYER[target] > layer else "beside"
+                    problems.append(f"{path.relative_to(root)}:{line} imports {target} ({where} {package})")
+    return problems
+
+
+def test_no_import_runs_upward_or_sideways():
+    assert violations() == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        (
+            "citeflow/bad.py",
+            "def f():\n    from jobs import pipeline\n",
+            "citeflow/bad.py:2 imports jobs (above citeflow)",
+        ),
+        ("spark/bad.py", "from evaluation.metrics import x\n", "spark/bad.py:1 imports evaluation (beside spark)"),
+        ("jobs/bad.py", "import cockpit.orchestration\n", "jobs/bad.py:1 imports cockpit (above jobs)"),
+    ],
+)
+def test_an_upward_import_is_found(tmp_path, module, source, expected):
+    for package in LAYER:
+        (tmp_path / package).mkdir()
+    (tmp_path / module).write_text(source)
+    (tmp_path / "dags" / "ok.py").write_text("from cockpit import orchestration\nfrom citeflow import config\n")
+
+    assert violations(tmp_path) == [expected]
+
+
+# the last of a listing, or the folder above a version (where the unversioned snapshot report used to be)
+BY_AGE = re.compile(r"versions\[-1\]|dirname\(os\.path\.dirname\(manifest")
+
+
+def test_nothing_reads_the_newest_version():
+    """Versions are named by content, never chosen by age: only export-model (which refuses to choose between
+    several) and the store itself (its listing for `citeflow artifacts` and `verify`) list versions, and
+    nothing indexes a listing from its end or walks up from a version folder to a file outside versions."""
+    listing, by_age = set(), []
+    for package in LAYER:
+        for path in sorted((REPO / package).rglob("*.py")):
+            text = path.read_text()
+            name = str(path.relative_to(REPO))
+            if "list_versions(" in text:
+                listing.add(name)
+            by_age += [f"{name}: {m.group(0)}" for m in re.finditer(BY_AGE, text)]
+    assert listing == {"citeflow/artifacts.py", "jobs/export_model.py"}
+    assert by_age == []
