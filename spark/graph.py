@@ -180,6 +180,21 @@ def s2orc_edge_candidates(papers: DataFrame, citations_from: str) -> DataFrame:
     return exploded.select(other.alias("citing_raw"), me.alias("cited_raw"), "source")
 
 
+def _with_id_checks(edges: DataFrame) -> DataFrame:
+    """`citing`, `cited` (longs) and `_reason`: the first of null id, invalid id, self-citation that applies."""
+    citing, cited = F.col("citing_raw"), F.col("cited_raw")
+    return (
+        edges.withColumn(
+            "_reason",
+            F.when(citing.isNull() | cited.isNull() | (citing == "") | (cited == ""), F.lit(R.NULL_ID))
+            .when(~R.is_corpus_id(citing) | ~R.is_corpus_id(cited), F.lit(R.INVALID_ID))
+            .when(citing.try_cast("long") == cited.try_cast("long"), F.lit(R.SELF_CITATION)),
+        )
+        .withColumn("citing", citing.try_cast("long"))
+        .withColumn("cited", cited.try_cast("long"))
+    )
+
+
 def label_edges(candidates: DataFrame, corpus_ids: DataFrame, *, broadcast: bool = False) -> DataFrame:
     """Each candidate edge with `citing`, `cited` (longs) and `reason` (null = kept).
 
@@ -189,17 +204,7 @@ def label_edges(candidates: DataFrame, corpus_ids: DataFrame, *, broadcast: bool
     looks the ends up in a broadcast copy of `corpus_ids` instead of shuffling
     both sides.
     """
-    citing, cited = F.col("citing_raw"), F.col("cited_raw")
-    df = (
-        candidates.withColumn(
-            "_reason",
-            F.when(citing.isNull() | cited.isNull() | (citing == "") | (cited == ""), F.lit(R.NULL_ID))
-            .when(~R.is_corpus_id(citing) | ~R.is_corpus_id(cited), F.lit(R.INVALID_ID))
-            .when(citing.try_cast("long") == cited.try_cast("long"), F.lit(R.SELF_CITATION)),
-        )
-        .withColumn("citing", citing.try_cast("long"))
-        .withColumn("cited", cited.try_cast("long"))
-    )
+    df = _with_id_checks(candidates)
     for end in ("citing", "cited"):
         ids = corpus_ids.select(F.col("corpus_id").alias(end), F.lit(True).alias(f"_{end}_in"))
         df = df.join(F.broadcast(ids) if broadcast else ids, end, "left")
@@ -246,17 +251,7 @@ def label_s2orc_edges(
         "source",
         F.col("_e._first").alias("_first"),
     )
-    citing, cited = F.col("citing_raw"), F.col("cited_raw")
-    edges = (
-        edges.withColumn(
-            "_reason",
-            F.when(citing.isNull() | cited.isNull() | (citing == "") | (cited == ""), F.lit(R.NULL_ID))
-            .when(~R.is_corpus_id(citing) | ~R.is_corpus_id(cited), F.lit(R.INVALID_ID))
-            .when(citing.try_cast("long") == cited.try_cast("long"), F.lit(R.SELF_CITATION)),
-        )
-        .withColumn("citing", citing.try_cast("long"))
-        .withColumn("cited", cited.try_cast("long"))
-    )
+    edges = _with_id_checks(edges)
     end = "cited" if outbound else "citing"
     ids = corpus_ids.select(F.col("corpus_id").alias(end), F.lit(True).alias("_in"))
     edges = edges.join(F.broadcast(ids) if broadcast else ids, end, "left")

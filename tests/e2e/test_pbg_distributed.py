@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TEST_SPARK_OVERRIDES
+from tests.support.processes import TAG_ENV, tagged
 
 REPO = Path(__file__).resolve().parents[2]
-TAG_ENV = "CITEFLOW_TEST_TAG"
 # Measured before choosing it (README, "Distributed PBG"): on this graph with these settings, over seeds 1-5,
 # single-machine MRR (2 HOGWILD workers) minus 2-rank MRR was +0.0072, +0.0027, +0.0012, -0.0025, +0.0043
 # (MRR 0.076-0.093; random vectors 0.007). The tolerance is twice the largest difference, rounded up.
@@ -101,23 +101,7 @@ def profile_demo() -> tuple[str, ...]:
 
 def family(tag: str) -> list[tuple[int, list[str]]]:
     """(pid, command line) of every live process carrying TAG_ENV=tag."""
-    needle = f"{TAG_ENV}={tag}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if needle not in fh.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    continue
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                found.append((int(entry), fh.read().decode(errors="replace").split("\0")))
-        except OSError:
-            continue
-    return found
+    return tagged(tag)
 
 
 def pbg_rank(tag: str, rank: int) -> int | None:

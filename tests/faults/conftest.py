@@ -33,12 +33,12 @@ from pathlib import Path
 import pytest
 
 from citeflow.config import STAGES
+from tests.support.processes import TAG_ENV, tagged  # marks every process of a run started here
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "cf16-S3CR3T-" + "7d3f9a"  # assembled, so that this file itself is the only place it is written out
 PAPERS = 1500
 SNAPSHOT = "faults"
-TAG_ENV = "CITEFLOW_TEST_TAG"  # marks every process of a run started here: children inherit the environment
 # The demo profile's small settings, shrunk further; each is what `citeflow run --set` would take.
 SETTINGS = [
     "spark.shuffle_partitions=2",
@@ -126,22 +126,7 @@ def finish(process: subprocess.Popen, timeout_s: float = 300) -> tuple[int, str]
 
 def family(tag: str) -> list[int]:
     """Pids of live processes (not zombies) carrying `TAG_ENV=tag` in their environment."""
-    needle = f"{TAG_ENV}={tag}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if needle not in fh.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    continue
-        except OSError:
-            continue
-        found.append(int(entry))
-    return found
+    return [pid for pid, _ in tagged(tag)]
 
 
 def wait_until(predicate, timeout_s: float = 120.0, every_s: float = 0.05) -> bool:

@@ -1,0 +1,29 @@
+"""Finding the processes a test started, whatever they started in turn: each run is tagged through an
+environment variable its children inherit, and /proc is searched for it (zombies left out)."""
+
+from __future__ import annotations
+
+import os
+
+TAG_ENV = "CITEFLOW_TEST_TAG"
+
+
+def tagged(tag: str) -> list[tuple[int, list[str]]]:
+    """(pid, command line) of every live process carrying `TAG_ENV=tag` in its environment."""
+    needle = f"{TAG_ENV}={tag}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if needle not in fh.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                found.append((int(entry), fh.read().decode(errors="replace").split("\0")))
+        except OSError:
+            continue
+    return found
