@@ -23,9 +23,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from citeflow.diffs import RELEASE_ID_RE
 from citeflow.errors import CiteflowError
 
-SNAPSHOT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+SNAPSHOT_ID_RE = RELEASE_ID_RE  # a snapshot is named by its release id (diffs name releases the same way)
 URI_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@]*:[^/@]*@")
 
 # Stage names in pipeline order. Later issues add their modules; `citeflow run`

@@ -14,20 +14,22 @@ On disk, a release folder holds its diffs beside `corpus/`:
     <release>/diffs/<start>/to/<end>/<from>__<to>/<dataset>/updates_0.jsonl.gz, deletes_0.jsonl.gz
 
 `citeflow generate --derive-from` writes them (citeflow/synth/derive_diffs.py); build_graph reads them
-(jobs/build_graph.py, spark/incremental.py). Release ids are snapshot ids (`citeflow.config.SNAPSHOT_ID_RE`),
+(jobs/build_graph.py, spark/incremental.py). Release ids are snapshot ids (`RELEASE_ID_RE`),
 and every file a manifest names must lie inside the manifest's folder.
 """
 
 from __future__ import annotations
 
 import json
-import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from citeflow.config import SNAPSHOT_ID_RE
 from citeflow.errors import CiteflowError
+
+# A release id (S2AG: a date, 2023-08-29); citeflow's snapshot ids are release ids (citeflow.config).
+RELEASE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 DATASETS = ("papers", "abstracts", "citations")
 KEYS = {"papers": ("corpusid",), "abstracts": ("corpusid",), "citations": ("citingcorpusid", "citedcorpusid")}
@@ -73,7 +75,7 @@ class Diff:
 
 
 def _release_id(value: Any, what: str, where: Path) -> str:
-    if not isinstance(value, str) or not SNAPSHOT_ID_RE.fullmatch(value) or len(value) > 128:
+    if not isinstance(value, str) or not RELEASE_ID_RE.fullmatch(value) or len(value) > 128:
         raise CiteflowError(f"diff manifest {where}: {what} {value!r} is not a release id (letters, digits, . _ -)")
     return value
 
@@ -155,7 +157,7 @@ def starts(diffs_root: Path, end: str) -> list[str]:
     found = [
         p.name
         for p in diffs_root.iterdir()
-        if SNAPSHOT_ID_RE.fullmatch(p.name) and (p / "to" / end).is_dir() and p.name != end
+        if RELEASE_ID_RE.fullmatch(p.name) and (p / "to" / end).is_dir() and p.name != end
     ]
     return sorted(found, reverse=True)
 
@@ -165,7 +167,3 @@ def write_manifest(folder: Path, dataset: str, start: str, end: str, steps: list
     doc = {"dataset": dataset, "start_release": start, "end_release": end, "diffs": steps}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{dataset}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-
-
-def relative(path: str, folder: str) -> str:
-    return posixpath.relpath(path, folder)

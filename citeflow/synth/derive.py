@@ -60,7 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from citeflow.config import SNAPSHOT_ID_RE
+from citeflow.diffs import RELEASE_ID_RE
 from citeflow.errors import CiteflowError
 from citeflow.synth.arrays import index_mask
 from citeflow.synth.config import GENERATOR_VERSION, GenerateConfig, field_help
@@ -239,7 +239,7 @@ def run(config: DeriveConfig) -> dict[str, Any]:
         release2 = write_corpus(release1 / "corpus", tmp / "corpus", fmt, plan, edits, level, stats, keys)
         diffs = None
         names = (release1.resolve().name, out.resolve().name)
-        if fmt == "s2ag" and all(SNAPSHOT_ID_RE.fullmatch(n) for n in names):
+        if fmt == "s2ag" and all(RELEASE_ID_RE.fullmatch(n) for n in names):
             diffs = write_diffs(release1, tmp, *names, keys, level)
         elif fmt == "s2ag":
             log.warning("derive: folder names %s are not release ids (letters, digits, . _ -): no diffs written", names)
