@@ -213,6 +213,16 @@ class BuildGraphConfig:
         metadata=_help("S2ORC only: build edges from each paper's outbound_citations (SciNCL) or inbound_citations"),
     )
     output_files: int = field(default=8, metadata=_help("Parquet files per output table", versioned=False))
+    diffs: str = field(
+        default="auto",
+        metadata=_help(
+            "S2AG release diffs (Datasets API layout, citeflow/diffs.py): auto: the diffs/ folder beside the "
+            "corpus folder, if any; off: always build from the shards; or a diffs folder. A diff to this "
+            "snapshot from a release the artifact root holds a build of is merged with that build instead of "
+            "parsing every shard (same tables as a full build)",
+            versioned=False,
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.format not in ("auto", "s2orc", "s2ag"):
