@@ -100,7 +100,8 @@ def run(config: RunConfig) -> Manifest:
 
 
 def diffs_folder(config: RunConfig) -> Path | None:
-    """The diffs folder `build_graph.diffs` names: None for off, or for auto without a local diffs/ folder."""
+    """The diffs folder `build_graph.diffs` names: None for off, or for auto without a local diffs/ folder
+    beside the corpus folder (`<release>/corpus` and `<release>/diffs`) or inside it."""
     setting = config.build_graph.diffs
     if setting == "off":
         return None
@@ -110,8 +111,13 @@ def diffs_folder(config: RunConfig) -> Path | None:
             raise CiteflowError(f"build_graph.diffs {setting!r} is not a local folder")
         return Path(root)
     fs, root = filesystem(config.corpus)
-    folder = Path(root).parent / D.FOLDER
-    return folder if fs.type_name == "local" and folder.is_dir() else None
+    if fs.type_name != "local":
+        return None
+    # the release folder's diffs/: beside a corpus/ folder, or inside a release folder that is the corpus
+    for folder in (Path(root).parent / D.FOLDER, Path(root) / D.FOLDER):
+        if folder.is_dir():
+            return folder
+    return None
 
 
 def find_diff(
