@@ -333,6 +333,25 @@ class EmbedGraphConfig:
         ),
     )
 
+    warm_start: str = field(
+        default="off",
+        metadata=_help(
+            "start the mining run from a previous release's embeddings (PBG init_path): off; auto: the release "
+            "this release's build_graph was merged from by a diff; or a snapshot id. Surviving papers keep their "
+            "vectors, new papers start random; used only when that snapshot has an embed_graph version of the "
+            "same dimension, comparator and partitions (else a cold start, said in one log line). The "
+            "link-prediction run always starts cold: warm, it would score held-out edges the previous release "
+            "trained on",
+            versioned=False,  # a warm start enters the version through its source version and epochs
+        ),
+    )
+    warm_epochs: float = field(
+        default=0.3,
+        metadata=_help(
+            "share of num_epochs a warm-started mining run trains (rounded up, at least 1)", versioned=False
+        ),
+    )
+
     def __post_init__(self) -> None:
         _check_finite(self, "embed_graph")
         for name in (
@@ -348,6 +367,10 @@ class EmbedGraphConfig:
                 raise CiteflowError(f"embed_graph.{name} must be at least 1")
         if self.num_uniform_negs < 0 or self.num_batch_negs < 0:
             raise CiteflowError("embed_graph.num_uniform_negs and num_batch_negs must not be negative")
+        if not 0 < self.warm_epochs <= 1:
+            raise CiteflowError("embed_graph.warm_epochs must be above 0 and at most 1")
+        if self.warm_start not in ("off", "auto"):
+            validate_snapshot_id(self.warm_start)
         if not 0 <= self.holdout < 0.5:
             raise CiteflowError("embed_graph.holdout must be at least 0 and below 0.5")
         if self.link_prediction and self.holdout == 0:

@@ -21,6 +21,13 @@ seeded); training runs `torchbiggraph` in its own process
 shrinks them. Distributed PBG: see the README (needs num_partitions >= 2 per
 machine).
 
+Warm start (issue 19, `embed_graph.warm_start`): the mining run can start
+from a previous release's embeddings through PBG's `init_path`
+(models/pbg_warm.py): surviving papers keep their vectors in the new entity
+order, new papers start random, and the run trains `warm_epochs` of the
+epochs. The source version enters this version's inputs, and the manifest's
+`warm_start` names it. The link-prediction run always starts cold.
+
 Run: `citeflow run ... --until embed_graph`.
 """
 
@@ -56,21 +63,79 @@ def run(config: RunConfig) -> Manifest:
             "embed_graph trains with PBG on local files: use a local --artifacts root "
             "(or a mounted filesystem) for this stage"
         )
+    versioned = versioned_dict(config.embed_graph)
+    warm = find_warm_start(config, upstream, store, versioned)
+    inputs = [upstream.lineage()]
+    if warm is not None:
+        versioned = {**versioned, "warm_epochs": warm_epochs(config.embed_graph)}
+        inputs.append({**warm.lineage(), "snapshot": warm.snapshot})
     return execute(
         store=store,
         snapshot=config.snapshot,
         stage=STAGE,
         stage_version=STAGE_VERSION,
-        config=versioned_dict(config.embed_graph),
-        resolved_config={"embed_graph": to_dict(config.embed_graph), "leakage_mode": upstream.metrics["mode"]},
-        inputs=[upstream.lineage()],
+        config=versioned,
+        resolved_config={
+            "embed_graph": to_dict(config.embed_graph),
+            "leakage_mode": upstream.metrics["mode"],
+            "shape": _shape(config.embed_graph),
+        },
+        inputs=inputs,
         tables=TABLES,
-        build=lambda path: build(config, upstream, Path(path)),
+        build=lambda path: build(config, upstream, Path(path), warm),
     )
 
 
-def pbg_settings(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, workers: int) -> dict[str, Any]:
-    """The PBG config of one run: `edges` (a folder under `work`) in, `work/run/checkpoint` out."""
+def _shape(cfg: EmbedGraphConfig) -> dict[str, Any]:
+    """What a warm-start source must share with this run: the embedding space and its partitioning."""
+    return {"dimension": cfg.dimension, "comparator": cfg.comparator, "num_partitions": cfg.num_partitions}
+
+
+def warm_epochs(cfg: EmbedGraphConfig) -> int:
+    import math
+
+    return max(1, math.ceil(cfg.warm_epochs * cfg.num_epochs - 1e-9))
+
+
+def find_warm_start(
+    config: RunConfig, upstream: Manifest, store: ArtifactStore, versioned: dict[str, Any]
+) -> Manifest | None:
+    """The embed_graph version to warm-start from (`embed_graph.warm_start`), or None, with one log line
+    saying why when a warm start was asked for. auto: the base release of this release's build_graph diff."""
+    setting = config.embed_graph.warm_start
+    if setting == "off":
+        return None
+    source = setting
+    if setting == "auto":
+        graph = store.upstream(upstream, "build_graph")
+        diff = graph.metrics.get("from_diff")
+        if not isinstance(diff, dict):
+            log.info("%s: warm_start=auto, but build_graph was not built from a diff: cold start", STAGE)
+            return None
+        source = diff["base"]["snapshot"]
+    if source == config.snapshot:
+        raise CiteflowError(f"embed_graph.warm_start names this run's own snapshot {source!r}")
+    shape = _shape(config.embed_graph)
+    found = [m for m in store.list_versions(source, STAGE) if m.config.get("shape") == shape]
+    if not found:
+        log.info(
+            "%s: no embed_graph version of snapshot %s with %s to warm-start from: cold start", STAGE, source, shape
+        )
+        return None
+    return found[-1]  # the most recent
+
+
+def pbg_settings(
+    cfg: EmbedGraphConfig,
+    work: Path,
+    edges: str,
+    run: str,
+    workers: int,
+    init_path: str | None = None,
+    num_epochs: int | None = None,
+) -> dict[str, Any]:
+    """The PBG config of one run: `edges` (a folder under `work`) in, `work/run/checkpoint` out; a warm start
+    sets PBG's `init_path` and fewer epochs."""
     from models.pbg_train import pbg_config
 
     extra = {}
@@ -98,11 +163,11 @@ def pbg_settings(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, worker
         num_uniform_negs=cfg.num_uniform_negs,
         num_batch_negs=cfg.num_batch_negs,
         global_emb=cfg.global_emb,
-        extra=extra,
-    )
+        extra={**extra, **({"init_path": init_path} if init_path else {})},
+    ) | ({"num_epochs": num_epochs} if num_epochs else {})
 
 
-def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
+def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | None = None) -> dict[str, Any]:
     import numpy as np
     import pyarrow as pa
 
@@ -126,8 +191,12 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
         raise CiteflowError("embed_graph: the filtered graph has no edges to train on")
     workers = cfg.workers or os.cpu_count() or 1
 
+    warm_metrics, init = None, {}
+    if warm is not None:
+        warm_metrics = _warm_init(cfg, warm, work)
+        init = {"init_path": str(work / "init"), "num_epochs": warm_metrics["epochs"]}
     # The mining run: every edge, as SciNCL trains the embeddings it mines ("we need to use all training data").
-    mining = _train(cfg, work, "edges_all", "mining", imported["entities"], imported["edges"], workers)
+    mining = _train(cfg, work, "edges_all", "mining", imported["entities"], imported["edges"], workers, **init)
     ids, vectors = load_embeddings(work / "mining" / "checkpoint", work / "entities", cfg.num_partitions)
     if upstream.metrics.get("mode") == "exclude":
         audit_no_benchmark_papers(ids, upstream, what="graph-embedding entities")
@@ -216,7 +285,39 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
         "pbg_config": _relative_paths(json.loads((work / "mining" / "config.json").read_text()), path),
         "train_seconds": round(sum(r["train_seconds"] for r in runs.values()), 2),
         "final_loss": mining["final_loss"],
+        **({"warm_start": warm_metrics} if warm_metrics else {}),
     }
+
+
+def _warm_init(cfg: EmbedGraphConfig, warm: Manifest, work: Path) -> dict[str, Any]:
+    """PBG's init_path folder (`work/init`) from the source version's paper embeddings, for this import's
+    entity order; returns the manifest's `warm_start`."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from models.pbg_warm import pbg_init_scale, write_init
+
+    table = pq.read_table(warm.table_path("paper_embeddings"))
+    ids = table.column("corpus_id").to_numpy()
+    vectors = np.asarray(table.column("embedding").combine_chunks().flatten().to_numpy(), dtype=np.float32)
+    vectors = vectors.reshape(len(ids), cfg.dimension)
+    extra = dict(item.split("=", 1) for item in cfg.pbg)
+    scale = float(extra["init_scale"]) if "init_scale" in extra else pbg_init_scale()
+    counts = write_init(
+        work / "init", work / "entities", cfg.num_partitions, ids, vectors, init_scale=scale, seed=cfg.seed
+    )
+    epochs = warm_epochs(cfg)
+    log.info(
+        "%s: warm start from version %s of snapshot %s: %s papers keep their vectors, %s start random; %d of %d epochs",
+        STAGE,
+        warm.version,
+        warm.snapshot,
+        f"{counts['kept']:,}",
+        f"{counts['new']:,}",
+        epochs,
+        cfg.num_epochs,
+    )
+    return {"snapshot": warm.snapshot, "version": warm.version, "epochs": epochs, "of_epochs": cfg.num_epochs, **counts}
 
 
 def _relative_paths(pbg_config: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -232,7 +333,17 @@ def _relative_paths(pbg_config: dict[str, Any], path: Path) -> dict[str, Any]:
     return {key: rel(value) for key, value in pbg_config.items()}
 
 
-def _train(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, entities: int, edge_count: int, workers: int):
+def _train(
+    cfg: EmbedGraphConfig,
+    work: Path,
+    edges: str,
+    run: str,
+    entities: int,
+    edge_count: int,
+    workers: int,
+    init_path: str | None = None,
+    num_epochs: int | None = None,
+):
     """One PBG training run in its own process; returns its summary (losses popped by the caller)."""
     import time
 
@@ -240,7 +351,8 @@ def _train(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, entities: in
 
     folder = work / run
     folder.mkdir(parents=True, exist_ok=True)
-    settings = pbg_settings(cfg, work, edges, run, workers)
+    settings = pbg_settings(cfg, work, edges, run, workers, init_path, num_epochs)
+    epochs = settings["num_epochs"]
     log.info(
         "%s: %s run: %d-d embeddings of %s papers on %s edges for %d epochs (%d workers)",
         STAGE,
@@ -248,7 +360,7 @@ def _train(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, entities: in
         cfg.dimension,
         f"{entities:,}",
         f"{edge_count:,}",
-        cfg.num_epochs,
+        epochs,
         workers,
     )
     t0 = time.monotonic()
@@ -259,7 +371,8 @@ def _train(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, entities: in
         "edges": edge_count,
         "edge_path": edges,
         "train_seconds": round(seconds, 2),
-        "edges_per_second": round(edge_count * cfg.num_epochs / max(seconds, 1e-9), 1),
+        "epochs": epochs,
+        "edges_per_second": round(edge_count * epochs / max(seconds, 1e-9), 1),
         "final_loss": losses[-1]["loss"] if losses else None,
         "losses": losses,
     }

@@ -180,3 +180,48 @@ def test_dirt_in_a_diff_is_quarantined_and_counted(releases, full, tmp_path):
         ("citation", "malformed_json", "deletes_0.jsonl.gz"),
         ("abstract", "missing_id", "updates_0.jsonl.gz"),
     }
+
+
+PBG = [
+    "filter_leakage.mode=report_only",
+    "embed_graph.dimension=16",
+    "embed_graph.num_epochs=10",
+    "embed_graph.link_prediction=false",
+    "embed_graph.holdout=0",
+    "embed_graph.workers=1",
+    "embed_graph.batch_size=1000",
+    "embed_graph.num_edge_chunks=1",
+]
+
+
+def test_embed_graph_warm_starts_from_the_previous_release(releases, tmp_path):
+    from jobs import embed_graph
+
+    artifacts = tmp_path / "artifacts"
+    first = embed_graph.run(cfg(releases, R1, artifacts, *PBG, "embed_graph.warm_start=auto"))
+    assert "warm_start" not in first.metrics  # release 1's graph was not built from a diff: cold
+    warm = embed_graph.run(cfg(releases, R2, artifacts, *PBG, "embed_graph.warm_start=auto"))
+    cold = embed_graph.run(cfg(releases, R2, artifacts, *PBG))
+    assert warm.version != cold.version
+    assert [i.get("version") for i in warm.inputs][1] == first.version
+
+    old = set(pq.read_table(first.table_path("paper_embeddings")).column("corpus_id").to_pylist())
+    new = set(pq.read_table(warm.table_path("paper_embeddings")).column("corpus_id").to_pylist())
+    assert warm.metrics["warm_start"] == {
+        "snapshot": R1,
+        "version": first.version,
+        "epochs": 3,  # 30% of 10
+        "of_epochs": 10,
+        "kept": len(new & old),
+        "new": len(new - old),
+    }
+    log = pq.read_table(warm.table_path("training_log")).to_pylist()
+    assert [r["epoch"] for r in log if r["run"] == "mining"] == [1, 2, 3]
+    cold_log = pq.read_table(cold.table_path("training_log")).to_pylist()
+    assert len([r for r in cold_log if r["run"] == "mining"]) == 10
+    # the warm run starts where release 1's embeddings left off: its first epoch's loss is far below a cold
+    # first epoch's, and no worse than the cold run's last
+    first_warm = log[0]["loss"]
+    cold_losses = [r["loss"] for r in cold_log if r["run"] == "mining"]
+    assert first_warm < 0.5 * cold_losses[0]
+    assert first_warm <= cold_losses[-1] * 1.2
