@@ -120,16 +120,13 @@ def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, tmp_path):
     assert merged.metrics["from_diff"]["base"] == {"snapshot": R1, "version": base.version}
     assert merged.metrics["from_diff"]["steps"] == [[R1, R2], [R2, R3]]
     assert_same_build(merged, full[R3][0])
-    # and step by step: R2 from R1, then R3 from R2 (the nearest built start wins)
-    build_graph.run(cfg(releases, R2, artifacts))
-    stepwise = build_graph.run(cfg(releases, R3, tmp_path / "artifacts", "build_graph.output_files=3"))
-    assert stepwise.skipped  # output_files is not part of the version: the chain's version is up to date
-    other = tmp_path / "stepwise"
-    build_graph.run(cfg(releases, R1, other))
-    build_graph.run(cfg(releases, R2, other))
-    third = build_graph.run(cfg(releases, R3, other))
-    assert third.metrics["from_diff"]["steps"] == [[R2, R3]]
-    assert_same_build(third, full[R3][0])
+    # once release 2 is built too, the nearest start wins: release 3 from release 2's build, one step
+    middle = build_graph.run(cfg(releases, R2, artifacts))
+    stepwise = build_graph.run(cfg(releases, R3, artifacts))
+    assert stepwise.metrics["from_diff"]["base"] == {"snapshot": R2, "version": middle.version}
+    assert stepwise.metrics["from_diff"]["steps"] == [[R2, R3]]
+    assert stepwise.version != merged.version
+    assert_same_build(stepwise, full[R3][0])
 
 
 def test_a_diff_from_a_release_not_built_falls_back_to_a_full_build(releases, full, tmp_path, caplog):
