@@ -33,6 +33,7 @@ demo: $(STAMP)
 	@mkdir -p $(AIRFLOW_DEMO_HOME)
 	@$(AIRFLOW_ENV) $(BIN)/airflow db migrate > $(AIRFLOW_DEMO_HOME)/migrate.log 2>&1 || { tail -20 $(AIRFLOW_DEMO_HOME)/migrate.log; exit 1; }
 	@$(AIRFLOW_ENV) $(BIN)/airflow pools set gpu 1 "citeflow encoder training" > /dev/null
+	@$(AIRFLOW_ENV) $(BIN)/airflow pools set pbg 4 "citeflow PBG ranks (slots >= embed_graph.machines)" > /dev/null
 	@echo "airflow dags test citeflow_rebuild (log: $(AIRFLOW_DEMO_HOME)/demo-run.log)"
 	@$(AIRFLOW_ENV) $(BIN)/airflow dags test citeflow_rebuild > $(AIRFLOW_DEMO_HOME)/demo-run.log 2>&1 || { \
 		grep -E "citeflow:|Error|error" $(AIRFLOW_DEMO_HOME)/demo-run.log | tail -20; exit 1; }

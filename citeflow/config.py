@@ -79,6 +79,10 @@ PBG_OPTIONS = frozenset(
 PBG_STAGE_KEYS = frozenset(
     {"entity_path", "edge_paths", "checkpoint_path", "init_path", "entities", "relations", "dynamic_relations"}
 )
+# Distributed PBG is the stage's too: it starts the ranks, so it sets how many and where they meet.
+PBG_DISTRIBUTED_KEYS = {"num_machines": "embed_graph.machines", "distributed_init_method": "embed_graph.rendezvous"}
+# tcp://HOST:PORT; HOST may be `*`: rank 0's own host name, published to the other ranks (README).
+RENDEZVOUS_RE = re.compile(r"tcp://(\*|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -325,11 +329,47 @@ class EmbedGraphConfig:
             versioned=False,
         ),
     )
+    machines: int = field(
+        default=1,
+        metadata=_help(
+            "PBG ranks (PBG's num_machines): above 1 the stage trains with PBG's own distributed mode and needs "
+            "num_partitions >= 2 x machines. Like workers, it changes how the embeddings are trained, not what "
+            "they are trained on, so it is not part of the version (HOGWILD runs differ from run to run anyway)",
+            versioned=False,
+        ),
+    )
+    launch: Literal["local", "external"] = field(
+        default="local",
+        metadata=_help(
+            "with machines > 1: local starts every rank on this host (the command line); external runs rank 0 "
+            "here and waits for ranks 1..machines-1 started elsewhere on the same shared artifact root (the "
+            "Airflow DAGs' embed_graph_rank tasks set this themselves)",
+            versioned=False,
+        ),
+    )
+    rendezvous: str = field(
+        default="",
+        metadata=_help(
+            "where the ranks meet, tcp://HOST:PORT served by rank 0 (HOST may be * for rank 0's own host name); "
+            "empty: 127.0.0.1 and a free port (launch=local only). Airflow takes it from the connection "
+            "pbg_rendezvous",
+            versioned=False,
+        ),
+    )
+    rank_wait_s: float = field(
+        default=3600.0,
+        metadata=_help(
+            "launch=external: how long the ranks wait for each other (the other ranks wait for rank 0's import, "
+            "rank 0 for every rank to report); then the stage fails with a message naming the missing ranks",
+            versioned=False,
+        ),
+    )
     pbg: tuple[str, ...] = field(
         default=(),
         metadata=_help(
             "any other PBG ConfigSchema option as 'key=value' (JSON values), e.g. init_scale=0.01; PBG's paths "
-            "(entity_path, edge_paths, checkpoint_path, init_path) and graph layout are the stage's own"
+            "(entity_path, edge_paths, checkpoint_path, init_path), graph layout, num_machines and "
+            "distributed_init_method are the stage's own"
         ),
     )
 
@@ -362,6 +402,7 @@ class EmbedGraphConfig:
             "num_partitions",
             "eval_negatives",
             "overlap_k",
+            "machines",
         ):
             if getattr(self, name) < 1:
                 raise CiteflowError(f"embed_graph.{name} must be at least 1")
@@ -389,18 +430,40 @@ class EmbedGraphConfig:
                     f"embed_graph.pbg: {key} is set by the stage (PBG reads and writes inside the version folder) "
                     "and cannot be overridden"
                 )
-            if key == "distributed_init_method" and not re.fullmatch(r"(tcp://[^/\s]+|env://)", value.strip('"')):
-                # file:// would have PBG create a file wherever the value points
-                raise CiteflowError("embed_graph.pbg: distributed_init_method must be tcp://HOST:PORT or env://")
+            if key in PBG_DISTRIBUTED_KEYS:
+                raise CiteflowError(
+                    f"embed_graph.pbg: {key} is set by the stage (it starts the ranks): use "
+                    f"{PBG_DISTRIBUTED_KEYS[key]} instead"
+                )
+            if key == "num_partition_servers" and value.strip() not in ("-1", "0"):
+                # more would have to be started by hand (torchbiggraph_partitionserver); the stage does not
+                raise CiteflowError(
+                    "embed_graph.pbg: num_partition_servers must be -1 (each rank serves partitions, PBG's default) "
+                    "or 0 (partitions swap through the shared checkpoint folder)"
+                )
             if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
                 raise CiteflowError(f"embed_graph.pbg: {key} must be a finite number, not {value!r}")
-            # Distributed PBG trains disjoint buckets on each machine: unpartitioned
-            # entities cannot be trained distributed (SPEC §3).
-            if key == "num_machines" and value.isdigit() and int(value) > 1 and self.num_partitions < 2 * int(value):
+        # Distributed PBG trains disjoint buckets on each machine: unpartitioned
+        # entities cannot be trained distributed (SPEC §3).
+        if self.machines > 1 and self.num_partitions < 2 * self.machines:
+            raise CiteflowError(
+                f"distributed PBG on {self.machines} machines needs embed_graph.num_partitions >= "
+                f"{2 * self.machines}, not {self.num_partitions} (--set applies in order: set num_partitions first)"
+            )
+        if self.rendezvous:
+            match = RENDEZVOUS_RE.fullmatch(self.rendezvous)
+            # file:// (or env://) would have PBG create files or read settings from wherever they point
+            if match is None or not 0 < int(match.group(2)) < 65536:
                 raise CiteflowError(
-                    f"distributed PBG on {value} machines needs embed_graph.num_partitions >= {2 * int(value)}, "
-                    f"not {self.num_partitions}"
+                    f"embed_graph.rendezvous must look like tcp://HOST:PORT (port 1-65535), not {self.rendezvous!r}"
                 )
+        if self.machines > 1 and self.launch == "external" and not self.rendezvous:
+            raise CiteflowError(
+                "embed_graph.launch=external needs embed_graph.rendezvous=tcp://HOST:PORT, reachable from every rank "
+                "(--set applies in order: set rendezvous first)"
+            )
+        if self.rank_wait_s <= 0:
+            raise CiteflowError("embed_graph.rank_wait_s must be positive")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,6 +43,9 @@ LOG_DIR = "local-logs"
 # the pool the DAGs' GPU tasks use (citeflow.orchestration.GPU_POOL, which this module does not import: it
 # would import Airflow), with one slot
 GPU_POOL = (os.environ.get("CITEFLOW_GPU_POOL", "gpu"), "1", "citeflow encoder training")
+# the pool of embed_graph and its embed_graph_rank tasks (citeflow.orchestration.PBG_POOL): all ranks of a
+# distributed PBG run must run at once, so it needs at least embed_graph.machines slots
+PBG_POOL = (os.environ.get("CITEFLOW_PBG_POOL", "pbg"), "4", "citeflow PBG ranks (slots >= embed_graph.machines)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -268,6 +271,7 @@ def start(cfg: LocalAirflowConfig, timeout: float = 300, quiet: bool = False) ->
     say(f"AIRFLOW_HOME={env['AIRFLOW_HOME']}: airflow db migrate")
     run_cli(["db", "migrate"], env)
     run_cli(["pools", "set", *GPU_POOL], env)
+    run_cli(["pools", "set", *PBG_POOL], env)
 
     log_dir = cfg.home / LOG_DIR
     log_dir.mkdir(exist_ok=True)

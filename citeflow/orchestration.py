@@ -25,6 +25,14 @@ settings (`check_inputs`), then call `stage_tasks(settings)`, which lays out one
   the trigger form's overrides cannot set them.
 - Training and embedding go to the `gpu` pool (env `CITEFLOW_GPU_POOL`) and queue (`CITEFLOW_GPU_QUEUE`),
   and start training as its own process (`python -m models.train_encoder` / torchrun).
+- Distributed PBG (`embed_graph.machines=N` > 1): `embed_graph` runs the stage as rank 0 and
+  `embed_graph_rank`, mapped over ranks 1..N-1 (`embed_graph_ranks` lists them; none when N is 1), runs
+  one rank per task, wherever a worker takes it; they meet through the shared artifact root
+  (`jobs.embed_graph.follow`). All N tasks must run at once: they share the `pbg` pool (env
+  `CITEFLOW_PBG_POOL`, at least N slots) and queue (`CITEFLOW_PBG_QUEUE`; the rank tasks
+  `CITEFLOW_PBG_RANK_QUEUE`). Where rank 0 serves the rendezvous comes from the Airflow connection
+  `pbg_rendezvous` (env `CITEFLOW_PBG_CONN_ID`): its port, and its host (the worker `embed_graph` runs on;
+  empty: whichever it is, published to the ranks). Like Spark's, the trigger form cannot set it.
 
 Only `airflow.sdk` and the standard library are imported here at module level: the scheduler parses the
 DAG files every few seconds. Stage code (pyspark, torch, ...) is imported inside the tasks.
@@ -39,10 +47,21 @@ from airflow.sdk import Asset, Param, get_current_context, task, task_group
 
 SNAPSHOT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # Settings only the Airflow connection sets: where Spark runs, what it loads and where it writes scratch files.
-OPERATOR_SETTINGS = ("spark.master", "spark.remote", "spark.conf", "spark.local_dir")
+OPERATOR_SETTINGS = (
+    "spark.master",
+    "spark.remote",
+    "spark.conf",
+    "spark.local_dir",
+    "embed_graph.rendezvous",
+    "embed_graph.launch",
+)
 GPU_POOL = os.environ.get("CITEFLOW_GPU_POOL", "gpu")
 GPU_QUEUE = os.environ.get("CITEFLOW_GPU_QUEUE", "default")
 SPARK_CONN_ID = os.environ.get("CITEFLOW_SPARK_CONN_ID", "spark_default")
+PBG_POOL = os.environ.get("CITEFLOW_PBG_POOL", "pbg")
+PBG_QUEUE = os.environ.get("CITEFLOW_PBG_QUEUE", "default")
+PBG_RANK_QUEUE = os.environ.get("CITEFLOW_PBG_RANK_QUEUE", PBG_QUEUE)
+PBG_CONN_ID = os.environ.get("CITEFLOW_PBG_CONN_ID", "pbg_rendezvous")
 DEMO_PAPERS = 20_000
 STAGE_ORDER = (
     "build_graph",
@@ -234,6 +253,23 @@ def spark_master_from_connection() -> list[str]:
     return overrides
 
 
+def pbg_rendezvous_from_connection() -> list[str]:
+    """`embed_graph.rendezvous` from the Airflow connection (host and port), or none when it is not defined."""
+    from airflow.sdk import Connection
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from citeflow.errors import CiteflowError
+
+    try:
+        conn = Connection.get(PBG_CONN_ID)
+    except AirflowNotFoundException:
+        return []
+    if not conn.port:
+        raise CiteflowError(f"the Airflow connection {PBG_CONN_ID} needs a port: where rank 0 of PBG listens")
+    host = (conn.host or "").strip().removeprefix("tcp://") or "*"
+    return [f"embed_graph.rendezvous=tcp://{host}:{conn.port}"]
+
+
 def check_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """Validate a run's settings exactly as the stages will use them; a user mistake fails with one line."""
     from citeflow.errors import CiteflowError
@@ -267,6 +303,7 @@ def run_config(settings: dict[str, Any]):
         overrides.append(f"train_encoder.model={settings['model']}")
     # read here, in the task, every time: the connection's extras never travel through XCom
     overrides += spark_master_from_connection()
+    overrides += pbg_rendezvous_from_connection()
     overrides += settings["overrides"]
     base = RunConfig(
         snapshot=settings["snapshot"],
@@ -275,7 +312,16 @@ def run_config(settings: dict[str, Any]):
         paper_ids=settings["paper_ids"],
         artifacts=settings["artifacts"],
     )
-    return apply_overrides(base, overrides)
+    config = apply_overrides(base, overrides)
+    if config.embed_graph.machines > 1:
+        # under Airflow the other ranks are the embed_graph_rank tasks: rank 0 never starts them itself
+        if not config.embed_graph.rendezvous:
+            raise CiteflowError(
+                f"embed_graph.machines={config.embed_graph.machines} needs the Airflow connection {PBG_CONN_ID}: "
+                "port (and host) where rank 0 listens, e.g. AIRFLOW_CONN_PBG_RENDEZVOUS='tcp://:29500'"
+            )
+        config = apply_overrides(config, ["embed_graph.launch=external"])
+    return config
 
 
 def settings_from_params(params: dict[str, Any], **fields: str) -> dict[str, Any]:
@@ -373,6 +419,29 @@ def how_built(manifest) -> tuple[str, str]:
     return "full", "in full"
 
 
+def run_rank_task(settings: dict[str, Any], rank: int) -> dict[str, Any]:
+    """Body of an `embed_graph_rank` task: rank `rank` of distributed PBG; skipped when the version is cached."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from citeflow.errors import CiteflowError
+    from jobs import embed_graph
+
+    try:
+        config = run_config(settings)
+        manifest = embed_graph.follow(config, rank)
+    except CiteflowError as exc:
+        _fail(f"citeflow: {exc}")
+    if manifest.skipped:
+        raise AirflowSkipException(f"embed_graph: version {manifest.version} is up to date; rank {rank} not needed")
+    print(f"embed_graph: rank {rank} trained its share of version {manifest.version} at {manifest.path}")
+    return {
+        "stage": "embed_graph",
+        "rank": rank,
+        "version": manifest.version,
+        "manifest": f"{manifest.path}/_manifest.json",
+    }
+
+
 def _stage_task(stage: str, **kwargs: Any):
     upstream = STAGE_ORDER[STAGE_ORDER.index(stage) - 1] if stage != STAGE_ORDER[0] else None
     return task(
@@ -395,9 +464,22 @@ def stage_tasks(settings: Any) -> None:
     def filter_leakage(settings: dict) -> dict:
         return run_stage_task("filter_leakage", settings)
 
-    @_stage_task("embed_graph")
+    # rank 0 of PBG (the whole stage when embed_graph.machines is 1); ranks 1.. are embed_graph_rank's
+    @_stage_task("embed_graph", pool=PBG_POOL, queue=PBG_QUEUE)
     def embed_graph(settings: dict) -> dict:
         return run_stage_task("embed_graph", settings)
+
+    @task(trigger_rule="none_failed")
+    def embed_graph_ranks(settings: dict) -> list[int]:
+        try:
+            machines = run_config(settings).embed_graph.machines
+        except Exception as exc:  # noqa: BLE001 - check_inputs validated these settings; say what changed
+            _fail(f"citeflow: {exc}")
+        return list(range(1, machines))
+
+    @task(task_id="embed_graph_rank", pool=PBG_POOL, queue=PBG_RANK_QUEUE, trigger_rule="none_failed")
+    def embed_graph_rank(settings: dict, rank: int) -> dict:
+        return run_rank_task(settings, rank)
 
     @task
     def triplet_strategies(settings: dict) -> list[str]:
@@ -430,5 +512,8 @@ def stage_tasks(settings: Any) -> None:
             >> benchmark(settings, strategy)
         )
 
-    graph = build_graph(settings) >> filter_leakage(settings) >> embed_graph(settings)
+    leakage = build_graph(settings) >> filter_leakage(settings)
+    graph = leakage >> embed_graph(settings)
+    # the other PBG ranks run beside rank 0, each its own task (one per rank, on any worker of the pool)
+    leakage >> embed_graph_rank.partial(settings=settings).expand(rank=embed_graph_ranks(settings))
     graph >> per_strategy.partial(settings=settings).expand(strategy=triplet_strategies(settings))

@@ -22,6 +22,10 @@ So a SIGKILL of the stage (a killed CLI or Airflow task) ends everything below i
 and with it every writer in the version folder: a rerun never shares the folder with an orphan (the lease,
 `citeflow.lease`, additionally kills any process that still carries a dead holder's token).
 
+`run_together(commands, ...)` runs several commands at once, each under its own guard, as one gang: when one
+fails (or a `watch` callback raises) every other is stopped before the failure is reported, the way a job of
+distributed ranks must end (PBG's ranks wait forever for a peer that died).
+
 `fault_point(name)` is the fault-injection hook of `tests/faults/`: the process SIGKILLs itself when the
 environment variable CITEFLOW_FAULT_KILL equals `name`. Reads and writes only what COMMAND does, plus the
 log file it is given.
@@ -38,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 FAULT_ENV = "CITEFLOW_FAULT_KILL"
@@ -194,6 +198,57 @@ def run_child(command: Sequence[str], *, log_path: Path, env: dict[str, str] | N
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     return code
+
+
+def run_together(
+    commands: Sequence[Sequence[str]],
+    *,
+    log_paths: Sequence[Path],
+    env: dict[str, str] | None = None,
+    watch: Callable[[], None] | None = None,
+    poll_s: float = 0.2,
+) -> tuple[int, int]:
+    """Run `commands` at once, each under a guard with its own log; all succeed or all are stopped.
+
+    Returns (-1, 0) when every command exited 0, else (index, status) of the first one seen failing, after
+    every other has been stopped (the guards kill their descendants). `watch()` is called every `poll_s`
+    seconds while they run; when it raises, all are stopped and the exception propagates, as it does on any
+    exception here (KeyboardInterrupt included).
+    """
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p
+    )
+    processes: list[subprocess.Popen] = []
+    try:
+        for command, log_path in zip(commands, log_paths, strict=True):
+            with open(log_path, "ab") as out:
+                processes.append(
+                    subprocess.Popen(
+                        guarded(command), stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                    )
+                )
+        fault_point("gang-started")
+        while True:
+            codes = [p.poll() for p in processes]
+            failed = next((i for i, c in enumerate(codes) if c not in (None, 0)), None)
+            if failed is not None:
+                for process in processes:
+                    _stop(process)
+                return failed, codes[failed]
+            if all(c == 0 for c in codes):
+                return -1, 0
+            if watch is not None:
+                watch()
+            time.sleep(poll_s)
+    except BaseException:
+        for process in processes:
+            _stop(process)
+        raise
+    finally:
+        for process in processes:  # sweep each group in case a stray ignored its guard
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
 
 
 if __name__ == "__main__":

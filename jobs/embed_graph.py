@@ -18,8 +18,16 @@ each paper's nearest neighbours the two runs share.
 The import is citeflow's own (`models/pbg_import.py`, vectorised and
 seeded); training runs `torchbiggraph` in its own process
 (`models/pbg_train.py`). Defaults are SciNCL's settings; `--profile demo`
-shrinks them. Distributed PBG: see the README (needs num_partitions >= 2 per
-machine).
+shrinks them.
+
+Distributed PBG (`embed_graph.machines=N`, num_partitions >= 2N): each run
+trains with PBG's own distributed mode, N ranks on one config in the version
+folder, meeting at `embed_graph.rendezvous`. `launch=local` starts the N
+ranks on this host (`models.pbg_train.train_ranks`); `launch=external` runs
+rank 0 here and `follow(config, rank)` runs rank R wherever it is called
+(Airflow's `embed_graph_rank` tasks), the ranks watching each other through
+the shared run folder (`models/pbg_ranks.py`). Either way a rank that dies
+stops all of them and the stage fails with one line; nothing is committed.
 
 Warm start (issue 19, `embed_graph.warm_start`): the mining run can start
 from a previous release's embeddings through PBG's `init_path`
@@ -28,7 +36,7 @@ order, new papers start random, and the run trains `warm_epochs` of the
 epochs. The source version enters this version's inputs, and the manifest's
 `warm_start` names it. The link-prediction run always starts cold.
 
-Run: `citeflow run ... --until embed_graph`.
+Run: `citeflow run ... --until embed_graph [--set embed_graph.num_partitions=4 --set embed_graph.machines=2]`.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import EmbedGraphConfig, RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.stage import execute
+from models.pbg_warm import warm_shape
 
 STAGE = "embed_graph"
 STAGE_VERSION = 2
@@ -53,22 +62,22 @@ OVERLAP_QUERIES = 1000
 log = logging.getLogger("citeflow")
 
 
-def run(config: RunConfig) -> Manifest:
-    from jobs import filter_leakage
-
-    upstream = filter_leakage.run(config)
+def _store(config: RunConfig) -> ArtifactStore:
     store = ArtifactStore(config.artifacts, config.store)
     if not store.local:
         raise CiteflowError(
             "embed_graph trains with PBG on local files: use a local --artifacts root "
             "(or a mounted filesystem) for this stage"
         )
-    versioned = versioned_dict(config.embed_graph)
-    warm = find_warm_start(config, upstream, store, versioned)
-    inputs = [upstream.lineage()]
-    if warm is not None:
-        versioned = {**versioned, "warm_epochs": warm_epochs(config.embed_graph)}
-        inputs.append({**warm.lineage(), "snapshot": warm.snapshot})
+    return store
+
+
+def run(config: RunConfig) -> Manifest:
+    from jobs import filter_leakage
+
+    upstream = filter_leakage.run(config)
+    store = _store(config)
+    versioned, inputs, warm = definition(config, upstream, store)
     return execute(
         store=store,
         snapshot=config.snapshot,
@@ -78,7 +87,7 @@ def run(config: RunConfig) -> Manifest:
         resolved_config={
             "embed_graph": to_dict(config.embed_graph),
             "leakage_mode": upstream.metrics["mode"],
-            "shape": _shape(config.embed_graph),
+            "shape": warm_shape(config.embed_graph),
         },
         inputs=inputs,
         tables=TABLES,
@@ -86,43 +95,83 @@ def run(config: RunConfig) -> Manifest:
     )
 
 
-def _shape(cfg: EmbedGraphConfig) -> dict[str, Any]:
-    """What a warm-start source must share with this run: the embedding space and its partitioning."""
-    return {"dimension": cfg.dimension, "comparator": cfg.comparator, "num_partitions": cfg.num_partitions}
+def definition(
+    config: RunConfig, upstream: Manifest, store: ArtifactStore
+) -> tuple[dict[str, Any], list[dict[str, Any]], Manifest | None]:
+    """(versioned config, inputs, warm-start source) of this run's version; `run` and `follow` agree on it."""
+    from models.pbg_warm import find_warm_start, warm_epochs
+
+    versioned = versioned_dict(config.embed_graph)
+    warm = find_warm_start(config, upstream, store)
+    inputs = [upstream.lineage()]
+    if warm is not None:
+        versioned = {**versioned, "warm_epochs": warm_epochs(config.embed_graph)}
+        inputs.append({**warm.lineage(), "snapshot": warm.snapshot})
+    return versioned, inputs, warm
 
 
-def warm_epochs(cfg: EmbedGraphConfig) -> int:
-    import math
+def follow(config: RunConfig, rank: int) -> Manifest:
+    """Rank `rank` (1..machines-1) of a distributed embed_graph whose rank 0 runs `run` with launch=external.
 
-    return max(1, math.ceil(cfg.warm_epochs * cfg.num_epochs - 1e-9))
+    Finds the version rank 0 builds (the same settings and upstream give the same version), joins each PBG run
+    of rank 0's attempt as it is launched, and returns the committed manifest (`skipped` when the version was
+    complete already). Fails with one line when rank 0 goes away, starts another attempt, or does not launch
+    within `rank_wait_s`; its own PBG rank is stopped first. Reads the shared version folder; writes its rank's
+    report and log into each run's folder (`pbg/<run>/rank-R.json`, `train-rankR.log`).
+    """
+    import dataclasses
+    import time
 
+    from citeflow.artifacts import compute_version
+    from citeflow.lease import is_being_built, read_holder
+    from jobs import filter_leakage
+    from models.pbg_ranks import follow as follow_run
+    from models.pbg_train import describe_exit, pbg_env, rank_command, rank_log
 
-def find_warm_start(
-    config: RunConfig, upstream: Manifest, store: ArtifactStore, versioned: dict[str, Any]
-) -> Manifest | None:
-    """The embed_graph version to warm-start from (`embed_graph.warm_start`), or None, with one log line
-    saying why when a warm start was asked for. auto: the base release of this release's build_graph diff."""
-    setting = config.embed_graph.warm_start
-    if setting == "off":
-        return None
-    source = setting
-    if setting == "auto":
-        graph = store.upstream(upstream, "build_graph")
-        diff = graph.metrics.get("from_diff")
-        if not isinstance(diff, dict):
-            log.info("%s: warm_start=auto, but build_graph was not built from a diff: cold start", STAGE)
-            return None
-        source = diff["base"]["snapshot"]
-    if source == config.snapshot:
-        raise CiteflowError(f"embed_graph.warm_start names this run's own snapshot {source!r}")
-    shape = _shape(config.embed_graph)
-    found = [m for m in store.list_versions(source, STAGE) if m.config.get("shape") == shape]
-    if not found:
-        log.info(
-            "%s: no embed_graph version of snapshot %s with %s to warm-start from: cold start", STAGE, source, shape
+    cfg = config.embed_graph
+    if not 1 <= rank < cfg.machines:
+        raise CiteflowError(f"embed_graph rank {rank} does not exist: ranks 1..{cfg.machines - 1} follow rank 0")
+    upstream = filter_leakage.run(config)
+    store = _store(config)
+    version = compute_version(STAGE, STAGE_VERSION, *definition(config, upstream, store)[:2])
+    path = store.version_path(config.snapshot, STAGE, version)
+    stale_s = config.store.lease_stale_s
+
+    def complete() -> Manifest | None:
+        return store.read_manifest(config.snapshot, STAGE, version)
+
+    def leader() -> str | None:
+        holder = read_holder(path)
+        return holder.token if holder is not None and is_being_built(path, stale_s) else None
+
+    if (done := complete()) is not None:
+        return dataclasses.replace(done, skipped=True)
+    token = None
+    for run_name in ("mining", "link_prediction") if cfg.link_prediction else ("mining",):
+        folder = Path(path) / "pbg" / run_name
+        log.info("%s: rank %d of %d waits for rank 0 to launch the %s run", STAGE, rank, cfg.machines, run_name)
+        token = follow_run(
+            folder,
+            rank=rank,
+            command=lambda launch, folder=folder: rank_command(folder / launch["config"], rank),
+            log_path=rank_log(folder, rank),
+            env=lambda launch: pbg_env(int(launch["seed"])),
+            leader=leader,
+            finished=lambda: complete() is not None,
+            wait_s=cfg.rank_wait_s,
+            heartbeat_s=config.store.lease_heartbeat_s,
+            token=token,
+            describe_exit=describe_exit,
         )
-        return None
-    return found[-1]  # the most recent
+        if token is None:
+            break
+        log.info("%s: rank %d trained its share of the %s run", STAGE, rank, run_name)
+    # rank 0 collects the checkpoint and commits; this rank's task succeeds only with the version
+    while (done := complete()) is None:
+        if token is not None and leader() != token:
+            raise CiteflowError(f"{STAGE}: rank 0 ended without committing version {version}; nothing was committed")
+        time.sleep(1.0)
+    return done if token is not None else dataclasses.replace(done, skipped=True)
 
 
 def pbg_settings(
@@ -130,7 +179,7 @@ def pbg_settings(
     work: Path,
     edges: str,
     run: str,
-    workers: int,
+    workers: int | None,
     init_path: str | None = None,
     num_epochs: int | None = None,
 ) -> dict[str, Any]:
@@ -155,7 +204,7 @@ def pbg_settings(
         loss_fn=cfg.loss_fn,
         margin=cfg.margin,
         lr=cfg.lr,
-        num_epochs=cfg.num_epochs,
+        num_epochs=num_epochs or cfg.num_epochs,
         batch_size=cfg.batch_size,
         num_edge_chunks=cfg.num_edge_chunks,
         max_norm=cfg.max_norm or None,
@@ -164,7 +213,7 @@ def pbg_settings(
         num_batch_negs=cfg.num_batch_negs,
         global_emb=cfg.global_emb,
         extra={**extra, **({"init_path": init_path} if init_path else {})},
-    ) | ({"num_epochs": num_epochs} if num_epochs else {})
+    )
 
 
 def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | None = None) -> dict[str, Any]:
@@ -176,6 +225,7 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
     from evaluation.neighbours import nearest, normalize_rows, overlap
     from models.pbg_import import import_citations, read_edges
     from models.pbg_train import load_embeddings
+    from models.pbg_warm import warm_init
 
     cfg = config.embed_graph
     work = path / "pbg"
@@ -189,14 +239,19 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
     )
     if imported["edges"] == 0 or (cfg.link_prediction and imported["train_edges"] == 0):
         raise CiteflowError("embed_graph: the filtered graph has no edges to train on")
-    workers = cfg.workers or os.cpu_count() or 1
+    # HOGWILD workers per rank: ranks on this host share its cores; ranks elsewhere use their own (PBG: None)
+    if cfg.machines > 1 and cfg.launch == "external":
+        workers = cfg.workers or None
+    else:
+        workers = cfg.workers or max(1, (os.cpu_count() or 1) // cfg.machines)
 
+    # The mining run: every edge, as SciNCL trains the embeddings it mines ("we need to use all training data").
+    stale_s = config.store.lease_stale_s  # a rank elsewhere silent for longer is taken for dead
     warm_metrics, init = None, {}
     if warm is not None:
-        warm_metrics = _warm_init(cfg, warm, work)
+        warm_metrics = warm_init(cfg, warm, work)
         init = {"init_path": str(work / "init"), "num_epochs": warm_metrics["epochs"]}
-    # The mining run: every edge, as SciNCL trains the embeddings it mines ("we need to use all training data").
-    mining = _train(cfg, work, "edges_all", "mining", imported["entities"], imported["edges"], workers, **init)
+    mining = _train(cfg, work, "edges_all", "mining", imported["entities"], imported["edges"], workers, stale_s, **init)
     ids, vectors = load_embeddings(work / "mining" / "checkpoint", work / "entities", cfg.num_partitions)
     if upstream.metrics.get("mode") == "exclude":
         audit_no_benchmark_papers(ids, upstream, what="graph-embedding entities")
@@ -220,7 +275,7 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
     metric_rows: list[tuple[str, str, float]] = []
     if cfg.link_prediction:
         runs["link_prediction"] = _train(
-            cfg, work, "edges_train", "link_prediction", imported["entities"], imported["train_edges"], workers
+            cfg, work, "edges_train", "link_prediction", imported["entities"], imported["train_edges"], workers, stale_s
         )
         held_ids, held = load_embeddings(work / "link_prediction" / "checkpoint", work / "entities", cfg.num_partitions)
         if not np.array_equal(held_ids, ids):
@@ -289,37 +344,6 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
     }
 
 
-def _warm_init(cfg: EmbedGraphConfig, warm: Manifest, work: Path) -> dict[str, Any]:
-    """PBG's init_path folder (`work/init`) from the source version's paper embeddings, for this import's
-    entity order; returns the manifest's `warm_start`."""
-    import numpy as np
-    import pyarrow.parquet as pq
-
-    from models.pbg_warm import pbg_init_scale, write_init
-
-    table = pq.read_table(warm.table_path("paper_embeddings"))
-    ids = table.column("corpus_id").to_numpy()
-    vectors = np.asarray(table.column("embedding").combine_chunks().flatten().to_numpy(), dtype=np.float32)
-    vectors = vectors.reshape(len(ids), cfg.dimension)
-    extra = dict(item.split("=", 1) for item in cfg.pbg)
-    scale = float(extra["init_scale"]) if "init_scale" in extra else pbg_init_scale()
-    counts = write_init(
-        work / "init", work / "entities", cfg.num_partitions, ids, vectors, init_scale=scale, seed=cfg.seed
-    )
-    epochs = warm_epochs(cfg)
-    log.info(
-        "%s: warm start from version %s of snapshot %s: %s papers keep their vectors, %s start random; %d of %d epochs",
-        STAGE,
-        warm.version,
-        warm.snapshot,
-        f"{counts['kept']:,}",
-        f"{counts['new']:,}",
-        epochs,
-        cfg.num_epochs,
-    )
-    return {"snapshot": warm.snapshot, "version": warm.version, "epochs": epochs, "of_epochs": cfg.num_epochs, **counts}
-
-
 def _relative_paths(pbg_config: dict[str, Any], path: Path) -> dict[str, Any]:
     """PBG's config with its paths relative to the version folder: the manifest says what was computed, and
     a copy of the version (another root, a reused snapshot) says the same."""
@@ -340,11 +364,12 @@ def _train(
     run: str,
     entities: int,
     edge_count: int,
-    workers: int,
+    workers: int | None,
+    stale_s: float = 300.0,
     init_path: str | None = None,
     num_epochs: int | None = None,
 ):
-    """One PBG training run in its own process; returns its summary (losses popped by the caller)."""
+    """One PBG training run in its own process(es); returns its summary (losses popped by the caller)."""
     import time
 
     from models.pbg_train import train_in_subprocess, training_losses
@@ -354,17 +379,21 @@ def _train(
     settings = pbg_settings(cfg, work, edges, run, workers, init_path, num_epochs)
     epochs = settings["num_epochs"]
     log.info(
-        "%s: %s run: %d-d embeddings of %s papers on %s edges for %d epochs (%d workers)",
+        "%s: %s run: %d-d embeddings of %s papers on %s edges for %d epochs (%s workers%s)",
         STAGE,
         run,
         cfg.dimension,
         f"{entities:,}",
         f"{edge_count:,}",
         epochs,
-        workers,
+        workers or "all cores'",
+        f" on each of {cfg.machines} ranks" if cfg.machines > 1 else "",
     )
     t0 = time.monotonic()
-    train_in_subprocess(settings, folder / "config.json", folder / "train.log", seed=cfg.seed)
+    if cfg.machines == 1:
+        train_in_subprocess(settings, folder / "config.json", folder / "train.log", seed=cfg.seed)
+    else:
+        _train_distributed(cfg, settings, folder, run, stale_s)
     seconds = time.monotonic() - t0
     losses = training_losses(folder / "checkpoint")
     return {
@@ -374,8 +403,75 @@ def _train(
         "epochs": epochs,
         "edges_per_second": round(edge_count * epochs / max(seconds, 1e-9), 1),
         "final_loss": losses[-1]["loss"] if losses else None,
+        "machines": cfg.machines,
         "losses": losses,
     }
+
+
+def _train_distributed(cfg: EmbedGraphConfig, settings: dict[str, Any], folder: Path, run: str, stale_s: float) -> None:
+    """PBG's distributed mode: every rank on this host (launch=local) or rank 0 here, the others elsewhere."""
+    from models import pbg_ranks
+    from models.pbg_train import describe_exit, pbg_env, rank_command, rank_log, train_ranks
+
+    what = f"{STAGE} ({run} run)"
+    settings = {**settings, "num_machines": cfg.machines, "distributed_init_method": rendezvous_address(cfg)}
+    if cfg.launch == "local":
+        train_ranks(settings, folder / "config.json", folder, seed=cfg.seed, what=what)
+        return
+    from citeflow.lease import LEASE_ENV
+
+    token = os.environ.get(LEASE_ENV)
+    if not token:  # execute() holds the version's lease while it builds: its token names this attempt
+        raise RuntimeError("embed_graph launch=external must run under the version's lease")
+    (folder / "config.json").write_text(json.dumps(settings, indent=2))
+    rank_log(folder, 0).write_bytes(b"")
+    pbg_ranks.publish_launch(folder, token=token, machines=cfg.machines, seed=cfg.seed)
+    log.info(
+        "%s: rank 0 of %d listens at %s; ranks 1..%d join from their embed_graph_rank tasks",
+        what,
+        cfg.machines,
+        settings["distributed_init_method"],
+        cfg.machines - 1,
+    )
+    try:
+        pbg_ranks.lead(
+            folder,
+            command=rank_command(folder / "config.json", 0),
+            log_path=rank_log(folder, 0),
+            env=pbg_env(cfg.seed),
+            token=token,
+            machines=cfg.machines,
+            wait_s=cfg.rank_wait_s,
+            stale_s=stale_s,
+            describe_exit=describe_exit,
+        )
+    except CiteflowError as exc:
+        raise CiteflowError(f"{what}: {exc}; every rank was stopped and nothing was committed") from None
+
+
+def rendezvous_address(cfg: EmbedGraphConfig) -> str:
+    """PBG's `distributed_init_method`: a free local port (launch=local, no rendezvous set), or the setting with
+    `*` replaced by this host's name; rank 0 serves it, so its host must be this one."""
+    import socket
+
+    if not cfg.rendezvous:
+        if cfg.launch == "external":
+            raise CiteflowError("embed_graph.launch=external needs embed_graph.rendezvous=tcp://HOST:PORT")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    host, port = cfg.rendezvous.removeprefix("tcp://").rsplit(":", 1)
+    if host == "*":
+        return f"tcp://{socket.getfqdn()}:{port}"
+    try:
+        with socket.socket(socket.AF_INET6 if host.startswith("[") else socket.AF_INET) as probe:
+            probe.bind((host.strip("[]"), 0))
+    except OSError:
+        raise CiteflowError(
+            f"embed_graph.rendezvous {cfg.rendezvous} names a host that is not this one ({socket.gethostname()}), "
+            "but rank 0 serves it: run embed_graph on that host, or give the host as * to use this one's name"
+        ) from None
+    return cfg.rendezvous
 
 
 def _write(table, folder: Path) -> None:

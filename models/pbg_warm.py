@@ -9,14 +9,25 @@ checkpoint does not hold yet, the partition from `config.init_path` with its `Ch
 `write_init` writes that folder for the new release's entity order: a surviving paper gets its previous vector,
 a new paper a random one drawn like PBG's own init (normal, times `init_scale`), seeded. No optimizer state is
 written: PBG then starts Adagrad's accumulators afresh, as for a new run.
+
+`find_warm_start` picks the source (an embed_graph version of an earlier snapshot with the same `warm_shape`);
+`warm_init` reads its `paper_embeddings` table and writes `<version>/pbg/init/` for jobs/embed_graph.py.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from citeflow.artifacts import ArtifactStore, Manifest
+from citeflow.config import EmbedGraphConfig, RunConfig
+from citeflow.errors import CiteflowError
+
+log = logging.getLogger("citeflow")
 
 # checkpoint_storage.py: the HDF5 attribute and dataset PBG checks and reads.
 FORMAT_VERSION_ATTR, FORMAT_VERSION, DATASET = "format_version", 1, "embeddings"
@@ -65,3 +76,68 @@ def write_init(
         new += int((~found).sum())
     (init_dir / "checkpoint_version.txt").write_text("0\n")
     return {"kept": kept, "new": new}
+
+
+def warm_shape(cfg: EmbedGraphConfig) -> dict[str, Any]:
+    """What a warm-start source must share with this run: the embedding space and its partitioning."""
+    return {"dimension": cfg.dimension, "comparator": cfg.comparator, "num_partitions": cfg.num_partitions}
+
+
+def warm_epochs(cfg: EmbedGraphConfig) -> int:
+    import math
+
+    return max(1, math.ceil(cfg.warm_epochs * cfg.num_epochs - 1e-9))
+
+
+def find_warm_start(config: RunConfig, upstream: Manifest, store: ArtifactStore) -> Manifest | None:
+    """The embed_graph version to warm-start from (`embed_graph.warm_start`), or None, with one log line
+    saying why when a warm start was asked for. auto: the base release of this release's build_graph diff."""
+    setting = config.embed_graph.warm_start
+    if setting == "off":
+        return None
+    source = setting
+    if setting == "auto":
+        graph = store.upstream(upstream, "build_graph")
+        diff = graph.metrics.get("from_diff")
+        if not isinstance(diff, dict):
+            log.info("embed_graph: warm_start=auto, but build_graph was not built from a diff: cold start")
+            return None
+        source = diff["base"]["snapshot"]
+    if source == config.snapshot:
+        raise CiteflowError(f"embed_graph.warm_start names this run's own snapshot {source!r}")
+    shape = warm_shape(config.embed_graph)
+    found = [m for m in store.list_versions(source, "embed_graph") if m.config.get("shape") == shape]
+    if not found:
+        log.info(
+            "embed_graph: no embed_graph version of snapshot %s with %s to warm-start from: cold start", source, shape
+        )
+        return None
+    return found[-1]  # the most recent
+
+
+def warm_init(cfg: EmbedGraphConfig, warm: Manifest, work: Path) -> dict[str, Any]:
+    """PBG's init_path folder (`work/init`) from the source version's paper embeddings, for this import's
+    entity order; returns the manifest's `warm_start`."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(warm.table_path("paper_embeddings"))
+    ids = table.column("corpus_id").to_numpy()
+    vectors = np.asarray(table.column("embedding").combine_chunks().flatten().to_numpy(), dtype=np.float32)
+    vectors = vectors.reshape(len(ids), cfg.dimension)
+    extra = dict((part.strip() for part in item.split("=", 1)) for item in cfg.pbg)
+    scale = float(extra["init_scale"]) if "init_scale" in extra else pbg_init_scale()
+    counts = write_init(
+        work / "init", work / "entities", cfg.num_partitions, ids, vectors, init_scale=scale, seed=cfg.seed
+    )
+    epochs = warm_epochs(cfg)
+    log.info(
+        "embed_graph: warm start from version %s of snapshot %s: %s papers keep their vectors, %s start random; "
+        "%d of %d epochs",
+        warm.version,
+        warm.snapshot,
+        f"{counts['kept']:,}",
+        f"{counts['new']:,}",
+        epochs,
+        cfg.num_epochs,
+    )
+    return {"snapshot": warm.snapshot, "version": warm.version, "epochs": epochs, "of_epochs": cfg.num_epochs, **counts}

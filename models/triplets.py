@@ -217,6 +217,8 @@ def build_index(
     """
     import faiss
 
+    from models.faiss_build import faiss_build_problem, installed_faiss
+
     n, dim = vectors.shape
     metric = faiss.METRIC_INNER_PRODUCT
     if kind == "flat":
@@ -246,6 +248,8 @@ def build_index(
         raise ValueError(f"unknown index kind {kind!r}; kinds: {', '.join(INDEX_KINDS)}")
     index.add(np.ascontiguousarray(vectors))
     gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+    if use_gpu and (problem := faiss_build_problem(installed_faiss(), gpus)):
+        log.warning("%s", problem)
     if use_gpu and gpus > 0 and kind != "hnsw":
         if k_max + 1 <= GPU_MAX_K:
             index = faiss.index_cpu_to_all_gpus(index)

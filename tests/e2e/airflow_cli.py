@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from citeflow.local_airflow import GPU_POOL
+from citeflow.local_airflow import GPU_POOL, PBG_POOL
 
 REPO = Path(__file__).resolve().parents[2]
 # The overrides that make a whole rebuild of a 3,000-paper snapshot take a few minutes here.
@@ -42,6 +42,7 @@ class AirflowHome:
         }
         self.check("db", "migrate")
         self.check("pools", "set", *GPU_POOL)
+        self.check("pools", "set", *PBG_POOL)
 
     def airflow(self, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
         airflow_bin = Path(sys.executable).with_name("airflow")

@@ -65,10 +65,59 @@ def test_only_versioned_fields_enter_the_version():
 
 
 def test_distributed_pbg_needs_two_partitions_per_machine():
-    with pytest.raises(CiteflowError, match="num_partitions >= 8"):
-        apply_overrides(base(), ["embed_graph.pbg=num_machines=4", "embed_graph.num_partitions=4"])
-    cfg = apply_overrides(base(), ["embed_graph.num_partitions=8", "embed_graph.pbg=num_machines=4"])
-    assert cfg.embed_graph.pbg == ("num_machines=4",)
+    with pytest.raises(CiteflowError, match="num_partitions >= 8, not 4"):
+        apply_overrides(base(), ["embed_graph.num_partitions=4", "embed_graph.machines=4"])
+    with pytest.raises(CiteflowError, match="num_partitions >= 4, not 1"):
+        apply_overrides(base(), ["embed_graph.machines=2"])
+    cfg = apply_overrides(base(), ["embed_graph.num_partitions=8", "embed_graph.machines=4"])
+    assert cfg.embed_graph.machines == 4 and cfg.embed_graph.launch == "local"
+    with pytest.raises(CiteflowError, match="machines must be at least 1"):
+        apply_overrides(base(), ["embed_graph.machines=0"])
+
+
+def test_machines_and_where_ranks_meet_do_not_change_the_version():
+    from citeflow.config import EmbedGraphConfig
+
+    spread = apply_overrides(
+        base(),
+        [
+            "embed_graph.num_partitions=4",
+            "embed_graph.machines=2",
+            "embed_graph.rendezvous=tcp://pbg-0.cluster:29500",
+            "embed_graph.launch=external",
+            "embed_graph.rank_wait_s=60",
+        ],
+    )
+    plain = apply_overrides(base(), ["embed_graph.num_partitions=4"])
+    assert versioned_dict(spread.embed_graph) == versioned_dict(plain.embed_graph)
+    assert versioned_dict(EmbedGraphConfig(num_partitions=8)) != versioned_dict(plain.embed_graph)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["embed_graph.rendezvous=file:///tmp/x"], "must look like tcp://HOST:PORT"),
+        (["embed_graph.rendezvous=env://"], "must look like tcp://HOST:PORT"),
+        (["embed_graph.rendezvous=tcp://host:0"], "port 1-65535"),
+        (["embed_graph.rendezvous=tcp://host:70000"], "port 1-65535"),
+        (["embed_graph.rendezvous=tcp://a/b:1"], "must look like tcp://HOST:PORT"),
+        (["embed_graph.num_partitions=4", "embed_graph.machines=2", "embed_graph.launch=external"], "needs embed"),
+        (["embed_graph.rank_wait_s=0"], "rank_wait_s must be positive"),
+        (["embed_graph.pbg=num_machines=4"], "num_machines is set by the stage .*: use embed_graph.machines"),
+        (["embed_graph.pbg=distributed_init_method=tcp://h:1"], "use embed_graph.rendezvous"),
+        (["embed_graph.pbg=num_partition_servers=2"], "must be -1 .* or 0"),
+    ],
+)
+def test_distributed_settings_are_checked(overrides, message):
+    with pytest.raises(CiteflowError, match=message):
+        apply_overrides(base(), overrides)
+
+
+@pytest.mark.parametrize(
+    "value", ["tcp://127.0.0.1:29500", "tcp://*:29500", "tcp://pbg-0.example.org:1", "tcp://[::1]:80"]
+)
+def test_rendezvous_addresses_accepted(value):
+    assert apply_overrides(base(), [f"embed_graph.rendezvous={value}"]).embed_graph.rendezvous == value
 
 
 def test_profiles_shrink_only_what_they_name():
@@ -106,7 +155,7 @@ def test_nan_is_refused_when_a_config_is_built_directly_too():
         ('edge_paths=["/tmp/x"]', "edge_paths is set by the stage"),
         ("init_path=/home/me/ckpt", "init_path is set by the stage"),
         ("relations=[]", "relations is set by the stage"),
-        ("distributed_init_method=file:///tmp/rendezvous", "must be tcp://HOST:PORT or env://"),
+        ("distributed_init_method=file:///tmp/rendezvous", "distributed_init_method is set by the stage"),
         ("no_such_option=1", "'no_such_option' is not a PyTorch-BigGraph option"),
         ("lr=nan", "lr must be a finite number"),
     ],
@@ -120,12 +169,12 @@ def test_pbg_options_that_change_only_training_are_accepted():
     cfg = apply_overrides(
         base(),
         [
-            "embed_graph.pbg=init_scale=0.01,distributed_init_method=tcp://host:30050,checkpoint_preservation_interval=2",
+            "embed_graph.pbg=init_scale=0.01,num_partition_servers=0,checkpoint_preservation_interval=2",
         ],
     )
     assert cfg.embed_graph.pbg == (
         "init_scale=0.01",
-        "distributed_init_method=tcp://host:30050",
+        "num_partition_servers=0",
         "checkpoint_preservation_interval=2",
     )
 

@@ -64,4 +64,60 @@ def test_dags_have_one_task_per_stage(dag_id, tmp_path):
     # one task per stage (the per-strategy ones in a task group mapped over the strategies), plus the task
     # that checks the run's inputs and the one that lists the strategies
     stages = [f"per_strategy.{s}" if s in STRATEGY_STAGES else s for s in implemented_stages()]
-    assert sorted(tasks) == sorted([*stages, "check_inputs", "triplet_strategies"])
+    # and distributed PBG's other ranks: one mapped task per rank beside embed_graph, and the task listing them
+    extra = ["check_inputs", "triplet_strategies", "embed_graph_ranks", "embed_graph_rank"]
+    assert sorted(tasks) == sorted([*stages, *extra])
+
+
+LAYOUT = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("dag_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+from airflow.sdk import DAG
+(dag,) = [v for v in vars(module).values() if isinstance(v, DAG)]
+out = {}
+for task_id in ("embed_graph", "embed_graph_rank", "embed_graph_ranks", "per_strategy.mine_triplets"):
+    t = dag.task_dict[task_id]
+    out[task_id] = {
+        "mapped": any(c.__name__ == "MappedOperator" for c in type(t).__mro__),
+        "pool": t.pool,
+        "queue": t.queue,
+        "upstream": sorted(t.upstream_task_ids),
+        "downstream": sorted(t.downstream_task_ids),
+        "outlets": [getattr(o, "name", None) for o in t.outlets],
+        "trigger_rule": str(getattr(t.trigger_rule, "value", t.trigger_rule)),
+    }
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("dag_id", ["citeflow_rebuild", "citeflow_releases"])
+def test_distributed_pbg_maps_one_task_per_rank_beside_rank_0(dag_id, tmp_path):
+    env = {
+        "AIRFLOW_HOME": str(tmp_path),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "PATH": "/usr/bin:/bin",
+        "CITEFLOW_PBG_POOL": "pbg-ranks",
+        "CITEFLOW_PBG_RANK_QUEUE": "pbg-workers",
+    }
+    dag_file = next(p for p in DAGS if p.stem == dag_id)
+    done = subprocess.run(
+        [sys.executable, "-c", LAYOUT, str(dag_file)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    tasks = json.loads(done.stdout.strip().splitlines()[-1])
+    leader, ranks, listing = tasks["embed_graph"], tasks["embed_graph_rank"], tasks["embed_graph_ranks"]
+    # rank 0 is the stage task (its Asset, its XCom); ranks 1.. are one mapped task, no Asset of their own
+    assert not leader["mapped"] and leader["outlets"] == ["citeflow.embed_graph"]
+    assert ranks["mapped"] and ranks["outlets"] == []
+    # all ranks share one pool (sized >= machines: they must run at once); the rank tasks have their own queue
+    assert leader["pool"] == ranks["pool"] == "pbg-ranks" and ranks["queue"] == "pbg-workers"
+    # the ranks run beside rank 0, after the filtered graph exists, not after rank 0
+    assert ranks["upstream"] == ["check_inputs", "embed_graph_ranks", "filter_leakage"]
+    assert leader["upstream"] == ["check_inputs", "filter_leakage"]
+    assert "embed_graph_rank" not in leader["downstream"] and ranks["downstream"] == []
+    assert listing["upstream"] == ["check_inputs"]
+    assert "embed_graph" in tasks["per_strategy.mine_triplets"]["upstream"]
+    assert "embed_graph_rank" not in tasks["per_strategy.mine_triplets"]["upstream"]
+    assert ranks["trigger_rule"] == listing["trigger_rule"] == "none_failed"

@@ -13,7 +13,24 @@ SECRET = "S3CR3T-conn-extra"
 
 
 @pytest.fixture
-def connection(monkeypatch):
+def connections(monkeypatch):
+    """The Airflow connections the tasks read, by id (absent ones raise as Airflow does)."""
+    from airflow.sdk import Connection
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    known: dict[str, Connection] = {}
+
+    def get(cls, conn_id):
+        if conn_id not in known:
+            raise AirflowNotFoundException(conn_id)
+        return known[conn_id]
+
+    monkeypatch.setattr(Connection, "get", classmethod(get))
+    return known
+
+
+@pytest.fixture
+def connection(connections):
     from airflow.sdk import Connection
 
     conn = Connection(
@@ -22,7 +39,7 @@ def connection(monkeypatch):
         host="local[2]",
         extra=json.dumps({"spark.hadoop.fs.s3a.secret.key": SECRET, "spark.executor.memory": "1g"}),
     )
-    monkeypatch.setattr(Connection, "get", classmethod(lambda cls, conn_id: conn))
+    connections["spark_default"] = conn
     return conn
 
 
@@ -160,3 +177,75 @@ def test_the_task_log_and_asset_event_say_how_a_version_was_built(
     assert summary["built"] == built
     assert events[O.stage_asset("build_graph")].extra["built"] == built
     assert words in capsys.readouterr().out
+
+
+def _pbg_connection(connections, host, port):
+    from airflow.sdk import Connection
+
+    connections["pbg_rendezvous"] = Connection(conn_id="pbg_rendezvous", conn_type="generic", host=host, port=port)
+
+
+@pytest.mark.parametrize("host, expected", [("pbg-0.cluster", "tcp://pbg-0.cluster:29500"), ("", "tcp://*:29500")])
+def test_distributed_pbg_meets_where_the_connection_says_and_rank_0_never_starts_the_others(
+    connection, connections, params, host, expected
+):
+    _pbg_connection(connections, host, 29500)
+    settings = {**params, "overrides": ["embed_graph.num_partitions=4", "embed_graph.machines=2"]}
+    config = O.run_config(settings)
+    assert config.embed_graph.rendezvous == expected
+    assert config.embed_graph.launch == "external"  # ranks 1.. are the embed_graph_rank tasks
+    single = O.run_config(params)
+    assert single.embed_graph.machines == 1 and single.embed_graph.launch == "local"
+
+
+def test_distributed_pbg_under_airflow_needs_the_rendezvous_connection(connection, params):
+    settings = {**params, "overrides": ["embed_graph.num_partitions=4", "embed_graph.machines=2"]}
+    with pytest.raises(CiteflowError, match="needs the Airflow connection pbg_rendezvous"):
+        O.run_config(settings)
+    assert O.run_config(params).embed_graph.machines == 1  # one machine needs no connection
+
+
+def test_a_rendezvous_connection_without_port_is_refused(connection, connections, params):
+    _pbg_connection(connections, "h", None)
+    with pytest.raises(CiteflowError, match="pbg_rendezvous needs a port"):
+        O.run_config(params)
+
+
+@pytest.mark.parametrize("override", ["embed_graph.rendezvous=tcp://evil:1", "embed_graph.launch=local"])
+def test_the_trigger_form_cannot_say_where_pbg_ranks_meet(connection, params, override):
+    with pytest.raises(CiteflowError, match="cannot be set from the trigger form"):
+        O.run_config({**params, "overrides": [override]})
+
+
+def test_a_rank_task_of_a_cached_version_is_skipped_and_a_failing_one_fails_with_one_line(
+    connection, connections, params, monkeypatch
+):
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    from jobs import embed_graph
+
+    _pbg_connection(connections, "", 29500)
+    settings = {**params, "overrides": ["embed_graph.num_partitions=6", "embed_graph.machines=3"]}
+    seen = []
+    cached = SimpleNamespace(skipped=True, version="v1", path="/a/v1")
+    monkeypatch.setattr(embed_graph, "follow", lambda config, rank: seen.append((config.embed_graph, rank)) or cached)
+    with pytest.raises(AirflowSkipException, match="version v1 is up to date; rank 2 not needed"):
+        O.run_rank_task(settings, 2)
+    assert seen[0][1] == 2 and seen[0][0].launch == "external" and seen[0][0].machines == 3
+    built = SimpleNamespace(skipped=False, version="v1", path="/a/v1")
+    monkeypatch.setattr(embed_graph, "follow", lambda config, rank: built)
+    assert O.run_rank_task(settings, 1) == {
+        "stage": "embed_graph",
+        "rank": 1,
+        "version": "v1",
+        "manifest": "/a/v1/_manifest.json",
+    }
+
+    def gone(config, rank):
+        raise CiteflowError("PBG rank 1: rank 0 is gone (its lease ended); this rank was stopped")
+
+    monkeypatch.setattr(embed_graph, "follow", gone)
+    with pytest.raises(AirflowFailException, match="citeflow: PBG rank 1: rank 0 is gone"):
+        O.run_rank_task(settings, 1)

@@ -110,3 +110,39 @@ def test_fault_point_kills_the_process_where_named(tmp_path, point):
     done = subprocess.run([sys.executable, "-c", code], env=env, timeout=60)
     assert done.returncode == -signal.SIGKILL
     assert wait_until(lambda: processes_with_token(tag) == [], timeout_s=10)
+
+
+def test_run_together_stops_the_whole_gang_when_one_fails(tmp_path):
+    from citeflow.process import run_together
+
+    tag = uuid.uuid4().hex
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    t0 = time.monotonic()
+    failed, code = run_together(
+        [[sys.executable, "-c", FAMILY], [sys.executable, "-c", "import time; time.sleep(1.5); raise SystemExit(4)"]],
+        log_paths=logs,
+        env=tagged_env(tag),
+    )
+    assert (failed, code) == (1, 4)
+    assert time.monotonic() - t0 < 30
+    assert "family started" in logs[0].read_text()
+    # the first command and the grandchild it started in a session of its own are gone too
+    assert wait_until(lambda: processes_with_token(tag) == [])
+
+
+def test_run_together_returns_when_all_succeed_and_stops_all_when_watch_raises(tmp_path):
+    from citeflow.process import run_together
+
+    ok = run_together([[sys.executable, "-c", "pass"]] * 2, log_paths=[tmp_path / "1", tmp_path / "2"])
+    assert ok == (-1, 0)
+    tag = uuid.uuid4().hex
+    calls = []
+
+    def watch():
+        calls.append(1)
+        if len(calls) > 10:
+            raise RuntimeError("peer gone")
+
+    with pytest.raises(RuntimeError, match="peer gone"):
+        run_together([[sys.executable, "-c", FAMILY]], log_paths=[tmp_path / "3"], env=tagged_env(tag), watch=watch)
+    assert wait_until(lambda: processes_with_token(tag) == [])
