@@ -113,8 +113,8 @@ def diffs_folder(config: RunConfig) -> Path | None:
     fs, root = filesystem(config.corpus)
     if fs.type_name != "local":
         return None
-    # the release folder's diffs/: beside a corpus/ folder, or inside a release folder that is the corpus
-    for folder in (Path(root).parent / D.FOLDER, Path(root) / D.FOLDER):
+    # the release folder's diffs/: inside a release folder that is the corpus, or beside its corpus/ folder
+    for folder in (Path(root) / D.FOLDER, Path(root).parent / D.FOLDER):
         if folder.is_dir():
             return folder
     return None
