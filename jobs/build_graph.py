@@ -379,14 +379,12 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     papers, paper_keys, paper_rejects, _ = I.merge_papers(
         base_papers, paper_updates, good_deletes, broadcast=few_papers
     )
-    papers = stage(papers.drop("abstract"), "papers")
-    papers = papers.withColumn("abstract", F.lit(None).cast("string"))
 
     log.info("%s: merging abstracts", STAGE)
     abstract_updates = lines_of("abstracts", "updates", R.s2ag_abstracts)
     abstract_deletes = lines_of("abstracts", "deletes", R.s2ag_abstracts)
     papers, abstract_rejects, abstract_keys = I.merge_abstracts(
-        base_papers, base_rejected, abstract_updates, abstract_deletes, papers
+        base_papers, base_rejected, abstract_updates, abstract_deletes, papers, paper_keys
     )
 
     log.info("%s: merging and labelling citation edges", STAGE)

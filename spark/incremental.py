@@ -69,10 +69,11 @@ def edge_key(df: DataFrame) -> DataFrame:
 def merge_papers(
     base_papers: DataFrame, staged_updates: DataFrame, deletes: DataFrame, *, broadcast: bool = True
 ) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
-    """(papers without abstracts, keys the diff names, rejected rows of the diff's paper lines, ranking input).
+    """(papers, keys the diff names, rejected rows of the diff's paper lines, the diff's kept records).
 
     `staged_updates`: the update lines through `graph.stage_papers`, plus `_step`; `deletes`: `corpus_id`,
-    `_step` of usable delete lines. Returned papers have `PAPERS_COLUMNS` (abstract null for new records).
+    `_step` of usable delete lines. Returned papers have `PAPERS_COLUMNS`: untouched rows as the base wrote
+    them, the diff's records with a null abstract (merge_abstracts fills it).
     """
     usable = staged_updates.where(F.col("reason").isNull())
     steps = last_steps(usable, deletes, ["corpus_id"])
@@ -130,12 +131,17 @@ def merge_abstracts(
     updates: DataFrame,
     deletes: DataFrame,
     papers: DataFrame,
+    paper_keys: DataFrame,
 ) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """(papers with `abstract`, rejected abstract rows, keys the diff names).
+    """(papers with `abstract`, rejected abstract rows, keys the abstracts diff names).
 
     `updates`: parsed abstract update lines (`s2ag_abstracts` columns plus `_step`); `deletes`: parsed
-    delete lines (same). The base's abstracts are its papers' (already chosen) and its quarantined duplicate
-    and orphan lines; for keys the diff names, the last step's lines are ranked as in a full build.
+    delete lines (same); `papers`: the merged papers, whose untouched rows carry the base's abstract;
+    `paper_keys`: corpus ids the papers diff names. Only the abstracts of a small set of keys are decided
+    again: those either diff names and those the base quarantined (duplicates, orphans, which a new paper may
+    adopt). The base's abstracts are its papers' (already chosen) and its quarantined lines; for keys the
+    abstracts diff names, the last step's lines are ranked as in a full build. The rest keep their abstract
+    without a shuffle of the abstracts' text.
     """
     good, bad_updates = G.split_unparseable(updates, kind="abstract")
     good_deletes, bad_deletes = G.split_unparseable(deletes, kind="abstract")
@@ -171,6 +177,14 @@ def merge_abstracts(
         "source",
         "_loser",
     )
+    redo = (
+        named.unionByName(paper_keys.select("corpus_id"))
+        .unionByName(base_lines.select("corpus_id"))
+        .where(F.col("corpus_id").isNotNull())
+        .distinct()
+    )
+    redo_b = F.broadcast(redo)
+    base_kept = base_kept.join(redo_b, "corpus_id", "left_semi")
     base = base_kept.unionByName(base_lines).join(named, "corpus_id", "left_anti")
     ranked = base.unionByName(from_diff).withColumn("_rank", _abstract_rank(F.col("_loser")))
     best = ranked.where(F.col("_rank") == 1)
@@ -181,19 +195,21 @@ def merge_abstracts(
         id_col=F.col("corpus_id"),
         raw=F.col("value"),
     )
+    redone_papers = papers.join(redo_b, "corpus_id", "left_semi")
     orphans = R.rejected_rows(
-        best.join(papers.select("corpus_id"), "corpus_id", "left_anti"),
+        best.join(redone_papers.select("corpus_id"), "corpus_id", "left_anti"),
         kind="abstract",
         reason=F.lit(R.ABSTRACT_WITHOUT_PAPER),
         id_col=F.col("corpus_id"),
         raw=F.col("value"),
     )
-    joined = (
-        papers.drop("abstract")
+    redone = (
+        redone_papers.drop("abstract")
         .join(best.select("corpus_id", F.col("abstract").alias("_abstract")), "corpus_id", "left")
         .withColumnRenamed("_abstract", "abstract")
         .select(*G.PAPERS_COLUMNS)
     )
+    joined = papers.join(redo_b, "corpus_id", "left_anti").select(*G.PAPERS_COLUMNS).unionByName(redone)
     return joined, duplicates.unionByName(orphans).unionByName(bad_updates).unionByName(bad_deletes), named
 
 

@@ -18,6 +18,7 @@ import gzip
 import hashlib
 import json
 import logging
+import os
 import shutil
 
 import pyarrow.parquet as pq
@@ -78,18 +79,31 @@ def assert_same_build(got, want):
 
 @pytest.fixture(scope="module")
 def full(releases, tmp_path_factory):
-    """Full builds (build_graph and filter_leakage) of each release from its shards."""
+    """The oracle: full builds of releases 2 and 3 from their shards (and filter_leakage of release 2)."""
     artifacts = tmp_path_factory.mktemp("full")
     out = {}
-    for release in (R1, R2, R3):
+    for release in (R2, R3):
         config = cfg(releases, release, artifacts, "build_graph.diffs=off")
-        out[release] = (build_graph.run(config), filter_leakage.run(config))
+        out[release] = (build_graph.run(config), filter_leakage.run(config) if release == R2 else None)
     return out
 
 
-def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, full, tmp_path, caplog):
+@pytest.fixture(scope="module")
+def built_r1(releases, tmp_path_factory):
+    """An artifact root holding release 1's build_graph (built once; each test works on a linked copy)."""
+    artifacts = tmp_path_factory.mktemp("r1")
+    return artifacts, build_graph.run(cfg(releases, R1, artifacts))
+
+
+def root_with_r1(built_r1, tmp_path):
+    """A fresh artifact root with release 1's build (hard links: no stage writes into a finished version)."""
     artifacts = tmp_path / "artifacts"
-    base = build_graph.run(cfg(releases, R1, artifacts))
+    shutil.copytree(built_r1[0], artifacts, copy_function=os.link)
+    return artifacts, built_r1[1]
+
+
+def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, full, built_r1, tmp_path, caplog):
+    artifacts, base = root_with_r1(built_r1, tmp_path)
     assert "from_diff" not in base.metrics  # release 1 has no diff: built from its shards
     with caplog.at_level(logging.INFO, logger="citeflow"):
         merged = build_graph.run(cfg(releases, R2, artifacts))
@@ -113,9 +127,8 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     assert (again.version, again.skipped) == (merged.version, True)
 
 
-def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, tmp_path):
-    artifacts = tmp_path / "artifacts"
-    base = build_graph.run(cfg(releases, R1, artifacts))
+def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tmp_path):
+    artifacts, base = root_with_r1(built_r1, tmp_path)
     merged = build_graph.run(cfg(releases, R3, artifacts))  # release 2 is not built here: the chain from R1
     assert merged.metrics["from_diff"]["base"] == {"snapshot": R1, "version": base.version}
     assert merged.metrics["from_diff"]["steps"] == [[R1, R2], [R2, R3]]
@@ -144,7 +157,7 @@ def _rewrite_gz(path, extra: bytes):
     path.write_bytes(gzip.compress(data))
 
 
-def test_dirt_in_a_diff_is_quarantined_and_counted(releases, full, tmp_path):
+def test_dirt_in_a_diff_is_quarantined_and_counted(releases, full, built_r1, tmp_path):
     root = tmp_path / "releases"
     shutil.copytree(releases / R1, root / R1)
     shutil.copytree(releases / R2, root / R2)
@@ -152,8 +165,8 @@ def test_dirt_in_a_diff_is_quarantined_and_counted(releases, full, tmp_path):
     _rewrite_gz(step / "papers" / "updates_0.jsonl.gz", b'{"corpusid": "12x", "title": "bad id"}\n{not json\n')
     _rewrite_gz(step / "citations" / "deletes_0.jsonl.gz", b"[1, 2]\n")
     _rewrite_gz(step / "abstracts" / "updates_0.jsonl.gz", b'{"corpusid": "", "abstract": "no id"}\n')
-    artifacts = tmp_path / "artifacts"
-    build_graph.run(cfg(root, R1, artifacts))
+    artifacts, base = root_with_r1(built_r1, tmp_path)  # release 1 copied elsewhere: same content, same version
+    assert build_graph.run(cfg(root, R1, artifacts)).version == base.version
     m = build_graph.run(cfg(root, R2, artifacts))
     assert "from_diff" in m.metrics
     want = full[R2][0]
@@ -191,10 +204,10 @@ PBG = [
 ]
 
 
-def test_embed_graph_warm_starts_from_the_previous_release(releases, tmp_path):
+def test_embed_graph_warm_starts_from_the_previous_release(releases, built_r1, tmp_path):
     from jobs import embed_graph
 
-    artifacts = tmp_path / "artifacts"
+    artifacts, _ = root_with_r1(built_r1, tmp_path)
     first = embed_graph.run(cfg(releases, R1, artifacts, *PBG, "embed_graph.warm_start=auto"))
     assert "warm_start" not in first.metrics  # release 1's graph was not built from a diff: cold
     warm = embed_graph.run(cfg(releases, R2, artifacts, *PBG, "embed_graph.warm_start=auto"))
