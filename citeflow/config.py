@@ -23,9 +23,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from citeflow.diffs import RELEASE_ID_RE
 from citeflow.errors import CiteflowError
 
-SNAPSHOT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+SNAPSHOT_ID_RE = RELEASE_ID_RE  # a snapshot is named by its release id (diffs name releases the same way)
 URI_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@]*:[^/@]*@")
 
 # Stage names in pipeline order: `citeflow run` runs them in this order, each from `jobs/<stage>.py`.
@@ -215,6 +216,16 @@ class BuildGraphConfig:
         metadata=_help("S2ORC only: build edges from each paper's outbound_citations (SciNCL) or inbound_citations"),
     )
     output_files: int = field(default=8, metadata=_help("Parquet files per output table", versioned=False))
+    diffs: str = field(
+        default="auto",
+        metadata=_help(
+            "S2AG release diffs (Datasets API layout, citeflow/diffs.py): auto: the diffs/ folder beside the "
+            "corpus folder, if any; off: always build from the shards; or a diffs folder. A diff to this "
+            "snapshot from a release the artifact root holds a build of is merged with that build instead of "
+            "parsing every shard (same tables as a full build)",
+            versioned=False,
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.format not in ("auto", "s2orc", "s2ag"):
@@ -361,6 +372,25 @@ class EmbedGraphConfig:
         ),
     )
 
+    warm_start: str = field(
+        default="off",
+        metadata=_help(
+            "start the mining run from a previous release's embeddings (PBG init_path): off; auto: the release "
+            "this release's build_graph was merged from by a diff; or a snapshot id. Surviving papers keep their "
+            "vectors, new papers start random; used only when that snapshot has an embed_graph version of the "
+            "same dimension, comparator and partitions (else a cold start, said in one log line). The "
+            "link-prediction run always starts cold: warm, it would score held-out edges the previous release "
+            "trained on",
+            versioned=False,  # a warm start enters the version through its source version and epochs
+        ),
+    )
+    warm_epochs: float = field(
+        default=0.3,
+        metadata=_help(
+            "share of num_epochs a warm-started mining run trains (rounded up, at least 1)", versioned=False
+        ),
+    )
+
     def __post_init__(self) -> None:
         _check_finite(self, "embed_graph")
         for name in (
@@ -377,6 +407,10 @@ class EmbedGraphConfig:
                 raise CiteflowError(f"embed_graph.{name} must be at least 1")
         if self.num_uniform_negs < 0 or self.num_batch_negs < 0:
             raise CiteflowError("embed_graph.num_uniform_negs and num_batch_negs must not be negative")
+        if not 0 < self.warm_epochs <= 1:
+            raise CiteflowError("embed_graph.warm_epochs must be above 0 and at most 1")
+        if self.warm_start not in ("off", "auto"):
+            validate_snapshot_id(self.warm_start)
         if not 0 <= self.holdout < 0.5:
             raise CiteflowError("embed_graph.holdout must be at least 0 and below 0.5")
         if self.link_prediction and self.holdout == 0:

@@ -369,6 +369,7 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
         "rows": {name: t["rows"] for name, t in manifest.tables.items()},
         "metrics": headline(manifest.metrics),
     }
+    summary["built"], how = how_built(manifest)
     if stage == "benchmark":
         summary["report"] = os.path.join(manifest.path, "report.html")
         print(f"benchmark report of version {manifest.version}: {summary['report']}")
@@ -379,16 +380,39 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
         print(f"{stage}: cached version {manifest.version} at {manifest.path}")
         raise AirflowSkipException(f"{stage}: cached, version {manifest.version} is up to date")
     if manifest.reused_from:
-        print(
-            f"{stage}: reused version {manifest.version} of snapshot {manifest.reused_from['snapshot']} "
-            f"(same inputs and settings) at {manifest.path}"
-        )
+        where = f"of snapshot {how} (same inputs and settings) at {manifest.path}"
+        print(f"{stage}: reused version {manifest.version} {where}")
     else:
-        print(f"{stage}: built version {manifest.version} at {manifest.path}")
+        print(f"{stage}: built version {manifest.version} {how} at {manifest.path}")
     context["outlet_events"][stage_asset(stage)].extra = {
-        k: summary[k] for k in ("snapshot", "version", "manifest", "strategy", "rows", "metrics")
+        k: summary[k] for k in ("snapshot", "version", "manifest", "strategy", "built", "rows", "metrics")
     }
     return summary
+
+
+def how_built(manifest) -> tuple[str, str]:
+    """How a stage's version came to be, for the task log and the Asset event's `built`: `cached` (up to
+    date, not re-run), `reused` (copied from another snapshot's identical version), `from_diff` (build_graph
+    merged a base release's build with a release diff), `warm_start` (embed_graph started from a previous
+    release's embeddings) or `full`; and the words the log line says it with."""
+    if manifest.skipped:
+        return "cached", "up to date"
+    if manifest.reused_from:
+        return "reused", str(manifest.reused_from["snapshot"])
+    diff = manifest.metrics.get("from_diff")
+    if isinstance(diff, dict):
+        base = diff.get("base", {})
+        return "from_diff", (
+            f"from the diff {diff.get('start')} -> {diff.get('end')} onto version {base.get('version')} of "
+            f"snapshot {base.get('snapshot')}"
+        )
+    warm = manifest.metrics.get("warm_start")
+    if isinstance(warm, dict):
+        return "warm_start", (
+            f"warm-started from version {warm.get('version')} of snapshot {warm.get('snapshot')} "
+            f"({warm.get('epochs')} epochs)"
+        )
+    return "full", "in full"
 
 
 def run_rank_task(settings: dict[str, Any], rank: int) -> dict[str, Any]:

@@ -23,6 +23,15 @@ with a broadcast look-up of the corpus ids, and the text moves once more, into
 `papers`, joined to broadcast degrees. `tests/e2e/test_filter_leakage.py`
 holds the output to the rows written before this layout (`pinned_contents.json`).
 
+From a diff (issue 19): when the S2AG release holds a diff to this snapshot
+(`<release>/diffs/<start>/to/<snapshot>/`, citeflow/diffs.py; `build_graph.diffs`)
+from a release `<start>` that the artifact root holds a build_graph version of
+(snapshot `<start>`, same settings), the stage merges that version's tables
+with the diff (`build_from_diff`, spark/incremental.py) instead of parsing
+every shard. Its tables equal a full build's (tests/e2e/test_incremental.py);
+its version is the content address of the base version and the diff's files.
+Otherwise (no diff, no such build) it builds in full, saying why in one line.
+
 Run: `citeflow run --snapshot ID --corpus DIR --until build_graph`.
 """
 
@@ -30,11 +39,14 @@ from __future__ import annotations
 
 import logging
 import posixpath
+from pathlib import Path
 from typing import Any
 
+from citeflow import diffs as D
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
-from citeflow.snapshot import Snapshot, discover, fingerprint
+from citeflow.errors import CiteflowError
+from citeflow.snapshot import Snapshot, discover, filesystem, fingerprint
 from citeflow.stage import execute
 
 STAGE = "build_graph"
@@ -51,29 +63,134 @@ def run(config: RunConfig) -> Manifest:
     store = ArtifactStore(config.artifacts, config.store)
     snapshot = discover(config.corpus, config.build_graph.format)
     stage_config = {**versioned_dict(config.build_graph), "format": snapshot.format}
+    resolved = {
+        "build_graph": to_dict(config.build_graph),
+        "spark": to_dict(config.spark),
+        "corpus": config.corpus,
+        "detected_format": snapshot.format,
+        "stage_config": stage_config,
+        "stage_version": STAGE_VERSION,
+    }
+    found = find_diff(config, snapshot, store, stage_config)
+    if found is not None:
+        base, diff = found
+        log.info(
+            "%s: building from the diff %s -> %s onto %s version %s", STAGE, diff.start, diff.end, STAGE, base.version
+        )
+        return execute(
+            store=store,
+            snapshot=config.snapshot,
+            stage=STAGE,
+            stage_version=STAGE_VERSION,
+            config={**stage_config, "from_diff": True},
+            resolved_config={**resolved, "diff": diff.folder},
+            inputs=[{**base.lineage(), "snapshot": base.snapshot}, diff_fingerprint(diff)],
+            tables=TABLES,
+            build=lambda path: _build_explained(lambda: build_from_diff(config, base, diff, store, path)),
+        )
     return execute(
         store=store,
         snapshot=config.snapshot,
         stage=STAGE,
         stage_version=STAGE_VERSION,
         config=stage_config,
-        resolved_config={
-            "build_graph": to_dict(config.build_graph),
-            "spark": to_dict(config.spark),
-            "corpus": config.corpus,
-            "detected_format": snapshot.format,
-        },
+        resolved_config=resolved,
         inputs=[fingerprint(snapshot)],
         tables=TABLES,
-        build=lambda path: _build_explained(config, snapshot, store, path),
+        build=lambda path: _build_explained(lambda: build(config, snapshot, store, path)),
     )
 
 
-def _build_explained(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str) -> dict[str, Any]:
-    """`build`, with an unreadable corpus file (truncated or corrupt shard) as one line naming it."""
+def diffs_folder(config: RunConfig) -> Path | None:
+    """The diffs folder `build_graph.diffs` names: None for off, or for auto without a local diffs/ folder
+    beside the corpus folder (`<release>/corpus` and `<release>/diffs`) or inside it."""
+    setting = config.build_graph.diffs
+    if setting == "off":
+        return None
+    if setting != "auto":
+        fs, root = filesystem(setting)
+        if fs.type_name != "local" or not Path(root).is_dir():
+            raise CiteflowError(f"build_graph.diffs {setting!r} is not a local folder")
+        return Path(root)
+    fs, root = filesystem(config.corpus)
+    if fs.type_name != "local":
+        return None
+    # the release folder's diffs/: inside a release folder that is the corpus, or beside its corpus/ folder
+    for folder in (Path(root) / D.FOLDER, Path(root).parent / D.FOLDER):
+        if folder.is_dir():
+            return folder
+    return None
+
+
+def find_diff(
+    config: RunConfig, snapshot: Snapshot, store: ArtifactStore, stage_config: dict[str, Any]
+) -> tuple[Manifest, D.Diff] | None:
+    """(base version, diff) when a diff to this snapshot starts at a release with one build of these settings;
+    the latest such start (by release id) wins. None, with one log line saying why, otherwise (also when a
+    start holds several such builds: a version is never chosen by age)."""
+    folder = diffs_folder(config)
+    if folder is None:
+        return None
+    starts = D.starts(folder, config.snapshot)
+    if not starts:
+        log.info("%s: %s holds no diff to %s; building from the shards", STAGE, folder, config.snapshot)
+        return None
+    if snapshot.format != "s2ag":
+        log.info(
+            "%s: diffs apply to S2AG releases, this snapshot is %s; building from the shards", STAGE, snapshot.format
+        )
+        return None
+    for start in starts:
+        matches = [
+            m
+            for m in store.list_versions(start, STAGE)
+            if m.config.get("stage_config") == stage_config and m.config.get("stage_version") == STAGE_VERSION
+        ]
+        if len(matches) > 1:  # the release's files changed between builds: never pick one by age
+            log.info(
+                "%s: release %s holds %d builds with these settings (%s); building from the shards",
+                STAGE,
+                start,
+                len(matches),
+                ", ".join(m.version for m in matches),
+            )
+            return None
+        if matches:
+            return matches[0], D.read_diff(folder, start, config.snapshot)
+    log.info(
+        "%s: diffs to %s start at %s, of which the artifact root holds no %s build with these settings; "
+        "building from the shards",
+        STAGE,
+        config.snapshot,
+        ", ".join(starts),
+        STAGE,
+    )
+    return None
+
+
+def diff_fingerprint(diff: D.Diff) -> dict[str, Any]:
+    """Lineage entry for a diff: its steps, file count, bytes and a content fingerprint of its files."""
+    from citeflow.snapshot import _digest
+
+    groups = diff.files()
+    fs, _ = filesystem(diff.folder)
+    sizes = {p: fs.get_file_info(p).size for paths in groups.values() for p in paths}
+    digest, total = _digest(fs, diff.folder, groups, sizes)
+    return {
+        "kind": "diff",
+        "path": diff.folder,
+        "steps": [[s.from_release, s.to_release] for s in diff.steps],
+        "files": len(sizes),
+        "bytes": total,
+        "fingerprint": digest,
+    }
+
+
+def _build_explained(build_fn) -> dict[str, Any]:
+    """`build_fn()`, with an unreadable corpus or diff file (truncated or corrupt shard) as one line naming it."""
     from spark.readers import explaining_unreadable_files
 
-    return explaining_unreadable_files(lambda: build(config, snapshot, store, path), "corpus file")
+    return explaining_unreadable_files(build_fn, "corpus file")
 
 
 def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str) -> dict[str, Any]:
@@ -87,7 +204,6 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     from pyspark.sql import functions as F
 
     from spark import graph as G
-    from spark import output as O
     from spark import readers as R
     from spark.session import get_spark, read_in_file_tasks
 
@@ -158,16 +274,44 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
         # Pass 2: every candidate edge, labelled once (copies of an edge may come from any shard).
         log.info("%s: cleaning citation edges", STAGE)
         labelled_edges = stage(G.label_edges(candidates, corpus_ids, broadcast=few_papers), "edges")
-    rejected.append(G.rejected_edges(labelled_edges))
 
-    log.info("%s: writing citations and papers", STAGE)
-    O.write_graph(
-        spark, kept.select(*G.PAPERS_COLUMNS), G.kept_edges(labelled_edges), out, cfg.output_files, few_papers
+    text = None
+    if snapshot.format == "s2orc":  # the text flags were noted in pass 1: no need to read the text again
+        text = kept.select(F.col("_no_title").alias("no_title"), F.col("_no_abstract").alias("no_abstract"))
+    metrics = finish(
+        spark, store, path, config, kept.select(*G.PAPERS_COLUMNS), labelled_edges, rejected, few_papers, text
     )
+    metrics["format"] = snapshot.format
+    metrics["input_files"] = {name: len(files) for name, files in snapshot.datasets.items()}
+    return metrics
+
+
+def finish(
+    spark,
+    store: ArtifactStore,
+    path: str,
+    config: RunConfig,
+    papers,
+    labelled_edges,
+    rejected: list,
+    broadcast: bool,
+    text=None,
+) -> dict[str, Any]:
+    """Write papers, citations, rejected and degree_histogram from the cleaned frames; the manifest metrics
+    (degree statistics, text flags, rejected counts by reason). `text` (no_title, no_abstract per paper)
+    defaults to reading the written papers."""
+    from spark import graph as G
+    from spark import output as O
+    from spark import readers as R
+
+    cfg = config.build_graph
+    out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
+    log.info("%s: writing citations and papers", STAGE)
+    O.write_graph(spark, papers, G.kept_edges(labelled_edges), out, cfg.output_files, broadcast)
 
     log.info("%s: writing rejected rows", STAGE)
     all_rejected = rejected[0]
-    for frame in rejected[1:]:
+    for frame in [*rejected[1:], G.rejected_edges(labelled_edges)]:
         all_rejected = all_rejected.unionByName(frame)
     all_rejected.coalesce(cfg.output_files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("rejected"))
 
@@ -175,9 +319,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     G.degree_histogram(written_papers).coalesce(1).write.mode("error").parquet(out("degree_histogram"))
 
     reasons = spark.read.parquet(out("rejected")).groupBy("kind", "reason").count().collect()
-    if snapshot.format == "s2orc":  # the text flags were noted in pass 1: no need to read the text again
-        text = kept.select(F.col("_no_title").alias("no_title"), F.col("_no_abstract").alias("no_abstract"))
-    else:  # abstracts were joined after pass 1
+    if text is None:
         text = G.summary_stats(written_papers)
     metrics: dict[str, Any] = G.degree_summary(written_papers.select("out_degree", "in_degree"), text)
     store.fs.delete_dir(posixpath.join(path, "_staging"))
@@ -185,9 +327,102 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
         f"{r['kind']}.{r['reason']}": int(r["count"]) for r in sorted(reasons, key=lambda r: (r["kind"], r["reason"]))
     }
     metrics["rejected_total"] = sum(metrics["rejected"].values())
-    metrics["format"] = snapshot.format
-    metrics["input_files"] = {name: len(files) for name, files in snapshot.datasets.items()}
     _plot_degrees(store, path, spark.read.parquet(out("degree_histogram")).toArrow(), config.snapshot)
+    return metrics
+
+
+def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: ArtifactStore, path: str) -> dict[str, Any]:
+    """Merge the base version's tables with the diff's steps (spark/incremental.py) and write the graph
+    tables into `path`; returns the manifest metrics: those of a full build, plus `from_diff` (base, steps,
+    lines read per dataset). Only the diff's lines are parsed; the base's papers text is read once."""
+    from pyspark.sql import functions as F
+
+    from spark import graph as G
+    from spark import incremental as I
+    from spark import readers as R
+    from spark.session import get_spark, read_in_file_tasks
+
+    spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
+    spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    fs, _ = filesystem(diff.folder)
+    schemas = {
+        "papers": R.S2AG_PAPERS_SCHEMA,
+        "abstracts": R.S2AG_ABSTRACTS_SCHEMA,
+        "citations": R.S2AG_CITATIONS_SCHEMA,
+    }
+    lines_read = {d: {"updates": 0, "deletes": 0} for d in D.DATASETS}
+
+    def lines_of(dataset: str, kind: str, transform):
+        """The steps' lines of one dataset (its update or delete files), parsed, through `transform`, with
+        `_step` (the step's index); an empty frame of the same columns when no step has such files."""
+        frames = []
+        for i, step in enumerate(diff.steps):
+            files = (step.update_files if kind == "updates" else step.delete_files).get(dataset, [])
+            if files:
+                sizes = [fs.get_file_info(f).size for f in files]
+                lines = R.with_source(read_in_file_tasks(spark, ["file://" + f for f in files], sizes))
+                lines_read[dataset][kind] += len(files)
+            else:
+                lines = spark.createDataFrame([], "value string, source string")
+            frames.append(transform(R.parse_lines(lines, schemas[dataset])).withColumn("_step", F.lit(i)))
+        frame = frames[0]
+        for other in frames[1:]:
+            frame = frame.unionByName(other)
+        return frame
+
+    def stage(frame, name: str):
+        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
+        return spark.read.parquet(out(f"_staging/{name}"))
+
+    out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
+    read = lambda table: spark.read.parquet(store.engine_uri(base.table_path(table)))  # noqa: E731
+    base_papers, base_citations, base_rejected = read("papers"), read("citations"), read("rejected")
+    few_papers = base.tables["papers"]["rows"] <= config.spark.broadcast_rows
+
+    log.info("%s: merging papers", STAGE)
+    # staged once, with one `_row` over all steps' lines: the ranking needs a row number unique to the frame
+    paper_updates = stage(
+        lines_of("papers", "updates", lambda p: G.stage_papers(R.s2ag_papers(p)).drop("_row")).withColumn(
+            "_row", F.monotonically_increasing_id()
+        ),
+        "paper_updates",
+    )
+    paper_deletes = lines_of("papers", "deletes", lambda p: R.s2ag_papers(p))
+    good_deletes, bad_deletes = G.split_unparseable(paper_deletes)
+    good_deletes = good_deletes.select(F.col("id_raw").try_cast("long").alias("corpus_id"), "_step")
+    papers, paper_keys, paper_rejects, _ = I.merge_papers(
+        base_papers, paper_updates, good_deletes, broadcast=few_papers
+    )
+
+    log.info("%s: merging abstracts", STAGE)
+    abstract_updates = lines_of("abstracts", "updates", R.s2ag_abstracts)
+    abstract_deletes = lines_of("abstracts", "deletes", R.s2ag_abstracts)
+    papers, abstract_rejects, abstract_keys = I.merge_abstracts(
+        base_papers, base_rejected, abstract_updates, abstract_deletes, papers, paper_keys
+    )
+
+    log.info("%s: merging and labelling citation edges", STAGE)
+    candidates, citation_rejects, edge_keys = I.merge_edges(
+        base_citations,
+        base_rejected,
+        lines_of("citations", "updates", R.s2ag_citation_pairs),
+        lines_of("citations", "deletes", R.s2ag_citation_pairs),
+    )
+    corpus_ids = papers.select("corpus_id")
+    labelled_edges = stage(G.label_edges(candidates, corpus_ids, broadcast=few_papers), "edges")
+    named = {"papers": paper_keys.count(), "abstracts": abstract_keys.count(), "citations": edge_keys.count()}
+    carried = I.carried_rejected(base_rejected, paper_keys.select("corpus_id"))
+    rejected = [carried, paper_rejects, bad_deletes, abstract_rejects, citation_rejects]
+    metrics = finish(spark, store, path, config, papers.select(*G.PAPERS_COLUMNS), labelled_edges, rejected, few_papers)
+    metrics["format"] = "s2ag"
+    metrics["input_files"] = {d: sum(v.values()) for d, v in lines_read.items()}
+    metrics["from_diff"] = {
+        "base": {"snapshot": base.snapshot, "version": base.version},
+        "start": diff.start,
+        "end": diff.end,
+        "steps": [[st.from_release, st.to_release] for st in diff.steps],
+        "keys_named": named,
+    }
     return metrics
 
 

@@ -29,6 +29,13 @@ rank 0 here and `follow(config, rank)` runs rank R wherever it is called
 the shared run folder (`models/pbg_ranks.py`). Either way a rank that dies
 stops all of them and the stage fails with one line; nothing is committed.
 
+Warm start (issue 19, `embed_graph.warm_start`): the mining run can start
+from a previous release's embeddings through PBG's `init_path`
+(models/pbg_warm.py): surviving papers keep their vectors in the new entity
+order, new papers start random, and the run trains `warm_epochs` of the
+epochs. The source version enters this version's inputs, and the manifest's
+`warm_start` names it. The link-prediction run always starts cold.
+
 Run: `citeflow run ... --until embed_graph [--set embed_graph.num_partitions=4 --set embed_graph.machines=2]`.
 """
 
@@ -44,6 +51,7 @@ from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import EmbedGraphConfig, RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.stage import execute
+from models.pbg_warm import warm_shape
 
 STAGE = "embed_graph"
 # PBG trains on local files: `citeflow run` refuses a remote root before any stage runs.
@@ -67,17 +75,37 @@ def run(config: RunConfig) -> Manifest:
 
     upstream = filter_leakage.run(config)
     store = _store(config)
+    versioned, inputs, warm = definition(config, upstream, store)
     return execute(
         store=store,
         snapshot=config.snapshot,
         stage=STAGE,
         stage_version=STAGE_VERSION,
-        config=versioned_dict(config.embed_graph),
-        resolved_config={"embed_graph": to_dict(config.embed_graph), "leakage_mode": upstream.metrics["mode"]},
-        inputs=[upstream.lineage()],
+        config=versioned,
+        resolved_config={
+            "embed_graph": to_dict(config.embed_graph),
+            "leakage_mode": upstream.metrics["mode"],
+            "shape": warm_shape(config.embed_graph),
+        },
+        inputs=inputs,
         tables=TABLES,
-        build=lambda path: build(config, upstream, Path(path)),
+        build=lambda path: build(config, upstream, Path(path), warm),
     )
+
+
+def definition(
+    config: RunConfig, upstream: Manifest, store: ArtifactStore
+) -> tuple[dict[str, Any], list[dict[str, Any]], Manifest | None]:
+    """(versioned config, inputs, warm-start source) of this run's version; `run` and `follow` agree on it."""
+    from models.pbg_warm import find_warm_start, warm_epochs
+
+    versioned = versioned_dict(config.embed_graph)
+    warm = find_warm_start(config, upstream, store)
+    inputs = [upstream.lineage()]
+    if warm is not None:
+        versioned = {**versioned, "warm_epochs": warm_epochs(config.embed_graph)}
+        inputs.append({**warm.lineage(), "snapshot": warm.snapshot})
+    return versioned, inputs, warm
 
 
 def follow(config: RunConfig, rank: int) -> Manifest:
@@ -103,7 +131,7 @@ def follow(config: RunConfig, rank: int) -> Manifest:
         raise CiteflowError(f"embed_graph rank {rank} does not exist: ranks 1..{cfg.machines - 1} follow rank 0")
     upstream = filter_leakage.run(config)
     store = _store(config)
-    version = compute_version(STAGE, STAGE_VERSION, versioned_dict(cfg), [upstream.lineage()])
+    version = compute_version(STAGE, STAGE_VERSION, *definition(config, upstream, store)[:2])
     path = store.version_path(config.snapshot, STAGE, version)
     stale_s = config.store.lease_stale_s
 
@@ -144,8 +172,17 @@ def follow(config: RunConfig, rank: int) -> Manifest:
     return done if token is not None else dataclasses.replace(done, skipped=True)
 
 
-def pbg_settings(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, workers: int) -> dict[str, Any]:
-    """The PBG config of one run: `edges` (a folder under `work`) in, `work/run/checkpoint` out."""
+def pbg_settings(
+    cfg: EmbedGraphConfig,
+    work: Path,
+    edges: str,
+    run: str,
+    workers: int | None,
+    init_path: str | None = None,
+    num_epochs: int | None = None,
+) -> dict[str, Any]:
+    """The PBG config of one run: `edges` (a folder under `work`) in, `work/run/checkpoint` out; a warm start
+    sets PBG's `init_path` and fewer epochs."""
     from models.pbg_train import pbg_config
 
     extra = {}
@@ -165,7 +202,7 @@ def pbg_settings(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, worker
         loss_fn=cfg.loss_fn,
         margin=cfg.margin,
         lr=cfg.lr,
-        num_epochs=cfg.num_epochs,
+        num_epochs=num_epochs or cfg.num_epochs,
         batch_size=cfg.batch_size,
         num_edge_chunks=cfg.num_edge_chunks,
         max_norm=cfg.max_norm or None,
@@ -173,11 +210,11 @@ def pbg_settings(cfg: EmbedGraphConfig, work: Path, edges: str, run: str, worker
         num_uniform_negs=cfg.num_uniform_negs,
         num_batch_negs=cfg.num_batch_negs,
         global_emb=cfg.global_emb,
-        extra=extra,
+        extra={**extra, **({"init_path": init_path} if init_path else {})},
     )
 
 
-def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
+def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | None = None) -> dict[str, Any]:
     import numpy as np
     import pyarrow as pa
 
@@ -186,6 +223,7 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
     from evaluation.neighbours import nearest, normalize_rows, overlap
     from models.pbg_import import import_citations, read_edges
     from models.pbg_train import load_embeddings
+    from models.pbg_warm import warm_init
 
     cfg = config.embed_graph
     work = path / "pbg"
@@ -207,7 +245,11 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
 
     # The mining run: every edge, as SciNCL trains the embeddings it mines ("we need to use all training data").
     stale_s = config.store.lease_stale_s  # a rank elsewhere silent for longer is taken for dead
-    mining = _train(cfg, work, "edges_all", "mining", imported["entities"], imported["edges"], workers, stale_s)
+    warm_metrics, init = None, {}
+    if warm is not None:
+        warm_metrics = warm_init(cfg, warm, work)
+        init = {"init_path": str(work / "init"), "num_epochs": warm_metrics["epochs"]}
+    mining = _train(cfg, work, "edges_all", "mining", imported["entities"], imported["edges"], workers, stale_s, **init)
     ids, vectors = load_embeddings(work / "mining" / "checkpoint", work / "entities", cfg.num_partitions)
     if upstream.metrics.get("mode") == "exclude":
         audit_no_benchmark_papers(ids, upstream, what="graph-embedding entities")
@@ -296,6 +338,7 @@ def build(config: RunConfig, upstream: Manifest, path: Path) -> dict[str, Any]:
         "pbg_config": _relative_paths(json.loads((work / "mining" / "config.json").read_text()), path),
         "train_seconds": round(sum(r["train_seconds"] for r in runs.values()), 2),
         "final_loss": mining["final_loss"],
+        **({"warm_start": warm_metrics} if warm_metrics else {}),
     }
 
 
@@ -321,6 +364,8 @@ def _train(
     edge_count: int,
     workers: int | None,
     stale_s: float = 300.0,
+    init_path: str | None = None,
+    num_epochs: int | None = None,
 ):
     """One PBG training run in its own process(es); returns its summary (losses popped by the caller)."""
     import time
@@ -329,7 +374,8 @@ def _train(
 
     folder = work / run
     folder.mkdir(parents=True, exist_ok=True)
-    settings = pbg_settings(cfg, work, edges, run, workers)
+    settings = pbg_settings(cfg, work, edges, run, workers, init_path, num_epochs)
+    epochs = settings["num_epochs"]
     log.info(
         "%s: %s run: %d-d embeddings of %s papers on %s edges for %d epochs (%s workers%s)",
         STAGE,
@@ -337,7 +383,7 @@ def _train(
         cfg.dimension,
         f"{entities:,}",
         f"{edge_count:,}",
-        cfg.num_epochs,
+        epochs,
         workers or "all cores'",
         f" on each of {cfg.machines} ranks" if cfg.machines > 1 else "",
     )
@@ -352,7 +398,8 @@ def _train(
         "edges": edge_count,
         "edge_path": edges,
         "train_seconds": round(seconds, 2),
-        "edges_per_second": round(edge_count * cfg.num_epochs / max(seconds, 1e-9), 1),
+        "epochs": epochs,
+        "edges_per_second": round(edge_count * epochs / max(seconds, 1e-9), 1),
         "final_loss": losses[-1]["loss"] if losses else None,
         "machines": cfg.machines,
         "losses": losses,

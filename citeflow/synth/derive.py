@@ -27,10 +27,15 @@ folder beside it that is renamed into place at the end (generator.json written l
   across fields; preferential attachment on citations received, recent papers likelier). They are appended to
   the end of release 1's shards. S2ORC inbound lists and S2AG citation / reference counts of the papers they
   touch follow.
+- S2AG: the diff from release 1 to release 2 in the Datasets API layout (`diffs/<R1>/to/<R2>/`, where R1 and R2
+  are the two folders' names; derive_diffs.py), consistent with release 2's shards, plus the chained
+  `diffs/<R0>/to/<R2>/` when release 1 holds a diff from R0.
   About `missing_abstract_rate` of them have no abstract; they carry no other dirt.
 - release 1's other dirt (duplicate and malformed lines, self-, duplicate and external citations, null ids)
-  stays as it was, except what belonged to a removed paper (a malformed line is dropped when it shows a removed
-  id). Unchanged papers whose citations did not change keep their exact bytes.
+  stays as it was, except the records of a removed paper. Malformed lines stay even when they show a removed
+  id: they have no primary key, so no diff could remove them, and a release must equal its predecessor plus its
+  diff (DERIVE_VERSION 3; version 2 dropped them). Unchanged papers whose citations did not change keep their
+  exact bytes.
 - `paper-ids/` without the removed papers' shas, plus a primary sha per added paper; `paper_topics.parquet`
   without removed rows, added rows appended; `release_diff.parquet`: corpus_id, change (added / removed /
   changed), title_changed, abstract_changed, sorted by corpus id.
@@ -55,10 +60,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from citeflow.diffs import RELEASE_ID_RE
 from citeflow.errors import CiteflowError
 from citeflow.synth.arrays import index_mask
 from citeflow.synth.config import GENERATOR_VERSION, GenerateConfig, field_help
 from citeflow.synth.derive_census import Corpus, base_config, census, load_release, read_paper_ids, read_scidocs_truth
+from citeflow.synth.derive_diffs import DiffKeys, write_diffs
 from citeflow.synth.derive_plan import Plan, added_world, choose_changes, derived_seed
 from citeflow.synth.derive_rewrite import plan_edits, write_corpus, write_diff, write_paper_ids, write_topics
 from citeflow.synth.generate import OUTPUTS, check_output, clear_output, write_json
@@ -67,9 +74,9 @@ from citeflow.synth.vocabulary import build_vocabulary
 log = logging.getLogger("citeflow")
 
 # Bump when the same release 1, counts and seed would give different files.
-DERIVE_VERSION = 2
+DERIVE_VERSION = 3  # 3: S2AG diffs written; malformed lines naming a removed id kept
 DEFAULT_SHARES = {"added": 0.05, "removed": 0.01, "changed": 0.02}
-_OURS = (*OUTPUTS, "release_diff.parquet")
+_OURS = (*OUTPUTS, "release_diff.parquet", "diffs")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,7 +157,8 @@ def run(config: DeriveConfig) -> dict[str, Any]:
     `derived_from` (release 1's resolved path, generator_version, release, format, seed, papers and config),
     `diff` (added, removed, changed, changed_title, changed_abstract, added_year, citations_added,
     citations_removed: clean edges gone with the removed papers, lines_dropped: release 1's lines left out per
-    kind; file: release_diff.parquet), `counts` (release
+    kind; file: release_diff.parquet; S2AG: `diffs`, per dataset the keys added, changed and deleted and the
+    records in update and delete files, and the diff folders written), `counts` (release
     1's keys, every one exact for release 2: recounted from the written lines the way build_graph keeps records
     and edges, and checked against release 1's census plus the diff) and `scidocs` (release 1's, still valid).
     """
@@ -227,13 +235,22 @@ def run(config: DeriveConfig) -> dict[str, Any]:
     tmp.mkdir(parents=True)
     try:
         stats: collections.Counter[str] = collections.Counter()
-        release2 = write_corpus(release1 / "corpus", tmp / "corpus", fmt, plan, edits, level, stats)
+        keys = DiffKeys()
+        release2 = write_corpus(release1 / "corpus", tmp / "corpus", fmt, plan, edits, level, stats, keys)
+        diffs = None
+        names = (release1.resolve().name, out.resolve().name)
+        if fmt == "s2ag" and all(RELEASE_ID_RE.fullmatch(n) for n in names):
+            diffs = write_diffs(release1, tmp, *names, keys, level)
+        elif fmt == "s2ag":
+            log.warning("derive: folder names %s are not release ids (letters, digits, . _ -): no diffs written", names)
         paper_ids = write_paper_ids(release1 / "paper-ids", tmp / "paper-ids", plan, edits, release2.ids, level)
         shutil.copytree(release1 / "scidocs", tmp / "scidocs")
         shutil.copy2(release1 / "scidocs_truth.jsonl", tmp / "scidocs_truth.jsonl")
         write_topics(topics_table, plan, tmp / "paper_topics.parquet")
         write_diff(plan, tmp / "release_diff.parquet")
         summary = _summary(config, meta, release1, base, plan, corpus, release2, paper_ids, stats)
+        if diffs is not None:
+            summary["diff"]["diffs"] = diffs
         _publish(tmp, out, summary)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Pass 2 of `citeflow generate --derive-from`: release 1's lines rewritten into release 2 by a Plan.
 
 Reads release 1's `corpus/` and `paper-ids/` shards line by line and writes release 2's, in the same layout and
-shard files: removed papers' lines (and malformed lines naming them) dropped, changed papers' records edited,
+shard files: removed papers' lines dropped (malformed lines kept: they have no key), changed papers' records edited,
 the papers' citation lists and counts that the diff touches updated, added papers' lines appended. Unchanged
 lines keep their exact bytes; every written line is counted into a Census of release 2. Also writes
 `paper_topics.parquet` and `release_diff.parquet`.
@@ -13,7 +13,6 @@ import collections
 import itertools
 import json
 import logging
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ import pyarrow.compute as pc
 
 from citeflow.synth.arrays import index_mask
 from citeflow.synth.derive_census import DATASETS, LOC, Census, Corpus, as_id, read_lines, shard_files
+from citeflow.synth.derive_diffs import DiffKeys, record_key
 from citeflow.synth.derive_plan import Plan, added_abstracts, revise
 from citeflow.synth.generate import topics_table, write_gzip, write_table
 from citeflow.synth.serialise import (
@@ -37,7 +37,6 @@ from citeflow.synth.serialise import (
 from citeflow.synth.world import World
 
 log = logging.getLogger("citeflow")
-_NUMBER = re.compile(rb"\d+")
 
 
 @dataclass
@@ -50,10 +49,6 @@ class Edits:
     abstract_tail: dict[int, str]
     inbound: dict[int, list[str]]  # S2ORC: kept record location -> citing ids to append
     count_delta: dict[int, tuple[int, int]]  # S2AG: kept record location -> (reference, citation) change
-
-    def shows_removed(self, line: bytes) -> bool:
-        """Whether a malformed line shows a removed id (any run of digits is taken for an id)."""
-        return any(int(x) in self.removed for x in _NUMBER.findall(line))
 
 
 def _dumps(rec: dict, fmt: str) -> bytes:
@@ -97,27 +92,27 @@ def _edit_s2ag_paper(rec: dict, loc: int, e: Edits) -> bool:
 
 
 def _rewrite(
-    dataset: str, fmt: str, path: Path, shard: int, e: Edits, stats: collections.Counter
+    dataset: str, fmt: str, path: Path, shard: int, e: Edits, stats: collections.Counter, keys: DiffKeys
 ) -> Iterator[tuple[bytes, dict | None]]:
-    """Release 1's lines of one shard (with their JSON object) edited; removed papers' lines and malformed lines
-    naming them dropped."""
+    """Release 1's lines of one shard (with their JSON object) edited; removed papers' lines dropped. Malformed
+    lines stay as they are: they have no key, so no diff could remove them. The keys of dropped and edited
+    records go into `keys` (for the diff)."""
     for i, (line, rec) in enumerate(read_lines(path)):
         loc = shard * LOC + i
         if rec is None:
-            if e.shows_removed(line):
-                stats["dropped_malformed"] += 1
-                continue
             yield line, None
             continue
         if dataset == "citations":
             if as_id(rec.get("citingcorpusid")) in e.removed or as_id(rec.get("citedcorpusid")) in e.removed:
                 stats["dropped_citation_rows"] += 1
+                keys.deleted.setdefault(dataset, set()).add(record_key(dataset, rec))
                 continue
             yield line, rec
             continue
         pid = int(rec["paper_id"] if fmt == "s2orc" else rec["corpusid"])
         if pid in e.removed:
             stats[f"dropped_{dataset}"] += 1
+            keys.deleted.setdefault(dataset, set()).add(pid)
             continue
         if dataset == "metadata":
             touched = _edit_s2orc(rec, loc, e)
@@ -127,6 +122,9 @@ def _rewrite(
             touched = pid in e.abstract_tail and rec.get("abstract") is not None
             if touched:
                 rec["abstract"] = revise(rec["abstract"], e.abstract_tail[pid])
+        if touched:
+            keys.updated.setdefault(dataset, set()).add(pid)
+            keys.edited.setdefault(dataset, set()).add(pid)
         yield (_dumps(rec, fmt) if touched else line), rec
 
 
@@ -176,13 +174,16 @@ def _split_lines(lines: pa.Array | None) -> list[bytes]:
     return bytes(line_bytes(lines)).splitlines(keepends=True)
 
 
-def _parsed(lines: list[bytes]) -> Iterator[tuple[bytes, dict]]:
+def _parsed(lines: list[bytes], dataset: str, keys: DiffKeys) -> Iterator[tuple[bytes, dict]]:
+    """Added lines with their JSON object; their keys are updates of the diff."""
     for line in lines:
-        yield line, json.loads(line.decode("utf-8"))
+        rec = json.loads(line.decode("utf-8"))
+        keys.updated.setdefault(dataset, set()).add(record_key(dataset, rec))
+        yield line, rec
 
 
 def write_corpus(
-    src: Path, dst: Path, fmt: str, plan: Plan, e: Edits, level: int, stats: collections.Counter
+    src: Path, dst: Path, fmt: str, plan: Plan, e: Edits, level: int, stats: collections.Counter, keys: DiffKeys
 ) -> Corpus:
     shards = {ds: shard_files(src / ds, ds) for ds in DATASETS[fmt]}
     k = len(shards[DATASETS[fmt][0]])
@@ -191,7 +192,8 @@ def write_corpus(
     for ds, paths in shards.items():
         for s, path in enumerate(paths):
             added = _split_lines(_added_lines(ds, plan.added, abstracts, s))
-            lines = _counted(ds, itertools.chain(_rewrite(ds, fmt, path, s, e, stats), _parsed(added)), tally, s)
+            rewritten = _rewrite(ds, fmt, path, s, e, stats, keys)
+            lines = _counted(ds, itertools.chain(rewritten, _parsed(added, ds, keys)), tally, s)
             _write_shard(dst / ds / path.name, lines, level)
             tally.end_shard()
             log.debug("derive: wrote %s", dst / ds / path.name)

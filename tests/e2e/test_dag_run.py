@@ -38,7 +38,7 @@ def test_rebuild_builds_every_stage_then_skips_them_as_cached(generated_s2orc, t
     manifest = json.loads(manifest_path.read_text())
     assert manifest["tables"]["citations"]["rows"] == truth["counts"]["citations"]
     assert manifest["config"]["spark"]["master"] == "local[2]"
-    assert f"build_graph: built version {manifest['version']}" in log
+    assert f"build_graph: built version {manifest['version']} in full" in log
     (leak_path,) = artifacts.glob("dag-demo/filter_leakage/*/_manifest.json")
     leak = json.loads(leak_path.read_text())
     assert leak["metrics"]["mapped_by"]["title"] == truth["scidocs"]["mapped_by_title_only"]

@@ -75,8 +75,9 @@ BY_AGE = re.compile(r"versions\[-1\]|dirname\(os\.path\.dirname\(manifest")
 
 
 def test_nothing_reads_the_newest_version():
-    """Versions are named by content, never chosen by age: only export-model (which refuses to choose between
-    several) and the store itself (its listing for `citeflow artifacts` and `verify`) list versions, and
+    """Versions are named by content, never chosen by age: only export-model, build_graph's diff finder and
+    embed_graph's warm start (which match by settings and lineage and refuse to choose between several) and
+    the store itself (its listing for `citeflow artifacts` and `verify`) list versions, and
     nothing indexes a listing from its end or walks up from a version folder to a file outside versions."""
     listing, by_age = set(), []
     for package in LAYER:
@@ -86,5 +87,5 @@ def test_nothing_reads_the_newest_version():
             if "list_versions(" in text:
                 listing.add(name)
             by_age += [f"{name}: {m.group(0)}" for m in re.finditer(BY_AGE, text)]
-    assert listing == {"citeflow/artifacts.py", "jobs/export_model.py"}
+    assert listing == {"citeflow/artifacts.py", "jobs/build_graph.py", "jobs/export_model.py", "models/pbg_warm.py"}
     assert by_age == []

@@ -117,6 +117,68 @@ def test_a_stage_tasks_xcom_and_asset_event_carry_no_secret(connection, params, 
     assert SECRET not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "changes, built, words",
+    [
+        ({}, "full", "build_graph: built version 0123456789abcdef in full at"),
+        (
+            {
+                "metrics": {
+                    "papers": 3,
+                    "from_diff": {"base": {"snapshot": "r1", "version": "aaaa"}, "start": "r1", "end": "s1"},
+                }
+            },
+            "from_diff",
+            "build_graph: built version 0123456789abcdef from the diff r1 -> s1 onto version aaaa of snapshot r1 at",
+        ),
+        (
+            {"metrics": {"warm_start": {"snapshot": "r1", "version": "bbbb", "epochs": 6}}},
+            "warm_start",
+            "build_graph: built version 0123456789abcdef warm-started from version bbbb of snapshot r1 (6 epochs) at",
+        ),
+        (
+            {"reused_from": {"snapshot": "r0", "path": "/a/r0", "bytes": 1}},
+            "reused",
+            "build_graph: reused version 0123456789abcdef of snapshot r0 (same inputs and settings) at",
+        ),
+    ],
+)
+def test_the_task_log_and_asset_event_say_how_a_version_was_built(
+    connection, params, monkeypatch, capsys, changes, built, words
+):
+    import dataclasses
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from citeflow.artifacts import Manifest
+    from jobs import pipeline
+
+    manifest = Manifest(
+        stage="build_graph",
+        snapshot="s1",
+        version="0123456789abcdef",
+        path="/a/s1/build_graph/0123456789abcdef",
+        config={},
+        inputs=[],
+        tables={"papers": {"rows": 3}},
+        metrics={"papers": 3},
+        code_version="x",
+        started_at="t",
+        finished_at="t",
+        duration_s=1.0,
+    )
+    manifest = dataclasses.replace(manifest, **changes)
+    monkeypatch.setattr(pipeline, "run_stage", lambda stage, config: manifest)
+    events = defaultdict(SimpleNamespace)
+    context = {"ti": SimpleNamespace(xcom_push=lambda **kw: None), "outlet_events": events}
+    monkeypatch.setattr(O, "get_current_context", lambda: context)
+    settings = O.settings_from_params(params, snapshot="s1", corpus=params["corpus"], paper_ids="")
+    summary = O.run_stage_task("build_graph", settings)
+    assert summary["built"] == built
+    assert events[O.stage_asset("build_graph")].extra["built"] == built
+    assert words in capsys.readouterr().out
+
+
 def _pbg_connection(connections, host, port):
     from airflow.sdk import Connection
 

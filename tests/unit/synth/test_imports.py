@@ -1,4 +1,4 @@
-"""citeflow/synth imports only the standard library, numpy, pyarrow and citeflow's core leaves (errors, text),
+"""citeflow/synth imports only the standard library, numpy, pyarrow and citeflow's core leaves (errors, text, diffs),
 and its own modules only downwards: nothing from jobs/, spark/, models/, evaluation/ or the orchestration."""
 
 import ast
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 SYNTH = Path(__file__).resolve().parents[3] / "citeflow" / "synth"
-ALLOWED_CORE = {"citeflow.errors", "citeflow.text"}
+ALLOWED_CORE = {"citeflow.errors", "citeflow.text", "citeflow.diffs"}
 # Bottom-up order of citeflow/synth/__init__.py: a module may import only modules listed before it.
 ORDER = [
     "config",
@@ -27,6 +27,7 @@ ORDER = [
     "measure",
     "generate",
     "derive_census",
+    "derive_diffs",
     "derive_plan",
     "derive_rewrite",
     "derive",

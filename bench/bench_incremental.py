@@ -1,0 +1,274 @@
+"""Backfilling a release from its diff against building it in full; PBG warm start against a cold start.
+
+    python bench/bench_incremental.py --papers 1000000 --snapshots /tmp/citeflow-snaps --repeat 3 --out bench/results
+
+Releases: a generated S2AG release R1 (`--papers`, seed 5, one shard per 50k papers) and R2 derived from it
+with about `--change` of R1's papers touched (40% added, 20% removed, 40% changed), which ships the diff R1 ->
+R2; both kept under `--snapshots` (as `<root>/releases/2024-01-01` and `2024-02-01`) and reused when there.
+
+1. Spark stages. R1 is built once (`citeflow run --until filter_leakage`) into a base artifact root. Then,
+   `--repeat` times and interleaved, each in a fresh root and its own process:
+   - incremental: the base root hard-linked into a fresh one, then R2's build_graph from the diff and
+     filter_leakage (`citeflow run --snapshot 2024-02-01 --until filter_leakage`);
+   - full: R2's build_graph from its shards (`--set build_graph.diffs=off`) and filter_leakage.
+   Seconds, peak memory of the process tree and load average as bench_stages.py measures them; the report
+   gives the medians, the ratio incremental / full (the issue's goal: at most 0.25) and whether the two
+   builds' tables are equal (order-free digests of papers, citations and filter_leakage's tables).
+2. PBG warm start, leak-free: 1% of R2's filtered edges are held out (`models.pbg_import`, seeded); R1's
+   embeddings are trained on R1's filtered edges *minus those held-out edges* (full epochs), then R2 is
+   trained cold (full epochs) and warm-started from R1's embeddings (`--warm-epochs` of the epochs, PBG
+   init_path via models/pbg_warm.py), both on R2's training edges; each scored on the held-out edges
+   (evaluation/link_prediction.py: MRR against 1,000 random candidates). Goal: warm MRR within 2% of cold
+   with at most 30% of the epochs.
+Results: OUT/incremental.json and OUT/incremental.md. Timings mean something only on a quiet machine: the
+load average before and after each step is in the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_stages import measure  # noqa: E402
+
+R1, R2 = "2024-01-01", "2024-02-01"
+SEED = 5
+
+
+def releases(root: Path, papers: int, change: float) -> Path:
+    """R1 and R2 under `root/releases`, generated when absent."""
+    rel = root / "releases"
+    if not (rel / R1 / "generator.json").exists():
+        cmd = [sys.executable, "-m", "jobs.cli", "generate", "--papers", str(papers), "--seed", str(SEED)]
+        measure([*cmd, "--format", "s2ag", "--out", str(rel / R1), "--overwrite"])
+    if not (rel / R2 / "generator.json").exists():
+        n = round(change * papers)
+        counts = ["--added", str(round(0.4 * n)), "--removed", str(round(0.2 * n)), "--changed", str(round(0.4 * n))]
+        cmd = [sys.executable, "-m", "jobs.cli", "generate", "--derive-from", str(rel / R1), "--out", str(rel / R2)]
+        measure([*cmd, *counts, "--seed", "1", "--overwrite"])
+    return rel
+
+
+def citeflow_run(rel: Path, release: str, artifacts: Path, *overrides: str) -> list[str]:
+    cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", release, "--corpus", str(rel / release / "corpus")]
+    cmd += ["--scidocs", str(rel / release / "scidocs"), "--paper-ids", str(rel / release / "paper-ids")]
+    cmd += ["--artifacts", str(artifacts), "--until", "filter_leakage", "--profile", "demo"]
+    for item in overrides:
+        cmd += ["--set", item]
+    return cmd
+
+
+def manifest(artifacts: Path, release: str, stage: str) -> dict:
+    (path,) = (artifacts / release / stage).glob("*/_manifest.json")
+    data = json.loads(path.read_text())
+    data["path"] = str(path.parent)
+    return data
+
+
+def digests(artifacts: Path, release: str) -> dict:
+    from tests.e2e.contents import table_digest
+
+    out = {}
+    for stage, tables in (("build_graph", ("papers", "citations")), ("filter_leakage", ("papers", "citations"))):
+        m = manifest(artifacts, release, stage)
+        out.update({f"{stage}.{t}": table_digest(f"{m['path']}/{t}") for t in tables})
+    return out
+
+
+def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str]) -> dict:
+    base = work / "base"
+    if not (base / R1 / "filter_leakage").exists():
+        measure(citeflow_run(rel, R1, base, *overrides))
+    runs: dict[str, list[dict]] = {"incremental": [], "full": []}
+    equal = []
+    for i in range(repeat):
+        inc, full = work / f"inc-{i}", work / f"full-{i}"
+        for folder in (inc, full):
+            shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(base, inc, copy_function=os.link)
+        r = measure(citeflow_run(rel, R2, inc, *overrides))
+        r.pop("output")
+        runs["incremental"].append(r)
+        if "from_diff" not in manifest(inc, R2, "build_graph")["metrics"]:
+            raise SystemExit("the incremental run did not build from the diff")
+        r = measure(citeflow_run(rel, R2, full, *overrides, "build_graph.diffs=off"))
+        r.pop("output")
+        runs["full"].append(r)
+        equal.append(digests(inc, R2) == digests(full, R2))
+        keep = manifest(inc, R2, "build_graph")["metrics"]["from_diff"]
+        shutil.rmtree(inc)
+        shutil.rmtree(full)
+    med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
+    return {
+        "runs": runs,
+        "median_seconds": med,
+        "ratio": round(med["incremental"] / med["full"], 3),
+        "tables_equal": all(equal),
+        "from_diff": keep,
+        "base_artifacts": str(base),
+    }
+
+
+def pbg_warm_start(base: Path, full: Path, work: Path, args) -> dict:
+    """Section 2 of the module docstring; `base` holds R1's filter_leakage, `full` R2's."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from evaluation.link_prediction import link_prediction
+    from models.pbg_import import import_citations, read_edges
+    from models.pbg_train import load_embeddings, pbg_config, train_in_subprocess
+    from models.pbg_warm import pbg_init_scale, write_init
+
+    def train(folder: Path, entities: Path, edges: Path, epochs: int, init: Path | None = None) -> float:
+        config = pbg_config(
+            entities=str(entities),
+            train_edges=str(edges),
+            checkpoint=str(folder / "checkpoint"),
+            num_partitions=1,
+            dimension=args.dim,
+            comparator="dot",
+            loss_fn="ranking",
+            margin=0.15,
+            lr=0.1,
+            num_epochs=epochs,
+            batch_size=10_000,
+            num_edge_chunks=1,
+            max_norm=1.0,
+            workers=args.workers,
+            num_uniform_negs=0,
+            num_batch_negs=50,
+            extra={"init_path": str(init)} if init else {},
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        train_in_subprocess(config, folder / "config.json", folder / "train.log", seed=0)
+        return round(time.monotonic() - t0, 1)
+
+    r2_cites = manifest(full, R2, "filter_leakage")["path"] + "/citations"
+    r1_cites = manifest(base, R1, "filter_leakage")["path"] + "/citations"
+    r2 = work / "pbg-r2"
+    shutil.rmtree(r2, ignore_errors=True)
+    imported = import_citations(r2_cites, r2, num_partitions=1, holdout=0.01, seed=0)
+    names = np.asarray(json.loads((r2 / "entities" / "entity_names_paper_0.json").read_text()), dtype=np.int64)
+    lhs, rhs = read_edges(r2 / "edges_holdout", r2 / "entities", 1)
+    held = {(int(a), int(b)) for a, b in zip(names[lhs], names[rhs], strict=True)}
+
+    # R1's embeddings, trained without R2's held-out edges (else the warm start would have seen them)
+    r1_table = pq.read_table(r1_cites, columns=["citing", "cited"])
+    pairs = zip(r1_table["citing"].to_pylist(), r1_table["cited"].to_pylist(), strict=True)
+    keep = np.array([(a, b) not in held for a, b in pairs], dtype=bool)
+    r1 = work / "pbg-r1"
+    shutil.rmtree(r1, ignore_errors=True)
+    r1.mkdir(parents=True)
+    pq.write_table(r1_table.filter(pa.array(keep)), r1 / "citations.parquet")
+    import_citations(r1 / "citations.parquet", r1, num_partitions=1, holdout=0.0, seed=0)
+    r1_seconds = train(r1 / "run", r1 / "entities", r1 / "edges_all", args.epochs)
+    r1_ids, r1_vectors = load_embeddings(r1 / "run" / "checkpoint", r1 / "entities", 1)
+
+    scored = {}
+    cold_seconds = train(r2 / "cold", r2 / "entities", r2 / "edges_train", args.epochs)
+    warm_epochs = max(1, math.ceil(args.warm_epochs * args.epochs - 1e-9))
+    counts = write_init(r2 / "init", r2 / "entities", 1, r1_ids, r1_vectors, init_scale=pbg_init_scale(), seed=0)
+    warm_seconds = train(r2 / "warm", r2 / "entities", r2 / "edges_train", warm_epochs, init=r2 / "init")
+    for run in ("cold", "warm"):
+        _, vectors = load_embeddings(r2 / run / "checkpoint", r2 / "entities", 1)
+        scored[run] = link_prediction(vectors, lhs, rhs, num_negatives=1000, comparator="dot", seed=0)
+    mrr_cold, mrr_warm = scored["cold"]["mrr"], scored["warm"]["mrr"]
+    return {
+        "dimension": args.dim,
+        "edges": imported["edges"],
+        "held_out_edges": len(held),
+        "r1_train_edges": int(keep.sum()),
+        "r1_seconds": r1_seconds,
+        "cold": {"epochs": args.epochs, "seconds": cold_seconds, **scored["cold"]},
+        "warm": {"epochs": warm_epochs, "seconds": warm_seconds, **scored["warm"], **counts},
+        "mrr_relative_gap": round((mrr_cold - mrr_warm) / mrr_cold, 4) if mrr_cold else None,
+        "epoch_share": round(warm_epochs / args.epochs, 3),
+    }
+
+
+def report(result: dict) -> str:
+    s = result["spark"]
+    lines = [
+        f"# Incremental backfill: {result['papers']:,} papers, {result['change']:.1%} changed",
+        "",
+        f"Machine: {result['machine']}; load average before/after each step in incremental.json.",
+        "",
+        "| build of R2 (build_graph + filter_leakage) | median seconds |",
+        "|---|---|",
+        f"| from the diff onto R1's build | {s['median_seconds']['incremental']} |",
+        f"| in full from the shards | {s['median_seconds']['full']} |",
+        "",
+        f"Ratio incremental / full: **{s['ratio']}** (goal <= 0.25); tables equal: {s['tables_equal']}.",
+    ]
+    if "pbg" in result:
+        p = result["pbg"]
+        lines += [
+            "",
+            f"| PBG on R2 ({p['dimension']}-d, {p['edges']:,} edges) | epochs | seconds | MRR | Hits@10 |",
+            "|---|---|---|---|---|",
+            f"| cold | {p['cold']['epochs']} | {p['cold']['seconds']} | {p['cold']['mrr']:.4f} | "
+            f"{p['cold']['hits@10']:.4f} |",
+            f"| warm from R1 | {p['warm']['epochs']} | {p['warm']['seconds']} | {p['warm']['mrr']:.4f} | "
+            f"{p['warm']['hits@10']:.4f} |",
+            "",
+            f"MRR gap (cold - warm) / cold: **{p['mrr_relative_gap']:.2%}** (goal <= 2%) at "
+            f"{p['epoch_share']:.0%} of the epochs (goal <= 30%); {p['held_out_edges']:,} held-out edges.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--papers", type=int, default=1_000_000)
+    parser.add_argument("--change", type=float, default=0.01, help="share of R1's papers added, removed or changed")
+    parser.add_argument("--snapshots", default=os.path.join(tempfile.gettempdir(), "citeflow-snaps"))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=20, help="PBG epochs of a cold run (SciNCL: 20)")
+    parser.add_argument("--warm-epochs", type=float, default=0.3, help="share of the epochs a warm run trains")
+    parser.add_argument("--dim", type=int, default=64, help="PBG dimension (SciNCL: 768)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--no-pbg", action="store_true", help="time the Spark stages only")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], help="citeflow setting")
+    parser.add_argument("--out", default="bench/results")
+    args = parser.parse_args()
+
+    root = Path(args.snapshots) / f"incremental-{args.papers}-{args.change}"
+    rel = releases(root, args.papers, args.change)
+    work = root / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    spark = spark_stages(rel, work, args.repeat, args.overrides)
+    result = {
+        "papers": args.papers,
+        "change": args.change,
+        "machine": f"{platform.node()} ({os.cpu_count()} cores)",
+        "diff": json.loads((rel / R2 / "generator.json").read_text())["diff"]["diffs"],
+        "spark": spark,
+    }
+    if not args.no_pbg:
+        full = work / "pbg-full"
+        if not (full / R2 / "filter_leakage").exists():
+            measure(citeflow_run(rel, R2, full, *args.overrides, "build_graph.diffs=off"))
+        result["pbg"] = pbg_warm_start(work / "base", full, work, args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "incremental.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "incremental.md").write_text(report(result))
+    print(report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

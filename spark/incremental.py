@@ -1,0 +1,252 @@
+"""Merge a previous build_graph version's tables with an S2AG release diff (citeflow/diffs.py).
+
+Every function is `DataFrame(s) -> DataFrame(s)`; the stage (jobs/build_graph.py `build_from_diff`) reads the
+base version's tables and the diff's lines and writes the result. The rules make the merged tables equal those
+of a full build of the new release (tests/e2e/test_incremental.py holds them to it):
+
+- Keys: papers and abstracts by corpus id, citations by the (citing, cited) id pair as written. A diff's
+  steps apply in order; a key's records in the new release are those of the *last* step that names it (its
+  update lines, or none when that step deletes it; within a step deletes go first). Keys no step names keep
+  the base's decisions: its kept paper, its abstract, its quarantined duplicates.
+- The update lines of a touched key are ranked like shard lines (spark/graph.py: most complete paper, longest
+  abstract, then line hashes), so the kept record and the quarantined duplicates are those a full build
+  would choose from the same lines.
+- Every citation candidate (the base's kept edges, its rejected edges, the diff's lines) is labelled again
+  against the new corpus ids: an edge whose cited paper arrives (or leaves) changes its label.
+- Dirt in diff files (malformed lines, bad ids) is quarantined with its reason and source file, like shard
+  dirt; rows of the base's `rejected` table that have no key (malformed lines) are carried over unchanged.
+
+Limits, by construction: a paper deleted while its abstract stays leaves an `abstract_without_paper` row
+with no `raw` (the base kept the abstract, not its line); a base edge kept and later rejected names its ids
+as numbers, not as the line spelled them.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark import graph as G
+from spark import readers as R
+
+# Edge reasons decided by label_edges (recomputed on every merge); other citation rows are parse errors.
+EDGE_REASONS = (
+    R.NULL_ID,
+    R.INVALID_ID,
+    R.SELF_CITATION,
+    R.CITING_NOT_IN_CORPUS,
+    R.CITED_NOT_IN_CORPUS,
+    R.DUPLICATE_CITATION,
+)
+NULL_KEY = "\u0000"  # stands for a null id in an edge key, so that keys with null ends still match
+
+
+def last_steps(updates: DataFrame, deletes: DataFrame, key: list[str]) -> DataFrame:
+    """Per key named by the diff: `_last` (the last step naming it) and `_updated` (whether that step
+    updates it; False: deleted). `updates` and `deletes` hold `key` columns and `_step`."""
+    named = updates.select(*key, "_step", F.lit(True).alias("_upd")).unionByName(
+        deletes.select(*key, "_step", F.lit(False).alias("_upd"))
+    )
+    return named.groupBy(*key).agg(
+        F.max("_step").alias("_last"),
+        F.max(F.struct("_step", "_upd"))["_upd"].alias("_updated"),
+    )
+
+
+def final_updates(updates: DataFrame, steps: DataFrame, key: list[str]) -> DataFrame:
+    """The update lines of each key's last step (the key's records in the new release)."""
+    last = steps.where("_updated").select(*key, F.col("_last").alias("_step"))
+    return updates.join(last, [*key, "_step"], "left_semi")
+
+
+def edge_key(df: DataFrame) -> DataFrame:
+    """`_k1`, `_k2`: the (citing, cited) ids as written, nulls as NULL_KEY."""
+    return df.withColumn("_k1", F.coalesce("citing_raw", F.lit(NULL_KEY))).withColumn(
+        "_k2", F.coalesce("cited_raw", F.lit(NULL_KEY))
+    )
+
+
+def merge_papers(
+    base_papers: DataFrame, staged_updates: DataFrame, deletes: DataFrame, *, broadcast: bool = True
+) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+    """(papers, keys the diff names, rejected rows of the diff's paper lines, the diff's kept records).
+
+    `staged_updates`: the update lines through `graph.stage_papers`, plus `_step`; `deletes`: `corpus_id`,
+    `_step` of usable delete lines. Returned papers have `PAPERS_COLUMNS`: untouched rows as the base wrote
+    them, the diff's records with a null abstract (merge_abstracts fills it).
+    """
+    usable = staged_updates.where(F.col("reason").isNull())
+    steps = last_steps(usable, deletes, ["corpus_id"])
+    final = final_updates(usable, steps, ["corpus_id"])
+    duplicates = G.duplicate_rows(final)
+    kept = G.kept_papers(final, duplicates, broadcast=broadcast).select(*G.PAPERS_COLUMNS)
+    touched = steps.select("corpus_id")
+    untouched = base_papers.join(F.broadcast(touched) if broadcast else touched, "corpus_id", "left_anti")
+    papers = untouched.select(*G.PAPERS_COLUMNS).unionByName(kept)
+    rejected = G.rejected_papers(final, duplicates, broadcast=broadcast).unionByName(
+        R.rejected_rows(
+            staged_updates.where(F.col("reason").isNotNull()),
+            kind="paper",
+            reason=F.col("reason"),
+            id_col=F.col("id_raw"),
+            raw=F.col("raw"),
+        )
+    )
+    return papers, steps, rejected, kept
+
+
+def carried_rejected(base_rejected: DataFrame, paper_keys: DataFrame) -> DataFrame:
+    """Base rejected rows that stay as they were: paper rows (malformed lines, bad ids, duplicates of keys
+    the diff does not name) and abstract and citation rows that no key governs (parse errors). Abstract
+    duplicates and orphans, and edge labels, are decided again by `merge_abstracts` and `merge_edges`."""
+    id_long = F.col("id").try_cast("long")
+    papers = base_rejected.where(F.col("kind") == "paper")
+    named = paper_keys.select(F.col("corpus_id").alias("_key"), F.lit(True).alias("_named"))
+    papers = (
+        papers.join(named, id_long == F.col("_key"), "left")
+        .where(~((F.col("reason") == R.DUPLICATE_PAPER) & F.col("_named").isNotNull()))
+        .select(*R.REJECTED_SCHEMA.fieldNames())
+    )
+    keyed_abstracts = (R.DUPLICATE_ABSTRACT, R.ABSTRACT_WITHOUT_PAPER)
+    others = base_rejected.where(
+        ((F.col("kind") == "abstract") & ~F.col("reason").isin(*keyed_abstracts))
+        | ((F.col("kind") == "citation") & ~F.col("reason").isin(*EDGE_REASONS))
+        | ~F.col("kind").isin("paper", "abstract", "citation")
+    )
+    return papers.unionByName(others)
+
+
+def _abstract_rank(winner_first: Column) -> Column:
+    """attach_abstracts' order (longest, then line hash, then line), after `winner_first` for base rows."""
+    return F.row_number().over(
+        Window.partitionBy("corpus_id").orderBy(
+            winner_first, F.length("abstract").desc_nulls_last(), F.xxhash64("value"), F.col("value")
+        )
+    )
+
+
+def merge_abstracts(
+    base_papers: DataFrame,
+    base_rejected: DataFrame,
+    updates: DataFrame,
+    deletes: DataFrame,
+    papers: DataFrame,
+    paper_keys: DataFrame,
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(papers with `abstract`, rejected abstract rows, keys the abstracts diff names).
+
+    `updates`: parsed abstract update lines (`s2ag_abstracts` columns plus `_step`); `deletes`: parsed
+    delete lines (same); `papers`: the merged papers, whose untouched rows carry the base's abstract;
+    `paper_keys`: corpus ids the papers diff names. Only the abstracts of a small set of keys are decided
+    again: those either diff names and those the base quarantined (duplicates, orphans, which a new paper may
+    adopt). The base's abstracts are its papers' (already chosen) and its quarantined lines; for keys the
+    abstracts diff names, the last step's lines are ranked as in a full build. The rest keep their abstract
+    without a shuffle of the abstracts' text.
+    """
+    good, bad_updates = G.split_unparseable(updates, kind="abstract")
+    good_deletes, bad_deletes = G.split_unparseable(deletes, kind="abstract")
+    good = good.withColumn("corpus_id", F.col("id_raw").try_cast("long"))
+    good_deletes = good_deletes.withColumn("corpus_id", F.col("id_raw").try_cast("long"))
+    steps = last_steps(good, good_deletes, ["corpus_id"])
+    named = steps.select("corpus_id")
+    from_diff = final_updates(good, steps, ["corpus_id"]).select(
+        "corpus_id", "abstract", "value", "source", F.lit(False).alias("_loser")
+    )
+    base_kept = base_papers.where(F.col("abstract").isNotNull()).select(
+        "corpus_id",
+        "abstract",
+        F.lit(None).cast("string").alias("value"),
+        F.lit(None).cast("string").alias("source"),
+        F.lit(False).alias("_loser"),
+    )
+    quarantined = base_rejected.where(
+        (F.col("kind") == "abstract") & F.col("reason").isin(R.DUPLICATE_ABSTRACT, R.ABSTRACT_WITHOUT_PAPER)
+    )
+    parsed = R.parse_lines(
+        quarantined.select(
+            F.col("raw").cast("string").alias("value"),
+            "source",
+            (F.col("reason") == R.DUPLICATE_ABSTRACT).alias("_loser"),
+        ),
+        R.S2AG_ABSTRACTS_SCHEMA,
+    )
+    base_lines = parsed.select(
+        F.trim(F.col("rec.corpusid")).try_cast("long").alias("corpus_id"),
+        R.nonblank(F.col("rec.abstract")).alias("abstract"),
+        "value",
+        "source",
+        "_loser",
+    )
+    redo = (
+        named.unionByName(paper_keys.select("corpus_id"))
+        .unionByName(base_lines.select("corpus_id"))
+        .where(F.col("corpus_id").isNotNull())
+        .distinct()
+    )
+    redo_b = F.broadcast(redo)
+    base_kept = base_kept.join(redo_b, "corpus_id", "left_semi")
+    base = base_kept.unionByName(base_lines).join(named, "corpus_id", "left_anti")
+    ranked = base.unionByName(from_diff).withColumn("_rank", _abstract_rank(F.col("_loser")))
+    best = ranked.where(F.col("_rank") == 1)
+    duplicates = R.rejected_rows(
+        ranked.where(F.col("_rank") > 1),
+        kind="abstract",
+        reason=F.lit(R.DUPLICATE_ABSTRACT),
+        id_col=F.col("corpus_id"),
+        raw=F.col("value"),
+    )
+    redone_papers = papers.join(redo_b, "corpus_id", "left_semi")
+    orphans = R.rejected_rows(
+        best.join(redone_papers.select("corpus_id"), "corpus_id", "left_anti"),
+        kind="abstract",
+        reason=F.lit(R.ABSTRACT_WITHOUT_PAPER),
+        id_col=F.col("corpus_id"),
+        raw=F.col("value"),
+    )
+    redone = (
+        redone_papers.drop("abstract")
+        .join(best.select("corpus_id", F.col("abstract").alias("_abstract")), "corpus_id", "left")
+        .withColumnRenamed("_abstract", "abstract")
+        .select(*G.PAPERS_COLUMNS)
+    )
+    joined = papers.join(redo_b, "corpus_id", "left_anti").select(*G.PAPERS_COLUMNS).unionByName(redone)
+    return joined, duplicates.unionByName(orphans).unionByName(bad_updates).unionByName(bad_deletes), named
+
+
+def merge_edges(
+    base_citations: DataFrame, base_rejected: DataFrame, updates: DataFrame, deletes: DataFrame
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(edge candidates of the new release, rejected rows of unparseable diff lines, keys the diff names).
+
+    `updates` / `deletes`: `s2ag_citation_pairs` of the diff's lines plus `_step`. Candidates have
+    `citing_raw`, `cited_raw`, `source`; the base's kept edges come with a null source, which ranks them
+    first among copies of an edge, as their first copy ranked in the base build.
+    """
+
+    def split(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
+        good = edge_key(lines.where(F.col("parse_error").isNull()))
+        bad = R.rejected_rows(
+            lines.where(F.col("parse_error").isNotNull()),
+            kind="citation",
+            reason=F.col("parse_error"),
+            id_col=F.col("citing_raw"),
+            cited=F.col("cited_raw"),
+            raw=F.col("value"),
+        )
+        return good, bad
+
+    good, bad_updates = split(updates)
+    good_deletes, bad_deletes = split(deletes)
+    steps = last_steps(good, good_deletes, ["_k1", "_k2"])
+    from_diff = final_updates(good, steps, ["_k1", "_k2"]).select("citing_raw", "cited_raw", "source")
+    kept = base_citations.select(
+        F.col("citing").cast("string").alias("citing_raw"),
+        F.col("cited").cast("string").alias("cited_raw"),
+        F.lit(None).cast("string").alias("source"),
+    )
+    labelled = base_rejected.where((F.col("kind") == "citation") & F.col("reason").isin(*EDGE_REASONS)).select(
+        F.col("id").alias("citing_raw"), F.col("cited_id").alias("cited_raw"), "source"
+    )
+    base = edge_key(kept.unionByName(labelled)).join(steps.select("_k1", "_k2"), ["_k1", "_k2"], "left_anti")
+    candidates = base.drop("_k1", "_k2").unionByName(from_diff)
+    return candidates, bad_updates.unionByName(bad_deletes), steps.select("_k1", "_k2")

@@ -1,0 +1,83 @@
+"""citeflow/diffs.py: a diff's manifests are checked before any file is read (ids, paths, step order)."""
+
+import json
+
+import pytest
+
+from citeflow import diffs as D
+from citeflow.errors import CiteflowError
+
+
+def layout(root, start="r1", end="r2", steps=(("r1", "r2"),), files=None, datasets=D.DATASETS):
+    folder = D.diff_folder(root, start, end)
+    for dataset in datasets:
+        entries = []
+        for a, b in steps:
+            names = files or {
+                "update_files": [f"{a}__{b}/{dataset}/updates_0.jsonl.gz"],
+                "delete_files": [f"{a}__{b}/{dataset}/deletes_0.jsonl.gz"],
+            }
+            listed = [n for k in ("update_files", "delete_files") if isinstance(names[k], list) for n in names[k]]
+            for name in listed:
+                target = folder / name
+                if target.resolve().is_relative_to(folder.resolve()):
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(b"")
+            entries.append({"from_release": a, "to_release": b, **names})
+        D.write_manifest(folder, dataset, start, end, entries)
+    return folder
+
+
+def test_a_chain_reads_back_in_order(tmp_path):
+    layout(tmp_path, "r0", "r2", steps=(("r0", "r1"), ("r1", "r2")))
+    diff = D.read_diff(tmp_path, "r0", "r2")
+    assert [(s.from_release, s.to_release) for s in diff.steps] == [("r0", "r1"), ("r1", "r2")]
+    assert diff.steps[1].update_files["citations"] == [
+        str((tmp_path / "r0" / "to" / "r2" / "r1__r2" / "citations" / "updates_0.jsonl.gz").resolve())
+    ]
+    assert D.starts(tmp_path, "r2") == ["r0"]
+    assert D.starts(tmp_path, "r9") == []
+
+
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        ({"update_files": ["../../../../etc/passwd"], "delete_files": []}, "outside the diff's folder"),
+        ({"update_files": ["/etc/passwd"], "delete_files": []}, "relative to its folder"),
+        ({"update_files": ["r1__r2/missing.jsonl.gz"], "delete_files": []}, "is missing"),
+        ({"update_files": "papers.jsonl.gz", "delete_files": []}, "must be a list"),
+    ],
+)
+def test_file_names_must_stay_inside_the_diff_folder(tmp_path, files, message):
+    folder = layout(tmp_path, files=files)
+    if "missing" in str(files["update_files"]):
+        (folder / "r1__r2" / "missing.jsonl.gz").unlink(missing_ok=True)
+    with pytest.raises(CiteflowError, match=message):
+        D.read_diff(tmp_path, "r1", "r2")
+
+
+def test_steps_must_chain_from_start_to_end_and_ids_must_be_release_ids(tmp_path):
+    layout(tmp_path, "r0", "r2", steps=(("r0", "r1"), ("r5", "r2")))
+    with pytest.raises(CiteflowError, match="does not follow 'r1'"):
+        D.read_diff(tmp_path, "r0", "r2")
+    layout(tmp_path / "b", "r1", "r2", steps=(("r1", "r3"),))
+    with pytest.raises(CiteflowError, match="end at 'r3'"):
+        D.read_diff(tmp_path / "b", "r1", "r2")
+    layout(tmp_path / "c", "r1", "r2", steps=(("r1", "../x"),))
+    with pytest.raises(CiteflowError, match="not a release id"):
+        D.read_diff(tmp_path / "c", "r1", "r2")
+
+
+def test_a_manifest_must_name_its_own_place_and_every_dataset_the_same_steps(tmp_path):
+    folder = layout(tmp_path)
+    doc = json.loads((folder / "papers.json").read_text())
+    (folder / "papers.json").write_text(json.dumps({**doc, "end_release": "r3"}))
+    with pytest.raises(CiteflowError, match="its place says"):
+        D.read_diff(tmp_path, "r1", "r2")
+    folder = layout(tmp_path / "b", "r0", "r2", steps=(("r0", "r1"), ("r1", "r2")))
+    D.write_manifest(folder, "abstracts", "r0", "r2", json.loads((folder / "abstracts.json").read_text())["diffs"][:1])
+    with pytest.raises(CiteflowError):
+        D.read_diff(tmp_path / "b", "r0", "r2")
+    (tmp_path / "c" / "r1" / "to" / "r2").mkdir(parents=True)
+    with pytest.raises(CiteflowError, match="no papers.json"):
+        D.read_diff(tmp_path / "c", "r1", "r2")
