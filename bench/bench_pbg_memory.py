@@ -44,7 +44,10 @@ def measure_tree(cmd: list[str], every_s: float = 0.5) -> dict[str, float]:
     """Run `cmd`; wall seconds, peak RSS sum and peak PSS sum (GiB) of its process tree."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # the child's output goes to a file: a pipe nobody reads while memory is sampled fills up (64 KiB) and
+    # blocks the child for good (PBG logs every bucket: 4 partitions were enough)
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
     root = psutil.Process(proc.pid)
     peak_rss = peak_pss = 0
     while proc.poll() is None:
@@ -62,7 +65,9 @@ def measure_tree(cmd: list[str], every_s: float = 0.5) -> dict[str, float]:
             pss += getattr(info, "pss", info.rss)
         peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
         time.sleep(every_s)
-    output = proc.stdout.read()
+    log.seek(0)
+    output = log.read()
+    log.close()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:4])} failed ({proc.returncode}):\n{output[-4000:]}")
     gib = 2**30
