@@ -1,0 +1,65 @@
+"""Typed, frozen configuration for a citeflow run.
+
+One `@dataclass(frozen=True, kw_only=True)` per concern: `SparkConfig` (how
+Spark runs: never part of an artifact's version), one `<Stage>Config` per
+stage (what a stage computes: part of its version), and `RunConfig`, which
+ties a snapshot, its input paths, the artifact root and the stage configs
+together.
+
+Command-line overrides look like `--set build_graph.citations_from=inbound`
+and are parsed against the field's declared type (`apply_overrides`). Fields
+whose metadata says `versioned=False` (performance knobs such as Spark's
+master or output partitioning) change how a stage runs, not what it writes,
+and are left out of the version hash (`versioned_dict`).
+
+The package's modules: `base` (ids, stage names, field helpers), `engines` (Spark, store), `stages` and `pbg`
+(one config per stage), `run` (`RunConfig`, profiles) and `overrides` (text in and out). Everything is
+imported from `citeflow.config`.
+"""
+
+from citeflow.config.base import SNAPSHOT_ID_RE, STAGES, URI_PASSWORD, validate_snapshot_id
+from citeflow.config.engines import SparkConfig, StoreConfig
+from citeflow.config.overrides import apply_overrides, describe, to_dict, versioned_dict
+from citeflow.config.pbg import (
+    PBG_DISTRIBUTED_KEYS,
+    PBG_OPTIONS,
+    PBG_STAGE_KEYS,
+    RENDEZVOUS_RE,
+    EmbedGraphConfig,
+)
+from citeflow.config.run import PROFILES, RunConfig, profile_overrides
+from citeflow.config.stages import (
+    BenchmarkConfig,
+    BuildGraphConfig,
+    EmbedPapersConfig,
+    FilterLeakageConfig,
+    MineTripletsConfig,
+    TrainEncoderConfig,
+)
+
+__all__ = [
+    "PBG_DISTRIBUTED_KEYS",
+    "PBG_OPTIONS",
+    "PBG_STAGE_KEYS",
+    "PROFILES",
+    "RENDEZVOUS_RE",
+    "SNAPSHOT_ID_RE",
+    "STAGES",
+    "URI_PASSWORD",
+    "BenchmarkConfig",
+    "BuildGraphConfig",
+    "EmbedGraphConfig",
+    "EmbedPapersConfig",
+    "FilterLeakageConfig",
+    "MineTripletsConfig",
+    "RunConfig",
+    "SparkConfig",
+    "StoreConfig",
+    "TrainEncoderConfig",
+    "apply_overrides",
+    "describe",
+    "profile_overrides",
+    "to_dict",
+    "validate_snapshot_id",
+    "versioned_dict",
+]

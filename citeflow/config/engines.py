@@ -1,0 +1,130 @@
+"""How Spark and the artifact store run: performance and placement, never part of a version."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+
+from citeflow.config.base import _check_finite, _help
+from citeflow.errors import CiteflowError
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparkConfig:
+    """How Spark runs. None of these change an artifact, so none is versioned."""
+
+    master: str = field(
+        default="local[*]",
+        metadata=_help(
+            "Spark master URL: local[*], spark://host:7077, yarn, k8s://https://host:443. "
+            "A cluster needs the artifact root on storage every executor can reach.",
+            versioned=False,
+        ),
+    )
+    remote: str = field(
+        default="",
+        metadata=_help(
+            "Spark Connect server, sc://host:port (optionally /;use_ssl=true;token=...): every Spark stage runs "
+            "as a thin client of it and this process starts no JVM; master, driver_memory and local_dir are then "
+            "the server's own settings and must stay unset here. The server reads the corpus and writes the "
+            "artifact root itself (the same paths must reach it), and its Python workers need citeflow "
+            "importable (filter_leakage folds non-ASCII titles in a pandas UDF). Empty: a local driver.",
+            versioned=False,
+        ),
+    )
+    driver_memory: str = field(
+        default="4g",
+        metadata=_help("spark.driver.memory (in local mode the executors live in the driver JVM)", versioned=False),
+    )
+    shuffle_partitions: int = field(
+        default=16,
+        metadata=_help("spark.sql.shuffle.partitions (adaptive execution coalesces small ones)", versioned=False),
+    )
+    local_dir: str = field(
+        default="",
+        metadata=_help("spark.local.dir for shuffle and spill files; empty: Spark's default", versioned=False),
+    )
+    broadcast_rows: int = field(
+        default=5_000_000,
+        metadata=_help(
+            "largest set of papers (corpus ids, degrees, duplicates) that the Spark stages join as a broadcast "
+            "copy instead of shuffling both sides; a broadcast of N ids costs about 24*N bytes on the driver "
+            "and on every executor",
+            versioned=False,
+        ),
+    )
+    conf: tuple[str, ...] = field(
+        default=(),
+        metadata=_help("extra Spark settings as 'key=value' strings, e.g. spark.executor.memory=8g", versioned=False),
+    )
+
+    def __post_init__(self) -> None:
+        if not self.master:
+            raise CiteflowError("spark.master must not be empty")
+        if self.remote:
+            if not re.fullmatch(r"sc://[^\s/:;]+(:\d{1,5})?(/(;[A-Za-z_]+=[^;\s]*)*)?", self.remote):
+                raise CiteflowError(
+                    "spark.remote must be a Spark Connect URL such as sc://host:15002 "
+                    "(optionally followed by /;name=value parameters)"
+                )
+            defaults = {f.name: f.default for f in dataclasses.fields(self)}
+            unused = [n for n in ("master", "driver_memory", "local_dir") if getattr(self, n) != defaults[n]]
+            if unused:
+                names = ", ".join(f"spark.{n}" for n in unused)
+                raise CiteflowError(
+                    f"spark.remote runs Spark on the Spark Connect server, so {names} "
+                    "would be ignored: set them on the server, or drop spark.remote to run a local driver"
+                )
+        if not re.fullmatch(r"\d+[kmgt]?", self.driver_memory.lower()):
+            raise CiteflowError(f"spark.driver_memory {self.driver_memory!r} is not a JVM size such as 4g or 2048m")
+        if self.shuffle_partitions < 1:
+            raise CiteflowError("spark.shuffle_partitions must be at least 1")
+        if self.broadcast_rows < 0:
+            raise CiteflowError("spark.broadcast_rows must be 0 (never broadcast) or more")
+        for item in self.conf:
+            if "=" not in item or not item.split("=", 1)[0].startswith("spark."):
+                from citeflow.redaction import redact_setting
+
+                raise CiteflowError(f"spark.conf entry {redact_setting(item)!r} must look like spark.some.key=value")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreConfig:
+    """How a run treats the artifact store: leases on versions and repairs. None of it is versioned."""
+
+    lease_wait_s: float = field(
+        default=600.0,
+        metadata=_help(
+            "when another live run holds the lease on a version this run needs, wait up to this many seconds "
+            "for it (then use what it built); 0: stop at once with a message naming the holder",
+            versioned=False,
+        ),
+    )
+    lease_heartbeat_s: float = field(
+        default=10.0,
+        metadata=_help("seconds between refreshes of a held lease's heartbeat", versioned=False),
+    )
+    lease_stale_s: float = field(
+        default=300.0,
+        metadata=_help(
+            "a lease held from another host whose heartbeat is older than this is stale and may be taken over "
+            "(on the holder's own host, the process table decides: a live holder is never taken over)",
+            versioned=False,
+        ),
+    )
+    repair: bool = field(
+        default=False,
+        metadata=_help(
+            "verify the content hashes of every version the run reads; move a damaged one aside to "
+            "<stage>/.damaged/ and rebuild it (citeflow run --repair)",
+            versioned=False,
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        _check_finite(self, "store")
+        if self.lease_wait_s < 0:
+            raise CiteflowError("store.lease_wait_s must not be negative")
+        if self.lease_heartbeat_s <= 0 or self.lease_stale_s <= 2 * self.lease_heartbeat_s:
+            raise CiteflowError("store.lease_stale_s must be more than twice store.lease_heartbeat_s, both positive")
