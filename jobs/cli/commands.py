@@ -1,0 +1,278 @@
+"""`citeflow generate`, `run`, `artifacts`, `verify` and `settings`: each parses nothing, takes the parsed
+arguments and returns an exit status."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from citeflow.config import (
+    SNAPSHOT_ID_RE,
+    STAGES,
+    RunConfig,
+    apply_overrides,
+    describe,
+    profile_overrides,
+)
+from citeflow.errors import CiteflowError
+
+
+class _ProgressBar:
+    """A tqdm bar on a terminal (none otherwise) for `run(..., progress=)`: made at the first report, which
+    brings the total."""
+
+    def __init__(self, desc: str) -> None:
+        self.desc, self.bar = desc, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.desc, unit="file", disable=None)
+        self.bar.update(done - self.bar.n)
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    if args.derive_from is not None:
+        return _derive(args)
+    from citeflow.synth.config import GenerateConfig
+    from citeflow.synth.generate import run
+
+    if args.papers is None:
+        raise CiteflowError("--papers is required (or --derive-from RELEASE_DIR for a later release of a snapshot)")
+    given = [f"--{name}" for name in ("added", "removed", "changed") if getattr(args, name) is not None]
+    if given:
+        raise CiteflowError(f"{', '.join(given)} only apply with --derive-from RELEASE_DIR")
+    args.format = args.format or "s2orc"
+    config = GenerateConfig(
+        papers=args.papers,
+        out=args.out,
+        seed=args.seed,
+        format=args.format,
+        shards=args.shards,
+        overwrite=args.overwrite,
+        **({} if args.difficulty is None else {"difficulty": args.difficulty}),
+    )
+    with _ProgressBar("citeflow generate") as bar:
+        summary = run(config, progress=bar)
+    counts = summary["counts"]
+    print(
+        f"wrote a {args.format} snapshot of {counts['papers']:,} papers and {counts['citations']:,} citations "
+        f"to {args.out}"
+    )
+    print(f"  corpus:    {args.out}/corpus\n  scidocs:   {args.out}/scidocs\n  paper-ids: {args.out}/paper-ids")
+    print(f"  truth:     {args.out}/generator.json")
+    return 0
+
+
+def _derive(args: argparse.Namespace) -> int:
+    from citeflow.synth.derive import DeriveConfig, run
+
+    given = [f"--{name}" for name in ("papers", "format", "shards", "difficulty") if getattr(args, name) is not None]
+    if given:
+        raise CiteflowError(
+            f"{', '.join(given)} cannot be used with --derive-from: a derived release keeps "
+            "release 1's layout, shards and difficulty, and --added / --removed / --changed set its size"
+        )
+    summary = run(
+        DeriveConfig(
+            derive_from=args.derive_from,
+            out=args.out,
+            added=args.added,
+            removed=args.removed,
+            changed=args.changed,
+            seed=args.seed,
+            overwrite=args.overwrite,
+        )
+    )
+    d, counts = summary["diff"], summary["counts"]
+    print(
+        f"wrote release {summary['release']} ({summary['format']}) of {counts['papers']:,} papers and "
+        f"{counts['citations']:,} citations to {args.out}: {d['added']:,} added, {d['removed']:,} removed, "
+        f"{d['changed']:,} changed"
+    )
+    print(f"  corpus:    {args.out}/corpus\n  diff:      {args.out}/release_diff.parquet")
+    print(f"  truth:     {args.out}/generator.json")
+    return 0
+
+
+def run_config_from_args(args: argparse.Namespace) -> RunConfig:
+    config = RunConfig(
+        snapshot=args.snapshot,
+        corpus=args.corpus,
+        scidocs=args.scidocs,
+        paper_ids=args.paper_ids,
+        artifacts=args.artifacts,
+    )
+    repair = ["store.repair=true"] if getattr(args, "repair", False) else []
+    return apply_overrides(config, [*profile_overrides(args.profile), *args.overrides, *repair])
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from jobs.pipeline import run_pipeline
+
+    config = run_config_from_args(args)
+    strategies = None
+    if args.strategy:
+        strategies = ["scincl", "specter"] if args.strategy == "both" else [args.strategy]
+    manifests = run_pipeline(config, until=args.until, strategies=strategies)
+    where = manifests[-1].path.rsplit("/", 2)[0] if manifests else config.artifacts
+    print(f"artifacts of snapshot {config.snapshot}: {where}")
+    return 0
+
+
+def cmd_artifacts(args: argparse.Namespace) -> int:
+    from citeflow.artifacts import ArtifactStore
+
+    store = ArtifactStore(args.artifacts)
+    scanned = {stage: store.scan(args.snapshot, stage) for stage in STAGES}
+    found = {
+        stage: sorted((m for _, m, _ in versions if m is not None), key=lambda m: (m.finished_at, m.version))
+        for stage, versions in scanned.items()
+    }
+    if args.json:
+        from citeflow.redaction import redact
+
+        listing = {s: [redact(m.to_json()) | {"path": m.path} for m in ms] for s, ms in found.items() if ms}
+        print(json.dumps(listing, indent=2))  # redacted again: manifests written before redaction may hold secrets
+        return 0
+    if not any(scanned.values()):
+        known = ", ".join(store.snapshots()) or "none"
+        unfinished = [f"{s}/{v}" for s in STAGES for v in store.incomplete_versions(args.snapshot, s)]
+        more = f"; unfinished (being built, or killed runs): {', '.join(unfinished)}" if unfinished else ""
+        raise CiteflowError(
+            f"no artifacts for snapshot {args.snapshot!r} under {store.uri} (snapshots there: {known}){more}"
+        )
+    print(f"snapshot {args.snapshot} in {store.uri}")
+    for stage, manifests in found.items():
+        damaged = [(v, d) for v, _, d in scanned[stage] if d is not None]
+        incomplete = store.incomplete_versions(args.snapshot, stage)
+        if not manifests and not damaged and not incomplete:
+            continue
+        print(f"{stage}")
+        for m in manifests:
+            print(f"  {m.version}  finished {m.finished_at}  ({m.duration_s:.1f}s)  {m.path}")
+            for name, table in m.tables.items():
+                print(f"      {name:<18} {table['rows']:>14,} rows  {table['files']} files")
+            if stage == "filter_leakage":
+                _print_leakage(m.metrics)
+            if stage == "mine_triplets":
+                _print_triplets(m.metrics)
+            if stage == "benchmark":
+                for which in ("trained", "base"):
+                    if which in m.metrics and m.metrics[which].get("mean") is not None:
+                        print(
+                            f"      {m.metrics['strategy']} {which}: {m.metrics[which]['average_label']} "
+                            f"= {m.metrics[which]['mean']:.2f}"
+                        )
+        for version, damage in damaged:
+            print(f"  {version}  DAMAGED: {damage.problems[0] if damage.problems else damage}")
+        if stage == "benchmark" and manifests:
+            print(
+                f"  reports: <version>/report.html; side by side: citeflow report --snapshot {args.snapshot} "
+                f"--benchmark V1 --benchmark V2 --out DIR"
+            )
+        building = [v for v in incomplete if store.being_built(args.snapshot, stage, v)]
+        if building:
+            print(f"  being built now (a live run holds the lease): {', '.join(building)}")
+        killed = [v for v in incomplete if v not in building]
+        if killed:
+            print(f"  incomplete (killed runs, removed on the next run): {', '.join(killed)}")
+    if any(d for versions in scanned.values() for _, _, d in versions):
+        print("damaged versions are not used; `citeflow run ... --repair` moves them aside and rebuilds them")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Full verification of committed versions; exit 1 when any is damaged."""
+    from citeflow.artifacts import MANIFEST_FORMAT, ArtifactStore
+    from citeflow.config import validate_snapshot_id
+
+    store = ArtifactStore(args.artifacts)
+    if args.snapshot is not None:
+        snapshots = [validate_snapshot_id(args.snapshot)]
+    else:
+        snapshots = [s for s in store.snapshots() if SNAPSHOT_ID_RE.fullmatch(s)]
+    stages = [args.stage] if args.stage else list(STAGES)
+    counts = {"intact": 0, "damaged": 0, "unverifiable": 0}
+    for snapshot in snapshots:
+        for stage in stages:
+            for version, manifest, damage in store.scan(snapshot, stage):
+                label = f"{snapshot}/{stage}/{version}"
+                if manifest is not None and manifest.manifest_format < MANIFEST_FORMAT:
+                    counts["unverifiable"] += 1
+                    print(f"UNVERIFIED  {label}: manifest format {manifest.manifest_format} lists no files")
+                    continue
+                problems = damage.problems if damage is not None else store.verify(manifest)
+                if problems:
+                    counts["damaged"] += 1
+                    print(f"DAMAGED     {label}")
+                    for problem in problems:
+                        print(f"              {problem}")
+                else:
+                    counts["intact"] += 1
+                    print(f"ok          {label}  ({len(manifest.contents)} files)")
+    total = sum(counts.values())
+    if total == 0:
+        where = f"snapshot {args.snapshot!r}" if args.snapshot else "any snapshot"
+        raise CiteflowError(f"no committed versions of {where} under {store.uri}")
+    print(
+        f"{total} versions: {counts['intact']} intact, {counts['damaged']} damaged, "
+        f"{counts['unverifiable']} unverifiable"
+    )
+    if counts["damaged"]:
+        print(
+            "citeflow: damaged versions found; `citeflow run ... --repair` moves them aside and rebuilds them",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _print_leakage(metrics: dict) -> None:
+    """The leakage report of a filter_leakage version, one line per task and split."""
+    print(
+        f"      mode {metrics['mode']}: {metrics['mapped']:,} of {metrics['benchmark_ids']:,} benchmark ids mapped "
+        f"({metrics['unmapped']:,} unmapped), {metrics['removed_papers']:,} papers and "
+        f"{metrics['removed_citations']:,} citations removed"
+    )
+    methods = [m for m, n in metrics["mapped_by"].items() if n]
+    print(f"      {'task/split':<22}{'total':>8}" + "".join(f"{m:>10}" for m in methods) + f"{'unmapped':>10}")
+    for row in metrics["report"]:
+        print(
+            f"      {row['task'] + '/' + row['split']:<22}{row['total']:>8}"
+            + "".join(f"{row['mapped_' + m]:>10}" for m in methods)
+            + f"{row['unmapped']:>10}"
+        )
+
+
+def _print_triplets(metrics: dict) -> None:
+    """One line per mine_triplets version: what was mined and where its papers lie in the graph space."""
+    ranks = metrics.get("rank_summary", {})
+    medians = ", ".join(f"{kind} {ranks[kind]['median']:g}" for kind in ("positive", "hard", "easy") if kind in ranks)
+    print(
+        f"      {metrics['strategy']}: {metrics['queries']:,} queries, {metrics['negatives']['hard']:,} hard and "
+        f"{metrics['negatives']['easy']:,} easy negatives, {metrics['collisions']:,} collisions; "
+        f"median neighbour rank: {medians or 'n/a'}"
+    )
+
+
+def cmd_settings(_args: argparse.Namespace) -> int:
+    defaults = RunConfig(snapshot="x", corpus="x")
+    for f in dataclasses.fields(RunConfig):
+        value = getattr(defaults, f.name)
+        if not dataclasses.is_dataclass(value):
+            continue
+        print(f"[{f.name}]")
+        for name, type_name, default, help_text in describe(type(value)):
+            print(f"  {f.name}.{name} ({type_name}, default {default!r})\n      {help_text}")
+    return 0
