@@ -145,6 +145,13 @@ def attach_abstracts(papers: DataFrame, abstracts: DataFrame) -> tuple[DataFrame
             )
         ),
     )
+    return best_abstracts(ranked, papers)
+
+
+def best_abstracts(ranked: DataFrame, papers: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(papers with the abstract ranked first for their id, rejected rows): abstracts ranked below first
+    (`_rank` > 1) and first-ranked abstracts of ids not among `papers`. `ranked` has `corpus_id`,
+    `abstract`, `source`, `value` and `_rank`; full builds and incremental ones (spark/incremental.py) share this."""
     duplicates = R.rejected_rows(
         ranked.where(F.col("_rank") > 1),
         kind="abstract",

@@ -187,30 +187,10 @@ def merge_abstracts(
     base_kept = base_kept.join(redo_b, "corpus_id", "left_semi")
     base = base_kept.unionByName(base_lines).join(named, "corpus_id", "left_anti")
     ranked = base.unionByName(from_diff).withColumn("_rank", _abstract_rank(F.col("_loser")))
-    best = ranked.where(F.col("_rank") == 1)
-    duplicates = R.rejected_rows(
-        ranked.where(F.col("_rank") > 1),
-        kind="abstract",
-        reason=F.lit(R.DUPLICATE_ABSTRACT),
-        id_col=F.col("corpus_id"),
-        raw=F.col("value"),
-    )
-    redone_papers = papers.join(redo_b, "corpus_id", "left_semi")
-    orphans = R.rejected_rows(
-        best.join(redone_papers.select("corpus_id"), "corpus_id", "left_anti"),
-        kind="abstract",
-        reason=F.lit(R.ABSTRACT_WITHOUT_PAPER),
-        id_col=F.col("corpus_id"),
-        raw=F.col("value"),
-    )
-    redone = (
-        redone_papers.drop("abstract")
-        .join(best.select("corpus_id", F.col("abstract").alias("_abstract")), "corpus_id", "left")
-        .withColumnRenamed("_abstract", "abstract")
-        .select(*G.PAPERS_COLUMNS)
-    )
+    redone, rejected = G.best_abstracts(ranked, papers.join(redo_b, "corpus_id", "left_semi"))
+    redone = redone.select(*G.PAPERS_COLUMNS)
     joined = papers.join(redo_b, "corpus_id", "left_anti").select(*G.PAPERS_COLUMNS).unionByName(redone)
-    return joined, duplicates.unionByName(orphans).unionByName(bad_updates).unionByName(bad_deletes), named
+    return joined, rejected.unionByName(bad_updates).unionByName(bad_deletes), named
 
 
 def merge_edges(
