@@ -82,6 +82,7 @@ def _build_explained(config: RunConfig, upstream: Manifest, store: ArtifactStore
 
 
 def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str) -> dict[str, Any]:
+    import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
     from citeflow.snapshot import discover_jsonl
@@ -95,7 +96,6 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     cfg = config.filter_leakage
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
-    spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
     read_upstream = lambda table: spark.read.parquet(store.engine_uri(upstream.table_path(table)))  # noqa: E731
 
@@ -106,7 +106,12 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         bench_table.num_rows,
         ", ".join(f"{k} ({v})" for k, v in layouts.items()),
     )
-    bench = spark.createDataFrame(bench_table.to_pandas())
+    # Written by pyarrow through the store and read back: a local relation of a few hundred thousand rows
+    # would go through pandas and the driver's serializer, slower than the mapping itself.
+    bench_dir = posixpath.join(path, "_staging", "bench")
+    store.fs.create_dir(bench_dir)
+    pq.write_table(bench_table, posixpath.join(bench_dir, "part-00000.parquet"), filesystem=store.fs)
+    bench = spark.read.parquet(out("_staging/bench"))
     papers = read_upstream("papers")
 
     paper_ids = None
