@@ -40,6 +40,17 @@ def propensities(k: int = CANDIDATES) -> list[float]:
     return [round(float(p), 6) for p in (np.arange(1, k + 1, dtype=np.float64) ** -0.7)]
 
 
+def nth_remaining(pool: np.ndarray, removed: list[int], ranks: np.ndarray) -> np.ndarray:
+    """Positions in sorted `pool` of the `ranks`-th elements left once `removed` (members of it) are taken out.
+
+    Equals indexing `np.setdiff1d(pool, removed)` by `ranks`, in O(len(removed) log) instead of O(len(pool)).
+    """
+    gone = np.sort(np.searchsorted(pool, np.asarray(removed, dtype=np.int64)))
+    shifted = gone - np.arange(len(gone))  # how many remaining elements lie before each removed one
+    ranks = np.asarray(ranks, dtype=np.int64)
+    return ranks + np.searchsorted(shifted, ranks, side="right")
+
+
 def plan_clicks(world: World, papers: np.ndarray, seed: int) -> dict[str, list[tuple[int, int, list[int]]]]:
     """split -> [(query, clicked, shown candidates)] over corpus paper indices `papers` (distinct)."""
     rng = random_stream(seed, "recomm")
@@ -50,7 +61,10 @@ def plan_clicks(world: World, papers: np.ndarray, seed: int) -> dict[str, list[t
     starts = np.flatnonzero(np.r_[True, np.diff(community[order]) != 0])
     for a, b in zip(starts, np.r_[starts[1:], len(order)], strict=True):
         by_community[int(community[order[a]])] = order[a:b]
-    queries = np.flatnonzero(np.array([len(by_community[int(c)]) >= 2 for c in community], dtype=bool))
+    sizes = np.diff(np.r_[starts, len(order)])
+    members = np.zeros(len(papers), dtype=np.int64)
+    members[order] = np.repeat(sizes, sizes)
+    queries = np.flatnonzero(members >= 2)
     if len(queries) == 0 or len(by_community) < 2:
         return {name: [] for name, _ in SPLITS}
     n_clicks = int(min(6000, 2 * len(papers)))
@@ -69,8 +83,10 @@ def plan_clicks(world: World, papers: np.ndarray, seed: int) -> dict[str, list[t
         # two thirds from the query's field (as many as it has), the rest from anywhere else
         n_near = min(2 * (CANDIDATES - 1) // 3, len(near))
         others = [int(x) for x in rng.choice(near, size=n_near, replace=False)] if n_near else []
-        rest = np.setdiff1d(far, np.asarray(others, dtype=np.int64))
-        others += [int(x) for x in rng.choice(rest, size=min(CANDIDATES - 1 - n_near, len(rest)), replace=False)]
+        # a draw from `far` without `others` (a subset of it), indexed in place instead of copying `far` per click
+        n_rest = len(far) - len(others)
+        picked = rng.choice(n_rest, size=min(CANDIDATES - 1 - n_near, n_rest), replace=False)
+        others += [int(x) for x in far[nth_remaining(far, others, picked)]]
         position = int(rng.choice(len(others) + 1, p=weights[: len(others) + 1] / weights[: len(others) + 1].sum()))
         shown = others[:position] + [clicked] + others[position:]
         clicks.append((q, clicked, shown))
