@@ -67,9 +67,27 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
+def _exited(pid: int, state: str) -> bool:
+    """Whether /proc's entry is a process that is gone but not yet reaped. A zombie thread-group leader whose
+    other threads still run (its main thread exited) is not: it lives on, and so may its children."""
+    if state == "X":
+        return True
+    if state != "Z":
+        return False
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) <= 1
+    except OSError:
+        return True
+
+
 def descendants(root: int) -> list[int]:
-    """Pids of every live descendant of `root` (from /proc's parent pids; [] without /proc)."""
+    """Pids of every live descendant of `root` (from /proc's parent pids; [] without /proc).
+
+    The walk goes through zombie entries too: a process whose main thread has exited shows as a zombie while
+    its other threads, and the children it started, live on.
+    """
     children: dict[int, list[int]] = {}
+    exited: set[int] = set()
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -83,13 +101,15 @@ def descendants(root: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] in ("Z", "X"):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
+        pid = int(entry)
+        if _exited(pid, fields[0]):
+            exited.add(pid)
+        children.setdefault(int(fields[1]), []).append(pid)
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):
-            found.append(child)
+            if child not in exited:
+                found.append(child)
             todo.append(child)
     return found
 

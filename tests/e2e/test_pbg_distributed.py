@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TEST_SPARK_OVERRIDES
-from tests.support.processes import TAG_ENV, tagged
+from tests.support.processes import TAG_ENV, describe, tagged
 
 REPO = Path(__file__).resolve().parents[2]
 # Measured before choosing it (README, "Distributed PBG"): on this graph with these settings, over seeds 1-5,
@@ -173,14 +173,14 @@ def test_two_local_ranks_match_one_machine_and_a_killed_rank_fails_the_run_clean
         last = log.strip().splitlines()[-1]
         assert last.startswith("citeflow: error: embed_graph (mining run): rank 1 of 2 stopped (killed by SIGKILL)")
         assert "nothing was committed" in last and "Traceback" not in log
-        assert wait_until(lambda: family(tag) == [], 15), family(tag)
+        assert wait_until(lambda: family(tag) == [], 15), describe(family(tag))
         assert read(root) == []
 
         # the rerun trains both runs on 2 ranks and commits the version a single machine builds
         rerun = cli(upstream, root, tag, "embed_graph.machines=2")
         code, log = output(rerun, 600)
         assert code == 0, log[-3000:]
-        assert wait_until(lambda: family(tag) == [], 15), family(tag)
+        assert wait_until(lambda: family(tag) == [], 15), describe(family(tag))
     finally:
         sweep(tag)
     (built,) = read(root)
@@ -260,7 +260,7 @@ def test_ranks_started_apart_as_airflow_runs_them_meet_and_a_killed_rank_0_stops
         assert log.strip().splitlines()[-1] == (
             "citeflow: PBG rank 1: rank 0 is gone (its lease ended); this rank was stopped"
         )
-        assert wait_until(lambda: family(tag) == [], 15), family(tag)
+        assert wait_until(lambda: family(tag) == [], 15), describe(family(tag))
         assert read(root) == []
         (report,) = root.glob("dist/embed_graph/*/pbg/mining/rank-1.json")
         assert json.loads(report.read_text())["state"] == "failed"
@@ -271,7 +271,7 @@ def test_ranks_started_apart_as_airflow_runs_them_meet_and_a_killed_rank_0_stops
         assert [c for c, _ in codes] == [0, 0], [log[-2000:] for _, log in codes]
         results = [log.strip().splitlines()[-1].split() for _, log in codes]
         assert results[0][:2] == results[1][:2] and results[0][2] == results[1][2] == "False"
-        assert wait_until(lambda: family(tag) == [], 15), family(tag)
+        assert wait_until(lambda: family(tag) == [], 15), describe(family(tag))
     finally:
         sweep(tag)
     (built,) = read(root)

@@ -27,3 +27,17 @@ def tagged(tag: str) -> list[tuple[int, list[str]]]:
         except OSError:
             continue
     return found
+
+
+def describe(found: list[tuple[int, list[str]]]) -> list[str]:
+    """For an assertion message: each process's pid, state, parent, group, session and command line."""
+    lines = []
+    for pid, cmd in found:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            where = f"state {fields[0]} ppid {fields[1]} pgid {fields[2]} sid {fields[3]}"
+        except OSError:
+            where = "gone"
+        lines.append(f"{pid} ({where}): {' '.join(cmd)[:300]}")
+    return lines
