@@ -46,7 +46,9 @@ def test_exit_status_and_output_of_the_child(tmp_path):
     assert code == 3 and log.read_text() == "hello\n"
 
 
-def test_a_sigkilled_parent_takes_its_children_and_grandchildren_with_it(tmp_path):
+def sigkill_the_parent_of(family: str, tmp_path, at_least: int) -> None:
+    """Run `family` under run_child in a parent process, SIGKILL the parent once `at_least` processes of the
+    family run, and assert that none is left."""
     tag = uuid.uuid4().hex
     log = tmp_path / "family.log"
     parent_code = textwrap.dedent(
@@ -54,19 +56,23 @@ def test_a_sigkilled_parent_takes_its_children_and_grandchildren_with_it(tmp_pat
         import sys
         from pathlib import Path
         from citeflow.process import run_child
-        run_child([sys.executable, "-c", {FAMILY!r}], log_path=Path({str(log)!r}))
+        run_child([sys.executable, "-c", {family!r}], log_path=Path({str(log)!r}))
         """
     )
     parent = subprocess.Popen([sys.executable, "-c", parent_code], env=tagged_env(tag), start_new_session=True)
     try:
         assert wait_until(lambda: log.exists() and "family started" in log.read_text())
-        assert wait_until(lambda: len(processes_with_token(tag)) >= 4)  # parent, guard, child, grandchild
+        assert wait_until(lambda: len(processes_with_token(tag)) >= at_least)
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
         assert wait_until(lambda: processes_with_token(tag) == [], timeout_s=10), processes_with_token(tag)
     finally:
         for pid in processes_with_token(tag):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_sigkilled_parent_takes_its_children_and_grandchildren_with_it(tmp_path):
+    sigkill_the_parent_of(FAMILY, tmp_path, at_least=4)  # parent, guard, child, grandchild
 
 
 # A child whose main thread exits while another thread runs on (its /proc entry then reads as a zombie), after
@@ -75,8 +81,11 @@ LEADERLESS = textwrap.dedent(
     """
     import ctypes, subprocess, sys, threading, time
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    threading.Thread(target=time.sleep, args=(120,)).start()
-    print("family started", flush=True)
+    def live_on():
+        time.sleep(0.5)  # the main thread has exited by then
+        print("family started", flush=True)
+        time.sleep(120)
+    threading.Thread(target=live_on).start()
     ctypes.CDLL(None).pthread_exit(None)
     """
 )
@@ -84,28 +93,8 @@ LEADERLESS = textwrap.dedent(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pthread_exit of the main thread, /proc")
 def test_a_child_whose_main_thread_exited_still_takes_its_grandchild_with_it(tmp_path):
-    tag = uuid.uuid4().hex
-    log = tmp_path / "family.log"
-    parent_code = textwrap.dedent(
-        f"""
-        import sys
-        from pathlib import Path
-        from citeflow.process import run_child
-        run_child([sys.executable, "-c", {LEADERLESS!r}], log_path=Path({str(log)!r}))
-        """
-    )
-    parent = subprocess.Popen([sys.executable, "-c", parent_code], env=tagged_env(tag), start_new_session=True)
-    try:
-        assert wait_until(lambda: log.exists() and "family started" in log.read_text())
-        # parent, guard, grandchild (the leaderless child's environment is no longer readable)
-        assert wait_until(lambda: len(processes_with_token(tag)) >= 3)
-        time.sleep(0.5)
-        os.kill(parent.pid, signal.SIGKILL)
-        parent.wait()
-        assert wait_until(lambda: processes_with_token(tag) == [], timeout_s=10), processes_with_token(tag)
-    finally:
-        for pid in processes_with_token(tag):
-            os.kill(pid, signal.SIGKILL)
+    # parent, guard, grandchild (the leaderless child's environment can no longer be read)
+    sigkill_the_parent_of(LEADERLESS, tmp_path, at_least=3)
 
 
 def test_an_interrupted_parent_kills_the_family_before_the_exception_propagates(tmp_path):
