@@ -28,18 +28,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from citeflow.artifacts import (
-    MANIFEST_FORMAT,
-    ArtifactStore,
-    DamagedVersion,
-    Manifest,
-    code_version,
-    compute_version,
-    table_stats,
-    utcnow,
-)
+from citeflow.artifacts import ArtifactStore, table_stats
 from citeflow.errors import CiteflowError
 from citeflow.lease import Lease
+from citeflow.manifest import MANIFEST_FORMAT, DamagedVersion, Manifest, code_version, compute_version, utcnow
 from citeflow.process import fault_point
 from citeflow.redaction import redact
 

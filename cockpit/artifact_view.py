@@ -30,9 +30,10 @@ import json
 import posixpath
 from typing import Any
 
-from citeflow.artifacts import VERSION_RE, ArtifactStore, DamagedVersion
+from citeflow.artifacts import ArtifactStore
 from citeflow.config import STAGES, validate_snapshot_id
 from citeflow.errors import CiteflowError
+from citeflow.manifest import VERSION_RE, DamagedVersion
 from citeflow.redaction import redact
 
 SAMPLE_ROWS = 5

@@ -11,14 +11,8 @@ from __future__ import annotations
 
 from airflow.sdk import dag, get_current_context, task
 
-from cockpit.orchestration import (
-    check_settings,
-    demo_root,
-    ensure_demo_snapshot,
-    rebuild_params,
-    settings_from_params,
-    stage_tasks,
-)
+from cockpit.orchestration import check_settings, ensure_demo_snapshot, settings_from_params, stage_tasks
+from cockpit.params import demo_root, rebuild_params
 
 DEMO = demo_root(__file__)
 

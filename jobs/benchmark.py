@@ -335,7 +335,7 @@ def compare_report(store: ArtifactStore, snapshot: str, versions: list[str], out
     """
     import pyarrow.parquet as pq
 
-    from citeflow.artifacts import VERSION_RE
+    from citeflow.manifest import VERSION_RE
     from evaluation.report import write_report
 
     if not versions:

@@ -120,8 +120,8 @@ def follow(config: RunConfig, rank: int) -> Manifest:
     import dataclasses
     import time
 
-    from citeflow.artifacts import compute_version
     from citeflow.lease import is_being_built, read_holder
+    from citeflow.manifest import compute_version
     from jobs import filter_leakage
     from models.pbg_ranks import follow as follow_run
     from models.pbg_train import describe_exit, pbg_env, rank_command, rank_log

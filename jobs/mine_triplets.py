@@ -72,6 +72,7 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
 
     from citeflow.leakage import audit_no_benchmark_papers
     from models import rank_sample
+    from models import specter_sampling as S
     from models import triplets as T
 
     cfg = config.mine_triplets
@@ -102,7 +103,7 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
         # SPECTER's queries: papers with a citation and a citation of a citation (the reference skips the others).
         cites = _citation_index(store, leakage.table_path("citations"), pool)
         citing = np.flatnonzero(cites.degree(np.arange(len(pool))) > 0)
-        eligible = [T.specter_eligible(rows, cites) for rows in T.batches(citing, cfg.batch_size)]
+        eligible = [S.specter_eligible(rows, cites) for rows in T.batches(citing, cfg.batch_size)]
         candidates = pool[citing[np.concatenate(eligible)]] if eligible else pool[:0]
         metrics["queries_without_citation_of_citation"] = int(len(citing) - len(candidates))
         if len(candidates) == 0:
@@ -213,6 +214,7 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy_from, out:
     import pyarrow.parquet as pq
     from tqdm import tqdm
 
+    from models import specter_sampling as S
     from models import triplets as T
 
     schema = pa.schema(
@@ -246,7 +248,7 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy_from, out:
                     rows, neighbours, windows, pool, cfg.seed, easy_from=easy_from, distinct=cfg.distinct_easy_negatives
                 )
             else:
-                batch = T.specter_batch(
+                batch = S.specter_batch(
                     rows,
                     cites,
                     pool,
@@ -367,7 +369,7 @@ def _citation_index(store: ArtifactStore, citations: str, pool):
     import numpy as np
     import pyarrow.dataset as ds
 
-    from models.triplets import CitationIndex
+    from models.specter_sampling import CitationIndex
 
     src, dst = [], []
     dataset = ds.dataset(citations, format="parquet", filesystem=store.fs)

@@ -1,4 +1,4 @@
-"""Triplet mining: SciNCL's kNN windows over graph embeddings and SPECTER's citation triplets (SPEC §4).
+"""Triplet mining: SciNCL's kNN windows over graph embeddings, and the draws both strategies share (SPEC §4).
 
 Everything here works on *pool positions*: the candidate pool is an array of
 corpus ids sorted ascending, and a paper is its index in that array. Queries
@@ -22,16 +22,8 @@ list is its query papers) or the whole pool. Triplet i pairs positive i with
 negative i, easy negatives first as the reference concatenates them, so
 ranks 21-23 meet easy and 24-25 hard negatives.
 
-SPECTER (`specter_batch`, after allenai/specter
-`specter/data_utils/triplet_sampling.py` on `data.json`, where a query's
-candidates are its citations, count 5, and the citations of those, count 1,
-with `samples_per_query` 5, `ratio_hard_negatives` 0.3, `margin_fraction`
-0.5): a query with no citation of a citation gives no triplet (the reference
-skips it). Otherwise h = min(c_hard, |cited| x |cited by cited|) hard
-triplets pair a cited paper with a citation of a citation, then c_pos - h
-easy triplets pair a cited paper with a pool paper that is neither a
-candidate nor the query. Positives and hard negatives are drawn with
-replacement, as the reference draws them.
+SPECTER's citation triplets live in `models/specter_sampling.py` and use the same
+counter-based draws.
 
 Easy negatives of a query are distinct (`distinct=True`; both references
 draw them with replacement).
@@ -314,12 +306,12 @@ class Batch:
     counts: dict[str, int]
 
 
-def _in_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+def in_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     at = np.searchsorted(sorted_keys, keys)
     return (at < len(sorted_keys)) & (sorted_keys[np.minimum(at, len(sorted_keys) - 1)] == keys)
 
 
-def _sample_outside(
+def sample_outside(
     seed: int,
     query_ids: np.ndarray,
     forbidden: np.ndarray,
@@ -342,7 +334,7 @@ def _sample_outside(
             draw = _uniform_positions(seed, SALT_EASY, query_ids[todo], slot, round_, size)
             if candidates is not None:
                 draw = candidates[draw]
-            bad = _in_sorted(forbidden, todo * pool_size + draw)
+            bad = in_sorted(forbidden, todo * pool_size + draw)
             if distinct and slot:
                 bad |= (out[todo, :slot] == draw[:, None]).any(axis=1)
             out[todo[~bad], slot] = draw[~bad]
@@ -379,7 +371,7 @@ def scincl_batch(
     hard = neighbours[:, windows.hard_ranks - 1]
     forbidden = np.concatenate([neighbours, query_rows[:, None]], axis=1)
     forbidden = np.sort((np.arange(n, dtype=np.int64)[:, None] * pool_size + forbidden).ravel())
-    easy = _sample_outside(seed, pool_ids[query_rows], forbidden, windows.c_easy, pool_size, easy_from, distinct)
+    easy = sample_outside(seed, pool_ids[query_rows], forbidden, windows.c_easy, pool_size, easy_from, distinct)
     # The reference zips positives (rank order) with easy + hard negatives, in that order.
     negatives = np.concatenate([easy, hard], axis=1)
     is_hard = np.zeros(negatives.shape, dtype=bool)
@@ -395,110 +387,6 @@ def scincl_batch(
         positive_rank=positive_rank.ravel().astype(np.int64),
         negative_rank=negative_rank.ravel(),
         counts={"queries": n},
-    )
-
-
-@dataclass(frozen=True)
-class CitationIndex:
-    """Out-edges among pool papers, CSR over pool positions (targets sorted within a row)."""
-
-    indptr: np.ndarray
-    indices: np.ndarray
-
-    @classmethod
-    def from_edges(cls, src: np.ndarray, dst: np.ndarray, pool_size: int) -> CitationIndex:
-        keys = np.unique(src.astype(np.int64) * pool_size + dst)
-        src, dst = keys // pool_size, keys % pool_size
-        indptr = np.zeros(pool_size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=pool_size), out=indptr[1:])
-        return cls(indptr=indptr, indices=dst)
-
-    def degree(self, rows: np.ndarray) -> np.ndarray:
-        return self.indptr[rows + 1] - self.indptr[rows]
-
-    def gather(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(owner index into rows, target) for every out-edge of `rows`."""
-        deg = self.degree(rows)
-        owner = np.repeat(np.arange(len(rows), dtype=np.int64), deg)
-        starts = np.repeat(self.indptr[rows] - np.cumsum(deg) + deg, deg)
-        return owner, self.indices[starts + np.arange(deg.sum())]
-
-
-def specter_candidates(query_rows: np.ndarray, cites: CitationIndex) -> tuple[np.ndarray, ...]:
-    """SPECTER's candidates of each query as (owner, paper) pairs sorted by (owner, paper).
-
-    Returns (cited_owner, cited, coc_owner, coc): the pool papers each query cites (data.json count 5) and
-    the papers those cite that the query neither cites nor is (count 1); owner indexes `query_rows`.
-    """
-    pool_size = len(cites.indptr) - 1
-    owner, cited = cites.gather(query_rows)  # sorted by (owner, cited): CSR rows are sorted
-    second_owner, second = cites.gather(cited)
-    keys = np.unique(owner[second_owner] * pool_size + second)
-    cited_keys = owner * pool_size + cited
-    c_owner, coc = keys // pool_size, keys % pool_size
-    keep = ~_in_sorted(cited_keys, keys) & (coc != query_rows[c_owner])
-    return owner, cited, c_owner[keep], coc[keep]
-
-
-def specter_eligible(query_rows: np.ndarray, cites: CitationIndex) -> np.ndarray:
-    """True for queries with at least one citation of a citation: the reference gives the others no triplet."""
-    _, _, c_owner, _ = specter_candidates(query_rows, cites)
-    return np.bincount(c_owner, minlength=len(query_rows)) > 0
-
-
-def _pick(owner_start: np.ndarray, owner_count: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Index into a grouped array: element keys % count of each row's group (uniform with replacement)."""
-    return owner_start[:, None] + (keys % owner_count[:, None].astype(np.uint64)).astype(np.int64)
-
-
-def specter_batch(
-    query_rows: np.ndarray,
-    cites: CitationIndex,
-    pool_ids: np.ndarray,
-    c_pos: int,
-    c_hard: int,
-    c_easy: int,
-    seed: int,
-    *,
-    distinct: bool = True,
-) -> Batch:
-    """SPECTER triplets for queries with at least one citation of a citation (see `specter_eligible`)."""
-    n, pool_size = len(query_rows), len(pool_ids)
-    qids = pool_ids[query_rows]
-    owner, cited, c_owner, coc = specter_candidates(query_rows, cites)
-    n_cited = np.bincount(owner, minlength=n)
-    n_coc = np.bincount(c_owner, minlength=n)
-    if (n_coc == 0).any():
-        raise ValueError("specter_batch needs queries with at least one citation of a citation")
-    slots = np.arange(c_pos, dtype=np.int64)
-
-    # Every triplet draws its positive from the query's citations, with replacement.
-    cited_start = np.r_[0, np.cumsum(n_cited)[:-1]]
-    keys = hash64(seed, SALT_POSITIVE, qids[:, None], slots[None, :])
-    positives = cited[_pick(cited_start, n_cited, keys)]
-    # The first h triplets take a hard negative (with replacement), h = min(c_hard, |cited| x |coc|).
-    hard_count = np.minimum(c_hard, n_cited * n_coc)
-    coc_start = np.r_[0, np.cumsum(n_coc)[:-1]]
-    hard = coc[_pick(coc_start, n_coc, hash64(seed, SALT_HARD, qids[:, None], slots[None, :]))]
-    # The rest an easy one: a pool paper that is no candidate and not the query itself.
-    itself = np.arange(n, dtype=np.int64) * pool_size + query_rows
-    forbidden = np.sort(np.concatenate([owner * pool_size + cited, c_owner * pool_size + coc, itself]))
-    easy = _sample_outside(seed, qids, forbidden, c_pos, pool_size, None, distinct)
-    is_hard = slots[None, :] < hard_count[:, None]
-    negatives = np.where(is_hard, hard, easy)
-    repeats = int((np.diff(np.sort(positives, axis=1), axis=1) == 0).sum())
-    return Batch(
-        query=np.repeat(query_rows, c_pos),
-        positive=positives.ravel(),
-        negative=negatives.ravel(),
-        hard=is_hard.ravel(),
-        positive_rank=np.full(n * c_pos, -1, dtype=np.int64),
-        negative_rank=np.full(n * c_pos, -1, dtype=np.int64),
-        counts={
-            "queries": n,
-            "positive_repeats": repeats,
-            "hard_negative_shortfall": int((c_hard - hard_count).sum()),
-        },
     )
 
 

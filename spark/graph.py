@@ -14,21 +14,7 @@ from pyspark.sql import functions as F
 
 from spark import readers as R
 
-PAPERS_COLUMNS = [
-    "corpus_id",
-    "title",
-    "abstract",
-    "year",
-    "venue",
-    "fields_of_study",
-    "doi",
-    "pubmed_id",
-    "pmc_id",
-    "arxiv_id",
-    "acl_id",
-    "mag_id",
-    "dblp_id",
-]
+PAPERS_COLUMNS = ["corpus_id", *R.PAPER_ATTRIBUTES]
 # What `stage_papers` keeps of every input line (written once to staging, before any shuffle).
 STAGED_COLUMNS = ["id_raw", *PAPERS_COLUMNS, "refs", "source", "reason", "raw"]
 # Light columns the deduplication ranks on (the staging's heavy text columns are never shuffled).

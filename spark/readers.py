@@ -106,9 +106,8 @@ S2AG_CITATIONS_SCHEMA = T.StructType(
     [T.StructField("citingcorpusid", S), T.StructField("citedcorpusid", S), T.StructField(CORRUPT, S)]
 )
 
-# The normalised paper layout both formats are parsed into (before dedup).
-PAPER_FIELDS = [
-    "id_raw",
+# What a paper carries besides its id, in both formats and in the papers table.
+PAPER_ATTRIBUTES = [
     "title",
     "abstract",
     "year",
@@ -122,6 +121,8 @@ PAPER_FIELDS = [
     "mag_id",
     "dblp_id",
 ]
+# The normalised paper layout both formats are parsed into (before dedup).
+PAPER_FIELDS = ["id_raw", *PAPER_ATTRIBUTES]
 
 REJECTED_SCHEMA = T.StructType(
     [

@@ -194,8 +194,9 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Full verification of committed versions; exit 1 when any is damaged."""
-    from citeflow.artifacts import MANIFEST_FORMAT, ArtifactStore
+    from citeflow.artifacts import ArtifactStore
     from citeflow.config import validate_snapshot_id
+    from citeflow.manifest import MANIFEST_FORMAT
 
     store = ArtifactStore(args.artifacts)
     if args.snapshot is not None:

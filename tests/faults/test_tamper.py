@@ -25,7 +25,7 @@ def _first_part(folder):
 def test_edited_manifest_and_deleted_part_of_build_graph(world, capsys):
     """The issue's attack: edit `tables.papers.rows`, delete a part. Before: `citeflow artifacts` showed the
     edited count, the rerun said "up to date" and filter_leakage was built on the damaged table."""
-    from citeflow.artifacts import DamagedVersion
+    from citeflow.manifest import DamagedVersion
     from jobs import build_graph, filter_leakage
 
     reference = world.manifests["build_graph"]
@@ -59,7 +59,7 @@ def test_edited_manifest_and_deleted_part_of_build_graph(world, capsys):
 
 
 def test_truncated_file_is_found_and_repaired_to_the_reference(world, capsys):
-    from citeflow.artifacts import DamagedVersion
+    from citeflow.manifest import DamagedVersion
     from jobs import embed_graph
 
     reference = world.manifests["embed_graph"]

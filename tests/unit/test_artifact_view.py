@@ -131,7 +131,7 @@ def test_xcom_stage_version_and_snapshot_are_validated(field, value, message):
 
 
 def test_a_damaged_version_is_an_error_naming_the_file_not_data(built, tmp_path):
-    from citeflow.artifacts import DamagedVersion
+    from citeflow.manifest import DamagedVersion
 
     store, manifest = built
     (tmp_path / "s1" / "embed_papers" / manifest.version / "embeddings" / "part-0.parquet").unlink()

@@ -7,9 +7,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from citeflow.artifacts import MANIFEST, ArtifactStore, DamagedVersion, compute_version
+from citeflow.artifacts import ArtifactStore
 from citeflow.config import StoreConfig
 from citeflow.errors import CiteflowError
+from citeflow.manifest import MANIFEST, DamagedVersion, compute_version
 from citeflow.stage import execute
 
 

@@ -8,6 +8,7 @@ pytest.importorskip("airflow.sdk")
 
 from citeflow.errors import CiteflowError  # noqa: E402
 from cockpit import orchestration as O  # noqa: E402
+from cockpit import params as P  # noqa: E402
 
 SECRET = "S3CR3T-conn-extra"
 
@@ -253,6 +254,6 @@ def test_a_rank_task_of_a_cached_version_is_skipped_and_a_failing_one_fails_with
 
 def test_the_trigger_forms_artifact_root_defaults_to_citeflow_artifacts(monkeypatch, tmp_path):
     monkeypatch.setenv("CITEFLOW_ARTIFACTS", str(tmp_path / "root"))
-    assert O.common_params("/srv/demo")["artifacts"].value == str(tmp_path / "root")
+    assert P.common_params("/srv/demo")["artifacts"].value == str(tmp_path / "root")
     monkeypatch.delenv("CITEFLOW_ARTIFACTS")
-    assert O.common_params("/srv/demo")["artifacts"].value == "/srv/demo/artifacts"
+    assert P.common_params("/srv/demo")["artifacts"].value == "/srv/demo/artifacts"

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from models import specter_sampling as S
 from models import triplets as T
 
 _FIXTURE = (
@@ -33,13 +34,13 @@ REFERENCE = json.loads(_FIXTURE.read_text())
 def specter_seen():
     ref = REFERENCE["specter"]
     edges = np.array(ref["edges"])
-    cites = T.CitationIndex.from_edges(edges[:, 0], edges[:, 1], ref["pool"])
+    cites = S.CitationIndex.from_edges(edges[:, 0], edges[:, 1], ref["pool"])
     pool_ids = np.arange(1000, 1000 + ref["pool"])
     queries = np.array([int(q) - 1000 for q in sorted(ref["per_query"])])
-    eligible = T.specter_eligible(queries, cites)
+    eligible = S.specter_eligible(queries, cites)
     seen = {str(1000 + q): {"kinds": set(), "positives": set(), "hard": set(), "easy": set()} for q in queries}
     for seed in range(ref["runs"]):
-        batch = T.specter_batch(queries[eligible], cites, pool_ids, 5, 2, 3, seed=seed)
+        batch = S.specter_batch(queries[eligible], cites, pool_ids, 5, 2, 3, seed=seed)
         for i, q in enumerate(queries[eligible]):
             s, rows = seen[str(1000 + q)], slice(5 * i, 5 * i + 5)
             s["kinds"].add(tuple("hard" if h else "easy" for h in batch.hard[rows]))

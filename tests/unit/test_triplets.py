@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from citeflow.errors import CiteflowError
+from models import specter_sampling as S
 from models import triplets as T
 
 
@@ -169,14 +170,14 @@ def test_overlapping_windows_collide_and_are_counted():
 
 def graph(pool_size, edges):
     src, dst = np.array([e[0] for e in edges]), np.array([e[1] for e in edges])
-    return T.CitationIndex.from_edges(src, dst, pool_size)
+    return S.CitationIndex.from_edges(src, dst, pool_size)
 
 
 def test_specter_citation_of_citation_rule():
     # 0 cites 1 and 2; 1 cites 3 and 4; 2 cites 4 and 1 (cited by 0: a positive, never a negative)
     cites = graph(12, [(0, 1), (0, 2), (1, 3), (1, 4), (2, 4), (2, 1), (5, 6), (6, 7)])
     pool_ids = np.arange(1000, 1012)
-    batch = T.specter_batch(np.array([0, 5]), cites, pool_ids, 5, 2, 3, seed=0)
+    batch = S.specter_batch(np.array([0, 5]), cites, pool_ids, 5, 2, 3, seed=0)
     q0 = slice(0, 5)
     assert set(batch.positive[q0]) <= {1, 2}  # drawn with replacement, as SPECTER does
     assert set(batch.negative[q0][:2]) <= {3, 4} and batch.hard[q0].tolist() == [True, True, False, False, False]
@@ -188,7 +189,7 @@ def test_specter_citation_of_citation_rule():
     assert not set(batch.negative[q5][1:]) & {5, 6, 7}
     assert batch.counts["hard_negative_shortfall"] == 1 and batch.counts["positive_repeats"] >= 3 + 4
     assert T.collisions(batch.query, batch.positive, batch.negative, 12) == 0
-    assert T.specter_eligible(np.array([0, 5, 7]), cites).tolist() == [True, True, False]
+    assert S.specter_eligible(np.array([0, 5, 7]), cites).tolist() == [True, True, False]
 
 
 def test_specter_hard_negatives_come_from_every_cited_paper():
@@ -196,7 +197,7 @@ def test_specter_hard_negatives_come_from_every_cited_paper():
     cites = graph(50, [(0, j) for j in range(1, 21)] + [(j, j + 20) for j in range(1, 21)])
     outside = 0
     for seed in range(20):
-        batch = T.specter_batch(np.array([0]), cites, np.arange(50), 5, 2, 3, seed=seed)
+        batch = S.specter_batch(np.array([0]), cites, np.arange(50), 5, 2, 3, seed=seed)
         assert set(batch.positive) <= set(range(1, 21)) and set(batch.negative[:2]) <= set(range(21, 41))
         outside += len(set(batch.negative[:2].tolist()) - {int(p) + 20 for p in batch.positive})
     assert outside > 10
@@ -204,7 +205,7 @@ def test_specter_hard_negatives_come_from_every_cited_paper():
 
 def test_specter_refuses_queries_without_citations():
     with pytest.raises(ValueError):
-        T.specter_batch(np.array([3]), graph(5, [(0, 1)]), np.arange(5), 5, 2, 3, seed=0)
+        S.specter_batch(np.array([3]), graph(5, [(0, 1)]), np.arange(5), 5, 2, 3, seed=0)
 
 
 def test_hashed_sample_is_seeded_and_stable_when_papers_are_added():
