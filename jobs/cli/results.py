@@ -68,7 +68,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export_model(args: argparse.Namespace) -> int:
-    from jobs.export_model import export_model
+    from jobs.cli.export_model import export_model
 
     target = export_model(
         snapshot=args.snapshot,

@@ -87,5 +87,5 @@ def test_nothing_reads_the_newest_version():
             if "list_versions(" in text:
                 listing.add(name)
             by_age += [f"{name}: {m.group(0)}" for m in re.finditer(BY_AGE, text)]
-    assert listing == {"citeflow/artifacts.py", "jobs/build_graph.py", "jobs/export_model.py", "models/pbg_warm.py"}
+    assert listing == {"citeflow/artifacts.py", "jobs/build_graph.py", "jobs/cli/export_model.py", "models/pbg_warm.py"}
     assert by_age == []
