@@ -16,6 +16,9 @@
   and long papers at random spends most of the compute on padding), as
   Hugging Face's `group_by_length` does: sort within mega-batches of a
   seeded permutation, so the data order stays random between batches.
+  `collate_pieces` splits one micro-batch's papers (a triplet's three papers
+  differ in length whatever the grouping) into parts of similar length that
+  the encoder runs one after the other.
 """
 
 from __future__ import annotations
@@ -231,6 +234,20 @@ def collate(sequences: list[np.ndarray], pad_id: int):
     return ids, mask
 
 
+def collate_pieces(store: TokenStore, rows: np.ndarray, pad_id: int, pieces: int):
+    """Token-store rows collated in `pieces` parts of similar length (`length_pieces`).
+
+    Returns ([(input_ids, attention_mask) per part], inverse): concatenating the parts' outputs and taking
+    rows `inverse` restores the order of `rows`.
+    """
+    import torch
+
+    offsets = np.asarray(store.offsets)
+    parts = length_pieces(offsets[rows + 1] - offsets[rows], pieces)
+    inverse = np.argsort(np.concatenate(parts), kind="stable")
+    return [collate_rows(store, rows[part], pad_id) for part in parts], torch.from_numpy(inverse)
+
+
 def collate_rows(store: TokenStore, rows: np.ndarray, pad_id: int):
     """`collate` of token-store rows, gathered with one vectorised read instead of a Python loop per paper."""
     import torch
@@ -277,13 +294,24 @@ def shuffle_groups(order: np.ndarray, batch: int, group: int, rng: np.random.Gen
     return out
 
 
-def padding_share(lengths: np.ndarray, micro_batches: np.ndarray) -> float:
-    """Share of padding tokens when each micro-batch is padded to its longest sequence.
+def length_pieces(lengths: np.ndarray, pieces: int) -> list[np.ndarray]:
+    """Positions of `lengths` sorted by length (stable) and split into `pieces` near-equal parts.
+
+    A micro-batch's papers run through the encoder in these parts, each padded to its own longest paper.
+    """
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    return [part for part in np.array_split(order, min(pieces, len(order))) if len(part)]
+
+
+def padding_share(lengths: np.ndarray, micro_batches: np.ndarray, pieces: int = 1) -> float:
+    """Share of padding tokens when each micro-batch runs in `pieces` forward passes (`length_pieces`),
+    each padded to its longest sequence.
 
     `lengths`: (items, k) token counts (k sequences per item, e.g. a triplet's three papers);
-    `micro_batches`: (batches, size) item indices, one row per forward pass.
+    `micro_batches`: (batches, size) item indices, one row per micro-batch.
     """
-    per_batch = np.asarray(lengths)[micro_batches].reshape(len(micro_batches), -1)
-    padded = per_batch.max(axis=1).astype(np.float64) * per_batch.shape[1]
-    total = padded.sum()
-    return float(1 - per_batch.sum() / total) if total else 0.0
+    real = padded = 0.0
+    for batch in np.asarray(lengths)[micro_batches].reshape(len(micro_batches), -1):
+        real += float(batch.sum())
+        padded += float(sum(batch[part].max() * len(part) for part in length_pieces(batch, pieces)))
+    return 1 - real / padded if padded else 0.0

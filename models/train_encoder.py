@@ -22,7 +22,10 @@ triplets. With `length_grouping` (the default) each mega-batch of
 `length_group_batches` optimizer batches of that permutation is sorted by
 triplet length (the longest of its three papers) and cut into batches whose
 order is shuffled again: a micro-batch is padded to its longest paper, and
-papers of similar length waste little on padding. Every process computes the
+papers of similar length waste little on padding. A triplet's three papers
+still differ in length, so each micro-batch's papers are sorted by length and
+run through the encoder in `length_pieces` parts, each padded to its own
+longest paper (one DDP forward: the parts run inside one module call). Every process computes the
 same order from (seed, epoch, lengths) and takes its share of each batch, so
 DDP and resume see the same triplets at each step. The epoch's padding share
 is printed and each step's is logged.
@@ -108,6 +111,10 @@ class TrainSpec:
         default=True, metadata=_help("batches of triplets of similar length (sorted within shuffled mega-batches)")
     )
     length_group_batches: int = field(default=50, metadata=_help("optimizer batches per mega-batch sorted by length"))
+    length_pieces: int = field(
+        default=3,
+        metadata=_help("forward passes per micro-batch, its papers sorted by length; 1: one padded to the longest"),
+    )
     prefetch: int = field(default=4, metadata=_help("micro-batches collated ahead by a background thread; 0: none"))
     log_every: int = field(default=10, metadata=_help("optimizer steps between loss read-backs (log writes)"))
     compile: bool = field(default=False, metadata=_help("torch.compile the encoder"))
@@ -203,6 +210,13 @@ def epoch_order(spec: TrainSpec, epoch: int, lengths: np.ndarray) -> np.ndarray:
     return order
 
 
+def _pin(item):
+    """`item` (tensors in nested lists and tuples) with every tensor in pinned memory."""
+    if isinstance(item, (list, tuple)):
+        return type(item)(_pin(x) for x in item)
+    return item.pin_memory()
+
+
 class Prefetcher:
     """Collated micro-batches in the trainer's order, made `depth` ahead by a background thread (0: inline).
 
@@ -225,7 +239,7 @@ class Prefetcher:
         self._thread.start()
 
     def _prepare(self, item):
-        return tuple(t.pin_memory() for t in item) if self._pin else item
+        return _pin(item) if self._pin else item
 
     def _run(self) -> None:
         try:
@@ -342,7 +356,7 @@ def train(spec: TrainSpec) -> None:
     import torch.distributed as dist
     from transformers import get_linear_schedule_with_warmup
 
-    from models.encoder import TokenStore, collate_rows, load, padding_share, pool
+    from models.encoder import TokenStore, collate_pieces, load, padding_share
 
     if spec.deterministic:
         # Bitwise repeatable: the cuBLAS workspace must be fixed before CUDA starts, one CPU thread keeps
@@ -412,7 +426,7 @@ def train(spec: TrainSpec) -> None:
     elif rank == 0:
         Path(spec.log).unlink(missing_ok=True)
 
-    encoder = torch.compile(model, dynamic=True) if spec.compile else model
+    encoder = _piecewise(torch.compile(model, dynamic=True) if spec.compile else model, spec.pooling)
     ddp = encoder
     if world > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(encoder, device_ids=[local_rank] if use_cuda else None)
@@ -438,26 +452,28 @@ def train(spec: TrainSpec) -> None:
                 if announce and rank == 0:
                     used = order[: per_epoch * batch].reshape(-1, per_device)
                     print(
-                        f"train_encoder: epoch {epoch}: padding share {padding_share(paper_lengths, used):.3f} "
+                        f"train_encoder: epoch {epoch}: padding share "
+                        f"{padding_share(paper_lengths, used, spec.length_pieces):.3f} "
                         f"({'length-grouped' if spec.length_grouping else 'random'} batches)",
                         flush=True,
                     )
             yield step, epoch, order
 
     def collated():
-        """Every micro-batch of this process from `start` on, in training order: (ids, mask) CPU tensors."""
+        """Every micro-batch of this process from `start` on, in training order, as `collate_pieces` gives it."""
         for step, _, order in orders(announce=False):
             mine = share(step, order)
             for m in range(accumulation):
-                yield collate_rows(store, rows[mine[m * per_device : (m + 1) * per_device]].T.ravel(), pad_id)
+                papers = rows[mine[m * per_device : (m + 1) * per_device]].T.ravel()  # queries, positives, negatives
+                yield collate_pieces(store, papers, pad_id, spec.length_pieces)
 
     def micro_loss(part):
-        """Triplet loss of one collated micro-batch (queries, positives, negatives), scaled for accumulation."""
-        ids, mask = (t.to(device, non_blocking=True) for t in part)
+        """Triplet loss of one collated micro-batch, scaled for accumulation."""
+        pieces, inverse = part
+        pieces = [tuple(t.to(device, non_blocking=True) for t in piece) for piece in pieces]
         with torch.autocast(**autocast):
-            hidden = ddp(input_ids=ids, attention_mask=mask).last_hidden_state
-        vectors = pool(hidden, mask, spec.pooling).float()
-        n = len(ids) // 3
+            vectors = ddp(pieces, inverse.to(device, non_blocking=True)).float()
+        n = len(vectors) // 3
         return triplet_loss(vectors[:n], vectors[n : 2 * n], vectors[2 * n :], spec.margin) / accumulation
 
     from tqdm import tqdm
@@ -504,7 +520,7 @@ def train(spec: TrainSpec) -> None:
                     "lr": scheduler.get_last_lr()[0],
                     "seconds": seconds,
                     "triplets_per_second": batch / max(seconds, 1e-9),
-                    "padding_share": round(padding_share(paper_lengths, micro), 4),
+                    "padding_share": round(padding_share(paper_lengths, micro, spec.length_pieces), 4),
                 }
                 pending.append((row, total_loss, grad_norm))
                 checkpoint_now = done % spec.checkpoint_every == 0 and done < total
@@ -523,6 +539,27 @@ def train(spec: TrainSpec) -> None:
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
+
+
+def _piecewise(encoder, pooling: str):
+    """A module running `encoder` on each (input_ids, attention_mask) part and returning the pooled vectors in
+    the micro-batch's order: the parts go through one module call, so DDP sees one forward per backward."""
+    import torch
+
+    from models.encoder import pool
+
+    class Piecewise(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, pieces, inverse):
+            vectors = [
+                pool(self.encoder(input_ids=i, attention_mask=m).last_hidden_state, m, pooling) for i, m in pieces
+            ]
+            return torch.cat(vectors)[inverse]
+
+    return Piecewise()
 
 
 def _host_cores() -> int:

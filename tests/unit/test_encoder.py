@@ -362,6 +362,8 @@ def test_padding_share_by_hand():
     # batch [0 1]: 22 tokens padded to 6 x 5 = 30; batch [2 3]: 13 tokens padded to 6 x 6 = 36
     assert padding_share(lengths, np.array([[0, 1], [2, 3]])) == pytest.approx(1 - 35 / 66)
     assert padding_share(lengths, np.array([[1]])) == 0.0
+    # in 3 forward passes: batch [0 1] sorted 2 3 | 4 4 | 4 5 pads to 2 x 3 + 2 x 4 + 2 x 5 = 24
+    assert padding_share(lengths, np.array([[0, 1]]), pieces=3) == pytest.approx(1 - 22 / 24)
 
 
 def test_epoch_order_is_seeded_and_groups_lengths():
@@ -391,7 +393,7 @@ def test_epoch_order_is_seeded_and_groups_lengths():
 
 
 def test_collate_rows_matches_collate(small, tmp_path):
-    from models.encoder import collate_rows
+    from models.encoder import collate_pieces, collate_rows
 
     tokenizer, _ = load(str(small), tokenizer_only=True)
     ids, titles, abstracts = corpus()
@@ -402,6 +404,13 @@ def test_collate_rows_matches_collate(small, tmp_path):
     got = collate_rows(store, rows, tokenizer.pad_token_id)
     assert all(torch.equal(x, y) for x, y in zip(expected, got, strict=True))
     assert got[1][0].sum() < got[1][1].sum()  # the short paper is padded
+    pieces, inverse = collate_pieces(store, rows, tokenizer.pad_token_id, 2)
+    assert [p[0].shape[0] for p in pieces] == [2, 2] and pieces[0][1][0].sum() == got[1][0].sum()
+    assert pieces[0][0].shape[1] < pieces[1][0].shape[1]  # the two short copies of paper 3 pad less
+    rebuilt = torch.cat(
+        [torch.nn.functional.pad(i, (0, 20 - i.shape[1]), value=tokenizer.pad_token_id) for i, _ in pieces]
+    )
+    assert torch.equal(rebuilt[inverse][:, : got[0].shape[1]], got[0])
 
 
 def test_prefetcher_keeps_the_order_and_passes_errors_on():
