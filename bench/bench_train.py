@@ -19,13 +19,15 @@ are those of real `title [SEP] abstract` inputs; `--lengths fixed` makes
 synthetic papers that all fill --tokens tokens (no padding at all).
 
 `--compare` runs the trainer's settings before issue 20 (`length_grouping`
-off, no prefetch, the loss read back every step, the libraries' own thread
-settings) and the current defaults on the same data, alternately for
---rounds rounds, so both see the same load. Reports triplets/s over the
-steps after the first --warmup ones (all triplets / all seconds), the
-padding share of the batches, the load average before and after each run
-and the thread settings. Writes OUT/train_<shape>_<tokens>_<lengths>.json
-and .md.
+off, one forward pass per micro-batch, no prefetch, the loss read back every
+step, the libraries' own thread settings) and the current defaults on the
+same data, alternately for --rounds rounds, so both see the same load.
+Reports triplets/s over the steps after the first --warmup ones (all
+triplets / all seconds), the padding share of the batches, the load average
+before and after each run and the thread settings. The triplets fill at
+least two mega-batches of length grouping (50 batches each), so that the
+steps run are a sample of a whole one. Writes
+OUT/train_<shape>_<tokens>_<lengths>.json and .md.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ SHAPES = {"small": dict(hidden=128, layers=2, heads=2), "bert-base": dict(hidden
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DEFAULT_TEXTS = [DATA / "s2orc" / "metadata_sample.jsonl", DATA / "scirepeval"]
 # The trainer as it ran before issue 20, as named settings.
-BEFORE = {"length_grouping": False, "prefetch": 0, "log_every": 1, "tune_threads": False}
+BEFORE = {"length_grouping": False, "length_pieces": 1, "prefetch": 0, "log_every": 1, "tune_threads": False}
 
 
 def real_texts(sources: list[Path]) -> list[tuple[str, str | None]]:
@@ -159,7 +161,7 @@ def main() -> int:
         work / "tokens", iter([(ids, [t for t, _ in texts], [a for _, a in texts])]), tokenizer, args.tokens, papers
     )
     lengths = np.diff(np.asarray(store.offsets))
-    triplets = args.batch * (args.steps + 1)
+    triplets = args.batch * max(args.steps + 1, 100)
     pq.write_table(
         pa.table({c: rng.choice(ids, triplets) for c in ("query_id", "positive_id", "negative_id")}),
         work / "triplets.parquet",
