@@ -459,3 +459,25 @@ def test_the_device_paths_run_on_cpu(small, tmp_path):
     assert [r["step"] for r in log] == list(range(1, 8))
     assert all(r["loss"] > 0 and r["grad_norm"] > 0 and 0 <= r["padding_share"] < 1 for r in log)
     assert "epoch 0: padding share" in done.stdout + done.stderr
+
+
+def test_embed_papers_groups_lengths_and_keeps_the_input_order(small, tmp_path):
+    from jobs.embed_papers import embed_to_parquet
+
+    ids, titles, abstracts = corpus(n=24)
+    papers = [
+        (str(i), t, " ".join(a.split()[: 1 + (k * 7) % 25]))
+        for k, (i, t, a) in enumerate(zip(ids, titles, abstracts, strict=True))
+    ]
+    stats, tables = {}, {}
+    for grouping in (False, True):
+        out = tmp_path / f"grouped-{grouping}"
+        stats[grouping] = embed_to_parquet(
+            iter(papers), str(small), out, max_length=48, pooling="mean", batch_size=4, length_grouping=grouping
+        )
+        tables[grouping] = pq.read_table(out / "part-0.parquet")
+    assert tables[True]["paper_id"].to_pylist() == [p[0] for p in papers] == tables[False]["paper_id"].to_pylist()
+    a, b = (np.stack(tables[g]["embedding"].to_pylist()) for g in (False, True))
+    assert np.allclose(a, b, atol=1e-5)
+    assert stats[True]["padding_share"] < stats[False]["padding_share"] / 2
+    assert stats[True]["papers"] == 24 and stats[True]["papers_per_second"] > 0 and stats[True]["precision"] == "fp32"
