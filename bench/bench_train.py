@@ -24,19 +24,22 @@ step, the libraries' own thread settings) and the current defaults on the
 same data, alternately for --rounds rounds, so both see the same load.
 Reports triplets/s over the steps after the first --warmup ones (all
 triplets / all seconds), the padding share of the batches, the load average
-before and after each run and the thread settings. The triplets fill at
-least two mega-batches of length grouping (50 batches each), so that the
-steps run are a sample of a whole one. Writes
-OUT/train_<shape>_<tokens>_<lengths>.json and .md.
+before and after each run and the thread settings. `--busy` runs each
+setting a second time beside one busy-looping process and reports how much
+throughput each loses. The triplets fill at least two mega-batches of length
+grouping (50 batches each), so that the steps run are a sample of a whole
+one. Writes OUT/train_<shape>_<tokens>_<lengths>.json and .md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -87,6 +90,20 @@ def synthetic_texts(tokens: int, papers: int, rng) -> list[tuple[str, str]]:
     return [(" ".join(rng.choice(words, 12)), " ".join(rng.choice(words, tokens))) for _ in range(papers)]
 
 
+@contextlib.contextmanager
+def busy_process(on: bool):
+    """One other process spinning on a core while the block runs (the machine shared with someone else)."""
+    if not on:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def run_trainer(work: Path, name: str, spec: dict, nproc: int, warmup: int) -> dict:
     from citeflow.threads import load_average
     from jobs.train_encoder import launch
@@ -131,6 +148,7 @@ def main() -> int:
     parser.add_argument("--compile", action="store_true", help="torch.compile the encoder (current settings)")
     parser.add_argument("--compare", action="store_true", help="also run the settings before issue 20, alternately")
     parser.add_argument("--rounds", type=int, default=1, help="with --compare: before/current pairs")
+    parser.add_argument("--busy", action="store_true", help="also run each setting beside one busy-looping process")
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
 
@@ -190,13 +208,14 @@ def main() -> int:
     current = {**spec, "compile": args.compile}
     threads = describe()
     print(f"machine: {json.dumps(threads)}", flush=True)
+    settings = ([("before", {**spec, **BEFORE})] if args.compare else []) + [("current", current)]
     runs = []
-    for _ in range(args.rounds if args.compare else 1):
-        if args.compare:
-            runs.append(run_trainer(work, "before", {**spec, **BEFORE}, args.nproc, args.warmup))
-            print(json.dumps(runs[-1]), flush=True)
-        runs.append(run_trainer(work, "current", current, args.nproc, args.warmup))
-        print(json.dumps(runs[-1]), flush=True)
+    for _ in range(args.rounds if args.compare or args.busy else 1):
+        for busy in (False, True) if args.busy else (False,):
+            for name, chosen in settings:
+                with busy_process(busy):
+                    runs.append(run_trainer(work, name + ("+busy" if busy else ""), chosen, args.nproc, args.warmup))
+                print(json.dumps(runs[-1]), flush=True)
     import torch
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
@@ -220,8 +239,12 @@ def main() -> int:
         "runs": runs,
         "triplets_per_second": best["current"]["triplets_per_second"],
     }
-    if "before" in best:
-        result["speedup"] = round(best["current"]["triplets_per_second"] / best["before"]["triplets_per_second"], 2)
+    rate = {name: r["triplets_per_second"] for name, r in best.items()}
+    if "before" in rate:
+        result["speedup"] = round(rate["current"] / rate["before"], 2)
+    for name in ("before", "current"):
+        if f"{name}+busy" in rate:  # how much of its throughput a setting loses beside one busy process
+            result[f"{name}_busy_slowdown"] = round(rate[name] / rate[f"{name}+busy"], 2)
     name = f"train_{args.shape}_{args.tokens}_{args.lengths}"
     (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
