@@ -481,3 +481,16 @@ def test_embed_papers_groups_lengths_and_keeps_the_input_order(small, tmp_path):
     assert np.allclose(a, b, atol=1e-5)
     assert stats[True]["padding_share"] < stats[False]["padding_share"] / 2
     assert stats[True]["papers"] == 24 and stats[True]["papers_per_second"] > 0 and stats[True]["precision"] == "fp32"
+
+
+def test_prefetcher_pins_every_tensor_of_a_micro_batch(monkeypatch):
+    # pinning needs CUDA; here Tensor.pin_memory is replaced by a marker to see that the CUDA path reaches
+    # every tensor of the nested (pieces, inverse) structure the trainer collates
+    pinned = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: pinned.append(self.shape) or self)
+    item = ([(torch.zeros(2, 3), torch.ones(2, 3)), (torch.zeros(1, 5), torch.ones(1, 5))], torch.arange(3))
+    fetch = trainer.Prefetcher(iter([item]), 2, pin=True)
+    pieces, inverse = fetch.next()
+    fetch.close()
+    assert sorted(pinned) == sorted([(2, 3), (2, 3), (1, 5), (1, 5), (3,)])
+    assert isinstance(pieces, list) and torch.equal(inverse, torch.arange(3))
