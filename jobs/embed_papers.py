@@ -122,6 +122,10 @@ def embed_to_parquet(
     """
     import time
 
+    from citeflow.threads import configure
+
+    configure()  # passive OpenMP waiting, torch's pool from the usable cores (before torch starts OpenMP)
+
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
