@@ -494,3 +494,30 @@ def test_prefetcher_pins_every_tensor_of_a_micro_batch(monkeypatch):
     fetch.close()
     assert sorted(pinned) == sorted([(2, 3), (2, 3), (1, 5), (1, 5), (3,)])
     assert isinstance(pieces, list) and torch.equal(inverse, torch.arange(3))
+
+
+def test_killed_length_grouped_training_resumes_to_the_same_model(small, tmp_path):
+    # papers of 3 to 40 tokens, so grouping really reorders; the resume test above runs on papers of one length
+    tokenizer, _ = load(str(small), tokenizer_only=True)
+    ids, titles, abstracts = corpus()
+    abstracts = [" ".join(a.split()[: (7 * k) % 30]) for k, a in enumerate(abstracts)]
+    TokenStore.write(tmp_path / "tokens", iter([(ids, titles, abstracts)]), tokenizer, 40, len(ids))
+    rng = np.random.default_rng(1)
+    q, p, n = (rng.choice(ids, 96) for _ in range(3))
+    pq.write_table(pa.table({"query_id": q, "positive_id": p, "negative_id": n}), tmp_path / "triplets.parquet")
+    settings = dict(deterministic=True, length_group_batches=3, checkpoint_every=4, log_every=3, epochs=1)
+    whole = make_spec(small, tmp_path, "whole", **settings)
+    plain = make_spec(small, tmp_path, "plain", **{**settings, "length_grouping": False, "length_pieces": 1})
+    for run in (whole, plain):
+        done = train(run)
+        assert done.returncode == 0, done.stdout[-3000:]
+    killed = make_spec(small, tmp_path, "killed", **settings)
+    assert train(killed, env={"CITEFLOW_KILL_AT_STEP": "7"}).returncode == -9
+    second = train(killed)
+    assert second.returncode == 0 and "resuming from ckpt-00000004" in second.stdout + second.stderr
+    a, b = weights(whole / "model"), weights(killed / "model")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    logs = {r.name: [json.loads(x) for x in (r / "log.jsonl").read_text().splitlines()] for r in (whole, killed, plain)}
+    assert [r["loss"] for r in logs["killed"]] == [r["loss"] for r in logs["whole"]] and len(logs["whole"]) == 12
+    grouped_pad = np.mean([r["padding_share"] for r in logs["whole"]])
+    assert grouped_pad < 0.5 * np.mean([r["padding_share"] for r in logs["plain"]])
