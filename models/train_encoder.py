@@ -513,7 +513,8 @@ def train(spec: TrainSpec) -> None:
                 now = time.monotonic()
                 seconds, last = now - last, now
                 done = step + 1
-                micro = share(step, order).reshape(-1, per_device)
+                lo = (step % per_epoch) * batch
+                micro = order[lo : lo + batch].reshape(-1, per_device)  # the whole step's, every process's
                 row = {
                     "step": done,
                     "epoch": epoch,
