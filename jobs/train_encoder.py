@@ -151,7 +151,8 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
         length_group_batches=cfg.length_group_batches,
         length_pieces=cfg.length_pieces,
         prefetch=cfg.prefetch,
-        log_every=cfg.log_every,
+        # without a GPU the loss is computed by the time it is read: write every step as it ends
+        log_every=cfg.log_every if _gpus() else 1,
         compile=cfg.compile,
         citeflow={
             "snapshot": config.snapshot,

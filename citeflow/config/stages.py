@@ -290,7 +290,9 @@ class TrainEncoderConfig:
     log_every: int = field(
         default=10,
         metadata=_help(
-            "optimizer steps between reads of the loss from the device (every step is still logged)", versioned=False
+            "optimizer steps between reads of the loss from the GPU (every step is still logged); a machine without "
+            "a GPU writes every step",
+            versioned=False,
         ),
     )
     compile: bool = field(default=False, metadata=_help("torch.compile the encoder", versioned=False))
