@@ -76,6 +76,12 @@ def main() -> int:
     parser.add_argument("--workdir", default=None, help="scratch folder (default: a temp dir, removed after)")
     args = parser.parse_args()
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from citeflow.threads import describe
+
+    # the load and the thread settings beside every figure: a shared machine changes them all
+    print(f"machine: {json.dumps(describe())}", flush=True)
+
     work = Path(args.workdir or tempfile.mkdtemp(prefix="citeflow-bench-generate-"))
     work.mkdir(parents=True, exist_ok=True)
     out = Path(args.out)

@@ -245,6 +245,12 @@ def main() -> int:
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from citeflow.threads import describe
+
+    # the load and the thread settings beside every figure: a shared machine changes them all
+    print(f"machine: {json.dumps(describe())}", flush=True)
+
     root = Path(args.snapshots) / f"incremental-{args.papers}-{args.change}"
     rel = releases(root, args.papers, args.change)
     work = root / "work"

@@ -102,6 +102,12 @@ def main() -> int:
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from citeflow.threads import describe
+
+    # the load and the thread settings beside every figure: a shared machine changes them all
+    print(f"machine: {json.dumps(describe())}", flush=True)
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="citeflow-pbg-memory-"))

@@ -34,6 +34,12 @@ def main() -> int:
     parser.add_argument("--out", default="bench/results_windows")
     args = parser.parse_args()
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from citeflow.threads import describe
+
+    # the load and the thread settings beside every figure: a shared machine changes them all
+    print(f"machine: {json.dumps(describe())}", flush=True)
+
     from citeflow.config import EmbedGraphConfig
     from evaluation.link_prediction import link_prediction
     from evaluation.neighbours import nearest, normalize_rows, overlap

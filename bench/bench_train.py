@@ -1,27 +1,48 @@
 """Encoder training throughput (triplets/s) of citeflow's trainer, on CPU here or on GPUs.
 
-    python bench/bench_train.py --shape small --tokens 96 --steps 30             # this machine
+    python bench/bench_train.py --shape small --tokens 512 --lengths real --compare --rounds 2   # this machine
+    python bench/bench_train.py --shape small --tokens 96 --lengths fixed --steps 30              # every paper full
     python bench/bench_train.py --shape bert-base --tokens 512 --precision bf16 \
-        --per-device 32 --steps 40                                               # a GPU machine
-    python bench/bench_train.py --shape bert-base --tokens 512 --nproc 8 ...     # torchrun, DDP
+        --per-device 32 --steps 40                                                                # a GPU machine
+    python bench/bench_train.py --shape bert-base --tokens 512 --nproc 8 ...                      # torchrun, DDP
 
 Builds a model of the given shape from a config (random weights: throughput
 does not depend on them; BERT-base is 768 hidden, 12 layers, 12 heads), a
-WordPiece tokenizer and a token store of synthetic papers that all fill
---tokens tokens, then runs the real trainer (`models/train_encoder.py`, in
-its own process, `torchrun` for --nproc > 1) for --steps optimizer steps of
-the effective batch 32. Reports the median triplets/s over the steps after
-the first --warmup ones (3 sequences of --tokens tokens per triplet).
-Writes OUT/train_<shape>_<tokens>.json and .md.
+WordPiece tokenizer and a token store of papers, then runs the real trainer
+(`models/train_encoder.py`, in its own process, `torchrun` for --nproc > 1)
+for --steps optimizer steps of the effective batch 32.
+
+Papers: `--lengths real` takes the titles and abstracts of real papers
+(`--texts`: the S2ORC metadata sample and the SciRepEval samples by default),
+tokenised by the run's tokenizer and truncated at --tokens, so the lengths
+are those of real `title [SEP] abstract` inputs; `--lengths fixed` makes
+synthetic papers that all fill --tokens tokens (no padding at all).
+
+`--compare` runs the trainer's settings before issue 20 (`length_grouping`
+off, one forward pass per micro-batch, no prefetch, the loss read back every
+step, the libraries' own thread settings) and the current defaults on the
+same data, alternately for --rounds rounds, so both see the same load.
+Reports triplets/s over the steps after the first --warmup ones (all
+triplets / all seconds), the padding share of the batches, the load average
+before and after each run and the thread settings. `--busy` runs each
+setting a second time beside one busy-looping process and reports how much
+throughput each loses. The triplets fill at least two mega-batches of length
+grouping (50 batches each), so that the steps run are a sample of a whole
+one. Writes OUT/train_<shape>_<tokens>_<lengths>.json and .md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +52,92 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHAPES = {"small": dict(hidden=128, layers=2, heads=2), "bert-base": dict(hidden=768, layers=12, heads=12)}
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DEFAULT_TEXTS = [DATA / "s2orc" / "metadata_sample.jsonl", DATA / "scirepeval"]
+# The trainer as it ran before issue 20, as named settings.
+BEFORE = {"length_grouping": False, "length_pieces": 1, "prefetch": 0, "log_every": 1, "tune_threads": False}
+
+
+def real_texts(sources: list[Path]) -> list[tuple[str, str | None]]:
+    """(title, abstract) of every record with a title in the JSON / JSON lines files (nested records too)."""
+    found: list[tuple[str, str | None]] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("title"), str):
+                found.append((node["title"], node.get("abstract") if isinstance(node.get("abstract"), str) else None))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    files = [f for s in sources for f in (sorted(s.rglob("*.json*")) if s.is_dir() else [s])]
+    for file in files:
+        text = file.read_text(encoding="utf-8")
+        if file.suffix == ".jsonl":
+            for line in text.splitlines():
+                if line.strip():
+                    walk(json.loads(line))
+        else:
+            walk(json.loads(text))
+    return found
+
+
+def synthetic_texts(tokens: int, papers: int, rng) -> list[tuple[str, str]]:
+    words = [f"w{i:05d}" for i in range(20_000)]
+    # each synthetic word becomes at least one token: every paper is truncated at --tokens
+    return [(" ".join(rng.choice(words, 12)), " ".join(rng.choice(words, tokens))) for _ in range(papers)]
+
+
+@contextlib.contextmanager
+def busy_process(on: bool):
+    """One other process spinning on a core while the block runs (the machine shared with someone else)."""
+    if not on:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def run_trainer(work: Path, name: str, spec: dict, nproc: int, warmup: int) -> dict:
+    from citeflow.threads import load_average
+    from jobs.train_encoder import launch
+
+    run = work / name
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir()
+    spec = {**spec, "model_out": str(run / "out"), "work": str(run / "checkpoints"), "log": str(run / "log.jsonl")}
+    (run / "spec.json").write_text(json.dumps(spec))
+    before = load_average()[0]
+    t0 = time.monotonic()
+    launch(run / "spec.json", nproc, run / "train.log")
+    wall = time.monotonic() - t0
+    rows = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    timed = rows[warmup:] or rows
+    seconds = sum(r["seconds"] for r in timed)
+    return {
+        "settings": name,
+        "triplets_per_second": round(spec["batch_size"] * len(timed) / seconds, 2),
+        "median_step_seconds": round(statistics.median(r["seconds"] for r in timed), 3),
+        "padding_share": round(statistics.fmean(r["padding_share"] for r in rows), 3),
+        "steps": len(rows),
+        "wall_seconds": round(wall, 1),
+        "load_before": round(before, 2),
+        "load_after": round(load_average()[0], 2),
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), default="small")
-    parser.add_argument("--tokens", type=int, default=96, help="tokens per paper (max_length)")
+    parser.add_argument("--tokens", type=int, default=512, help="max tokens per paper (max_length)")
+    parser.add_argument("--lengths", choices=["real", "fixed"], default="real")
+    parser.add_argument("--texts", nargs="*", type=Path, default=DEFAULT_TEXTS, help="--lengths real: JSON(L) files")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch", type=int, default=32, help="effective batch")
@@ -44,23 +145,25 @@ def main() -> int:
     parser.add_argument("--nproc", type=int, default=1)
     parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
     parser.add_argument("--gradient-checkpointing", action="store_true")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the encoder (current settings)")
+    parser.add_argument("--compare", action="store_true", help="also run the settings before issue 20, alternately")
+    parser.add_argument("--rounds", type=int, default=1, help="with --compare: before/current pairs")
+    parser.add_argument("--busy", action="store_true", help="also run each setting beside one busy-looping process")
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
 
-    from jobs.train_encoder import launch
+    from citeflow.threads import describe
     from models.encoder import TokenStore, build_small, load
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="citeflow-train-bench-"))
     rng = np.random.default_rng(0)
-    words = [f"w{i:05d}" for i in range(20_000)]
-    papers = 2_000
-    n_words = args.tokens  # each synthetic word becomes at least one token: every paper is truncated
-    texts = [(" ".join(rng.choice(words, 12)), " ".join(rng.choice(words, n_words))) for _ in range(papers)]
+    texts = real_texts(args.texts) if args.lengths == "real" else synthetic_texts(args.tokens, 2_000, rng)
+    papers = len(texts)
     shape = SHAPES[args.shape]
     build_small(
-        (f"{t} {a}" for t, a in texts),
+        (f"{t} {a or ''}" for t, a in texts),
         work / "model",
         vocab_size=30_522,
         hidden=shape["hidden"],
@@ -76,7 +179,7 @@ def main() -> int:
         work / "tokens", iter([(ids, [t for t, _ in texts], [a for _, a in texts])]), tokenizer, args.tokens, papers
     )
     lengths = np.diff(np.asarray(store.offsets))
-    triplets = args.batch * (args.steps + 1)
+    triplets = args.batch * max(args.steps + 1, 100)
     pq.write_table(
         pa.table({c: rng.choice(ids, triplets) for c in ("query_id", "positive_id", "negative_id")}),
         work / "triplets.parquet",
@@ -85,9 +188,6 @@ def main() -> int:
         "tokens": str(work / "tokens"),
         "triplets": str(work / "triplets.parquet"),
         "model_in": str(work / "model"),
-        "model_out": str(work / "out"),
-        "work": str(work / "checkpoints"),
-        "log": str(work / "log.jsonl"),
         "epochs": 1,
         "max_steps": args.steps,
         "batch_size": args.batch,
@@ -105,34 +205,58 @@ def main() -> int:
         "checkpoint_every": 10**9,
         "citeflow": {"bench": True},
     }
-    (work / "spec.json").write_text(json.dumps(spec))
-    launch(work / "spec.json", args.nproc, work / "train.log")
-    rows = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
-    rates = [r["triplets_per_second"] for r in rows[args.warmup :]] or [r["triplets_per_second"] for r in rows]
+    current = {**spec, "compile": args.compile}
+    threads = describe()
+    print(f"machine: {json.dumps(threads)}", flush=True)
+    settings = ([("before", {**spec, **BEFORE})] if args.compare else []) + [("current", current)]
+    runs = []
+    for _ in range(args.rounds if args.compare or args.busy else 1):
+        for busy in (False, True) if args.busy else (False,):
+            for name, chosen in settings:
+                with busy_process(busy):
+                    runs.append(run_trainer(work, name + ("+busy" if busy else ""), chosen, args.nproc, args.warmup))
+                print(json.dumps(runs[-1]), flush=True)
     import torch
 
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
+    best = {
+        s: max((r for r in runs if r["settings"] == s), key=lambda r: r["triplets_per_second"])
+        for s in {r["settings"] for r in runs}
+    }
     result = {
         "shape": args.shape,
         "tokens": args.tokens,
-        "mean_tokens": float(lengths.mean()),
-        "steps": len(rows),
+        "lengths": args.lengths,
+        "papers": papers,
+        "mean_tokens": round(float(lengths.mean()), 1),
+        "median_tokens": float(np.median(lengths)),
         "batch": args.batch,
         "per_device": spec["per_device_batch"],
         "nproc": args.nproc,
         "precision": args.precision,
         "device": device,
-        "triplets_per_second": round(statistics.median(rates), 2),
-        "seconds_per_step": round(statistics.median(r["seconds"] for r in rows[args.warmup :] or rows), 3),
+        "threads": threads,
+        "runs": runs,
+        "triplets_per_second": best["current"]["triplets_per_second"],
     }
-    name = f"train_{args.shape}_{args.tokens}"
+    rate = {name: r["triplets_per_second"] for name, r in best.items()}
+    if "before" in rate:
+        result["speedup"] = round(rate["current"] / rate["before"], 2)
+    for name in ("before", "current"):
+        if f"{name}+busy" in rate:  # how much of its throughput a setting loses beside one busy process
+            result[f"{name}_busy_slowdown"] = round(rate[name] / rate[f"{name}+busy"], 2)
+    name = f"train_{args.shape}_{args.tokens}_{args.lengths}"
     (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / f"{name}.md").write_text(
-        "| model | tokens | device | precision | processes | triplets/s | s/step (batch 32) |\n"
-        "|---|---:|---|---|---:|---:|---:|\n"
-        f"| {args.shape} | {args.tokens} | {device} | {args.precision} | {args.nproc} | "
-        f"{result['triplets_per_second']} | {result['seconds_per_step']} |\n"
-    )
+    lines = [
+        "| model | tokens | lengths | settings | device | triplets/s | padding share | load before → after |",
+        "|---|---:|---|---|---|---:|---:|---|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| {args.shape} | {args.tokens} | {args.lengths} (mean {result['mean_tokens']}) | {r['settings']} | "
+            f"{device} | {r['triplets_per_second']} | {r['padding_share']} | {r['load_before']} → {r['load_after']} |"
+        )
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
     print(json.dumps(result, indent=2))
     return 0
 

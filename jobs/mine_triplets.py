@@ -70,6 +70,12 @@ def run(config: RunConfig) -> Manifest:
 def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Manifest, path: str) -> dict[str, Any]:
     import numpy as np
 
+    from citeflow.threads import configure
+
+    # FAISS' search: passive OpenMP waiting and pools from the usable cores (see citeflow/threads.py); the
+    # environment part counts only where this process has not started OpenMP yet (a fresh task or CLI run)
+    threads = configure()
+
     from citeflow.leakage import audit_no_benchmark_papers
     from models import rank_sample
     from models import specter_sampling as S
@@ -169,6 +175,7 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     mined = _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy_from, out, rank_queries)
     metrics.update(mined["metrics"])
     metrics["warnings"] = warnings
+    metrics["threads"] = {k: v for k, v in threads.items() if k != "load_average"}
     metrics["pool"] = {
         "papers": len(pool),
         "embedded": len(embedded),

@@ -9,7 +9,8 @@ Writes `ARTIFACTS/<snapshot>/train_encoder/<version>/`:
   loadable with plain `transformers.AutoModel.from_pretrained`.
 - `base_model/` (small model only): the untrained model it started from.
 - `training_log`: step, epoch, loss, lr, grad_norm (before clipping), seconds,
-  triplets_per_second; and `training_loss.png`.
+  triplets_per_second, padding_share (of the step's forward passes); and
+  `training_loss.png`.
 
 Training runs in its own process (`python -m models.train_encoder`, or
 `torchrun` with `train_encoder.nproc` > 1), never inside the caller (an
@@ -146,6 +147,13 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
         precision=cfg.precision,
         checkpoint_every=cfg.checkpoint_every,
         deterministic=cfg.deterministic,
+        length_grouping=cfg.length_grouping,
+        length_group_batches=cfg.length_group_batches,
+        length_pieces=cfg.length_pieces,
+        prefetch=cfg.prefetch,
+        # without a GPU the loss is computed by the time it is read: write every step as it ends
+        log_every=cfg.log_every if _gpus() else 1,
+        compile=cfg.compile,
         citeflow={
             "snapshot": config.snapshot,
             "train_encoder_version": path.name,
@@ -180,6 +188,7 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
                     ("grad_norm", pa.float64()),
                     ("seconds", pa.float64()),
                     ("triplets_per_second", pa.float64()),
+                    ("padding_share", pa.float64()),
                 ]
             ),
         ),
@@ -200,6 +209,7 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
         "first_loss": sum(r["loss"] for r in rows[:window]) / window if rows else None,
         "final_loss": sum(r["loss"] for r in rows[-window:]) / window if rows else None,
         "triplets_per_second": round(sum(throughput) / len(throughput), 2) if throughput else None,
+        "padding_share": round(sum(r.get("padding_share", 0.0) for r in rows) / len(rows), 4) if rows else None,
         "processes": nproc,
         "device": "cuda" if _gpus() else "cpu",
         "resumed_from_step": resumed,

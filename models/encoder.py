@@ -11,6 +11,14 @@
 - `TokenStore`: token ids of many papers in two memory-mapped arrays
   (offsets, flat ids), written in batches, so training never holds all
   texts or all token lists in Python objects.
+- `group_by_length`, `shuffle_groups`, `padding_share`: batches of papers of
+  similar length (a batch is padded to its longest member, so mixing short
+  and long papers at random spends most of the compute on padding), as
+  Hugging Face's `group_by_length` does: sort within mega-batches of a
+  seeded permutation, so the data order stays random between batches.
+  `collate_pieces` splits one micro-batch's papers (a triplet's three papers
+  differ in length whatever the grouping) into parts of similar length that
+  the encoder runs one after the other.
 """
 
 from __future__ import annotations
@@ -66,11 +74,12 @@ def load(model_dir: str, *, tokenizer_only: bool = False):
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     if tokenizer_only:
         return tokenizer, None
-    model = (
-        AutoModel.from_pretrained(str(path), local_files_only=True, add_pooling_layer=False)
-        if _is_bert(path)
-        else AutoModel.from_pretrained(str(path), local_files_only=True)
-    )
+    extra = {"add_pooling_layer": False} if _is_bert(path) else {}
+    try:
+        # PyTorch's fused scaled-dot-product attention (flash / memory-efficient kernels on GPU)
+        model = AutoModel.from_pretrained(str(path), local_files_only=True, attn_implementation="sdpa", **extra)
+    except (ValueError, ImportError):  # an architecture without an SDPA path: its default attention
+        model = AutoModel.from_pretrained(str(path), local_files_only=True, **extra)
     return tokenizer, model
 
 
@@ -223,3 +232,86 @@ def collate(sequences: list[np.ndarray], pad_id: int):
         ids[i, : len(s)] = torch.from_numpy(s.astype(np.int64))
         mask[i, : len(s)] = 1
     return ids, mask
+
+
+def collate_pieces(store: TokenStore, rows: np.ndarray, pad_id: int, pieces: int):
+    """Token-store rows collated in `pieces` parts of similar length (`length_pieces`).
+
+    Returns ([(input_ids, attention_mask) per part], inverse): concatenating the parts' outputs and taking
+    rows `inverse` restores the order of `rows`.
+    """
+    import torch
+
+    offsets = np.asarray(store.offsets)
+    parts = length_pieces(offsets[rows + 1] - offsets[rows], pieces)
+    inverse = np.argsort(np.concatenate(parts), kind="stable")
+    return [collate_rows(store, rows[part], pad_id) for part in parts], torch.from_numpy(inverse)
+
+
+def collate_rows(store: TokenStore, rows: np.ndarray, pad_id: int):
+    """`collate` of token-store rows, gathered with one vectorised read instead of a Python loop per paper."""
+    import torch
+
+    starts = np.asarray(store.offsets[rows], dtype=np.int64)
+    lengths = np.asarray(store.offsets[rows + 1], dtype=np.int64) - starts
+    longest = int(lengths.max()) if len(rows) else 0
+    position = np.arange(longest, dtype=np.int64)
+    real = position[None, :] < lengths[:, None]
+    ids = np.full((len(rows), longest), pad_id, dtype=np.int64)
+    ids[real] = store.tokens[(starts[:, None] + position[None, :])[real]]
+    return torch.from_numpy(ids), torch.from_numpy(real.astype(np.int64))
+
+
+def group_by_length(order: np.ndarray, lengths: np.ndarray, batch: int, group: int) -> np.ndarray:
+    """`order` with each mega-batch of `group` x `batch` consecutive entries sorted by length, longest first.
+
+    `lengths[i]` is entry i's length. Only whole batches are regrouped: the last `len(order) % batch` entries
+    (those an epoch drops) stay where they are, so the same entries are dropped as without grouping. The sort
+    is stable, so equal lengths keep their permuted order.
+    """
+    order = np.asarray(order)
+    whole = len(order) - len(order) % batch
+    out = order.copy()
+    span = group * batch
+    for lo in range(0, whole, span):
+        chunk = order[lo : min(lo + span, whole)]
+        out[lo : lo + len(chunk)] = chunk[np.argsort(-np.asarray(lengths)[chunk], kind="stable")]
+    return out
+
+
+def shuffle_groups(order: np.ndarray, batch: int, group: int, rng: np.random.Generator) -> np.ndarray:
+    """The batches of each mega-batch (see `group_by_length`) in a random order, each batch kept whole.
+
+    Without this every mega-batch would run from its longest batch to its shortest, tying length to position.
+    """
+    order = np.asarray(order)
+    whole = len(order) - len(order) % batch
+    out = order.copy()
+    span = group * batch
+    for lo in range(0, whole, span):
+        batches = order[lo : min(lo + span, whole)].reshape(-1, batch)
+        out[lo : lo + batches.size] = batches[rng.permutation(len(batches))].ravel()
+    return out
+
+
+def length_pieces(lengths: np.ndarray, pieces: int) -> list[np.ndarray]:
+    """Positions of `lengths` sorted by length (stable) and split into `pieces` near-equal parts.
+
+    A micro-batch's papers run through the encoder in these parts, each padded to its own longest paper.
+    """
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    return [part for part in np.array_split(order, min(pieces, len(order))) if len(part)]
+
+
+def padding_share(lengths: np.ndarray, micro_batches: np.ndarray, pieces: int = 1) -> float:
+    """Share of padding tokens when each micro-batch runs in `pieces` forward passes (`length_pieces`),
+    each padded to its longest sequence.
+
+    `lengths`: (items, k) token counts (k sequences per item, e.g. a triplet's three papers);
+    `micro_batches`: (batches, size) item indices, one row per micro-batch.
+    """
+    real = padded = 0.0
+    for batch in np.asarray(lengths)[micro_batches].reshape(len(micro_batches), -1):
+        real += float(batch.sum())
+        padded += float(sum(batch[part].max() * len(part) for part in length_pieces(batch, pieces)))
+    return 1 - real / padded if padded else 0.0

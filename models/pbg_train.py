@@ -121,8 +121,11 @@ def rank_log(folder: Path, rank: int) -> Path:
 
 
 def pbg_env(seed: int) -> dict[str, str]:
-    """The environment of a PBG process: this one's without Airflow's variables, plus the seed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    """The environment of a PBG process: this one's without Airflow's variables, plus the seed, passive
+    OpenMP waiting and thread pools sized from the usable cores (`citeflow.threads`; explicit settings win)."""
+    from citeflow.threads import child_env
+
+    env = child_env({k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")})
     env["CITEFLOW_PBG_SEED"] = str(seed)
     return env
 

@@ -18,7 +18,26 @@ CUDA, bf16 autocast where supported (else fp16 with loss scaling); gradient
 checkpointing on request.
 
 Data order is a seeded permutation per epoch, so step s always sees the same
-triplets. Every `checkpoint_every` optimizer steps, model, optimizer,
+triplets. With `length_grouping` (the default) each mega-batch of
+`length_group_batches` optimizer batches of that permutation is sorted by
+triplet length (the longest of its three papers) and cut into batches whose
+order is shuffled again: a micro-batch is padded to its longest paper, and
+papers of similar length waste little on padding. A triplet's three papers
+still differ in length, so each micro-batch's papers are sorted by length and
+run through the encoder in `length_pieces` parts, each padded to its own
+longest paper (one DDP forward: the parts run inside one module call). Every process computes the
+same order from (seed, epoch, lengths) and takes its share of each batch, so
+DDP and resume see the same triplets at each step. The epoch's padding share
+is printed and each step's is logged.
+
+The device is kept busy: a background thread collates the next `prefetch`
+micro-batches (pinned memory and non-blocking copies on CUDA), losses and
+gradient norms stay on the device and are read back every `log_every` steps
+(and before each checkpoint), AdamW is fused on CUDA, attention is PyTorch's
+SDPA, and `compile` wraps the encoder in `torch.compile`. OpenMP threads wait
+passively and pools are sized from the usable cores (`citeflow.threads`).
+
+Every `checkpoint_every` optimizer steps, model, optimizer,
 scheduler, loss scaler, each process's RNG state and the step are written to
 `work/ckpt-<step>/` (temp folder, then rename; the last two are kept). A
 restarted run loads the newest one and continues from the same state. With
@@ -88,6 +107,21 @@ class TrainSpec:
     deterministic: bool = field(
         default=False, metadata=_help("deterministic algorithms, one CPU thread, fixed cuBLAS workspace")
     )
+    length_grouping: bool = field(
+        default=True, metadata=_help("batches of triplets of similar length (sorted within shuffled mega-batches)")
+    )
+    length_group_batches: int = field(default=50, metadata=_help("optimizer batches per mega-batch sorted by length"))
+    length_pieces: int = field(
+        default=3,
+        metadata=_help("forward passes per micro-batch, its papers sorted by length; 1: one padded to the longest"),
+    )
+    prefetch: int = field(default=4, metadata=_help("micro-batches collated ahead by a background thread; 0: none"))
+    log_every: int = field(default=10, metadata=_help("optimizer steps between loss read-backs (log writes)"))
+    compile: bool = field(default=False, metadata=_help("torch.compile the encoder"))
+    tune_threads: bool = field(
+        default=True,
+        metadata=_help("passive OpenMP waiting, torch threads from the usable cores; false: the libraries' defaults"),
+    )
 
     @classmethod
     def read(cls, path: str | Path) -> TrainSpec:
@@ -109,8 +143,11 @@ def triplet_loss(query, positive, negative, margin: float):
     return F.triplet_margin_loss(query, positive, negative, margin=margin, p=2)
 
 
-def accumulate_gradients(model, parts, loss_of, scaler=None) -> float:
+def accumulate_gradients(model, parts, loss_of, scaler=None):
     """Forward and backward of each micro-batch in `parts`; returns the summed (already scaled) loss.
+
+    The sum is a float64 tensor on the loss's device: reading it (`.item()`) would wait for the device, so
+    the caller reads losses back only every few steps.
 
     A DistributedDataParallel model decides in its forward whether the following backward all-reduces, so
     every micro-step but the last runs forward *and* backward inside `no_sync()`: one all-reduce per
@@ -118,21 +155,23 @@ def accumulate_gradients(model, parts, loss_of, scaler=None) -> float:
     """
     import torch
 
-    total = 0.0
+    total = None
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         distributed = isinstance(model, torch.nn.parallel.DistributedDataParallel)
         with model.no_sync() if distributed and not last else contextlib.nullcontext():
             loss = loss_of(part)
             (scaler.scale(loss) if scaler else loss).backward()
-        total += loss.item()
+        value = loss.detach().double()
+        total = value if total is None else total + value
     return total
 
 
-def clip_and_step(model, optimizer, scaler, max_grad_norm: float) -> float:
+def clip_and_step(model, optimizer, scaler, max_grad_norm: float):
     """Unscale (fp16), clip the global gradient norm at `max_grad_norm` (0: no clipping), step.
 
-    Returns the norm before clipping (inf or nan when an fp16 step overflowed; the scaler then skips it).
+    Returns the norm before clipping as a tensor on the device, not read back (inf or nan when an fp16 step
+    overflowed; the scaler then skips it).
     """
     import torch
 
@@ -145,11 +184,90 @@ def clip_and_step(model, optimizer, scaler, max_grad_norm: float) -> float:
         scaler.update()
     else:
         optimizer.step()
-    return float(norm)
+    return norm.detach()
 
 
 def steps_per_epoch(triplets: int, batch_size: int) -> int:
     return triplets // batch_size
+
+
+def epoch_order(spec: TrainSpec, epoch: int, lengths: np.ndarray) -> np.ndarray:
+    """The epoch's triplet order: a pure function of (seed, epoch, triplet lengths), the same in every process.
+
+    A seeded permutation; with `length_grouping`, regrouped by length (`models.encoder.group_by_length`) and
+    the batches of each mega-batch shuffled with a generator of their own, seeded by (seed, epoch).
+    """
+    import torch
+
+    from models.encoder import group_by_length, shuffle_groups
+
+    generator = torch.Generator().manual_seed(spec.seed * 1000 + epoch)
+    order = torch.randperm(len(lengths), generator=generator).numpy()
+    if spec.length_grouping:
+        grouped = group_by_length(order, lengths, spec.batch_size, spec.length_group_batches)
+        rng = np.random.default_rng([spec.seed, epoch])
+        order = shuffle_groups(grouped, spec.batch_size, spec.length_group_batches, rng)
+    return order
+
+
+def _pin(item):
+    """`item` (tensors in nested lists and tuples) with every tensor in pinned memory."""
+    if isinstance(item, (list, tuple)):
+        return type(item)(_pin(x) for x in item)
+    return item.pin_memory()
+
+
+class Prefetcher:
+    """Collated micro-batches in the trainer's order, made `depth` ahead by a background thread (0: inline).
+
+    `produce` is an iterator of (ids, mask) CPU tensors; on CUDA they are pinned here, so that the copy to
+    the device can run asynchronously. The order of the items never depends on the thread.
+    """
+
+    def __init__(self, produce, depth: int, pin: bool):
+        import queue
+        import threading
+
+        self._pin = pin
+        self._produce = produce
+        self._depth = depth
+        if depth <= 0:
+            return
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="citeflow-prefetch", daemon=True)
+        self._thread.start()
+
+    def _prepare(self, item):
+        return _pin(item) if self._pin else item
+
+    def _run(self) -> None:
+        try:
+            for item in self._produce:
+                item = self._prepare(item)
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put((item, None), timeout=0.1)
+                        break
+                    except Exception:  # noqa: BLE001 - queue.Full: look at the stop flag again
+                        continue
+                if self._stop.is_set():
+                    return
+        except BaseException as exc:  # noqa: BLE001 - raised again in the training thread
+            self._queue.put((None, exc))
+
+    def next(self):
+        if self._depth <= 0:
+            return self._prepare(next(self._produce))
+        item, error = self._queue.get()
+        if error is not None:
+            raise error
+        return item
+
+    def close(self) -> None:
+        if self._depth > 0:
+            self._stop.set()
+            self._thread.join(timeout=5)
 
 
 def checkpoint_problem(folder: Path) -> str | None:
@@ -224,11 +342,21 @@ def _set_aside(damaged: list[tuple[Path, str]], found: Path | None) -> None:
 
 def train(spec: TrainSpec) -> None:
     """Train `spec.model_in` on the triplets and save it to `spec.model_out`, resuming from the last checkpoint."""
+    from citeflow.threads import configure
+
+    # Processes: torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; a plain run is rank 0 of 1.
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    # Passive OpenMP waiting, pools from the usable cores shared by this host's processes (before torch starts
+    # OpenMP where this process imports torch first; OMP_NUM_THREADS, when set, wins).
+    if spec.tune_threads:
+        configure(None if os.environ.get("OMP_NUM_THREADS") else max(1, _host_cores() // _local_world(world)))
+
     import torch
     import torch.distributed as dist
     from transformers import get_linear_schedule_with_warmup
 
-    from models.encoder import TokenStore, collate, load, pool
+    from models.encoder import TokenStore, collate_pieces, load, padding_share
 
     if spec.deterministic:
         # Bitwise repeatable: the cuBLAS workspace must be fixed before CUDA starts, one CPU thread keeps
@@ -236,9 +364,6 @@ def train(spec: TrainSpec) -> None:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
         torch.set_num_threads(1)
-    # Processes: torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; a plain run is rank 0 of 1.
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
     use_cuda = torch.cuda.is_available() and spec.device != "cpu"
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
     if world > 1:
@@ -248,9 +373,12 @@ def train(spec: TrainSpec) -> None:
     work = Path(spec.work)
     work.mkdir(parents=True, exist_ok=True)
 
-    # Data: triplets as rows of the token store (query, positive, negative).
+    # Data: triplets as rows of the token store (query, positive, negative), and their token counts.
     store = TokenStore(Path(spec.tokens))
     rows = _triplet_rows(store, spec.triplets)
+    offsets = np.asarray(store.offsets)
+    paper_lengths = (offsets[rows + 1] - offsets[rows]).astype(np.int64)  # (triplets, 3)
+    triplet_lengths = paper_lengths.max(axis=1)  # a micro-batch is padded to its longest paper
 
     # Model and optimizer.
     torch.manual_seed(spec.seed)
@@ -262,7 +390,7 @@ def train(spec: TrainSpec) -> None:
         for name, param in model.named_parameters():
             param.requires_grad = name.endswith("bias")
     model.to(device)
-    optimizer = _adamw(model, spec.bitfit_lr if spec.bitfit else spec.lr, spec.weight_decay)
+    optimizer = _adamw(model, spec.bitfit_lr if spec.bitfit else spec.lr, spec.weight_decay, fused=use_cuda)
 
     # Schedule: `total` optimizer steps, each of `accumulation` micro-batches per process.
     batch, per_device = spec.batch_size, spec.per_device_batch
@@ -298,9 +426,10 @@ def train(spec: TrainSpec) -> None:
     elif rank == 0:
         Path(spec.log).unlink(missing_ok=True)
 
-    ddp = model
+    encoder = _piecewise(torch.compile(model, dynamic=True) if spec.compile else model, spec.pooling)
+    ddp = encoder
     if world > 1:
-        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
+        ddp = torch.nn.parallel.DistributedDataParallel(encoder, device_ids=[local_rank] if use_cuda else None)
     model.train()
     autocast = dict(
         device_type="cuda",
@@ -308,66 +437,141 @@ def train(spec: TrainSpec) -> None:
         enabled=precision in ("bf16", "fp16"),
     )
 
-    def micro_loss(part: np.ndarray):
-        """Triplet loss of one micro-batch (rows of `rows`), scaled for accumulation."""
-        ids, mask = collate([store.get(r) for r in part.T.ravel()], pad_id)
-        ids, mask = ids.to(device), mask.to(device)
+    def share(step: int, order: np.ndarray) -> np.ndarray:
+        """This process's triplets of optimizer step `step`: its slice of the step's batch."""
+        lo = (step % per_epoch) * batch
+        return order[lo : lo + batch][rank * per_device * accumulation : (rank + 1) * per_device * accumulation]
+
+    def orders(announce: bool):
+        """(step, epoch, order) for each step from `start` on, computing each epoch's order once."""
+        current, order = -1, None
+        for step in range(start, total):
+            epoch = step // per_epoch
+            if epoch != current:
+                current, order = epoch, epoch_order(spec, epoch, triplet_lengths)
+                if announce and rank == 0:
+                    used = order[: per_epoch * batch].reshape(-1, per_device)
+                    print(
+                        f"train_encoder: epoch {epoch}: padding share "
+                        f"{padding_share(paper_lengths, used, spec.length_pieces):.3f} "
+                        f"({'length-grouped' if spec.length_grouping else 'random'} batches)",
+                        flush=True,
+                    )
+            yield step, epoch, order
+
+    def collated():
+        """Every micro-batch of this process from `start` on, in training order, as `collate_pieces` gives it."""
+        for step, _, order in orders(announce=False):
+            mine = share(step, order)
+            for m in range(accumulation):
+                papers = rows[mine[m * per_device : (m + 1) * per_device]].T.ravel()  # queries, positives, negatives
+                yield collate_pieces(store, papers, pad_id, spec.length_pieces)
+
+    def micro_loss(part):
+        """Triplet loss of one collated micro-batch, scaled for accumulation."""
+        pieces, inverse = part
+        pieces = [tuple(t.to(device, non_blocking=True) for t in piece) for piece in pieces]
         with torch.autocast(**autocast):
-            hidden = ddp(input_ids=ids, attention_mask=mask).last_hidden_state
-        vectors = pool(hidden, mask, spec.pooling).float()
-        n = len(part)
+            vectors = ddp(pieces, inverse.to(device, non_blocking=True)).float()
+        n = len(vectors) // 3
         return triplet_loss(vectors[:n], vectors[n : 2 * n], vectors[2 * n :], spec.margin) / accumulation
 
     from tqdm import tqdm
 
     bar = tqdm(total=total, initial=start, desc="train_encoder", unit="step", disable=rank != 0 or None)
-    order_epoch, order = -1, None
-    with open(spec.log, "a") as log:
-        for step in range(start, total):
-            # This process's share of the step's batch, from the epoch's seeded permutation.
-            epoch = step // per_epoch
-            if epoch != order_epoch:
-                generator = torch.Generator().manual_seed(spec.seed * 1000 + epoch)
-                order, order_epoch = torch.randperm(len(rows), generator=generator).numpy(), epoch
-            lo = (step % per_epoch) * batch
-            mine = order[lo : lo + batch][rank * per_device * accumulation : (rank + 1) * per_device * accumulation]
-            t0 = time.monotonic()
-            parts = [rows[mine[m * per_device : (m + 1) * per_device]] for m in range(accumulation)]
-            total_loss = accumulate_gradients(ddp, parts, micro_loss, scaler)
-            grad_norm = clip_and_step(model, optimizer, scaler, spec.max_grad_norm)
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            if world > 1:
-                reduced = torch.tensor([total_loss], device=device)
-                dist.all_reduce(reduced)
-                total_loss = reduced.item() / world
-            seconds = time.monotonic() - t0
-            done = step + 1
+    prefetch = Prefetcher(collated(), spec.prefetch, pin=use_cuda)
+    pending: list[tuple[dict, Any, Any]] = []  # steps whose loss and norm are still on the device
+
+    def flush(log) -> None:
+        """Read the pending steps' losses and norms back (one wait for the device) and write their rows."""
+        if not pending:
+            return
+        losses = torch.stack([loss for _, loss, _ in pending])
+        if world > 1:
+            dist.all_reduce(losses)
+            losses /= world
+        norms = torch.stack([norm.float() for _, _, norm in pending]).cpu().tolist()
+        for (row, _, _), loss, norm in zip(pending, losses.cpu().tolist(), norms, strict=True):
+            row.update(loss=loss, grad_norm=norm)
             if rank == 0:
+                log.write(json.dumps(row) + "\n")
+        if rank == 0:
+            log.flush()
+            bar.update(len(pending))
+            bar.set_postfix(loss=f"{pending[-1][0]['loss']:.3f}")
+        pending.clear()
+
+    last = time.monotonic()
+    try:
+        with open(spec.log, "a") as log:
+            for step, epoch, order in orders(announce=True):
+                parts = [prefetch.next() for _ in range(accumulation)]
+                total_loss = accumulate_gradients(ddp, parts, micro_loss, scaler)
+                grad_norm = clip_and_step(model, optimizer, scaler, spec.max_grad_norm)
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                now = time.monotonic()
+                seconds, last = now - last, now
+                done = step + 1
+                lo = (step % per_epoch) * batch
+                micro = order[lo : lo + batch].reshape(-1, per_device)  # the whole step's, every process's
                 row = {
                     "step": done,
                     "epoch": epoch,
-                    "loss": total_loss,
                     "lr": scheduler.get_last_lr()[0],
-                    "grad_norm": grad_norm,
                     "seconds": seconds,
                     "triplets_per_second": batch / max(seconds, 1e-9),
+                    "padding_share": round(padding_share(paper_lengths, micro, spec.length_pieces), 4),
                 }
-                log.write(json.dumps(row) + "\n")
-                log.flush()
-                bar.update(1)
-                bar.set_postfix(loss=f"{total_loss:.3f}")
-            if done % spec.checkpoint_every == 0 and done < total:
-                _save_checkpoint(work, done, model, optimizer, scheduler, scaler, rank, world, use_cuda)
-            if os.environ.get(KILL_AT_STEP) == str(done):  # fault injection for the resume tests
-                log.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
+                pending.append((row, total_loss, grad_norm))
+                checkpoint_now = done % spec.checkpoint_every == 0 and done < total
+                killed = os.environ.get(KILL_AT_STEP) == str(done)  # fault injection for the resume tests
+                if done % spec.log_every == 0 or checkpoint_now or killed or done == total:
+                    flush(log)
+                if checkpoint_now:
+                    _save_checkpoint(work, done, model, optimizer, scheduler, scaler, rank, world, use_cuda)
+                if killed:
+                    os.kill(os.getpid(), signal.SIGKILL)
+    finally:
+        prefetch.close()
     bar.close()
     if rank == 0:
         _save_model(model, tokenizer, spec)
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
+
+
+def _piecewise(encoder, pooling: str):
+    """A module running `encoder` on each (input_ids, attention_mask) part and returning the pooled vectors in
+    the micro-batch's order: the parts go through one module call, so DDP sees one forward per backward."""
+    import torch
+
+    from models.encoder import pool
+
+    class Piecewise(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, pieces, inverse):
+            vectors = [
+                pool(self.encoder(input_ids=i, attention_mask=m).last_hidden_state, m, pooling) for i, m in pieces
+            ]
+            return torch.cat(vectors)[inverse]
+
+    return Piecewise()
+
+
+def _host_cores() -> int:
+    from citeflow.threads import usable_cores
+
+    return usable_cores()
+
+
+def _local_world(world: int) -> int:
+    """Processes of this run on this host (torchrun's LOCAL_WORLD_SIZE), which share its cores."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", world))
 
 
 def _triplet_rows(store, triplets: str) -> np.ndarray:
@@ -378,8 +582,12 @@ def _triplet_rows(store, triplets: str) -> np.ndarray:
     return np.stack([store.rows(table.column(c).to_numpy()) for c in table.column_names], axis=1)
 
 
-def _adamw(model, lr: float, weight_decay: float):
-    """AdamW with weight decay on every trained weight but biases and LayerNorm (BERT's recipe)."""
+def _adamw(model, lr: float, weight_decay: float, *, fused: bool = False):
+    """AdamW with weight decay on every trained weight but biases and LayerNorm (BERT's recipe).
+
+    `fused`: one kernel for the whole update instead of several per parameter group (the trainer asks for it
+    on CUDA; PyTorch has a fused CPU kernel too, used by the tests of this path).
+    """
     import torch
 
     def exempt(name: str) -> bool:
@@ -392,6 +600,7 @@ def _adamw(model, lr: float, weight_decay: float):
             {"params": [p for n, p in trained if exempt(n)], "weight_decay": 0.0},
         ],
         lr=lr,
+        fused=fused or None,
     )
 
 

@@ -263,6 +263,40 @@ class TrainEncoderConfig:
         ),
     )
 
+    length_grouping: bool = field(
+        default=True,
+        metadata=_help(
+            "batches of triplets of similar length: each mega-batch of the seeded permutation sorted by triplet "
+            "length (its longest paper), its batches shuffled again; false: the plain permutation"
+        ),
+    )
+    length_group_batches: int = field(
+        default=50, metadata=_help("length_grouping: optimizer batches per mega-batch sorted by length")
+    )
+    length_pieces: int = field(
+        default=3,
+        metadata=_help(
+            "forward passes per micro-batch: its papers sorted by length and split, each part padded to its own "
+            "longest paper; 1: one pass padded to the longest",
+            versioned=False,
+        ),
+    )
+    prefetch: int = field(
+        default=4,
+        metadata=_help(
+            "micro-batches collated ahead by a background thread (pinned on CUDA); 0: none", versioned=False
+        ),
+    )
+    log_every: int = field(
+        default=10,
+        metadata=_help(
+            "optimizer steps between reads of the loss from the GPU (every step is still logged); a machine without "
+            "a GPU writes every step",
+            versioned=False,
+        ),
+    )
+    compile: bool = field(default=False, metadata=_help("torch.compile the encoder", versioned=False))
+
     def __post_init__(self) -> None:
         _check_finite(self, "train_encoder")
         if self.pooling not in ("cls", "mean"):
@@ -277,9 +311,14 @@ class TrainEncoderConfig:
             "heads",
             "per_device_batch",
             "checkpoint_every",
+            "length_group_batches",
+            "length_pieces",
+            "log_every",
         ):
             if getattr(self, name) < 1:
                 raise CiteflowError(f"train_encoder.{name} must be at least 1")
+        if self.prefetch < 0:
+            raise CiteflowError("train_encoder.prefetch must be at least 0")
         if self.max_length > 8192:
             raise CiteflowError("train_encoder.max_length must be at most 8192")
         if self.hidden_size % self.heads:
@@ -308,12 +347,25 @@ class EmbedPapersConfig:
         metadata=_help("trained: the train_encoder model; base: the model it started from (the untrained baseline)"),
     )
     batch_size: int = field(default=64, metadata=_help("papers per forward pass", versioned=False))
+    length_grouping: bool = field(
+        default=True,
+        metadata=_help(
+            "batches of papers of similar length (sorted within chunks of 50 batches; output keeps input order)",
+            versioned=False,
+        ),
+    )
+    precision: Literal["auto", "fp32", "bf16"] = field(
+        default="auto",
+        metadata=_help("GPU autocast; auto: bf16 where supported, else fp32. CPU embeds in fp32", versioned=False),
+    )
 
     def __post_init__(self) -> None:
         if self.model not in ("trained", "base"):
             raise CiteflowError(f"embed_papers.model must be trained or base, not {self.model!r}")
         if self.batch_size < 1:
             raise CiteflowError("embed_papers.batch_size must be at least 1")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise CiteflowError(f"embed_papers.precision must be auto, fp32 or bf16, not {self.precision!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -324,3 +324,200 @@ def test_ddp_all_reduces_once_per_optimizer_step(tmp_path):
         counts = json.loads((tmp_path / f"calls-{rank}.json").read_text())
         # one all-reduce for four micro-batches; with the forward outside no_sync(), one per micro-batch
         assert counts == {"trainer": 1, "forward outside no_sync": 4}
+
+
+def test_group_by_length_sorts_each_mega_batch_longest_first():
+    from models.encoder import group_by_length
+
+    lengths = np.array([10, 40, 20, 80, 30, 70, 50, 60, 90])
+    order = np.array([5, 2, 7, 0, 3, 1, 6, 4])
+    # mega-batches of 2 batches of 2: [5 2 7 0] has lengths 70 20 60 10, [3 1 6 4] has 80 40 50 30
+    assert group_by_length(order, lengths, batch=2, group=2).tolist() == [5, 7, 2, 0, 3, 6, 1, 4]
+    # 3 batches a mega-batch: [5 2 7 0 3 1] -> 3 5 7 1 2 0; the short last one [6 4] (50, 30) stays
+    assert group_by_length(order, lengths, batch=2, group=3).tolist() == [3, 5, 7, 1, 2, 0, 6, 4]
+    # the entry an epoch drops (9 is not a multiple of 2) stays last, however long it is
+    tail = np.array([5, 2, 7, 0, 3, 1, 6, 4, 8])
+    assert group_by_length(tail, lengths, batch=2, group=2).tolist() == [5, 7, 2, 0, 3, 6, 1, 4, 8]
+    # equal lengths keep their permuted order (stable)
+    assert group_by_length(np.array([3, 1, 2, 0]), np.ones(4), batch=2, group=2).tolist() == [3, 1, 2, 0]
+
+
+def test_shuffle_groups_moves_whole_batches_within_their_mega_batch():
+    from models.encoder import shuffle_groups
+
+    order = np.arange(26)
+    out = shuffle_groups(order, batch=2, group=4, rng=np.random.default_rng(0))
+    pairs = out[:24].reshape(-1, 2)
+    assert all(b - a == 1 and a % 2 == 0 for a, b in pairs)  # every batch whole
+    for lo in (0, 8, 16):  # and within its own mega-batch of 8
+        assert sorted(out[lo : lo + 8].tolist()) == list(range(lo, lo + 8))
+    assert out[24:].tolist() == [24, 25]
+    assert out.tolist() != order.tolist()
+
+
+def test_padding_share_by_hand():
+    from models.encoder import padding_share
+
+    lengths = np.array([[3, 5, 2], [4, 4, 4], [1, 1, 1], [2, 2, 6]])
+    # batch [0 1]: 22 tokens padded to 6 x 5 = 30; batch [2 3]: 13 tokens padded to 6 x 6 = 36
+    assert padding_share(lengths, np.array([[0, 1], [2, 3]])) == pytest.approx(1 - 35 / 66)
+    assert padding_share(lengths, np.array([[1]])) == 0.0
+    # in 3 forward passes: batch [0 1] sorted 2 3 | 4 4 | 4 5 pads to 2 x 3 + 2 x 4 + 2 x 5 = 24
+    assert padding_share(lengths, np.array([[0, 1]]), pieces=3) == pytest.approx(1 - 22 / 24)
+
+
+def test_epoch_order_is_seeded_and_groups_lengths():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(10, 500, 640)
+    base = dict(
+        tokens="t", triplets="t", model_in="m", model_out="o", work="w", log="l", epochs=1, batch_size=8,
+        per_device_batch=4, lr=1e-3, weight_decay=0.0, warmup_fraction=0.0, margin=1.0, pooling="cls", seed=3,
+        checkpoint_every=5,
+    )  # fmt: skip
+    grouped, plain = TrainSpec(**base), TrainSpec(**base, length_grouping=False)
+    a, b = trainer.epoch_order(grouped, 1, lengths), trainer.epoch_order(grouped, 1, lengths)
+    assert np.array_equal(a, b) and sorted(a.tolist()) == list(range(640))
+    assert not np.array_equal(a, trainer.epoch_order(grouped, 2, lengths))
+    # without grouping: the seeded permutation the trainer always used
+    generator = torch.Generator().manual_seed(3 * 1000 + 1)
+    assert np.array_equal(trainer.epoch_order(plain, 1, lengths), torch.randperm(640, generator=generator).numpy())
+    # grouping keeps each batch's triplets but makes micro-batches of similar length
+    from models.encoder import padding_share
+
+    grouped_share = padding_share(lengths[:, None], a.reshape(-1, 4))
+    plain_share = padding_share(lengths[:, None], trainer.epoch_order(plain, 1, lengths).reshape(-1, 4))
+    # four uniform lengths in 10..500 pad to their maximum: about 1 - 255 / 402 = 0.37 of the tokens
+    assert grouped_share < 0.05 and 0.3 < plain_share < 0.45
+    batches = a.reshape(-1, 8)  # each optimizer batch of 8 holds 8 of the mega-batch's sorted triplets
+    assert all(np.ptp(lengths[b]) < 100 for b in batches)
+
+
+def test_collate_rows_matches_collate(small, tmp_path):
+    from models.encoder import collate_pieces, collate_rows
+
+    tokenizer, _ = load(str(small), tokenizer_only=True)
+    ids, titles, abstracts = corpus()
+    titles[3], abstracts[3] = "Short", None
+    store = TokenStore.write(tmp_path / "t", iter([(ids, titles, abstracts)]), tokenizer, 20, len(ids))
+    rows = np.array([3, 0, 7, 3])
+    expected = collate([store.get(r) for r in rows], tokenizer.pad_token_id)
+    got = collate_rows(store, rows, tokenizer.pad_token_id)
+    assert all(torch.equal(x, y) for x, y in zip(expected, got, strict=True))
+    assert got[1][0].sum() < got[1][1].sum()  # the short paper is padded
+    pieces, inverse = collate_pieces(store, rows, tokenizer.pad_token_id, 2)
+    assert [p[0].shape[0] for p in pieces] == [2, 2] and pieces[0][1][0].sum() == got[1][0].sum()
+    assert pieces[0][0].shape[1] < pieces[1][0].shape[1]  # the two short copies of paper 3 pad less
+    rebuilt = torch.cat(
+        [torch.nn.functional.pad(i, (0, 20 - i.shape[1]), value=tokenizer.pad_token_id) for i, _ in pieces]
+    )
+    assert torch.equal(rebuilt[inverse][:, : got[0].shape[1]], got[0])
+
+
+def test_prefetcher_keeps_the_order_and_passes_errors_on():
+    def items(n, fail_at=None):
+        for i in range(n):
+            if i == fail_at:
+                raise ValueError("broken batch")
+            yield (torch.full((2,), i),)
+
+    for depth in (0, 3):
+        fetch = trainer.Prefetcher(items(7), depth, pin=False)
+        assert [int(fetch.next()[0][0]) for _ in range(7)] == list(range(7))
+        fetch.close()
+    fetch = trainer.Prefetcher(items(5, fail_at=2), 2, pin=False)
+    assert [int(fetch.next()[0][0]) for _ in range(2)] == [0, 1]
+    with pytest.raises(ValueError, match="broken batch"):
+        fetch.next()
+    fetch.close()
+
+
+def test_fused_adamw_is_selected_and_steps_like_the_plain_one():
+    torch.manual_seed(0)
+    models = [torch.nn.Linear(4, 3) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    plain = trainer._adamw(models[0], 0.1, 0.01)
+    fused = trainer._adamw(models[1], 0.1, 0.01, fused=True)
+    assert fused.defaults["fused"] is True and not plain.defaults["fused"]
+    assert {g["weight_decay"] for g in fused.param_groups} == {0.01, 0.0}  # bias exempt
+    x = torch.randn(5, 4)
+    for model, optimizer in zip(models, (plain, fused), strict=True):
+        for _ in range(3):
+            model(x).pow(2).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    pairs = zip(models[0].parameters(), models[1].parameters(), strict=True)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in pairs)
+
+
+def test_the_device_paths_run_on_cpu(small, tmp_path):
+    # pinned prefetch is CUDA-only, but non-blocking copies, autocast (disabled on CPU) and the deferred
+    # loss read-back run here: every step is logged with its loss, norm and padding share
+    run = make_spec(small, tmp_path, "paths", max_steps=7, log_every=3, prefetch=2, length_group_batches=2)
+    done = train(run)
+    assert done.returncode == 0, done.stdout[-3000:]
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, 8))
+    assert all(r["loss"] > 0 and r["grad_norm"] > 0 and 0 <= r["padding_share"] < 1 for r in log)
+    assert "epoch 0: padding share" in done.stdout + done.stderr
+
+
+def test_embed_papers_groups_lengths_and_keeps_the_input_order(small, tmp_path):
+    from jobs.embed_papers import embed_to_parquet
+
+    ids, titles, abstracts = corpus(n=24)
+    papers = [
+        (str(i), t, " ".join(a.split()[: 1 + (k * 7) % 25]))
+        for k, (i, t, a) in enumerate(zip(ids, titles, abstracts, strict=True))
+    ]
+    stats, tables = {}, {}
+    for grouping in (False, True):
+        out = tmp_path / f"grouped-{grouping}"
+        stats[grouping] = embed_to_parquet(
+            iter(papers), str(small), out, max_length=48, pooling="mean", batch_size=4, length_grouping=grouping
+        )
+        tables[grouping] = pq.read_table(out / "part-0.parquet")
+    assert tables[True]["paper_id"].to_pylist() == [p[0] for p in papers] == tables[False]["paper_id"].to_pylist()
+    a, b = (np.stack(tables[g]["embedding"].to_pylist()) for g in (False, True))
+    assert np.allclose(a, b, atol=1e-5)
+    assert stats[True]["padding_share"] < stats[False]["padding_share"] / 2
+    assert stats[True]["papers"] == 24 and stats[True]["papers_per_second"] > 0 and stats[True]["precision"] == "fp32"
+
+
+def test_prefetcher_pins_every_tensor_of_a_micro_batch(monkeypatch):
+    # pinning needs CUDA; here Tensor.pin_memory is replaced by a marker to see that the CUDA path reaches
+    # every tensor of the nested (pieces, inverse) structure the trainer collates
+    pinned = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: pinned.append(self.shape) or self)
+    item = ([(torch.zeros(2, 3), torch.ones(2, 3)), (torch.zeros(1, 5), torch.ones(1, 5))], torch.arange(3))
+    fetch = trainer.Prefetcher(iter([item]), 2, pin=True)
+    pieces, inverse = fetch.next()
+    fetch.close()
+    assert sorted(pinned) == sorted([(2, 3), (2, 3), (1, 5), (1, 5), (3,)])
+    assert isinstance(pieces, list) and torch.equal(inverse, torch.arange(3))
+
+
+def test_killed_length_grouped_training_resumes_to_the_same_model(small, tmp_path):
+    # papers of 3 to 40 tokens, so grouping really reorders; the resume test above runs on papers of one length
+    tokenizer, _ = load(str(small), tokenizer_only=True)
+    ids, titles, abstracts = corpus()
+    abstracts = [" ".join(a.split()[: (7 * k) % 30]) for k, a in enumerate(abstracts)]
+    TokenStore.write(tmp_path / "tokens", iter([(ids, titles, abstracts)]), tokenizer, 40, len(ids))
+    rng = np.random.default_rng(1)
+    q, p, n = (rng.choice(ids, 96) for _ in range(3))
+    pq.write_table(pa.table({"query_id": q, "positive_id": p, "negative_id": n}), tmp_path / "triplets.parquet")
+    settings = dict(deterministic=True, length_group_batches=3, checkpoint_every=4, log_every=3, epochs=1)
+    whole = make_spec(small, tmp_path, "whole", **settings)
+    plain = make_spec(small, tmp_path, "plain", **{**settings, "length_grouping": False, "length_pieces": 1})
+    for run in (whole, plain):
+        done = train(run)
+        assert done.returncode == 0, done.stdout[-3000:]
+    killed = make_spec(small, tmp_path, "killed", **settings)
+    assert train(killed, env={"CITEFLOW_KILL_AT_STEP": "7"}).returncode == -9
+    second = train(killed)
+    assert second.returncode == 0 and "resuming from ckpt-00000004" in second.stdout + second.stderr
+    a, b = weights(whole / "model"), weights(killed / "model")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    logs = {r.name: [json.loads(x) for x in (r / "log.jsonl").read_text().splitlines()] for r in (whole, killed, plain)}
+    assert [r["loss"] for r in logs["killed"]] == [r["loss"] for r in logs["whole"]] and len(logs["whole"]) == 12
+    grouped_pad = np.mean([r["padding_share"] for r in logs["whole"]])
+    assert grouped_pad < 0.5 * np.mean([r["padding_share"] for r in logs["plain"]])
