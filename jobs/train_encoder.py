@@ -259,7 +259,7 @@ def _gpus() -> int:
 
 
 def _checkpoint_step(folder: Path) -> int | None:
-    from models.train_encoder import latest_checkpoint
+    from models.train_checkpoints import latest_checkpoint
 
     found = latest_checkpoint(folder) if folder.exists() else None
     return json.loads((found / "state.json").read_text())["step"] if found else None

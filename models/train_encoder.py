@@ -68,6 +68,9 @@ from typing import Any
 
 import numpy as np
 
+from models import train_checkpoints as C
+from models.prefetch import Prefetcher
+
 # Tests set this to a step number: the process SIGKILLs itself right after that optimizer step.
 KILL_AT_STEP = "CITEFLOW_KILL_AT_STEP"
 
@@ -210,136 +213,6 @@ def epoch_order(spec: TrainSpec, epoch: int, lengths: np.ndarray) -> np.ndarray:
     return order
 
 
-def _pin(item):
-    """`item` (tensors in nested lists and tuples) with every tensor in pinned memory."""
-    if isinstance(item, (list, tuple)):
-        return type(item)(_pin(x) for x in item)
-    return item.pin_memory()
-
-
-class Prefetcher:
-    """Collated micro-batches in the trainer's order, made `depth` ahead by a background thread (0: inline).
-
-    `produce` is an iterator of (ids, mask) CPU tensors; on CUDA they are pinned here, so that the copy to
-    the device can run asynchronously. The order of the items never depends on the thread.
-    """
-
-    def __init__(self, produce, depth: int, pin: bool):
-        import queue
-        import threading
-
-        self._pin = pin
-        self._produce = produce
-        self._depth = depth
-        if depth <= 0:
-            return
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="citeflow-prefetch", daemon=True)
-        self._thread.start()
-
-    def _prepare(self, item):
-        return _pin(item) if self._pin else item
-
-    def _run(self) -> None:
-        try:
-            for item in self._produce:
-                item = self._prepare(item)
-                while not self._stop.is_set():
-                    try:
-                        self._queue.put((item, None), timeout=0.1)
-                        break
-                    except Exception:  # noqa: BLE001 - queue.Full: look at the stop flag again
-                        continue
-                if self._stop.is_set():
-                    return
-        except BaseException as exc:  # noqa: BLE001 - raised again in the training thread
-            self._queue.put((None, exc))
-
-    def next(self):
-        if self._depth <= 0:
-            return self._prepare(next(self._produce))
-        item, error = self._queue.get()
-        if error is not None:
-            raise error
-        return item
-
-    def close(self) -> None:
-        if self._depth > 0:
-            self._stop.set()
-            self._thread.join(timeout=5)
-
-
-def checkpoint_problem(folder: Path) -> str | None:
-    """Why `folder` cannot be resumed from, or None. Cheap structural checks of every file a checkpoint
-    holds: state.json parses, model.safetensors' header and size agree, the torch files are intact zip
-    archives (CRC-checked) and rank 0's RNG state is there."""
-    import zipfile
-
-    try:
-        step = json.loads((folder / "state.json").read_text())["step"]
-        if not isinstance(step, int) or step < 1:
-            return f"state.json names no step ({step!r})"
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return f"state.json unreadable: {exc}"
-    model = folder / "model.safetensors"
-    try:
-        with open(model, "rb") as fh:
-            size = int.from_bytes(fh.read(8), "little")
-            if not 0 < size <= min(model.stat().st_size - 8, 100 << 20):
-                return f"model.safetensors has no valid header (header size {size})"
-            header = json.loads(fh.read(size))
-        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
-        if model.stat().st_size != 8 + size + end:
-            return f"model.safetensors has {model.stat().st_size} bytes, its header says {8 + size + end}"
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        return f"model.safetensors unreadable: {exc}"
-    torch_files = ["optimizer.pt", "scheduler.pt", *sorted(p.name for p in folder.glob("rng-*.pt"))]
-    if (folder / "scaler.pt").exists():
-        torch_files.append("scaler.pt")
-    if "rng-0.pt" not in torch_files:
-        return "rng-0.pt is missing"
-    for name in torch_files:
-        try:
-            with zipfile.ZipFile(folder / name) as archive:
-                bad = archive.testzip()
-            if bad is not None:
-                return f"{name}: {bad} fails its CRC check"
-        except (OSError, zipfile.BadZipFile, EOFError, ValueError) as exc:
-            return f"{name} unreadable: {exc}"
-    return None
-
-
-def find_checkpoint(work: Path) -> tuple[Path | None, list[tuple[Path, str]]]:
-    """(the newest intact checkpoint or None, [(newer damaged checkpoint, why)])."""
-    damaged = []
-    for folder in sorted((p for p in Path(work).glob("ckpt-*") if p.is_dir()), reverse=True):
-        problem = checkpoint_problem(folder)
-        if problem is None:
-            return folder, damaged
-        damaged.append((folder, problem))
-    return None, damaged
-
-
-def latest_checkpoint(work: Path) -> Path | None:
-    """The newest intact checkpoint (damaged newer ones are passed over)."""
-    return find_checkpoint(work)[0]
-
-
-def _set_aside(damaged: list[tuple[Path, str]], found: Path | None) -> None:
-    """Move damaged checkpoints out of the way (kept as evidence), saying what training falls back to."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    for folder, problem in damaged:
-        target = folder.with_name(f".damaged-{folder.name}-{stamp}")
-        with contextlib.suppress(OSError):  # another rank may have moved it already
-            folder.rename(target)
-        print(
-            f"train_encoder: checkpoint {folder.name} is damaged ({problem}); moved aside to {target.name}, "
-            f"resuming from {found.name if found else 'the start'}",
-            flush=True,
-        )
-
-
 def train(spec: TrainSpec) -> None:
     """Train `spec.model_in` on the triplets and save it to `spec.model_out`, resuming from the last checkpoint."""
     from citeflow.threads import configure
@@ -409,19 +282,19 @@ def train(spec: TrainSpec) -> None:
 
     # Resume: the newest complete checkpoint, if any.
     start = 0
-    checkpoint, damaged = find_checkpoint(work)
+    checkpoint, damaged = C.find_checkpoint(work)
     if rank == 0 and damaged:
-        _set_aside(damaged, checkpoint)
+        C.set_aside(damaged, checkpoint)
     if checkpoint is not None:
         try:
-            start = _load_checkpoint(checkpoint, model, optimizer, scheduler, scaler, rank, device, use_cuda)
+            start = C.load_checkpoint(checkpoint, model, optimizer, scheduler, scaler, rank, device, use_cuda)
         except Exception as exc:
             # passed the structural checks but does not load: set it aside, so the next run falls back
             if rank == 0:
-                _set_aside([(checkpoint, f"does not load: {str(exc).splitlines()[0][:200]}")], None)
+                C.set_aside([(checkpoint, f"does not load: {str(exc).splitlines()[0][:200]}")], None)
             raise SystemExit(f"checkpoint {checkpoint.name} does not load; it was moved aside: run again") from None
         if rank == 0:
-            _truncate_log(Path(spec.log), start)
+            C.truncate_log(Path(spec.log), start)
             print(f"train_encoder: resuming from {checkpoint.name} (step {start} of {total})", flush=True)
     elif rank == 0:
         Path(spec.log).unlink(missing_ok=True)
@@ -529,7 +402,7 @@ def train(spec: TrainSpec) -> None:
                 if done % spec.log_every == 0 or checkpoint_now or killed or done == total:
                     flush(log)
                 if checkpoint_now:
-                    _save_checkpoint(work, done, model, optimizer, scheduler, scaler, rank, world, use_cuda)
+                    C.save_checkpoint(work, done, model, optimizer, scheduler, scaler, rank, world, use_cuda)
                 if killed:
                     os.kill(os.getpid(), signal.SIGKILL)
     finally:
@@ -614,59 +487,6 @@ def _precision(requested: str, cuda: bool) -> str:
     return requested
 
 
-def _save_checkpoint(
-    work: Path, step: int, model, optimizer, scheduler, scaler, rank: int, world: int, cuda: bool
-) -> None:
-    """Every process writes its RNG state, rank 0 the rest; the folder appears under its final name last."""
-    import torch
-    import torch.distributed as dist
-    from safetensors.torch import save_file
-
-    final = work / f"ckpt-{step:08d}"
-    tmp = work / f".ckpt-{step:08d}.tmp"
-    if rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    if world > 1:
-        dist.barrier()
-    rng = {"cpu": torch.get_rng_state()}
-    if cuda:
-        rng["cuda"] = torch.cuda.get_rng_state()
-    torch.save(rng, tmp / f"rng-{rank}.pt")
-    if rank == 0:
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / "model.safetensors"))
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-        if scaler is not None:  # fp16: the loss scale and its growth tracker
-            torch.save(scaler.state_dict(), tmp / "scaler.pt")
-    if world > 1:
-        dist.barrier()
-    if rank == 0:
-        (tmp / "state.json").write_text(json.dumps({"step": step}))
-        os.replace(tmp, final)
-        for old in sorted(work.glob("ckpt-*"))[:-2]:
-            shutil.rmtree(old, ignore_errors=True)
-    if world > 1:
-        dist.barrier()
-
-
-def _load_checkpoint(checkpoint: Path, model, optimizer, scheduler, scaler, rank: int, device, cuda: bool) -> int:
-    """Restore what `_save_checkpoint` wrote; returns the step it was taken after."""
-    import torch
-    from safetensors.torch import load_file
-
-    model.load_state_dict(load_file(str(checkpoint / "model.safetensors"), device=str(device)))
-    optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", map_location=device, weights_only=True))
-    scheduler.load_state_dict(torch.load(checkpoint / "scheduler.pt", weights_only=True))
-    if scaler is not None and (checkpoint / "scaler.pt").is_file():
-        scaler.load_state_dict(torch.load(checkpoint / "scaler.pt", weights_only=True))
-    rng = torch.load(checkpoint / f"rng-{rank}.pt", weights_only=True)
-    torch.set_rng_state(rng["cpu"])
-    if cuda and "cuda" in rng:
-        torch.cuda.set_rng_state(rng["cuda"], device)
-    return json.loads((checkpoint / "state.json").read_text())["step"]
-
-
 def _save_model(model, tokenizer, spec: TrainSpec) -> None:
     """The trained model as a plain Hugging Face folder, written to a temp folder and renamed."""
     out = Path(spec.model_out)
@@ -677,14 +497,6 @@ def _save_model(model, tokenizer, spec: TrainSpec) -> None:
     (tmp / "citeflow.json").write_text(json.dumps(spec.citeflow, indent=2) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
-
-
-def _truncate_log(path: Path, step: int) -> None:
-    """Drop log rows after the checkpoint a resumed run restarts from."""
-    if not path.exists():
-        return
-    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
-    path.write_text("".join(line + "\n" for line in kept))
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from citeflow.errors import CiteflowError
+from models import prefetch, train_checkpoints
 from models import train_encoder as trainer
 from models.encoder import TokenStore, build_small, collate, load, paper_text, pool
 from models.train_encoder import TrainSpec, accumulate_gradients, triplet_loss
@@ -278,9 +279,9 @@ def test_loss_scaler_state_survives_a_checkpoint(tmp_path):
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad()
-    trainer._save_checkpoint(tmp_path, 7, model, optimizer, scheduler, scaler, rank=0, world=1, cuda=False)
+    train_checkpoints.save_checkpoint(tmp_path, 7, model, optimizer, scheduler, scaler, rank=0, world=1, cuda=False)
     fresh = torch.amp.GradScaler("cpu")
-    step = trainer._load_checkpoint(
+    step = train_checkpoints.load_checkpoint(
         tmp_path / "ckpt-00000007", model, optimizer, scheduler, fresh, rank=0, device="cpu", cuda=False
     )
     assert step == 7 and fresh.get_scale() == 512.0 and fresh.state_dict()["_growth_tracker"] == 1
@@ -421,10 +422,10 @@ def test_prefetcher_keeps_the_order_and_passes_errors_on():
             yield (torch.full((2,), i),)
 
     for depth in (0, 3):
-        fetch = trainer.Prefetcher(items(7), depth, pin=False)
+        fetch = prefetch.Prefetcher(items(7), depth, pin=False)
         assert [int(fetch.next()[0][0]) for _ in range(7)] == list(range(7))
         fetch.close()
-    fetch = trainer.Prefetcher(items(5, fail_at=2), 2, pin=False)
+    fetch = prefetch.Prefetcher(items(5, fail_at=2), 2, pin=False)
     assert [int(fetch.next()[0][0]) for _ in range(2)] == [0, 1]
     with pytest.raises(ValueError, match="broken batch"):
         fetch.next()
@@ -489,7 +490,7 @@ def test_prefetcher_pins_every_tensor_of_a_micro_batch(monkeypatch):
     pinned = []
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: pinned.append(self.shape) or self)
     item = ([(torch.zeros(2, 3), torch.ones(2, 3)), (torch.zeros(1, 5), torch.ones(1, 5))], torch.arange(3))
-    fetch = trainer.Prefetcher(iter([item]), 2, pin=True)
+    fetch = prefetch.Prefetcher(iter([item]), 2, pin=True)
     pieces, inverse = fetch.next()
     fetch.close()
     assert sorted(pinned) == sorted([(2, 3), (2, 3), (1, 5), (1, 5), (3,)])

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 safetensors = pytest.importorskip("safetensors.torch")
 
-from models.train_encoder import _set_aside, checkpoint_problem, find_checkpoint, latest_checkpoint  # noqa: E402
+from models.train_checkpoints import checkpoint_problem, find_checkpoint, latest_checkpoint, set_aside  # noqa: E402
 
 
 def write_checkpoint(work, step):
@@ -54,7 +54,7 @@ def test_damaged_checkpoints_are_moved_aside_with_a_message(tmp_path, capsys):
     newest = write_checkpoint(tmp_path, 10)
     os.truncate(newest / "optimizer.pt", 10)
     found, damaged = find_checkpoint(tmp_path)
-    _set_aside(damaged, found)
+    set_aside(damaged, found)
     out = capsys.readouterr().out
     assert "checkpoint ckpt-00000010 is damaged (optimizer.pt unreadable" in out
     assert "resuming from ckpt-00000005" in out
