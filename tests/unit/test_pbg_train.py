@@ -11,10 +11,9 @@ from models.pbg_train import load_embeddings, pbg_config, train_in_subprocess, t
 pytestmark = pytest.mark.slow
 
 
-def train(tmp_path, name, src, seed, workers=1):
-    out = tmp_path / name
-    import_citations(src, out, holdout=0.05, seed=0)
-    cfg = pbg_config(
+def small_config(out, **changes):
+    """A tiny PBG run on the edges `import_citations` wrote to `out`; `changes` override its settings."""
+    settings = dict(
         entities=str(out / "entities"),
         train_edges=str(out / "edges_train"),
         checkpoint=str(out / "ckpt"),
@@ -28,10 +27,17 @@ def train(tmp_path, name, src, seed, workers=1):
         batch_size=500,
         num_edge_chunks=1,
         max_norm=1.0,
-        workers=workers,
+        workers=1,
         num_uniform_negs=20,
         num_batch_negs=20,
     )
+    return pbg_config(**{**settings, **changes})
+
+
+def train(tmp_path, name, src, seed, workers=1):
+    out = tmp_path / name
+    import_citations(src, out, holdout=0.05, seed=0)
+    cfg = small_config(out, workers=workers)
     train_in_subprocess(cfg, out / "config.json", out / "train.log", seed=seed)
     return load_embeddings(out / "ckpt", out / "entities", 1), training_losses(out / "ckpt")
 
@@ -62,24 +68,7 @@ def test_same_seed_same_embeddings(tmp_path, citations):
 def test_a_failing_training_run_raises_with_its_log(tmp_path, citations):
     out = tmp_path / "bad"
     import_citations(citations, out, holdout=0.05, seed=0)
-    cfg = pbg_config(
-        entities=str(out / "entities"),
-        train_edges=str(out / "edges_train"),
-        checkpoint=str(out / "ckpt"),
-        num_partitions=1,
-        dimension=8,
-        comparator="no-such",
-        loss_fn="ranking",
-        margin=0.15,
-        lr=0.1,
-        num_epochs=1,
-        batch_size=500,
-        num_edge_chunks=1,
-        max_norm=1.0,
-        workers=1,
-        num_uniform_negs=20,
-        num_batch_negs=20,
-    )
+    cfg = small_config(out, comparator="no-such", num_epochs=1)
     with pytest.raises(RuntimeError, match="PBG training failed"):
         train_in_subprocess(cfg, out / "config.json", out / "train.log", seed=0)
 
