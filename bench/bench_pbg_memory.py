@@ -98,6 +98,9 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=1)
+    # PBG holds every HOGWILD worker but the first back this long on each bucket and edge chunk of the first
+    # epoch (its default is 2 s: 1,280 s of sleep at 8 partitions); memory does not depend on it
+    parser.add_argument("--hogwild-delay", type=float, default=0.0)
     parser.add_argument("--workdir", default=None, help="scratch folder (default: a temp dir, removed after)")
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
@@ -152,6 +155,7 @@ def main() -> int:
                 workers=args.workers,
                 num_uniform_negs=0,
                 num_batch_negs=50,
+                extra={"hogwild_delay": args.hogwild_delay},
             )
             (target / "config.json").write_text(json.dumps(config))
             trained = measure_tree([sys.executable, "-m", "models.pbg_train", str(target / "config.json")])
