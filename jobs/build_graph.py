@@ -226,7 +226,8 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
 
     # Pass 1: every papers line parsed once and labelled where unusable, written without a shuffle.
     if snapshot.format == "s2orc":
-        papers = R.s2orc_papers(R.parse_lines(lines("metadata"), R.S2ORC_SCHEMA), cfg.citations_from)
+        parsed = R.parse_lines(lines("metadata"), R.s2orc_schema(cfg.citations_from))
+        papers = R.s2orc_papers(parsed, cfg.citations_from)
     else:
         papers = R.s2ag_papers(R.parse_lines(lines("papers"), R.S2AG_PAPERS_SCHEMA))
     log.info("%s: parsing papers", STAGE)

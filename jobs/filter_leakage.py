@@ -128,7 +128,15 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         return spark.read.parquet(out(f"_staging/{name}"))
 
     log.info("%s: mapping benchmark ids", STAGE)
-    mapped = L.map_ids(L.distinct_ids(bench), papers, paper_ids, match_titles=cfg.match_titles, materialize=materialize)
+    mapped = L.map_ids(
+        L.distinct_ids(bench),
+        papers,
+        paper_ids,
+        match_titles=cfg.match_titles,
+        materialize=materialize,
+        # the benchmark's keys (external ids, folded titles: one row per benchmark id at most) go to every task
+        broadcast_keys=bench_table.num_rows <= config.spark.broadcast_rows,
+    )
     (
         bench.select("id", "task", "split")
         .dropDuplicates()

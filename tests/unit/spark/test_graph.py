@@ -16,7 +16,7 @@ def lines(spark, records):
 
 
 def s2orc(spark, records, citations_from="outbound"):
-    return R.s2orc_papers(R.parse_lines(lines(spark, records), R.S2ORC_SCHEMA), citations_from)
+    return R.s2orc_papers(R.parse_lines(lines(spark, records), R.s2orc_schema(citations_from)), citations_from)
 
 
 def dedupe(papers, broadcast=True):
@@ -44,6 +44,20 @@ def test_parse_errors_are_classified(spark):
     )
     got = [r["parse_error"] for r in df.select("parse_error").collect()]
     assert got == [None, "malformed_json", "malformed_json", "blank_line", "bad_field_type", None]
+
+
+def test_only_the_citation_list_in_use_is_parsed(spark):
+    # a wrong type in the list the stage reads rejects the line; in the other list it is never looked at
+    records = [
+        {"paper_id": "1", "outbound_citations": ["2"], "inbound_citations": "not a list"},
+        {"paper_id": "2", "outbound_citations": "not a list", "inbound_citations": ["1"]},
+    ]
+    for citations_from, expected in (("outbound", [None, "bad_field_type"]), ("inbound", ["bad_field_type", None])):
+        df = R.parse_lines(lines(spark, records), R.s2orc_schema(citations_from))
+        assert [r["parse_error"] for r in df.select("parse_error").collect()] == expected
+    assert {f.name for f in R.S2ORC_SCHEMA.fields} - {f.name for f in R.s2orc_schema("outbound").fields} == {
+        "inbound_citations"
+    }
 
 
 def test_fields_are_normalised(spark):
