@@ -91,15 +91,16 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     from spark import leakage as L
     from spark import output as O
     from spark import readers as R
-    from spark.session import get_spark
+    from spark.session import get_spark_beside
 
     cfg = config.filter_leakage
-    spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
+    spark, (bench_table, layouts) = get_spark_beside(
+        config.spark, f"citeflow-{STAGE}-{config.snapshot}", lambda: collect(config.scidocs or None, cfg.extra_ids)
+    )
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
     read_upstream = lambda table: spark.read.parquet(store.engine_uri(upstream.table_path(table)))  # noqa: E731
 
-    bench_table, layouts = collect(config.scidocs or None, cfg.extra_ids)
     log.info(
         "%s: %d benchmark id rows from %s",
         STAGE,

@@ -4,6 +4,7 @@ out of manifests; the in-Spark title fold against citeflow.text.fold_title, the 
 import gzip
 import json
 import random
+import time
 
 import pytest
 from pyspark.sql import functions as F
@@ -120,3 +121,30 @@ def test_each_gzip_shard_is_its_own_task(spark, tmp_path):
     lines = read_in_file_tasks(spark, files, sizes)
     per_task = lines.groupBy(F.spark_partition_id().alias("task")).count().collect()
     assert sorted(r["count"] for r in per_task) == [200, 250, 300, 350, 400]
+
+
+def test_the_jvm_starts_while_the_stage_reads_its_inputs(monkeypatch):
+    from spark import session
+
+    events = []
+
+    def slow_start(config, app_name):
+        time.sleep(0.3)
+        events.append("spark")
+        return "session"
+
+    monkeypatch.setattr(session, "get_spark", slow_start)
+    assert session.get_spark_beside(SparkConfig(), "app", lambda: events.append("work") or 42) == ("session", 42)
+    assert events == ["work", "spark"]  # the work ended while the session was still starting
+
+    def bad_input():
+        raise CiteflowError("no benchmark here")
+
+    with pytest.raises(CiteflowError, match="no benchmark here"):
+        session.get_spark_beside(SparkConfig(), "app", bad_input)
+
+    # a Spark Connect client tags its session in the calling thread: it connects first, in this thread
+    events.clear()
+    remote = SparkConfig(remote="sc://localhost:15002")
+    assert session.get_spark_beside(remote, "app", lambda: events.append("work") or 1) == ("session", 1)
+    assert events == ["spark", "work"]
