@@ -192,9 +192,15 @@ def digest(manifest) -> dict:
 
 
 def _content_metrics(value):
-    """Metrics without what measures time (`*seconds*`, `*per_second*`) or how a run went (`resumed_from_step`)."""
+    """Metrics without what measures time (`*seconds*`, `*per_second*`) or how a run went (`resumed_from_step`;
+    `threads`, the process's thread settings, which name torch's pool only once torch is loaded: a rebuild in
+    a process that had trained the encoder first reported one more entry than the original run)."""
     if isinstance(value, dict):
-        return {k: _content_metrics(v) for k, v in value.items() if "second" not in k and k != "resumed_from_step"}
+        return {
+            k: _content_metrics(v)
+            for k, v in value.items()
+            if "second" not in k and k not in ("resumed_from_step", "threads")
+        }
     return value
 
 
