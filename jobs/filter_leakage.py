@@ -127,8 +127,12 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
         return spark.read.parquet(out(f"_staging/{name}"))
 
-    log.info("%s: mapping benchmark ids", STAGE)
-    mapped = L.map_ids(L.distinct_ids(bench), papers, paper_ids, match_titles=cfg.match_titles, materialize=materialize)
+    # A graph merged from a release diff (issue 19) is mapped and filtered by the narrow route: the same rows
+    # for less work (`map_ids_narrow`, `_write_graph_narrow`); a full build keeps the Spark route.
+    narrow = "from_diff" in upstream.metrics
+    log.info("%s: mapping benchmark ids%s", STAGE, " (narrow)" if narrow else "")
+    map_ids = L.map_ids_narrow if narrow else L.map_ids
+    mapped = map_ids(L.distinct_ids(bench), papers, paper_ids, match_titles=cfg.match_titles, materialize=materialize)
     (
         bench.select("id", "task", "split")
         .dropDuplicates()
@@ -165,7 +169,9 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         _fail_unmapped(benchmark_ids, report, metrics, cfg.max_unmapped_share)
 
     citations = read_upstream("citations")
-    if cfg.mode == "exclude":
+    if narrow:
+        _write_graph_narrow(store, upstream, path, exclude=cfg.mode == "exclude")
+    elif cfg.mode == "exclude":
         excluded = benchmark_ids.where(F.col("in_snapshot")).select("corpus_id")
         kept_papers, kept_edges = L.remove_papers(
             papers.select(*G.PAPERS_COLUMNS),
@@ -175,8 +181,9 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         )
     else:
         kept_papers, kept_edges = papers.select(*G.PAPERS_COLUMNS), citations
-    few_papers = upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows
-    O.write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files, few_papers)
+    if not narrow:
+        few_papers = upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows
+        O.write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files, few_papers)
 
     store.fs.delete_dir(posixpath.join(path, "_staging"))
     before_papers = upstream.tables["papers"]["rows"]
@@ -197,6 +204,42 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         metrics["removed_citations"],
     )
     return metrics
+
+
+def _write_graph_narrow(store: ArtifactStore, upstream: Manifest, path: str, *, exclude: bool) -> None:
+    """`citations` and `papers` without the benchmark's papers in the snapshot (from the `benchmark_ids`
+    table just written; `exclude` False: report only, nothing removed), streamed from the upstream version's
+    files with pyarrow (citeflow/graph_tables.py): the rows, columns and degrees that `spark/output.py`
+    writes, without moving the papers' text through Spark."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from citeflow import graph_tables as GT
+    from spark import graph as G
+
+    drop = pa.array([], pa.int64())
+    if exclude:
+        ids = GT.read_columns(store.fs, posixpath.join(path, "benchmark_ids"), ["corpus_id", "in_snapshot"])
+        in_snapshot = ids.filter(pc.fill_null(ids.column("in_snapshot"), False))
+        drop = pc.unique(in_snapshot.column("corpus_id").combine_chunks())
+    edges = GT.filter_edges(
+        store.fs,
+        GT.parquet_files(store.fs, upstream.table_path("citations")),
+        posixpath.join(path, "citations"),
+        drop=drop,
+    )
+    sources = GT.parquet_files(store.fs, upstream.table_path("papers"))
+    schema = pq.read_schema(sources[0], filesystem=store.fs)
+    GT.patch_papers(
+        store.fs,
+        sources,
+        schema.empty_table().select(G.PAPERS_COLUMNS),
+        posixpath.join(path, "papers"),
+        drop=drop,
+        degrees=GT.Degrees(edges),
+        schema=schema,
+    )
 
 
 def _fail_unmapped(benchmark_ids, report: list[dict], metrics: dict, limit: float) -> None:
