@@ -27,7 +27,7 @@ From a diff (issue 19): when the S2AG release holds a diff to this snapshot
 (`<release>/diffs/<start>/to/<snapshot>/`, citeflow/diffs.py; `build_graph.diffs`)
 from a release `<start>` that the artifact root holds a build_graph version of
 (snapshot `<start>`, same settings), the stage merges that version's tables
-with the diff (`build_from_diff`, spark/incremental.py) instead of parsing
+with the diff (jobs/build_graph_diff.py, spark/incremental.py) instead of parsing
 every shard. Its tables equal a full build's (tests/e2e/test_incremental.py);
 its version is the content address of the base version and the diff's files.
 Otherwise (no diff, no such build) it builds in full, saying why in one line.
@@ -86,7 +86,7 @@ def run(config: RunConfig) -> Manifest:
             resolved_config={**resolved, "diff": diff.folder},
             inputs=[{**base.lineage(), "snapshot": base.snapshot}, diff_fingerprint(diff)],
             tables=TABLES,
-            build=lambda path: _build_explained(lambda: build_from_diff(config, base, diff, store, path)),
+            build=lambda path: _build_explained(lambda: _from_diff(config, base, diff, store, path)),
         )
     return execute(
         store=store,
@@ -184,6 +184,12 @@ def diff_fingerprint(diff: D.Diff) -> dict[str, Any]:
         "bytes": total,
         "fingerprint": digest,
     }
+
+
+def _from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: ArtifactStore, path: str) -> dict[str, Any]:
+    from jobs.build_graph_diff import build_from_diff
+
+    return build_from_diff(config, base, diff, store, path)
 
 
 def _build_explained(build_fn) -> dict[str, Any]:
@@ -329,101 +335,6 @@ def finish(
     }
     metrics["rejected_total"] = sum(metrics["rejected"].values())
     _plot_degrees(store, path, spark.read.parquet(out("degree_histogram")).toArrow(), config.snapshot)
-    return metrics
-
-
-def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: ArtifactStore, path: str) -> dict[str, Any]:
-    """Merge the base version's tables with the diff's steps (spark/incremental.py) and write the graph
-    tables into `path`; returns the manifest metrics: those of a full build, plus `from_diff` (base, steps,
-    lines read per dataset). Only the diff's lines are parsed; the base's papers text is read once."""
-    from pyspark.sql import functions as F
-
-    from spark import graph as G
-    from spark import incremental as I
-    from spark import readers as R
-    from spark.session import get_spark, read_in_file_tasks
-
-    spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
-    spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
-    fs, _ = filesystem(diff.folder)
-    schemas = {
-        "papers": R.S2AG_PAPERS_SCHEMA,
-        "abstracts": R.S2AG_ABSTRACTS_SCHEMA,
-        "citations": R.S2AG_CITATIONS_SCHEMA,
-    }
-    lines_read = {d: {"updates": 0, "deletes": 0} for d in D.DATASETS}
-
-    def lines_of(dataset: str, kind: str, transform):
-        """The steps' lines of one dataset (its update or delete files), parsed, through `transform`, with
-        `_step` (the step's index); an empty frame of the same columns when no step has such files."""
-        frames = []
-        for i, step in enumerate(diff.steps):
-            files = (step.update_files if kind == "updates" else step.delete_files).get(dataset, [])
-            if files:
-                sizes = [fs.get_file_info(f).size for f in files]
-                lines = R.with_source(read_in_file_tasks(spark, ["file://" + f for f in files], sizes))
-                lines_read[dataset][kind] += len(files)
-            else:
-                lines = spark.createDataFrame([], "value string, source string")
-            frames.append(transform(R.parse_lines(lines, schemas[dataset])).withColumn("_step", F.lit(i)))
-        frame = frames[0]
-        for other in frames[1:]:
-            frame = frame.unionByName(other)
-        return frame
-
-    def stage(frame, name: str):
-        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
-        return spark.read.parquet(out(f"_staging/{name}"))
-
-    out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
-    read = lambda table: spark.read.parquet(store.engine_uri(base.table_path(table)))  # noqa: E731
-    base_papers, base_citations, base_rejected = read("papers"), read("citations"), read("rejected")
-    few_papers = base.tables["papers"]["rows"] <= config.spark.broadcast_rows
-
-    log.info("%s: merging papers", STAGE)
-    # staged once, with one `_row` over all steps' lines: the ranking needs a row number unique to the frame
-    paper_updates = stage(
-        lines_of("papers", "updates", lambda p: G.stage_papers(R.s2ag_papers(p)).drop("_row")).withColumn(
-            "_row", F.monotonically_increasing_id()
-        ),
-        "paper_updates",
-    )
-    paper_deletes = lines_of("papers", "deletes", lambda p: R.s2ag_papers(p))
-    good_deletes, bad_deletes = G.split_unparseable(paper_deletes)
-    good_deletes = good_deletes.select(F.col("id_raw").try_cast("long").alias("corpus_id"), "_step")
-    papers, paper_keys, paper_rejects, _ = I.merge_papers(
-        base_papers, paper_updates, good_deletes, broadcast=few_papers
-    )
-
-    log.info("%s: merging abstracts", STAGE)
-    abstract_updates = lines_of("abstracts", "updates", R.s2ag_abstracts)
-    abstract_deletes = lines_of("abstracts", "deletes", R.s2ag_abstracts)
-    papers, abstract_rejects, abstract_keys = I.merge_abstracts(
-        base_papers, base_rejected, abstract_updates, abstract_deletes, papers, paper_keys
-    )
-
-    log.info("%s: merging and labelling citation edges", STAGE)
-    candidates, citation_rejects, edge_keys = I.merge_edges(
-        base_citations,
-        base_rejected,
-        lines_of("citations", "updates", R.s2ag_citation_pairs),
-        lines_of("citations", "deletes", R.s2ag_citation_pairs),
-    )
-    corpus_ids = papers.select("corpus_id")
-    labelled_edges = stage(G.label_edges(candidates, corpus_ids, broadcast=few_papers), "edges")
-    named = {"papers": paper_keys.count(), "abstracts": abstract_keys.count(), "citations": edge_keys.count()}
-    carried = I.carried_rejected(base_rejected, paper_keys.select("corpus_id"))
-    rejected = [carried, paper_rejects, bad_deletes, abstract_rejects, citation_rejects]
-    metrics = finish(spark, store, path, config, papers.select(*G.PAPERS_COLUMNS), labelled_edges, rejected, few_papers)
-    metrics["format"] = "s2ag"
-    metrics["input_files"] = {d: sum(v.values()) for d, v in lines_read.items()}
-    metrics["from_diff"] = {
-        "base": {"snapshot": base.snapshot, "version": base.version},
-        "start": diff.start,
-        "end": diff.end,
-        "steps": [[st.from_release, st.to_release] for st in diff.steps],
-        "keys_named": named,
-    }
     return metrics
 
 

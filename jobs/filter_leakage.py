@@ -128,8 +128,10 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
         return spark.read.parquet(out(f"_staging/{name}"))
 
+    # The cascade's steps that read the papers run only for the ids the corpus_id and sha steps leave
+    # unmapped (`map_ids_narrow`: the same rows as `map_ids`, issue 19), on the keys they state (issue 21).
     log.info("%s: mapping benchmark ids", STAGE)
-    mapped = L.map_ids(
+    mapped = L.map_ids_narrow(
         L.distinct_ids(bench),
         papers,
         paper_ids,

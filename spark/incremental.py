@@ -125,40 +125,16 @@ def _abstract_rank(winner_first: Column) -> Column:
     )
 
 
-def merge_abstracts(
-    base_papers: DataFrame,
-    base_rejected: DataFrame,
-    updates: DataFrame,
-    deletes: DataFrame,
-    papers: DataFrame,
-    paper_keys: DataFrame,
-) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """(papers with `abstract`, rejected abstract rows, keys the abstracts diff names).
-
-    `updates`: parsed abstract update lines (`s2ag_abstracts` columns plus `_step`); `deletes`: parsed
-    delete lines (same); `papers`: the merged papers, whose untouched rows carry the base's abstract;
-    `paper_keys`: corpus ids the papers diff names. Only the abstracts of a small set of keys are decided
-    again: those either diff names and those the base quarantined (duplicates, orphans, which a new paper may
-    adopt). The base's abstracts are its papers' (already chosen) and its quarantined lines; for keys the
-    abstracts diff names, the last step's lines are ranked as in a full build. The rest keep their abstract
-    without a shuffle of the abstracts' text.
-    """
+def _abstract_inputs(
+    base_rejected: DataFrame, updates: DataFrame, deletes: DataFrame
+) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+    """(usable update lines with `corpus_id`, last steps per key, the base's quarantined abstract lines
+    parsed again, rejected rows of unparseable diff lines)."""
     good, bad_updates = G.split_unparseable(updates, kind="abstract")
     good_deletes, bad_deletes = G.split_unparseable(deletes, kind="abstract")
     good = good.withColumn("corpus_id", F.col("id_raw").try_cast("long"))
     good_deletes = good_deletes.withColumn("corpus_id", F.col("id_raw").try_cast("long"))
     steps = last_steps(good, good_deletes, ["corpus_id"])
-    named = steps.select("corpus_id")
-    from_diff = final_updates(good, steps, ["corpus_id"]).select(
-        "corpus_id", "abstract", "value", "source", F.lit(False).alias("_loser")
-    )
-    base_kept = base_papers.where(F.col("abstract").isNotNull()).select(
-        "corpus_id",
-        "abstract",
-        F.lit(None).cast("string").alias("value"),
-        F.lit(None).cast("string").alias("source"),
-        F.lit(False).alias("_loser"),
-    )
     quarantined = base_rejected.where(
         (F.col("kind") == "abstract") & F.col("reason").isin(R.DUPLICATE_ABSTRACT, R.ABSTRACT_WITHOUT_PAPER)
     )
@@ -177,31 +153,75 @@ def merge_abstracts(
         "source",
         "_loser",
     )
-    redo = (
-        named.unionByName(paper_keys.select("corpus_id"))
+    return good, steps, base_lines, bad_updates.unionByName(bad_deletes)
+
+
+def _redo(steps: DataFrame, paper_keys: DataFrame, base_lines: DataFrame) -> DataFrame:
+    return (
+        steps.select("corpus_id")
+        .unionByName(paper_keys.select("corpus_id"))
         .unionByName(base_lines.select("corpus_id"))
         .where(F.col("corpus_id").isNotNull())
         .distinct()
     )
-    redo_b = F.broadcast(redo)
+
+
+def touched_papers(
+    base_rejected: DataFrame, abstract_updates: DataFrame, abstract_deletes: DataFrame, paper_keys: DataFrame
+) -> DataFrame:
+    """`corpus_id` of every paper whose row the merge decides again (`merge_abstracts`' redo set): keys either
+    diff names and keys whose abstract the base quarantined. Every other paper keeps its base row (its
+    degrees aside), so `merge_papers` and `merge_abstracts` given only these base rows return exactly the
+    new rows of these keys."""
+    _, steps, base_lines, _ = _abstract_inputs(base_rejected, abstract_updates, abstract_deletes)
+    return _redo(steps, paper_keys, base_lines)
+
+
+def merge_abstracts(
+    base_papers: DataFrame,
+    base_rejected: DataFrame,
+    updates: DataFrame,
+    deletes: DataFrame,
+    papers: DataFrame,
+    paper_keys: DataFrame,
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(papers with `abstract`, rejected abstract rows, keys the abstracts diff names).
+
+    `updates`: parsed abstract update lines (`s2ag_abstracts` columns plus `_step`); `deletes`: parsed
+    delete lines (same); `papers`: the merged papers, whose untouched rows carry the base's abstract;
+    `paper_keys`: corpus ids the papers diff names. Only the abstracts of a small set of keys are decided
+    again (`touched_papers`): those either diff names and those the base quarantined (duplicates, orphans,
+    which a new paper may adopt). The base's abstracts are its papers' (already chosen) and its quarantined
+    lines; for keys the abstracts diff names, the last step's lines are ranked as in a full build. The rest
+    keep their abstract without a shuffle of the abstracts' text.
+    """
+    good, steps, base_lines, bad = _abstract_inputs(base_rejected, updates, deletes)
+    named = steps.select("corpus_id")
+    from_diff = final_updates(good, steps, ["corpus_id"]).select(
+        "corpus_id", "abstract", "value", "source", F.lit(False).alias("_loser")
+    )
+    base_kept = base_papers.where(F.col("abstract").isNotNull()).select(
+        "corpus_id",
+        "abstract",
+        F.lit(None).cast("string").alias("value"),
+        F.lit(None).cast("string").alias("source"),
+        F.lit(False).alias("_loser"),
+    )
+    redo_b = F.broadcast(_redo(steps, paper_keys, base_lines))
     base_kept = base_kept.join(redo_b, "corpus_id", "left_semi")
     base = base_kept.unionByName(base_lines).join(named, "corpus_id", "left_anti")
     ranked = base.unionByName(from_diff).withColumn("_rank", _abstract_rank(F.col("_loser")))
     redone, rejected = G.best_abstracts(ranked, papers.join(redo_b, "corpus_id", "left_semi"))
     redone = redone.select(*G.PAPERS_COLUMNS)
     joined = papers.join(redo_b, "corpus_id", "left_anti").select(*G.PAPERS_COLUMNS).unionByName(redone)
-    return joined, rejected.unionByName(bad_updates).unionByName(bad_deletes), named
+    return joined, rejected.unionByName(bad), named
 
 
-def merge_edges(
+def _edge_inputs(
     base_citations: DataFrame, base_rejected: DataFrame, updates: DataFrame, deletes: DataFrame
-) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """(edge candidates of the new release, rejected rows of unparseable diff lines, keys the diff names).
-
-    `updates` / `deletes`: `s2ag_citation_pairs` of the diff's lines plus `_step`. Candidates have
-    `citing_raw`, `cited_raw`, `source`; the base's kept edges come with a null source, which ranks them
-    first among copies of an edge, as their first copy ranked in the base build.
-    """
+) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+    """(the base's edge candidates the diff does not name, with their base `reason` (null: kept), the diff's
+    final candidates, rejected rows of unparseable diff lines, keys the diff names)."""
 
     def split(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
         good = edge_key(lines.where(F.col("parse_error").isNull()))
@@ -223,10 +243,76 @@ def merge_edges(
         F.col("citing").cast("string").alias("citing_raw"),
         F.col("cited").cast("string").alias("cited_raw"),
         F.lit(None).cast("string").alias("source"),
+        F.lit(None).cast("string").alias("reason"),
     )
     labelled = base_rejected.where((F.col("kind") == "citation") & F.col("reason").isin(*EDGE_REASONS)).select(
-        F.col("id").alias("citing_raw"), F.col("cited_id").alias("cited_raw"), "source"
+        F.col("id").alias("citing_raw"), F.col("cited_id").alias("cited_raw"), "source", "reason"
     )
     base = edge_key(kept.unionByName(labelled)).join(steps.select("_k1", "_k2"), ["_k1", "_k2"], "left_anti")
-    candidates = base.drop("_k1", "_k2").unionByName(from_diff)
-    return candidates, bad_updates.unionByName(bad_deletes), steps.select("_k1", "_k2")
+    return base.drop("_k1", "_k2"), from_diff, bad_updates.unionByName(bad_deletes), steps.select("_k1", "_k2")
+
+
+def merge_edges(
+    base_citations: DataFrame, base_rejected: DataFrame, updates: DataFrame, deletes: DataFrame
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(edge candidates of the new release, rejected rows of unparseable diff lines, keys the diff names).
+
+    `updates` / `deletes`: `s2ag_citation_pairs` of the diff's lines plus `_step`. Candidates have
+    `citing_raw`, `cited_raw`, `source`; the base's kept edges come with a null source, which ranks them
+    first among copies of an edge, as their first copy ranked in the base build.
+    """
+    base, from_diff, bad, named = _edge_inputs(base_citations, base_rejected, updates, deletes)
+    return base.drop("reason").unionByName(from_diff), bad, named
+
+
+# Labels an edge gets from its own ids whatever the corpus holds (label_edges' first checks).
+INTRINSIC_REASONS = (R.NULL_ID, R.INVALID_ID, R.SELF_CITATION)
+
+
+def split_edges(
+    base_citations: DataFrame, base_rejected: DataFrame, updates: DataFrame, deletes: DataFrame, moved: DataFrame
+) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame, DataFrame]:
+    """`merge_edges`, with only the edges whose label can change left to label: (candidates to label, the
+    base's kept edges that stay kept (`citing`, `cited`), the base's rejected edge rows that stay as they are,
+    rejected rows of unparseable diff lines, keys the diff names).
+
+    `moved`: `corpus_id` of papers that enter or leave the corpus. `label_edges` labels an edge from its ids
+    (null, invalid, self-citation: never changes), then from whether its ends are in the corpus, then ranks
+    the copies of one (citing, cited) pair. So a base edge keeps its label unless its pair is one the diff
+    names or brings (the pair's copies change) or an end moved. Such pairs are labelled again with all their
+    copies; every other base edge, kept or rejected, is carried over as the base labelled it.
+    """
+    base, from_diff, bad, named = _edge_inputs(base_citations, base_rejected, updates, deletes)
+    as_ids = lambda df, a, b: df.select(  # noqa: E731  the ids label_edges reads from the raw ends
+        F.col(a).try_cast("long").alias("_c1"), F.col(b).try_cast("long").alias("_c2")
+    )
+    pairs = (
+        as_ids(named, "_k1", "_k2")
+        .unionByName(as_ids(from_diff, "citing_raw", "cited_raw"))
+        .where(F.col("_c1").isNotNull() & F.col("_c2").isNotNull())
+        .distinct()
+        .withColumn("_pair", F.lit(True))
+    )
+    ends = moved.select("corpus_id").distinct()
+    base = (
+        base.withColumn("_c1", F.col("citing_raw").try_cast("long"))
+        .withColumn("_c2", F.col("cited_raw").try_cast("long"))
+        .join(F.broadcast(ends.select(F.col("corpus_id").alias("_c1"), F.lit(True).alias("_m1"))), "_c1", "left")
+        .join(F.broadcast(ends.select(F.col("corpus_id").alias("_c2"), F.lit(True).alias("_m2"))), "_c2", "left")
+        .join(F.broadcast(pairs), ["_c1", "_c2"], "left")
+    )
+    changes = F.coalesce(F.col("_m1"), F.col("_m2"), F.col("_pair"), F.lit(False)) & ~F.coalesce(
+        F.col("reason").isin(*INTRINSIC_REASONS), F.lit(False)
+    )
+    base = base.withColumn("_changes", changes)
+    to_label = base.where("_changes").select("citing_raw", "cited_raw", "source").unionByName(from_diff)
+    stays = base.where(~F.col("_changes"))
+    kept = stays.where(F.col("reason").isNull()).select(F.col("_c1").alias("citing"), F.col("_c2").alias("cited"))
+    rejected = R.rejected_rows(
+        stays.where(F.col("reason").isNotNull()),
+        kind="citation",
+        reason=F.col("reason"),
+        id_col=F.col("citing_raw"),
+        cited=F.col("cited_raw"),
+    )
+    return to_label, kept, rejected, bad, named

@@ -204,3 +204,68 @@ def remove_papers(
         small(ex.withColumnRenamed("corpus_id", "cited")), "cited", "left_anti"
     )
     return kept_papers, kept.select("citing", "cited")
+
+
+def papers_sharing_keys(papers: DataFrame, ids: DataFrame, *, match_titles: bool = True) -> DataFrame:
+    """The papers (`corpus_id`, `title` and the external ids) that share a DOI, PubMed id, arXiv id or, with
+    `match_titles`, a folded title with one of `ids` (`distinct_ids` rows): every paper that `map_ids`' steps
+    after the sha step can count or pick for these ids, keys normalised as those steps normalise them."""
+    light = papers.select("corpus_id", "title", "doi", "pubmed_id", "arxiv_id")
+    wanted = []
+    for col in ("doi", "pubmed_id", "arxiv_id"):
+        key = F.lower(F.trim(F.col(col))).alias("_key")
+        bench_keys = ids.where(F.col(col).isNotNull()).select(key).distinct()
+        found = light.where(F.col(col).isNotNull()).select("corpus_id", key)
+        wanted.append(found.join(F.broadcast(bench_keys), "_key", "left_semi").select("corpus_id"))
+    if match_titles:
+        bench_titles = with_folded_title(ids.where(F.col("title").isNotNull()).select("title"))
+        folds = bench_titles.where(F.col("_folded").isNotNull()).select("_folded").distinct()
+        folded = with_folded_title(light.where(F.col("title").isNotNull()).select("corpus_id", "title"))
+        wanted.append(folded.join(F.broadcast(folds), "_folded", "left_semi").select("corpus_id"))
+    found = wanted[0]
+    for more in wanted[1:]:
+        found = found.unionByName(more)
+    return light.join(F.broadcast(found.distinct()), "corpus_id", "left_semi")
+
+
+def map_ids_narrow(
+    ids: DataFrame,
+    papers: DataFrame,
+    paper_ids: DataFrame | None,
+    *,
+    match_titles: bool = True,
+    materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
+    broadcast_keys: bool = False,
+) -> DataFrame:
+    """`map_ids`, with the steps that read the papers run only where they can decide something.
+
+    The cascade takes the first method that maps an id, and the first two (`corpus_id`, `sha`) read no
+    papers: they run on every id first. The ids they leave unmapped go through `map_ids` again, on only the
+    papers that share a key with them (`papers_sharing_keys`): a key's uniqueness and a title's ambiguity
+    are counted over all the papers that have that key, which are all there. `in_snapshot` is then looked up
+    among all papers. The result equals `map_ids(ids, papers, paper_ids, ...)`
+    (tests/unit/spark/test_leakage.py), for the cost of a scan of the papers' light columns instead of
+    groupings over every paper.
+    """
+    prefixed = lambda prefix: lambda df, name: materialize(df, prefix + name)  # noqa: E731
+    first = materialize(
+        map_ids(ids, papers.limit(0), paper_ids, match_titles=False, materialize=prefixed("first_")), "first"
+    )
+    rest = ids.join(first.where(F.col("method").isNull()).select("id"), "id", "left_semi")
+    sharing = materialize(papers_sharing_keys(papers, rest, match_titles=match_titles), "sharing_papers")
+    second = map_ids(
+        rest, sharing, None, match_titles=match_titles, materialize=prefixed("rest_"), broadcast_keys=broadcast_keys
+    )
+    mapped = (
+        first.where(F.col("method").isNotNull())
+        .select("id", "corpus_id", "method", F.lit(None).cast("string").alias("unmapped_reason"))
+        .unionByName(second.select("id", "corpus_id", "method", "unmapped_reason"))
+    )
+    known = papers.select(F.col("corpus_id").alias("_cid"), F.lit(True).alias("in_snapshot"))
+    return mapped.join(known, mapped.corpus_id == known._cid, "left").select(
+        "id",
+        "corpus_id",
+        "method",
+        F.coalesce("in_snapshot", F.lit(False)).alias("in_snapshot"),
+        "unmapped_reason",
+    )

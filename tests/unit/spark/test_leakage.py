@@ -59,6 +59,38 @@ def test_cascade_takes_the_first_method_that_finds_each_id(spark, papers, bench,
     }
 
 
+def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench):
+    """map_ids_narrow (the diff path's mapping) against the hand-worked answers of the cascade above, plus a
+    DOI two papers share (one spelled with spaces and capitals): not unique, so its id falls to its title."""
+    more = spark.createDataFrame(
+        [(7, "Shared DOI one", "10.2/dup", None, None), (8, "Shared DOI two", " 10.2/DUP ", None, None)],
+        papers.schema,
+    )
+    extra = spark.createDataFrame(
+        [("y" * 40, "mesh", "test", "shared doi TWO", "10.2/Dup", None, None)], bench.schema
+    )  # DOI shared by 7 and 8 -> title -> 8
+    paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)], "sha string, corpus_id long")
+    mapped = {
+        r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
+        for r in L.map_ids_narrow(
+            L.distinct_ids(bench.unionByName(extra)), papers.unionByName(more), paper_ids
+        ).collect()
+    }
+    assert mapped == {
+        "2": (2, "corpus_id", True, None),
+        SHA_A: (1, "sha", True, None),
+        SHA_B: (99, "sha", False, None),
+        SHA_C: (2, "title", True, None),
+        SHA_D: (None, None, False, "ambiguous_title"),
+        SHA_E: (5, "doi", True, None),
+        SHA_F: (None, None, False, "no_match"),
+        "x" * 40: (6, "pubmed", True, None),
+        "y" * 40: (8, "title", True, None),
+    }
+    without = {r["id"]: r["method"] for r in L.map_ids_narrow(L.distinct_ids(bench), papers, None).collect()}
+    assert (without[SHA_A], without[SHA_C], without[SHA_E]) == (None, "title", "doi")
+
+
 def test_without_paper_ids_or_titles_shas_stay_unmapped(spark, papers, bench):
     mapped = {
         r["id"]: r["method"] for r in L.map_ids(L.distinct_ids(bench), papers, None, match_titles=False).collect()
