@@ -133,7 +133,7 @@ def run_size(n: int, args, work: Path) -> dict:
         for engine, measured in engines.items():
             if measured:
                 summary[engine] = {
-                    "median_s": statistics.median(m["seconds"] for m in measured),
+                    "median_s": round(statistics.median(m["seconds"] for m in measured), 1),
                     "seconds": [m["seconds"] for m in measured],
                     "peak_rss_gib": max(m["peak_rss_gib"] for m in measured),
                     "load": round(statistics.mean(x for m in measured for x in (m["load_before"], m["load_after"])), 2),
