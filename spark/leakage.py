@@ -206,26 +206,32 @@ def remove_papers(
     return kept_papers, kept.select("citing", "cited")
 
 
-def papers_sharing_keys(papers: DataFrame, ids: DataFrame, *, match_titles: bool = True) -> DataFrame:
+def papers_sharing_keys(
+    papers: DataFrame, ids: DataFrame, *, match_titles: bool = True, broadcast: bool = True
+) -> DataFrame:
     """The papers (`corpus_id`, `title` and the external ids) that share a DOI, PubMed id, arXiv id or, with
     `match_titles`, a folded title with one of `ids` (`distinct_ids` rows): every paper that `map_ids`' steps
-    after the sha step can count or pick for these ids, keys normalised as those steps normalise them."""
+    after the sha step can count or pick for these ids, keys normalised as those steps normalise them.
+    `broadcast` ships the benchmark's keys and the papers found to the tasks instead of shuffling the
+    papers (the benchmark's side is small; without it, both sides are shuffled, as a cluster needs for
+    a benchmark beyond `spark.broadcast_rows`)."""
+    small = F.broadcast if broadcast else (lambda df: df)
     light = papers.select("corpus_id", "title", "doi", "pubmed_id", "arxiv_id")
     wanted = []
     for col in ("doi", "pubmed_id", "arxiv_id"):
         key = F.lower(F.trim(F.col(col))).alias("_key")
         bench_keys = ids.where(F.col(col).isNotNull()).select(key).distinct()
         found = light.where(F.col(col).isNotNull()).select("corpus_id", key)
-        wanted.append(found.join(F.broadcast(bench_keys), "_key", "left_semi").select("corpus_id"))
+        wanted.append(found.join(small(bench_keys), "_key", "left_semi").select("corpus_id"))
     if match_titles:
         bench_titles = with_folded_title(ids.where(F.col("title").isNotNull()).select("title"))
         folds = bench_titles.where(F.col("_folded").isNotNull()).select("_folded").distinct()
         folded = with_folded_title(light.where(F.col("title").isNotNull()).select("corpus_id", "title"))
-        wanted.append(folded.join(F.broadcast(folds), "_folded", "left_semi").select("corpus_id"))
+        wanted.append(folded.join(small(folds), "_folded", "left_semi").select("corpus_id"))
     found = wanted[0]
     for more in wanted[1:]:
         found = found.unionByName(more)
-    return light.join(F.broadcast(found.distinct()), "corpus_id", "left_semi")
+    return light.join(small(found.distinct()), "corpus_id", "left_semi")
 
 
 def map_ids_narrow(
@@ -252,7 +258,9 @@ def map_ids_narrow(
         map_ids(ids, papers.limit(0), paper_ids, match_titles=False, materialize=prefixed("first_")), "first"
     )
     rest = ids.join(first.where(F.col("method").isNull()).select("id"), "id", "left_semi")
-    sharing = materialize(papers_sharing_keys(papers, rest, match_titles=match_titles), "sharing_papers")
+    sharing = materialize(
+        papers_sharing_keys(papers, rest, match_titles=match_titles, broadcast=broadcast_keys), "sharing_papers"
+    )
     second = map_ids(
         rest, sharing, None, match_titles=match_titles, materialize=prefixed("rest_"), broadcast_keys=broadcast_keys
     )

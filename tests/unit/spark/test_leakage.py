@@ -59,8 +59,9 @@ def test_cascade_takes_the_first_method_that_finds_each_id(spark, papers, bench,
     }
 
 
-def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench):
-    """map_ids_narrow (the diff path's mapping) against the hand-worked answers of the cascade above, plus a
+@pytest.mark.parametrize("broadcast_keys", [False, True])
+def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, broadcast_keys):
+    """map_ids_narrow (filter_leakage's mapping) against the hand-worked answers of the cascade above, plus a
     DOI two papers share (one spelled with spaces and capitals): not unique, so its id falls to its title."""
     more = spark.createDataFrame(
         [(7, "Shared DOI one", "10.2/dup", None, None), (8, "Shared DOI two", " 10.2/DUP ", None, None)],
@@ -73,7 +74,7 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench):
     mapped = {
         r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
         for r in L.map_ids_narrow(
-            L.distinct_ids(bench.unionByName(extra)), papers.unionByName(more), paper_ids
+            L.distinct_ids(bench.unionByName(extra)), papers.unionByName(more), paper_ids, broadcast_keys=broadcast_keys
         ).collect()
     }
     assert mapped == {
