@@ -5,6 +5,17 @@ import pytest
 from spark import leakage as L
 
 SHA_A, SHA_B, SHA_C, SHA_D, SHA_E, SHA_F = (c * 40 for c in "abcdef")
+# (corpus_id, method, in_snapshot, unmapped_reason) per id of the `bench` fixture, worked out by hand
+CASCADE_ANSWERS = {
+    "2": (2, "corpus_id", True, None),
+    SHA_A: (1, "sha", True, None),
+    SHA_B: (99, "sha", False, None),
+    SHA_C: (2, "title", True, None),
+    SHA_D: (None, None, False, "ambiguous_title"),
+    SHA_E: (5, "doi", True, None),
+    SHA_F: (None, None, False, "no_match"),
+    "x" * 40: (6, "pubmed", True, None),
+}
 
 
 @pytest.fixture
@@ -47,16 +58,7 @@ def test_cascade_takes_the_first_method_that_finds_each_id(spark, papers, bench,
         r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
         for r in L.map_ids(L.distinct_ids(bench), papers, paper_ids, broadcast_keys=broadcast_keys).collect()
     }
-    assert mapped == {
-        "2": (2, "corpus_id", True, None),
-        SHA_A: (1, "sha", True, None),
-        SHA_B: (99, "sha", False, None),
-        SHA_C: (2, "title", True, None),
-        SHA_D: (None, None, False, "ambiguous_title"),
-        SHA_E: (5, "doi", True, None),
-        SHA_F: (None, None, False, "no_match"),
-        "x" * 40: (6, "pubmed", True, None),
-    }
+    assert mapped == CASCADE_ANSWERS
 
 
 @pytest.mark.parametrize("broadcast_keys", [False, True])
@@ -77,17 +79,7 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, bro
             L.distinct_ids(bench.unionByName(extra)), papers.unionByName(more), paper_ids, broadcast_keys=broadcast_keys
         ).collect()
     }
-    assert mapped == {
-        "2": (2, "corpus_id", True, None),
-        SHA_A: (1, "sha", True, None),
-        SHA_B: (99, "sha", False, None),
-        SHA_C: (2, "title", True, None),
-        SHA_D: (None, None, False, "ambiguous_title"),
-        SHA_E: (5, "doi", True, None),
-        SHA_F: (None, None, False, "no_match"),
-        "x" * 40: (6, "pubmed", True, None),
-        "y" * 40: (8, "title", True, None),
-    }
+    assert mapped == {**CASCADE_ANSWERS, "y" * 40: (8, "title", True, None)}
     without = {r["id"]: r["method"] for r in L.map_ids_narrow(L.distinct_ids(bench), papers, None).collect()}
     assert (without[SHA_A], without[SHA_C], without[SHA_E]) == (None, "title", "doi")
 
