@@ -72,11 +72,10 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
             frame = frame.unionByName(other)
         return frame
 
-    staged_path = lambda name: posixpath.join(path, "_staging", name)  # noqa: E731
-
     def stage(frame, name: str):
-        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(store.engine_uri(staged_path(name)))
-        return spark.read.parquet(store.engine_uri(staged_path(name)))
+        uri = store.engine_uri(posixpath.join(path, "_staging", name))
+        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(uri)
+        return spark.read.parquet(uri)
 
     read = lambda table: spark.read.parquet(store.engine_uri(base.table_path(table)))  # noqa: E731
     base_papers, base_citations, base_rejected = read("papers"), read("citations"), read("rejected")

@@ -77,7 +77,6 @@ def map_ids(
     *,
     match_titles: bool = True,
     materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
-    broadcast_keys: bool = False,
 ) -> DataFrame:
     """Add `corpus_id`, `method` and `unmapped_reason` to distinct benchmark ids.
 
@@ -86,10 +85,6 @@ def map_ids(
     ids, and the title matches feed two steps: `materialize(frame, name)`
     (the stage writes the frame to its staging folder and reads it back)
     computes each once instead of once per use.
-
-    Only the papers' keys (external ids, folded titles) that some benchmark id states are counted: how
-    many papers share a key matters for those keys alone, so the corpus side is cut to them (a semi-join,
-    with a broadcast copy of the benchmark's keys when `broadcast_keys`) before it is grouped.
     """
     ids = materialize(ids.withColumn("_sha", F.lower(F.trim("id"))), "ids")
     found = ids.select(
@@ -109,17 +104,15 @@ def map_ids(
         ("pubmed", "pubmed_id", "pubmed_id"),
         ("arxiv", "arxiv_id", "arxiv_id"),
     ):
-        bench_key = ids.where(F.col(bench_col).isNotNull()).select(
-            "id", F.lower(F.trim(F.col(bench_col))).alias("_key")
-        )
-        paper_keys = papers.where(F.col(paper_col).isNotNull()).select(
-            F.lower(F.trim(F.col(paper_col))).alias("_key"), "corpus_id"
-        )
+        key = F.lower(F.trim(F.col(paper_col)))
         unique = (
-            stated_only(paper_keys, bench_key, broadcast_keys)
-            .groupBy("_key")
+            papers.where(F.col(paper_col).isNotNull())
+            .groupBy(key.alias("_key"))
             .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
             .where("_n = 1")
+        )
+        bench_key = ids.where(F.col(bench_col).isNotNull()).select(
+            "id", F.lower(F.trim(F.col(bench_col))).alias("_key")
         )
         steps.append(bench_key.join(unique, "_key").select("id", "corpus_id", F.lit(method).alias("method")))
 
@@ -130,7 +123,7 @@ def map_ids(
             "title"
         )
         title_counts = (
-            stated_only(folded_papers.where(F.col("_folded").isNotNull()), bench_titles, broadcast_keys, "_folded")
+            folded_papers.where(F.col("_folded").isNotNull())
             .groupBy("_folded")
             .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
         )
@@ -164,12 +157,6 @@ def map_ids(
             F.col("method").isNull(), F.when(F.col("_amb"), F.lit("ambiguous_title")).otherwise(F.lit("no_match"))
         ).alias("unmapped_reason"),
     )
-
-
-def stated_only(paper_keys: DataFrame, bench_keys: DataFrame, broadcast: bool, key: str = "_key") -> DataFrame:
-    """Rows of `paper_keys` whose `key` some row of `bench_keys` states (a left semi-join)."""
-    stated = bench_keys.select(key).distinct()
-    return paper_keys.join(F.broadcast(stated) if broadcast else stated, key, "left_semi")
 
 
 def leakage_report(benchmark_ids: DataFrame) -> DataFrame:
@@ -261,9 +248,7 @@ def map_ids_narrow(
     sharing = materialize(
         papers_sharing_keys(papers, rest, match_titles=match_titles, broadcast=broadcast_keys), "sharing_papers"
     )
-    second = map_ids(
-        rest, sharing, None, match_titles=match_titles, materialize=prefixed("rest_"), broadcast_keys=broadcast_keys
-    )
+    second = map_ids(rest, sharing, None, match_titles=match_titles, materialize=prefixed("rest_"))
     mapped = (
         first.where(F.col("method").isNotNull())
         .select("id", "corpus_id", "method", F.lit(None).cast("string").alias("unmapped_reason"))

@@ -51,12 +51,11 @@ def bench(spark):
     )
 
 
-@pytest.mark.parametrize("broadcast_keys", [False, True])
-def test_cascade_takes_the_first_method_that_finds_each_id(spark, papers, bench, broadcast_keys):
+def test_cascade_takes_the_first_method_that_finds_each_id(spark, papers, bench):
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)], "sha string, corpus_id long")
     mapped = {
         r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
-        for r in L.map_ids(L.distinct_ids(bench), papers, paper_ids, broadcast_keys=broadcast_keys).collect()
+        for r in L.map_ids(L.distinct_ids(bench), papers, paper_ids).collect()
     }
     assert mapped == CASCADE_ANSWERS
 
