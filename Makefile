@@ -51,7 +51,7 @@ airflow: $(STAMP)
 	CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m cockpit.local_airflow --home $(AIRFLOW_DEMO_HOME)-server
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -ra --durations=25 $(PYTEST_ARGS)
 
 # ruff's linter and formatter, settings in pyproject.toml (CI runs this before the tests)
 lint: $(STAMP)

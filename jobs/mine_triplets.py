@@ -424,7 +424,14 @@ def _window_recall(approx, exact, columns) -> float:
 
 
 def _write_texts(store: ArtifactStore, papers: str, ids, out: Path) -> int:
-    """Stream the filtered papers table, keeping the texts of `ids`; returns rows written."""
+    """Stream the filtered papers table, keeping the texts of `ids`, and write them sorted by corpus id;
+    returns rows written.
+
+    The papers table comes from Spark, whose row order changes from run to run; the small encoder's
+    WordPiece trainer reads these texts in order and breaks ties at its vocabulary cut-off by that order
+    (two builds differed by one token), so the order is made canonical here. Only the kept texts are held
+    (SciNCL's 684k triplets touch at most its 681k-paper pool: ~0.7 GB of titles and abstracts).
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
@@ -433,16 +440,15 @@ def _write_texts(store: ArtifactStore, papers: str, ids, out: Path) -> int:
     out.mkdir(parents=True)
     wanted = pa.array(ids, pa.int64())
     schema = pa.schema([("corpus_id", pa.int64()), ("title", pa.string()), ("abstract", pa.string())])
-    written = 0
+    parts = [schema.empty_table()]
     dataset = ds.dataset(papers, format="parquet", filesystem=store.fs)
-    with pq.ParquetWriter(out / "part-0.parquet", schema, compression="zstd") as writer:
-        for batch in dataset.to_batches(columns=["corpus_id", "title", "abstract"], batch_size=READ_BATCH):
-            keep = pc.is_in(batch.column("corpus_id"), value_set=wanted)
-            if pc.any(keep).as_py():
-                part = pa.Table.from_batches([batch]).filter(keep).cast(schema)
-                writer.write_table(part)
-                written += part.num_rows
-    return written
+    for batch in dataset.to_batches(columns=["corpus_id", "title", "abstract"], batch_size=READ_BATCH):
+        keep = pc.is_in(batch.column("corpus_id"), value_set=wanted)
+        if pc.any(keep).as_py():
+            parts.append(pa.Table.from_batches([batch]).filter(keep).cast(schema))
+    table = pa.concat_tables(parts).sort_by("corpus_id")
+    pq.write_table(table, out / "part-0.parquet", compression="zstd", row_group_size=READ_BATCH)
+    return table.num_rows
 
 
 def _write_table(table, folder: Path) -> None:

@@ -115,6 +115,7 @@ def build_small(
         vocab_size=vocab_size, special_tokens=special, min_frequency=2, show_progress=False
     )
     tok.train_from_iterator(texts, trainer=trainer)
+    tok.model = models.WordPiece(canonical_vocab(tok.get_vocab(), special), unk_token="[UNK]")
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -139,6 +140,18 @@ def build_small(
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
     return out
+
+
+def canonical_vocab(vocab: dict[str, int], special: list[str]) -> dict[str, int]:
+    """The trained vocabulary with ids in a fixed order: special tokens first, as given, then the rest sorted.
+
+    HF tokenizers' WordPiece trainer breaks frequency ties in hash-map order, so builds on the same texts
+    pick the same tokens (three builds on 20k training texts: identical sets) under different ids, and a
+    seeded model then starts from different embedding rows. WordPiece matches tokens by string (longest
+    prefix in the vocabulary), so renumbering changes no tokenisation.
+    """
+    rest = sorted(token for token in vocab if token not in special)
+    return {token: i for i, token in enumerate([t for t in special if t in vocab] + rest)}
 
 
 def pool(hidden, mask, how: str):

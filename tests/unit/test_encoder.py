@@ -522,3 +522,44 @@ def test_killed_length_grouped_training_resumes_to_the_same_model(small, tmp_pat
     assert [r["loss"] for r in logs["killed"]] == [r["loss"] for r in logs["whole"]] and len(logs["whole"]) == 12
     grouped_pad = np.mean([r["padding_share"] for r in logs["whole"]])
     assert grouped_pad < 0.5 * np.mean([r["padding_share"] for r in logs["plain"]])
+
+
+def test_the_small_vocabulary_numbers_its_tokens_in_a_fixed_order(tmp_path):
+    """HF tokenizers' WordPiece trainer numbers tokens in hash-map order, which changes between builds; the
+    saved vocabulary numbers them in a fixed order (a function of the token set alone), and tokenises as the
+    trained one. (The set itself can still differ where merge counts tie: see README, Determinism.)"""
+    import json
+
+    from tokenizers import Tokenizer
+
+    from models.encoder import canonical_vocab
+
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    ids, titles, abstracts = corpus(200, seed=4)
+    texts = [paper_text(t, a, "") for t, a in zip(titles, abstracts, strict=True)]
+    size = dict(vocab_size=300, hidden=8, layers=1, heads=1, intermediate=8, max_length=16, seed=0)
+    build_small(texts, tmp_path / "m", **size)
+    saved = json.loads((tmp_path / "m" / "tokenizer.json").read_text())["model"]["vocab"]
+    assert saved == canonical_vocab(saved, special)
+    assert [t for t, _ in sorted(saved.items(), key=lambda kv: kv[1])][:5] == special
+    rest = [t for t, _ in sorted(saved.items(), key=lambda kv: kv[1])][5:]
+    assert rest == sorted(rest) and len(rest) > 50
+    shuffled = dict(sorted(saved.items(), key=lambda kv: hash(kv[0])))
+    assert canonical_vocab(shuffled, special) == saved
+
+    # the renumbered tokenizer splits text as the trainer's own
+    from tokenizers import models, normalizers, pre_tokenizers, trainers
+
+    trained = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    trained.normalizer = normalizers.BertNormalizer(lowercase=True)
+    trained.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=300, special_tokens=special, min_frequency=2)
+    trained.train_from_iterator(texts, trainer)
+    renumbered = Tokenizer(models.WordPiece(canonical_vocab(trained.get_vocab(), special), unk_token="[UNK]"))
+    renumbered.normalizer, renumbered.pre_tokenizer = trained.normalizer, trained.pre_tokenizer
+    for text in texts[:50]:
+        assert renumbered.encode(text).tokens == trained.encode(text).tokens
+    loaded = Tokenizer.from_file(str(tmp_path / "m" / "tokenizer.json"))
+    assert loaded.encode(texts[0], add_special_tokens=False).tokens == [
+        t for t in loaded.encode(texts[0]).tokens if t not in special
+    ]
