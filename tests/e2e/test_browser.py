@@ -62,7 +62,9 @@ def airflow_server(tmp_path_factory):
         RestClient(handle).wait_for_dag(DAG_ID)
         yield handle
     finally:
-        handle.stop()
+        # a component outlives SIGTERM by the whole default grace (30 s) after a DAG run; a throwaway home
+        # needs no graceful shutdown: SIGKILL after 5 s (the test of stop_group: tests/unit/test_local_airflow.py)
+        handle.stop(timeout=5)
 
 
 def artifact_url(handle, run_id: str, task_id: str = "build_graph") -> str:
