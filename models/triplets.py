@@ -32,7 +32,7 @@ draw them with replacement).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -314,17 +314,22 @@ def in_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
 def sample_outside(
     seed: int,
     query_ids: np.ndarray,
-    forbidden: np.ndarray,
+    forbidden: np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray],
     count: int,
     pool_size: int,
     candidates: np.ndarray | None = None,
     distinct: bool = True,
 ) -> np.ndarray:
-    """`count` pool positions per query, none in its row of `forbidden` (sorted keys query_row * pool + position).
+    """`count` pool positions per query, none forbidden to it.
 
-    Drawn uniformly from `candidates` (sorted pool positions; None: the whole pool) by hashed rejection
-    sampling, slot by slot; with `distinct`, a slot also rejects the papers the query's earlier slots took.
+    `forbidden`: sorted keys query_row * pool + position, or a function (query rows, drawn positions) ->
+    bool array, True where the position is forbidden to that query. Drawn uniformly from `candidates`
+    (sorted pool positions; None: the whole pool) by hashed rejection sampling, slot by slot; with
+    `distinct`, a slot also rejects the papers the query's earlier slots took.
     """
+    if not callable(forbidden):
+        keys = forbidden
+        forbidden = lambda rows, draw: in_sorted(keys, rows * pool_size + draw)  # noqa: E731
     n = len(query_ids)
     size = pool_size if candidates is None else len(candidates)
     out = np.full((n, count), -1, dtype=np.int64)
@@ -334,7 +339,7 @@ def sample_outside(
             draw = _uniform_positions(seed, SALT_EASY, query_ids[todo], slot, round_, size)
             if candidates is not None:
                 draw = candidates[draw]
-            bad = in_sorted(forbidden, todo * pool_size + draw)
+            bad = forbidden(todo, draw)
             if distinct and slot:
                 bad |= (out[todo, :slot] == draw[:, None]).any(axis=1)
             out[todo[~bad], slot] = draw[~bad]
@@ -369,8 +374,12 @@ def scincl_batch(
     n, pool_size = len(query_rows), len(pool_ids)
     positives = neighbours[:, windows.positive_ranks - 1]
     hard = neighbours[:, windows.hard_ranks - 1]
-    forbidden = np.concatenate([neighbours, query_rows[:, None]], axis=1)
-    forbidden = np.sort((np.arange(n, dtype=np.int64)[:, None] * pool_size + forbidden).ravel())
+
+    def forbidden(rows: np.ndarray, draw: np.ndarray) -> np.ndarray:
+        """The query itself and its k_max neighbours, scanned in the rows still drawing: one comparison per
+        neighbour and draw, where sorted keys cost a sort of every query's neighbourhood per batch."""
+        return (query_rows[rows] == draw) | (neighbours[rows] == draw[:, None]).any(axis=1)
+
     easy = sample_outside(seed, pool_ids[query_rows], forbidden, windows.c_easy, pool_size, easy_from, distinct)
     # The reference zips positives (rank order) with easy + hard negatives, in that order.
     negatives = np.concatenate([easy, hard], axis=1)
