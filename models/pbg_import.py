@@ -157,17 +157,19 @@ class _EdgeWriter:
 def _sort_bucket(hf: h5py.File) -> int:
     """Rewrite one bucket's edges in (lhs, rhs) order; returns its edge count.
 
-    One int64 key per edge (lhs * (max rhs + 1) + rhs, sorted in place) is the only copy held: 8 bytes per
-    edge beside the column being written, less than PBG's trainer holds for the same bucket (lhs, rhs and
-    rel tensors). Every edge has relation 0, so `rel` stays as written.
+    One int64 key per edge (lhs * (max rhs + 1) + rhs, sorted in place) is what is held once `rhs`, read
+    once, is folded into it: 8 bytes per edge beside the column being written, less than PBG's trainer holds
+    for the same bucket (lhs, rhs and rel tensors). Every edge has relation 0, so `rel` stays as written.
     """
     n = int(hf["lhs"].shape[0])
     if n < 2:
         return n
-    width = int(hf["rhs"][...].max()) + 1
+    rhs = hf["rhs"][...]
+    width = int(rhs.max()) + 1
     key = hf["lhs"][...]
     key *= width
-    key += hf["rhs"][...]
+    key += rhs
+    del rhs
     key.sort()
     hf["lhs"][...] = key // width
     hf["rhs"][...] = key % width

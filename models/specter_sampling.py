@@ -107,7 +107,8 @@ def specter_batch(
     hard = coc[_pick(coc_start, n_coc, hash64(seed, SALT_HARD, qids[:, None], slots[None, :]))]
     # The rest an easy one: a pool paper that is no candidate and not the query itself.
     itself = np.arange(n, dtype=np.int64) * pool_size + query_rows
-    forbidden = np.sort(np.concatenate([owner * pool_size + cited, c_owner * pool_size + coc, itself]))
+    keys = np.sort(np.concatenate([owner * pool_size + cited, c_owner * pool_size + coc, itself]))
+    forbidden = lambda rows, draw: in_sorted(keys, rows * pool_size + draw)  # noqa: E731
     easy = sample_outside(seed, qids, forbidden, c_pos, pool_size, None, distinct)
     is_hard = slots[None, :] < hard_count[:, None]
     negatives = np.where(is_hard, hard, easy)

@@ -314,7 +314,7 @@ def in_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
 def sample_outside(
     seed: int,
     query_ids: np.ndarray,
-    forbidden: np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray],
+    forbidden: Callable[[np.ndarray, np.ndarray], np.ndarray],
     count: int,
     pool_size: int,
     candidates: np.ndarray | None = None,
@@ -322,14 +322,11 @@ def sample_outside(
 ) -> np.ndarray:
     """`count` pool positions per query, none forbidden to it.
 
-    `forbidden`: sorted keys query_row * pool + position, or a function (query rows, drawn positions) ->
-    bool array, True where the position is forbidden to that query. Drawn uniformly from `candidates`
-    (sorted pool positions; None: the whole pool) by hashed rejection sampling, slot by slot; with
-    `distinct`, a slot also rejects the papers the query's earlier slots took.
+    `forbidden(query rows, drawn positions)`: a bool array, True where the position is forbidden to that
+    query. Drawn uniformly from `candidates` (sorted pool positions; None: the whole pool) by hashed
+    rejection sampling, slot by slot; with `distinct`, a slot also rejects the papers the query's earlier
+    slots took.
     """
-    if not callable(forbidden):
-        keys = forbidden
-        forbidden = lambda rows, draw: in_sorted(keys, rows * pool_size + draw)  # noqa: E731
     n = len(query_ids)
     size = pool_size if candidates is None else len(candidates)
     out = np.full((n, count), -1, dtype=np.int64)
