@@ -6,5 +6,5 @@ TINY = [
     "train_encoder.heads=2",
     "train_encoder.vocab_size=4000",
     "train_encoder.max_length=64",
-    "train_encoder.per_device_batch=16",
+    "train_encoder.per_device_batch=32",
 ]
