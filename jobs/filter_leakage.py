@@ -85,6 +85,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
+    from citeflow.leakage import benchmark_id_rows, distinct_ids, leakage_report
     from citeflow.snapshot import discover_jsonl
     from evaluation.benchmark_ids import collect
     from spark import graph as G
@@ -107,12 +108,13 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         bench_table.num_rows,
         ", ".join(f"{k} ({v})" for k, v in layouts.items()),
     )
-    # Written by pyarrow through the store and read back: a local relation of a few hundred thousand rows
-    # would go through pandas and the driver's serializer, slower than the mapping itself.
-    bench_dir = posixpath.join(path, "_staging", "bench")
-    store.fs.create_dir(bench_dir)
-    pq.write_table(bench_table, posixpath.join(bench_dir, "part-00000.parquet"), filesystem=store.fs)
-    bench = spark.read.parquet(out("_staging/bench"))
+    # One row per benchmark id, made here and written through the store for Spark to read: a local relation
+    # of a few hundred thousand rows would go through pandas and the driver's serializer, and Spark's
+    # grouping of the benchmark's rows cost 6 s at 1M papers (issue 21).
+    ids_dir = posixpath.join(path, "_staging", "ids")
+    store.fs.create_dir(ids_dir)
+    pq.write_table(distinct_ids(bench_table), posixpath.join(ids_dir, "part-00000.parquet"), filesystem=store.fs)
+    ids = spark.read.parquet(out("_staging/ids"))
     papers = read_upstream("papers")
 
     paper_ids = None
@@ -132,7 +134,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     # unmapped (`map_ids_narrow`: the same rows as `map_ids`, issue 19), on the keys they state (issue 21).
     log.info("%s: mapping benchmark ids", STAGE)
     mapped = L.map_ids_narrow(
-        L.distinct_ids(bench),
+        ids,
         papers,
         paper_ids,
         match_titles=cfg.match_titles,
@@ -140,20 +142,16 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         # the benchmark's keys (external ids, folded titles: one row per benchmark id at most) go to every task
         broadcast_keys=bench_table.num_rows <= config.spark.broadcast_rows,
     )
-    (
-        bench.select("id", "task", "split")
-        .dropDuplicates()
-        .join(mapped, "id", "left")
-        .orderBy("task", "split", "id")
-        .coalesce(1)
-        .write.mode("error")
-        .parquet(out("benchmark_ids"))
-    )
-    benchmark_ids = spark.read.parquet(out("benchmark_ids"))
-    L.leakage_report(benchmark_ids).orderBy("task", "split").coalesce(1).write.mode("error").parquet(
-        out("leakage_report")
-    )
-    report = [r.asDict() for r in spark.read.parquet(out("leakage_report")).collect()]
+    mapped = materialize(mapped, "mapped")
+    # The benchmark's side (one row per benchmark id and split: bounded by the benchmark, not the corpus)
+    # is joined, sorted and counted here with pyarrow, like the bench table it starts from (issue 21).
+    mapped_table = pq.read_table(posixpath.join(path, "_staging", "mapped"), filesystem=store.fs)
+    rows = benchmark_id_rows(bench_table, mapped_table)
+    report_table = leakage_report(rows)
+    for name, table in (("benchmark_ids", rows), ("leakage_report", report_table)):
+        store.fs.create_dir(posixpath.join(path, name))
+        pq.write_table(table, posixpath.join(path, name, "part-00000.parquet"), filesystem=store.fs)
+    report = report_table.to_pylist()
     overall = next(r for r in report if r["task"] == "all")
     metrics["report"] = report
     metrics["benchmark_ids"] = overall["total"]
@@ -162,22 +160,15 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     metrics["in_snapshot"] = overall["in_snapshot"]
     metrics["unmapped_share"] = round(overall["unmapped"] / overall["total"], 6) if overall["total"] else 0.0
     metrics["mapped_by"] = {m: overall[f"mapped_{m}"] for m in L.METHODS}
-    unmapped_reasons = {
-        r["unmapped_reason"]: r["count"]
-        for r in benchmark_ids.dropDuplicates(["id"])
-        .where(F.col("unmapped_reason").isNotNull())
-        .groupBy("unmapped_reason")
-        .count()
-        .collect()
-    }
-    metrics["unmapped_reasons"] = unmapped_reasons
+    reasons = mapped_table["unmapped_reason"].drop_null().value_counts().to_pylist()
+    metrics["unmapped_reasons"] = {r["values"]: r["counts"] for r in reasons}
 
     if metrics["unmapped_share"] > cfg.max_unmapped_share:
-        _fail_unmapped(benchmark_ids, report, metrics, cfg.max_unmapped_share)
+        _fail_unmapped(mapped_table, report, metrics, cfg.max_unmapped_share)
 
     citations = read_upstream("citations")
     if cfg.mode == "exclude":
-        excluded = benchmark_ids.where(F.col("in_snapshot")).select("corpus_id")
+        excluded = mapped.where(F.col("in_snapshot")).select("corpus_id")
         kept_papers, kept_edges = L.remove_papers(
             papers.select(*G.PAPERS_COLUMNS),
             citations,
@@ -210,13 +201,13 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     return metrics
 
 
-def _fail_unmapped(benchmark_ids, report: list[dict], metrics: dict, limit: float) -> None:
-    from pyspark.sql import functions as F
+def _fail_unmapped(mapped, report: list[dict], metrics: dict, limit: float) -> None:
+    """Stop the stage with the unmapped counts per task and a few unmapped ids (`mapped`: one row per id)."""
+    import pyarrow.compute as pc
 
-    examples = [
-        r["id"]
-        for r in benchmark_ids.where(F.col("method").isNull()).select("id").distinct().orderBy("id").limit(5).collect()
-    ]
+    unmapped = mapped.filter(pc.is_null(mapped["method"]))["id"]
+    examples = pc.sort_indices(unmapped)[:5].to_pylist()
+    examples = [unmapped[i].as_py() for i in examples]
     per_task = "; ".join(
         f"{r['task']}/{r['split']}: {r['unmapped']} of {r['total']}"
         for r in report

@@ -21,9 +21,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from citeflow.leakage import METHODS
 from citeflow.text import fold_title
-
-METHODS = ("corpus_id", "sha", "doi", "pubmed", "arxiv", "title")
 
 PAPER_IDS_SCHEMA = T.StructType(
     [
@@ -62,12 +61,6 @@ def ascii_fold(col: Column) -> Column:
     """`fold_title` of an ASCII title in Spark's own functions (null when nothing is left)."""
     folded = F.trim(F.regexp_replace(F.lower(col), "[^a-z0-9]+", " "))
     return F.when(folded != "", folded)
-
-
-def distinct_ids(bench: DataFrame) -> DataFrame:
-    """One row per benchmark id with the first non-null title and external ids stated for it."""
-    first = lambda c: F.first(c, ignorenulls=True).alias(c)  # noqa: E731
-    return bench.groupBy("id").agg(first("title"), first("doi"), first("pubmed_id"), first("arxiv_id"))
 
 
 def paper_id_pairs(parsed: DataFrame) -> DataFrame:
@@ -169,24 +162,6 @@ def map_ids(
     )
 
 
-def leakage_report(benchmark_ids: DataFrame) -> DataFrame:
-    """Per task and split (and `all`/`all`): total ids, ids mapped by each method, unmapped, in snapshot."""
-    counts = [F.sum((F.col("method") == m).cast("int")).alias(f"mapped_{m}") for m in METHODS]
-    aggs = [
-        F.countDistinct("id").alias("total"),
-        *counts,
-        F.sum(F.col("method").isNull().cast("int")).alias("unmapped"),
-        F.sum(F.col("in_snapshot").cast("int")).alias("in_snapshot"),
-    ]
-    per_split = benchmark_ids.dropDuplicates(["id", "task", "split"]).groupBy("task", "split").agg(*aggs)
-    overall = (
-        benchmark_ids.dropDuplicates(["id"])
-        .agg(*aggs)
-        .select(F.lit("all").alias("task"), F.lit("all").alias("split"), "*")
-    )
-    return per_split.unionByName(overall)
-
-
 def remove_papers(
     papers: DataFrame, citations: DataFrame, excluded: DataFrame, *, broadcast: bool = False
 ) -> tuple[DataFrame, DataFrame]:
@@ -207,8 +182,9 @@ def papers_sharing_keys(
     papers: DataFrame, ids: DataFrame, *, match_titles: bool = True, broadcast: bool = True
 ) -> DataFrame:
     """The papers (`corpus_id`, `title` and the external ids) that share a DOI, PubMed id, arXiv id or, with
-    `match_titles`, a folded title with one of `ids` (`distinct_ids` rows): every paper that `map_ids`' steps
-    after the sha step can count or pick for these ids, keys normalised as those steps normalise them.
+    `match_titles`, a folded title with one of `ids` (`citeflow.leakage.distinct_ids` rows): every paper
+    that `map_ids`' steps after the sha step can count or pick for these ids, keys normalised as those steps
+    normalise them.
     `broadcast` ships the benchmark's keys and the papers found to the tasks instead of shuffling the
     papers (the benchmark's side is small; without it, both sides are shuffled, as a cluster needs for
     a benchmark beyond `spark.broadcast_rows`).

@@ -2,6 +2,7 @@
 
 import pytest
 
+from citeflow.leakage import benchmark_id_rows, distinct_ids, leakage_report
 from spark import leakage as L
 
 SHA_A, SHA_B, SHA_C, SHA_D, SHA_E, SHA_F = (c * 40 for c in "abcdef")
@@ -16,6 +17,11 @@ CASCADE_ANSWERS = {
     SHA_F: (None, None, False, "no_match"),
     "x" * 40: (6, "pubmed", True, None),
 }
+
+
+def ids_of(bench):
+    """The cascade's input as filter_leakage makes it: `distinct_ids` of the benchmark rows (pyarrow)."""
+    return bench.sparkSession.createDataFrame(distinct_ids(bench.toArrow()))
 
 
 @pytest.fixture
@@ -55,7 +61,7 @@ def test_cascade_takes_the_first_method_that_finds_each_id(spark, papers, bench)
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)], "sha string, corpus_id long")
     mapped = {
         r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
-        for r in L.map_ids(L.distinct_ids(bench), papers, paper_ids).collect()
+        for r in L.map_ids(ids_of(bench), papers, paper_ids).collect()
     }
     assert mapped == CASCADE_ANSWERS
 
@@ -83,7 +89,7 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, bro
     mapped = {
         r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
         for r in L.map_ids_narrow(
-            L.distinct_ids(bench.unionByName(extra)),
+            ids_of(bench.unionByName(extra)),
             papers.unionByName(more),
             paper_ids,
             broadcast_keys=broadcast_keys,
@@ -93,24 +99,25 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, bro
     assert mapped == {**CASCADE_ANSWERS, "y" * 40: (8, "title", True, None)}
     assert "first" in steps and "sharing_papers" in steps and len(steps) == len(set(steps))  # names never clash
     without = {
-        r["id"]: r["method"]
-        for r in L.map_ids_narrow(L.distinct_ids(bench), papers, None, materialize=materialize).collect()
+        r["id"]: r["method"] for r in L.map_ids_narrow(ids_of(bench), papers, None, materialize=materialize).collect()
     }
     assert (without[SHA_A], without[SHA_C], without[SHA_E]) == (None, "title", "doi")
 
 
 def test_without_paper_ids_or_titles_shas_stay_unmapped(spark, papers, bench):
-    mapped = {
-        r["id"]: r["method"] for r in L.map_ids(L.distinct_ids(bench), papers, None, match_titles=False).collect()
-    }
+    mapped = {r["id"]: r["method"] for r in L.map_ids(ids_of(bench), papers, None, match_titles=False).collect()}
     assert mapped[SHA_A] is None and mapped[SHA_C] is None and mapped["2"] == "corpus_id"
 
 
 def test_report_counts_per_task_split_and_overall(spark, papers, bench):
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99)], "sha string, corpus_id long")
-    mapped = L.map_ids(L.distinct_ids(bench), papers, paper_ids)
-    rows = bench.select("id", "task", "split").join(mapped, "id", "left")
-    report = {(r["task"], r["split"]): r.asDict() for r in L.leakage_report(rows).collect()}
+    mapped = L.map_ids(ids_of(bench), papers, paper_ids)
+    rows = benchmark_id_rows(bench.toArrow(), mapped.toArrow())
+    assert rows.num_rows == bench.select("id", "task", "split").distinct().count()
+    assert rows.select(["task", "split", "id"]).to_pylist() == sorted(
+        rows.select(["task", "split", "id"]).to_pylist(), key=lambda r: (r["task"], r["split"], r["id"])
+    )
+    report = {(r["task"], r["split"]): r for r in leakage_report(rows).to_pylist()}
     overall = report[("all", "all")]
     assert overall["total"] == 8
     assert (
@@ -149,3 +156,41 @@ def test_paper_id_pairs_skip_unusable_lines(spark):
     )
     pairs = L.paper_id_pairs(R.parse_lines(lines, L.PAPER_IDS_SCHEMA))
     assert [(r["sha"], r["corpus_id"]) for r in pairs.collect()] == [(SHA_A, 7)]
+
+
+def test_report_counts_zero_for_a_split_with_no_mapped_id():
+    import pyarrow as pa
+
+    bench = pa.table({"id": ["a", "a", "b", "c"], "task": ["t", "t", "t", "u"], "split": ["x", "x", "y", "y"]})
+    mapped = pa.table(
+        {
+            "id": ["a", "b", "c"],
+            "corpus_id": pa.array([None, 7, None], pa.int64()),
+            "method": [None, "sha", None],
+            "in_snapshot": [False, True, False],
+            "unmapped_reason": ["no_match", None, "ambiguous_title"],
+        }
+    )
+    rows = benchmark_id_rows(bench, mapped)
+    assert rows.column_names == ["id", "task", "split", "corpus_id", "method", "in_snapshot", "unmapped_reason"]
+    assert [(r["task"], r["split"], r["id"]) for r in rows.to_pylist()] == [
+        ("t", "x", "a"),
+        ("t", "y", "b"),
+        ("u", "y", "c"),
+    ]
+    report = leakage_report(rows).to_pylist()
+    assert [(r["task"], r["split"]) for r in report] == [("all", "all"), ("t", "x"), ("t", "y"), ("u", "y")]
+    assert report[1] == {
+        "task": "t",
+        "split": "x",
+        "total": 1,
+        **{f"mapped_{m}": 0 for m in ("corpus_id", "sha", "doi", "pubmed", "arxiv", "title")},
+        "unmapped": 1,
+        "in_snapshot": 0,
+    }
+    assert (report[0]["total"], report[0]["mapped_sha"], report[0]["unmapped"], report[0]["in_snapshot"]) == (
+        3,
+        1,
+        2,
+        1,
+    )
