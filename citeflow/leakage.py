@@ -83,8 +83,8 @@ def benchmark_id_rows(bench: pa.Table, mapped: pa.Table) -> pa.Table:
     by task, split, id.
 
     The benchmark's side of the stage (hundreds of thousands of rows, bounded by the benchmark, not the
-    corpus) is joined and sorted here: Spark's plans for it cost 12 s of filter_leakage's 61 s at 1M
-    papers (issue 21).
+    corpus) is joined and sorted here, in the driver that already holds the benchmark's rows: Spark's plans
+    for so few rows cost more than the work (README, issue 21).
     """
     keys = ["id", "task", "split"]
     rows = bench.select(keys).group_by(keys, use_threads=False).aggregate([])
