@@ -104,11 +104,12 @@ def leakage_report(rows: pa.Table) -> pa.Table:
     flags["in_snapshot"] = pc.cast(pc.fill_null(rows["in_snapshot"], False), pa.int64())
     counted = pa.table({"id": rows["id"], "task": rows["task"], "split": rows["split"], **flags})
     sums = [(name, "sum") for name in flags]
+    names = ["task", "split", "id_count_distinct", *(f"{name}_sum" for name in flags)]
     per_split = counted.group_by(["task", "split"], use_threads=False).aggregate([("id", "count_distinct"), *sums])
+    per_split = per_split.select(names)
     per_id = counted.group_by("id", use_threads=False).aggregate([(name, "max") for name in flags])
     overall = {f"{name}_sum": [pc.sum(per_id[f"{name}_max"]).as_py() or 0] for name in flags}
     overall_table = pa.table({"task": ["all"], "split": ["all"], "id_count_distinct": [per_id.num_rows], **overall})
-    names = ["task", "split", "id_count_distinct", *(f"{name}_sum" for name in flags)]
-    both = pa.concat_tables([per_split.select(names), overall_table.select(names).cast(per_split.select(names).schema)])
+    both = pa.concat_tables([per_split, overall_table.select(names).cast(per_split.schema)])
     report = both.rename_columns(["task", "split", "total", *flags])
     return report.sort_by([("task", "ascending", "at_start"), ("split", "ascending", "at_start")])

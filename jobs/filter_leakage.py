@@ -85,7 +85,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
-    from citeflow.leakage import benchmark_id_rows, distinct_ids, leakage_report
+    from citeflow.leakage import METHODS, benchmark_id_rows, distinct_ids, leakage_report
     from citeflow.snapshot import discover_jsonl
     from evaluation.benchmark_ids import collect
     from spark import graph as G
@@ -159,7 +159,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     metrics["unmapped"] = overall["unmapped"]
     metrics["in_snapshot"] = overall["in_snapshot"]
     metrics["unmapped_share"] = round(overall["unmapped"] / overall["total"], 6) if overall["total"] else 0.0
-    metrics["mapped_by"] = {m: overall[f"mapped_{m}"] for m in L.METHODS}
+    metrics["mapped_by"] = {m: overall[f"mapped_{m}"] for m in METHODS}
     reasons = mapped_table["unmapped_reason"].drop_null().value_counts().to_pylist()
     metrics["unmapped_reasons"] = {r["values"]: r["counts"] for r in reasons}
 

@@ -216,12 +216,12 @@ def papers_sharing_keys(
         title = F.col("title")
         # the fold of `with_folded_title` on ASCII titles, null (no key) for the others and for no title
         found = keys_of(light, F.when(is_ascii(title), ascii_fold(title)))
-        other = with_folded_title(light.where(title.isNotNull() & ~is_ascii(title)).select("corpus_id", "title"))
-        found = found.unionByName(
-            other.select("corpus_id", F.lit("title").alias("kind"), F.col("_folded").alias("key")).where(
-                F.col("key").isNotNull()
-            )
+        # the other titles through the Python fold alone (`with_folded_title` would scan the papers again for
+        # an ASCII branch that is empty here)
+        other = light.where(title.isNotNull() & ~is_ascii(title)).select(
+            "corpus_id", F.lit("title").alias("kind"), fold_title_udf(title).alias("key")
         )
+        found = found.unionByName(other.where(F.col("key").isNotNull()))
     else:
         found = keys_of(light, None)
     bench_keys = wanted[0]
