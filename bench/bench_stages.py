@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -99,7 +100,7 @@ def run_size(n: int, args, work: Path) -> dict:
         for stage in args.stages:
             cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", snap_id, "--artifacts", str(artifacts)]
             cmd += ["--corpus", str(snap / "corpus"), "--scidocs", str(snap / "scidocs")]
-            cmd += ["--paper-ids", str(snap / "paper-ids"), "--until", stage, *args.citeflow_args]
+            cmd += ["--paper-ids", str(snap / "paper-ids"), "--until", stage, *shlex.split(args.citeflow_args)]
             cf = measure(cmd)
             cf.pop("output")
             _, metrics = manifest_metrics(artifacts, snap_id, stage)
@@ -156,7 +157,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per engine and stage; medians are compared")
     parser.add_argument("--no-duckdb", action="store_true", help="time citeflow alone")
     parser.add_argument("--snapshots", default=None, help="keep (and reuse) generated snapshots here")
-    parser.add_argument("--citeflow-args", nargs="*", default=[], help="extra `citeflow run` arguments (--set ...)")
+    parser.add_argument(
+        "--citeflow-args",
+        default="",
+        help="extra `citeflow run` arguments, one quoted string: --citeflow-args '--set spark.master=local[3]'",
+    )
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--workdir", default=None, help="scratch folder (default: a temp dir, removed after)")
     args = parser.parse_args()
