@@ -204,7 +204,9 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
 
     The corpus text is read and parsed once (pass 1) and written to a staging copy without any
     shuffle; deduplication ranks light columns only, and the papers' text moves again just once, into
-    `papers`. Joins against the set of corpus ids and the degrees use broadcast copies while those fit
+    `papers`. S2AG's abstracts and citations are parsed once too: each line's fate is staged with what
+    `papers` and `rejected` need of it (the text of an id's best abstract, the raw line of a rejected one).
+    Joins against the set of corpus ids and the degrees use broadcast copies while those fit
     `spark.broadcast_rows`, instead of shuffling the larger side.
     """
     from pyspark.sql import functions as F
@@ -254,21 +256,27 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
         log.info("%s: cleaning citation edges", STAGE)
         labelled_edges = G.label_s2orc_edges(kept, corpus_ids, cfg.citations_from, broadcast=few_papers)
     else:
+        # Each S2AG dataset is parsed once: what the papers and the rejected rows need of its lines is
+        # decided in that pass and staged, light (issue 21: the rejected rows parsed them again).
         abstract_lines = lines("abstracts")
         if abstract_lines is not None:
+            log.info("%s: ranking abstracts", STAGE)
             abstracts = R.s2ag_abstracts(R.parse_lines(abstract_lines, R.S2AG_ABSTRACTS_SCHEMA))
-            good_abstracts, bad_abstracts = G.split_unparseable(abstracts, kind="abstract")
-            kept, abstract_rejects = G.attach_abstracts(kept, good_abstracts)
-            rejected += [bad_abstracts, abstract_rejects]
+            staged_abstracts = stage(G.stage_abstracts(abstracts, corpus_ids, broadcast=few_papers), "abstracts")
+            kept, abstract_rejects = G.attach_staged_abstracts(kept, staged_abstracts)
+            rejected.append(abstract_rejects)
         citation_lines = lines("citations")
         if citation_lines is not None:
-            pairs = R.s2ag_citation_pairs(R.parse_lines(citation_lines, R.S2AG_CITATIONS_SCHEMA))
-            candidates = pairs.where(F.col("parse_error").isNull()).drop("parse_error", "value")
+            parsed = R.s2ag_citation_pairs(R.parse_lines(citation_lines, R.S2AG_CITATIONS_SCHEMA))
+            # the raw line is kept for the unparseable lines only
+            error = F.col("parse_error")
+            pairs = stage(parsed.withColumn("value", F.when(error.isNotNull(), F.col("value"))), "pairs")
+            candidates = pairs.where(error.isNull()).drop("parse_error", "value")
             rejected.append(
                 R.rejected_rows(
-                    pairs.where(F.col("parse_error").isNotNull()),
+                    pairs.where(error.isNotNull()),
                     kind="citation",
-                    reason=F.col("parse_error"),
+                    reason=error,
                     id_col=F.col("citing_raw"),
                     cited=F.col("cited_raw"),
                     raw=F.col("value"),

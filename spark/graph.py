@@ -117,27 +117,76 @@ def rejected_papers(staged: DataFrame, duplicates: DataFrame, *, broadcast: bool
     )
 
 
-def attach_abstracts(papers: DataFrame, abstracts: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """S2AG: join the `abstracts` dataset onto papers by corpus id.
+# What became of each S2AG abstract line (`stage_abstracts`).
+BEST_ABSTRACT, UNUSABLE_ABSTRACT = "best", "unusable"
 
-    Returns (papers with `abstract`, rejected abstract rows: duplicates beyond
-    the longest abstract of an id, and abstracts of ids not among the papers).
+
+def abstract_order() -> list[Column]:
+    """The order that ranks one id's abstracts: the longest first, then by a hash of the line, then the line."""
+    return [F.length("abstract").desc_nulls_last(), F.xxhash64("value"), F.col("value")]
+
+
+def stage_abstracts(abstracts: DataFrame, corpus_ids: DataFrame, *, broadcast: bool = True) -> DataFrame:
+    """S2AG: every parsed abstract line (`readers.s2ag_abstracts`) with what becomes of it, decided in the
+    pass that parses it, for the stage to write once to staging (issue 21: the lines were parsed again for
+    the rejected rows).
+
+    `_fate` is `best` (the first of its id in `abstract_order`, the id among `corpus_ids`: the paper's
+    abstract), `unusable` (parse or id error, `reason`), `duplicate_abstract` (ranked below another of its
+    id) or `abstract_without_paper` (ranked first, its id not a paper). Only a best row keeps `abstract`,
+    only a rejected one keeps `value` (the raw line). `broadcast` ships the corpus ids to the abstracts.
     """
-    ranked = abstracts.withColumn("corpus_id", F.col("id_raw").try_cast("long")).withColumn(
-        "_rank",
-        F.row_number().over(
-            Window.partitionBy("corpus_id").orderBy(
-                F.length("abstract").desc_nulls_last(), F.xxhash64("value"), F.col("value")
-            )
-        ),
+    reason = unusable_reason()
+    rows = abstracts.withColumn("reason", reason).withColumn(
+        "corpus_id", F.when(reason.isNull(), F.col("id_raw").try_cast("long"))
     )
-    return best_abstracts(ranked, papers)
+    # Unusable rows have no corpus id and no use for a rank: kept apart from every id's abstracts, and spread
+    # by their line's hash rather than gathered in one window partition (a shard of garbage would be one task).
+    usable = F.col("reason").isNull()
+    group = Window.partitionBy(usable, F.coalesce(F.col("corpus_id"), F.xxhash64("value"))).orderBy(*abstract_order())
+    ranked = rows.withColumn("_rank", F.row_number().over(group))
+    known = corpus_ids.select("corpus_id", F.lit(True).alias("_known"))
+    joined = ranked.join(F.broadcast(known) if broadcast else known, "corpus_id", "left")
+    fate = (
+        F.when(~usable, F.lit(UNUSABLE_ABSTRACT))
+        .when(F.col("_rank") > 1, F.lit(R.DUPLICATE_ABSTRACT))
+        .when(F.col("_known").isNull(), F.lit(R.ABSTRACT_WITHOUT_PAPER))
+        .otherwise(F.lit(BEST_ABSTRACT))
+    )
+    best = fate == BEST_ABSTRACT
+    return joined.select(
+        "corpus_id",
+        "id_raw",
+        F.when(best, F.col("abstract")).alias("abstract"),
+        "source",
+        F.when(~best, F.col("value")).alias("value"),
+        "reason",
+        fate.alias("_fate"),
+    )
+
+
+def attach_staged_abstracts(papers: DataFrame, staged: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(papers with their abstract, rejected abstract rows) from `stage_abstracts`' rows: each id's best
+    abstract joined onto its paper; unusable lines, duplicates and abstracts without a paper rejected
+    with the raw line."""
+    best = staged.where(F.col("_fate") == BEST_ABSTRACT).select("corpus_id", F.col("abstract").alias("_abstract"))
+    joined = papers.drop("abstract").join(best, "corpus_id", "left").withColumnRenamed("_abstract", "abstract")
+    rejected = staged.where(F.col("_fate") != BEST_ABSTRACT)
+    unusable = F.col("_fate") == UNUSABLE_ABSTRACT
+    return joined, R.rejected_rows(
+        rejected,
+        kind="abstract",
+        reason=F.when(unusable, F.col("reason")).otherwise(F.col("_fate")),
+        id_col=F.when(unusable, F.col("id_raw")).otherwise(F.col("corpus_id").cast("string")),
+        raw=F.col("value"),
+    )
 
 
 def best_abstracts(ranked: DataFrame, papers: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(papers with the abstract ranked first for their id, rejected rows): abstracts ranked below first
     (`_rank` > 1) and first-ranked abstracts of ids not among `papers`. `ranked` has `corpus_id`,
-    `abstract`, `source`, `value` and `_rank`; full builds and incremental ones (spark/incremental.py) share this."""
+    `abstract`, `source`, `value` and `_rank` (spark/incremental.py; a full build decides the same in
+    `stage_abstracts`)."""
     duplicates = R.rejected_rows(
         ranked.where(F.col("_rank") > 1),
         kind="abstract",

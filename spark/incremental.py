@@ -117,12 +117,9 @@ def carried_rejected(base_rejected: DataFrame, paper_keys: DataFrame) -> DataFra
 
 
 def _abstract_rank(winner_first: Column) -> Column:
-    """attach_abstracts' order (longest, then line hash, then line), after `winner_first` for base rows."""
-    return F.row_number().over(
-        Window.partitionBy("corpus_id").orderBy(
-            winner_first, F.length("abstract").desc_nulls_last(), F.xxhash64("value"), F.col("value")
-        )
-    )
+    """A full build's order (`graph.abstract_order`: longest, then line hash, then line), after
+    `winner_first` for base rows."""
+    return F.row_number().over(Window.partitionBy("corpus_id").orderBy(winner_first, *G.abstract_order()))
 
 
 def _abstract_inputs(

@@ -256,19 +256,32 @@ def test_s2ag_abstracts_are_attached_and_orphans_rejected(spark):
                     {"corpusid": 10, "abstract": "short"},
                     {"corpusid": "10", "abstract": "the longer one"},
                     {"corpusid": 11, "abstract": "nobody's"},
+                    {"corpusid": "x1", "abstract": "a bad id"},
+                    '{"corpusid": 10, "abstract": ',
                 ],
             ),
             R.S2AG_ABSTRACTS_SCHEMA,
         )
     )
-    joined, rejected = G.attach_abstracts(kept, abstracts)
+    staged = G.stage_abstracts(abstracts, kept.select("corpus_id")).localCheckpoint()
+    # only the paper's abstract keeps its text, only a rejected line its raw line
+    fates = {(r["_fate"], r["abstract"], r["value"] is not None) for r in staged.collect()}
+    assert fates == {
+        ("best", "the longer one", False),
+        ("duplicate_abstract", None, True),
+        ("abstract_without_paper", None, True),
+        ("unusable", None, True),
+    }
+    joined, rejected = G.attach_staged_abstracts(kept, staged)
     (row,) = joined.collect()
     assert row["abstract"] == "the longer one"
     assert row["fields_of_study"] == ["Biology", "Physics"]
     assert row["doi"] == "10.1/p" and row["arxiv_id"] is None and row["venue"] == "J"
-    assert sorted((r["reason"], r["id"]) for r in rejected.collect()) == [
-        ("abstract_without_paper", "11"),
-        ("duplicate_abstract", "10"),
+    assert sorted((r["reason"], r["id"], r["raw"].decode()) for r in rejected.collect()) == [
+        ("abstract_without_paper", "11", '{"corpusid": 11, "abstract": "nobody\'s"}'),
+        ("duplicate_abstract", "10", '{"corpusid": 10, "abstract": "short"}'),
+        ("invalid_id", "x1", '{"corpusid": "x1", "abstract": "a bad id"}'),
+        ("malformed_json", None, '{"corpusid": 10, "abstract": '),
     ]
 
 
