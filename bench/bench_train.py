@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -104,6 +105,26 @@ def busy_process(on: bool):
         spinner.wait()
 
 
+def parse_variant(text: str) -> tuple[str, dict]:
+    """`NAME:key=value,key=value` -> (NAME, {key: value}); values are JSON (numbers, true/false) or strings."""
+    from models.train_encoder import TrainSpec
+
+    name, _, pairs = text.partition(":")
+    if not name or not pairs or name in ("before", "current"):
+        raise ValueError(f"--variant {text!r}: expected NAME:key=value[,key=value] (NAME not before/current)")
+    known = {f.name for f in dataclasses.fields(TrainSpec)}
+    changed = {}
+    for pair in pairs.split(","):
+        key, sep, value = pair.partition("=")
+        if not sep or key not in known:
+            raise ValueError(f"--variant {text!r}: {key!r} is not a trainer setting (models/train_encoder.py)")
+        try:
+            changed[key] = json.loads(value)
+        except json.JSONDecodeError:
+            changed[key] = value
+    return name, changed
+
+
 def run_trainer(work: Path, name: str, spec: dict, nproc: int, warmup: int) -> dict:
     from citeflow.threads import load_average
     from jobs.train_encoder import launch
@@ -149,8 +170,20 @@ def main() -> int:
     parser.add_argument("--compare", action="store_true", help="also run the settings before issue 20, alternately")
     parser.add_argument("--rounds", type=int, default=1, help="with --compare: before/current pairs")
     parser.add_argument("--busy", action="store_true", help="also run each setting beside one busy-looping process")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+        help="also run the current settings with these trainer settings changed (repeatable), "
+        "e.g. one_piece:length_pieces=1",
+    )
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
+    try:
+        variants = [parse_variant(v) for v in args.variant]
+    except ValueError as exc:
+        parser.error(str(exc))
 
     from citeflow.threads import describe
     from models.encoder import TokenStore, build_small, load
@@ -209,8 +242,9 @@ def main() -> int:
     threads = describe()
     print(f"machine: {json.dumps(threads)}", flush=True)
     settings = ([("before", {**spec, **BEFORE})] if args.compare else []) + [("current", current)]
+    settings += [(name, {**current, **changed}) for name, changed in variants]
     runs = []
-    for _ in range(args.rounds if args.compare or args.busy else 1):
+    for _ in range(args.rounds if args.compare or args.busy or variants else 1):
         for busy in (False, True) if args.busy else (False,):
             for name, chosen in settings:
                 with busy_process(busy):

@@ -25,7 +25,10 @@ order is shuffled again: a micro-batch is padded to its longest paper, and
 papers of similar length waste little on padding. A triplet's three papers
 still differ in length, so each micro-batch's papers are sorted by length and
 run through the encoder in `length_pieces` parts, each padded to its own
-longest paper (one DDP forward: the parts run inside one module call). Every process computes the
+longest paper (one DDP forward: the parts run inside one module call); 0, the
+default, is 3 parts on a CPU and 1 on a GPU, where smaller parts made BERT-base
+slower, not faster (H100, real lengths: 60.9 triplets/s with 3 parts, 157.9
+with 1; `bench/bench_train.py --variant`). Every process computes the
 same order from (seed, epoch, lengths) and takes its share of each batch, so
 DDP and resume see the same triplets at each step. The epoch's padding share
 is printed and each step's is logged.
@@ -73,6 +76,8 @@ from models.prefetch import Prefetcher
 
 # Tests set this to a step number: the process SIGKILLs itself right after that optimizer step.
 KILL_AT_STEP = "CITEFLOW_KILL_AT_STEP"
+# `length_pieces` 0 on a CPU: padding costs compute there; a GPU runs small parts no faster than one padded part
+CPU_LENGTH_PIECES = 3
 
 
 def _help(text: str) -> dict[str, str]:
@@ -115,8 +120,11 @@ class TrainSpec:
     )
     length_group_batches: int = field(default=50, metadata=_help("optimizer batches per mega-batch sorted by length"))
     length_pieces: int = field(
-        default=3,
-        metadata=_help("forward passes per micro-batch, its papers sorted by length; 1: one padded to the longest"),
+        default=0,
+        metadata=_help(
+            "forward passes per micro-batch, its papers sorted by length; 1: one padded to the longest; "
+            "0: 3 on a CPU, 1 on a GPU"
+        ),
     )
     prefetch: int = field(default=4, metadata=_help("micro-batches collated ahead by a background thread; 0: none"))
     log_every: int = field(default=10, metadata=_help("optimizer steps between loss read-backs (log writes)"))
@@ -238,6 +246,7 @@ def train(spec: TrainSpec) -> None:
         torch.use_deterministic_algorithms(True)
         torch.set_num_threads(1)
     use_cuda = torch.cuda.is_available() and spec.device != "cpu"
+    pieces = spec.length_pieces or (1 if use_cuda else CPU_LENGTH_PIECES)
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
     if world > 1:
         dist.init_process_group("nccl" if use_cuda else "gloo")
@@ -326,7 +335,7 @@ def train(spec: TrainSpec) -> None:
                     used = order[: per_epoch * batch].reshape(-1, per_device)
                     print(
                         f"train_encoder: epoch {epoch}: padding share "
-                        f"{padding_share(paper_lengths, used, spec.length_pieces):.3f} "
+                        f"{padding_share(paper_lengths, used, pieces):.3f} "
                         f"({'length-grouped' if spec.length_grouping else 'random'} batches)",
                         flush=True,
                     )
@@ -338,7 +347,7 @@ def train(spec: TrainSpec) -> None:
             mine = share(step, order)
             for m in range(accumulation):
                 papers = rows[mine[m * per_device : (m + 1) * per_device]].T.ravel()  # queries, positives, negatives
-                yield collate_pieces(store, papers, pad_id, spec.length_pieces)
+                yield collate_pieces(store, papers, pad_id, pieces)
 
     def micro_loss(part):
         """Triplet loss of one collated micro-batch, scaled for accumulation."""
@@ -394,7 +403,7 @@ def train(spec: TrainSpec) -> None:
                     "lr": scheduler.get_last_lr()[0],
                     "seconds": seconds,
                     "triplets_per_second": batch / max(seconds, 1e-9),
-                    "padding_share": round(padding_share(paper_lengths, micro, spec.length_pieces), 4),
+                    "padding_share": round(padding_share(paper_lengths, micro, pieces), 4),
                 }
                 pending.append((row, total_loss, grad_norm))
                 checkpoint_now = done % spec.checkpoint_every == 0 and done < total
