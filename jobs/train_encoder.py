@@ -150,6 +150,7 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
         length_grouping=cfg.length_grouping,
         length_group_batches=cfg.length_group_batches,
         length_pieces=cfg.length_pieces,
+        pad_to_multiple=cfg.pad_to_multiple,
         prefetch=cfg.prefetch,
         # without a GPU the loss is computed by the time it is read: write every step as it ends
         log_every=cfg.log_every if _gpus() else 1,

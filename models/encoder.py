@@ -247,8 +247,11 @@ def collate(sequences: list[np.ndarray], pad_id: int):
     return ids, mask
 
 
-def collate_pieces(store: TokenStore, rows: np.ndarray, pad_id: int, pieces: int):
-    """Token-store rows collated in `pieces` parts of similar length (`length_pieces`).
+def collate_pieces(
+    store: TokenStore, rows: np.ndarray, pad_id: int, pieces: int, multiple: int = 1, limit: int | None = None
+):
+    """Token-store rows collated in `pieces` parts of similar length (`length_pieces`), each padded to a
+    multiple of `multiple` tokens, at most `limit` (`collate_rows`).
 
     Returns ([(input_ids, attention_mask) per part], inverse): concatenating the parts' outputs and taking
     rows `inverse` restores the order of `rows`.
@@ -258,16 +261,21 @@ def collate_pieces(store: TokenStore, rows: np.ndarray, pad_id: int, pieces: int
     offsets = np.asarray(store.offsets)
     parts = length_pieces(offsets[rows + 1] - offsets[rows], pieces)
     inverse = np.argsort(np.concatenate(parts), kind="stable")
-    return [collate_rows(store, rows[part], pad_id) for part in parts], torch.from_numpy(inverse)
+    return [collate_rows(store, rows[part], pad_id, multiple, limit) for part in parts], torch.from_numpy(inverse)
 
 
-def collate_rows(store: TokenStore, rows: np.ndarray, pad_id: int):
-    """`collate` of token-store rows, gathered with one vectorised read instead of a Python loop per paper."""
+def collate_rows(store: TokenStore, rows: np.ndarray, pad_id: int, multiple: int = 1, limit: int | None = None):
+    """`collate` of token-store rows, gathered with one vectorised read instead of a Python loop per paper;
+    the batch is padded to its longest paper rounded up to a multiple of `multiple` tokens (`pad_to_multiple`:
+    a GPU runs a bounded set of shapes much faster than a new shape each step), but never beyond `limit` (the
+    model's positions) nor below its longest paper."""
     import torch
 
     starts = np.asarray(store.offsets[rows], dtype=np.int64)
     lengths = np.asarray(store.offsets[rows + 1], dtype=np.int64) - starts
     longest = int(lengths.max()) if len(rows) else 0
+    rounded = -(-longest // multiple) * multiple
+    longest = max(longest, min(rounded, limit)) if limit else rounded
     position = np.arange(longest, dtype=np.int64)
     real = position[None, :] < lengths[:, None]
     ids = np.full((len(rows), longest), pad_id, dtype=np.int64)

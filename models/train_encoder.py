@@ -28,7 +28,9 @@ run through the encoder in `length_pieces` parts, each padded to its own
 longest paper (one DDP forward: the parts run inside one module call); 0, the
 default, is 3 parts on a CPU and 1 on a GPU, where smaller parts made BERT-base
 slower, not faster (H100, real lengths: 60.9 triplets/s with 3 parts, 157.9
-with 1; `bench/bench_train.py --variant`). Every process computes the
+with 1; `bench/bench_train.py --variant`). On a GPU each part is padded to a
+multiple of `pad_to_multiple` (0: 64 there, none on a CPU), so the device sees a
+few shapes instead of a new one each step. Every process computes the
 same order from (seed, epoch, lengths) and takes its share of each batch, so
 DDP and resume see the same triplets at each step. The epoch's padding share
 is printed and each step's is logged.
@@ -78,6 +80,9 @@ from models.prefetch import Prefetcher
 KILL_AT_STEP = "CITEFLOW_KILL_AT_STEP"
 # `length_pieces` 0 on a CPU: padding costs compute there; a GPU runs small parts no faster than one padded part
 CPU_LENGTH_PIECES = 3
+# `pad_to_multiple` 0 on a GPU: a new batch shape every step cost BERT-base on an H100 more than the padding
+# saved (real lengths, bf16: 101-140 triplets/s padded to the longest paper, 349 to a multiple of 64)
+GPU_PAD_MULTIPLE = 64
 
 
 def _help(text: str) -> dict[str, str]:
@@ -124,6 +129,12 @@ class TrainSpec:
         metadata=_help(
             "forward passes per micro-batch, its papers sorted by length; 1: one padded to the longest; "
             "0: 3 on a CPU, 1 on a GPU"
+        ),
+    )
+    pad_to_multiple: int = field(
+        default=0,
+        metadata=_help(
+            "pad each part to a multiple of this many tokens; 1: to its longest paper; 0: 1 on a CPU, 64 on a GPU"
         ),
     )
     prefetch: int = field(default=4, metadata=_help("micro-batches collated ahead by a background thread; 0: none"))
@@ -247,6 +258,7 @@ def train(spec: TrainSpec) -> None:
         torch.set_num_threads(1)
     use_cuda = torch.cuda.is_available() and spec.device != "cpu"
     pieces = spec.length_pieces or (1 if use_cuda else CPU_LENGTH_PIECES)
+    multiple = spec.pad_to_multiple or (GPU_PAD_MULTIPLE if use_cuda else 1)
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
     if world > 1:
         dist.init_process_group("nccl" if use_cuda else "gloo")
@@ -266,6 +278,7 @@ def train(spec: TrainSpec) -> None:
     torch.manual_seed(spec.seed)
     tokenizer, model = load(spec.model_in)  # BERT without its pooler: only the hidden states are trained
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    positions = getattr(model.config, "max_position_embeddings", None)  # the padded length's bound
     if spec.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     if spec.bitfit:
@@ -347,7 +360,7 @@ def train(spec: TrainSpec) -> None:
             mine = share(step, order)
             for m in range(accumulation):
                 papers = rows[mine[m * per_device : (m + 1) * per_device]].T.ravel()  # queries, positives, negatives
-                yield collate_pieces(store, papers, pad_id, pieces)
+                yield collate_pieces(store, papers, pad_id, pieces, multiple, positions)
 
     def micro_loss(part):
         """Triplet loss of one collated micro-batch, scaled for accumulation."""

@@ -282,6 +282,14 @@ class TrainEncoderConfig:
             versioned=False,
         ),
     )
+    pad_to_multiple: int = field(
+        default=0,
+        metadata=_help(
+            "pad each part of a micro-batch to a multiple of this many tokens; 1: to its longest paper; 0: 1 on a "
+            "CPU, 64 on a GPU (a new shape every step made BERT-base 2.5x slower on an H100)",
+            versioned=False,
+        ),
+    )
     prefetch: int = field(
         default=4,
         metadata=_help(
@@ -319,6 +327,8 @@ class TrainEncoderConfig:
                 raise CiteflowError(f"train_encoder.{name} must be at least 1")
         if self.prefetch < 0:
             raise CiteflowError("train_encoder.prefetch must be at least 0")
+        if self.pad_to_multiple < 0:
+            raise CiteflowError("train_encoder.pad_to_multiple must be at least 0 (0: 1 on a CPU, 64 on a GPU)")
         if self.length_pieces < 0:
             raise CiteflowError("train_encoder.length_pieces must be at least 0 (0: 3 on a CPU, 1 on a GPU)")
         if self.max_length > 8192:

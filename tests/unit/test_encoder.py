@@ -412,6 +412,13 @@ def test_collate_rows_matches_collate(small, tmp_path):
         [torch.nn.functional.pad(i, (0, 20 - i.shape[1]), value=tokenizer.pad_token_id) for i, _ in pieces]
     )
     assert torch.equal(rebuilt[inverse][:, : got[0].shape[1]], got[0])
+    # padded to a multiple (a GPU's bounded set of shapes): the same tokens, more padding, never beyond `limit`
+    longest = got[0].shape[1]
+    for multiple, limit, width in ((8, None, -(-longest // 8) * 8), (64, 20, 20), (64, None, 64), (1, 20, longest)):
+        ids_m, mask_m = collate_rows(store, rows, tokenizer.pad_token_id, multiple, limit)
+        assert ids_m.shape[1] == width, (multiple, limit)
+        assert torch.equal(ids_m[:, :longest], got[0]) and torch.equal(mask_m[:, :longest], got[1])
+        assert (ids_m[:, longest:] == tokenizer.pad_token_id).all() and mask_m[:, longest:].sum() == 0
 
 
 def test_prefetcher_keeps_the_order_and_passes_errors_on():
