@@ -264,6 +264,13 @@ def collate_pieces(
     return [collate_rows(store, rows[part], pad_id, multiple, limit) for part in parts], torch.from_numpy(inverse)
 
 
+def padded_length(longest: int, multiple: int = 1, limit: int | None = None) -> int:
+    """The width a batch whose longest paper has `longest` tokens is padded to: rounded up to a multiple of
+    `multiple`, but never beyond `limit` (the model's positions) nor below `longest`."""
+    rounded = -(-longest // multiple) * multiple
+    return max(longest, min(rounded, limit)) if limit else rounded
+
+
 def collate_rows(store: TokenStore, rows: np.ndarray, pad_id: int, multiple: int = 1, limit: int | None = None):
     """`collate` of token-store rows, gathered with one vectorised read instead of a Python loop per paper;
     the batch is padded to its longest paper rounded up to a multiple of `multiple` tokens (`pad_to_multiple`:
@@ -274,8 +281,7 @@ def collate_rows(store: TokenStore, rows: np.ndarray, pad_id: int, multiple: int
     starts = np.asarray(store.offsets[rows], dtype=np.int64)
     lengths = np.asarray(store.offsets[rows + 1], dtype=np.int64) - starts
     longest = int(lengths.max()) if len(rows) else 0
-    rounded = -(-longest // multiple) * multiple
-    longest = max(longest, min(rounded, limit)) if limit else rounded
+    longest = padded_length(longest, multiple, limit)
     position = np.arange(longest, dtype=np.int64)
     real = position[None, :] < lengths[:, None]
     ids = np.full((len(rows), longest), pad_id, dtype=np.int64)
@@ -324,9 +330,11 @@ def length_pieces(lengths: np.ndarray, pieces: int) -> list[np.ndarray]:
     return [part for part in np.array_split(order, min(pieces, len(order))) if len(part)]
 
 
-def padding_share(lengths: np.ndarray, micro_batches: np.ndarray, pieces: int = 1) -> float:
+def padding_share(
+    lengths: np.ndarray, micro_batches: np.ndarray, pieces: int = 1, multiple: int = 1, limit: int | None = None
+) -> float:
     """Share of padding tokens when each micro-batch runs in `pieces` forward passes (`length_pieces`),
-    each padded to its longest sequence.
+    each padded as `collate_rows` pads it (`padded_length`).
 
     `lengths`: (items, k) token counts (k sequences per item, e.g. a triplet's three papers);
     `micro_batches`: (batches, size) item indices, one row per micro-batch.
@@ -334,5 +342,10 @@ def padding_share(lengths: np.ndarray, micro_batches: np.ndarray, pieces: int = 
     real = padded = 0.0
     for batch in np.asarray(lengths)[micro_batches].reshape(len(micro_batches), -1):
         real += float(batch.sum())
-        padded += float(sum(batch[part].max() * len(part) for part in length_pieces(batch, pieces)))
+        padded += float(
+            sum(
+                padded_length(int(batch[part].max()), multiple, limit) * len(part)
+                for part in length_pieces(batch, pieces)
+            )
+        )
     return 1 - real / padded if padded else 0.0

@@ -348,7 +348,7 @@ def train(spec: TrainSpec) -> None:
                     used = order[: per_epoch * batch].reshape(-1, per_device)
                     print(
                         f"train_encoder: epoch {epoch}: padding share "
-                        f"{padding_share(paper_lengths, used, pieces):.3f} "
+                        f"{padding_share(paper_lengths, used, pieces, multiple, positions):.3f} "
                         f"({'length-grouped' if spec.length_grouping else 'random'} batches)",
                         flush=True,
                     )
@@ -416,7 +416,7 @@ def train(spec: TrainSpec) -> None:
                     "lr": scheduler.get_last_lr()[0],
                     "seconds": seconds,
                     "triplets_per_second": batch / max(seconds, 1e-9),
-                    "padding_share": round(padding_share(paper_lengths, micro, pieces), 4),
+                    "padding_share": round(padding_share(paper_lengths, micro, pieces, multiple, positions), 4),
                 }
                 pending.append((row, total_loss, grad_norm))
                 checkpoint_now = done % spec.checkpoint_every == 0 and done < total

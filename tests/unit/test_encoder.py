@@ -365,6 +365,9 @@ def test_padding_share_by_hand():
     assert padding_share(lengths, np.array([[1]])) == 0.0
     # in 3 forward passes: batch [0 1] sorted 2 3 | 4 4 | 4 5 pads to 2 x 3 + 2 x 4 + 2 x 5 = 24
     assert padding_share(lengths, np.array([[0, 1]]), pieces=3) == pytest.approx(1 - 22 / 24)
+    # padded as collate_rows pads on a GPU: each batch to 16 (a multiple of 16), 6 x 16 = 96 each; the limit caps
+    assert padding_share(lengths, np.array([[0, 1], [2, 3]]), multiple=16) == pytest.approx(1 - 35 / 192)
+    assert padding_share(lengths, np.array([[0, 1], [2, 3]]), multiple=16, limit=8) == pytest.approx(1 - 35 / 96)
 
 
 def test_epoch_order_is_seeded_and_groups_lengths():
