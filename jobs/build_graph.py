@@ -213,7 +213,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
 
     from spark import graph as G
     from spark import readers as R
-    from spark.session import get_spark, read_in_file_tasks
+    from spark.session import get_spark
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
@@ -226,7 +226,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
         if not files:
             return None
         sizes = [snapshot.sizes.get(f, 0) for f in snapshot.files(dataset)]
-        return R.with_source(read_in_file_tasks(spark, files, sizes))
+        return R.read_lines(spark, files, sizes)
 
     def stage(frame, name: str):
         frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(staging(name))

@@ -42,7 +42,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     from spark import graph as G
     from spark import incremental as I
     from spark import readers as R
-    from spark.session import get_spark, read_in_file_tasks
+    from spark.session import get_spark
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
@@ -62,7 +62,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
             files = (step.update_files if kind == "updates" else step.delete_files).get(dataset, [])
             if files:
                 sizes = [fs.get_file_info(f).size for f in files]
-                lines = R.with_source(read_in_file_tasks(spark, ["file://" + f for f in files], sizes))
+                lines = R.read_lines(spark, ["file://" + f for f in files], sizes)
                 lines_read[dataset][kind] += len(files)
             else:
                 lines = spark.createDataFrame([], "value string, source string")

@@ -141,18 +141,3 @@ def _connect(config: SparkConfig, app_name: str):
             f"{str(exc).strip().splitlines()[0][:300]}"
         ) from None
     return spark
-
-
-def read_in_file_tasks(spark, files: list[str], sizes: list[int]):
-    """`spark.read.text(files)` with each compressed file in its own task.
-
-    A gzip file cannot be split, and Spark packs small files into 128 MB tasks: 20 shards of 28 MB on two
-    cores became 5 tasks, the last running alone. Capping a task at the largest file's size keeps one
-    file a task (small files still share one), so the cores stay busy to the end. Plain `.jsonl` files
-    are split as usual.
-    """
-    if files and all(f.endswith(".gz") for f in files):
-        spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(max(sizes), 1 << 20)))
-    else:
-        spark.conf.unset("spark.sql.files.maxPartitionBytes")
-    return spark.read.text(files)

@@ -14,7 +14,7 @@ from citeflow.errors import CiteflowError
 from citeflow.redaction import redact
 from citeflow.text import fold_title
 from spark import leakage as L
-from spark.session import read_in_file_tasks
+from spark import readers as R
 from tests.support.titles import TRICKY
 
 
@@ -118,9 +118,45 @@ def test_each_gzip_shard_is_its_own_task(spark, tmp_path):
             fh.writelines(f'{{"paper_id": "{n}{i}"}}\n' for i in range(200 + 50 * n))
         files.append(f"file://{path}")
         sizes.append(path.stat().st_size)
-    lines = read_in_file_tasks(spark, files, sizes)
-    per_task = lines.groupBy(F.spark_partition_id().alias("task")).count().collect()
-    assert sorted(r["count"] for r in per_task) == [200, 250, 300, 350, 400]
+    spark.conf.unset(R.MAX_TASK_BYTES)
+    # shards of 20 MB, as Spark weighs them (a file counts at least openCostInBytes): Spark's 128 MB tasks
+    # would hold them in 2 tasks on the 2 cores of the test session
+    spark.conf.set("spark.sql.files.openCostInBytes", str(20 << 20))
+    try:
+        lines = R.read_lines(spark, files, [20 << 20] * 5)
+        per_task = lines.groupBy(F.spark_partition_id().alias("task"), "source").count().collect()
+    finally:
+        spark.conf.unset("spark.sql.files.openCostInBytes")
+        spark.conf.unset(R.MAX_TASK_BYTES)
+    assert sorted((r["source"], r["count"]) for r in per_task) == [
+        (f"shard_{n}.jsonl.gz", 200 + 50 * n) for n in range(5)
+    ]
+    assert len({r["task"] for r in per_task}) == 5
+
+
+def test_a_diffs_small_files_leave_parquet_tables_in_tasks_of_16_mb_or_more(spark, tmp_path):
+    path = tmp_path / "updates_0.jsonl.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write('{"corpusid": 1}\n')
+    spark.conf.unset(R.MAX_TASK_BYTES)
+    try:
+        R.read_lines(spark, [f"file://{path}"], [path.stat().st_size]).collect()
+        assert int(spark.conf.get(R.MAX_TASK_BYTES)) == 16 << 20
+    finally:
+        spark.conf.unset(R.MAX_TASK_BYTES)
+
+
+def test_a_users_own_task_size_is_left_as_it_is(spark, tmp_path):
+    path = tmp_path / "shard.jsonl.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write('{"corpusid": 1}\n')
+    spark.conf.unset(R.SET_BY_CITEFLOW)
+    spark.conf.set(R.MAX_TASK_BYTES, "64m")
+    try:
+        R.read_lines(spark, [f"file://{path}"], [30 << 20]).collect()
+        assert spark.conf.get(R.MAX_TASK_BYTES) == "64m"
+    finally:
+        spark.conf.unset(R.MAX_TASK_BYTES)
 
 
 def test_the_jvm_starts_while_the_stage_reads_its_inputs(monkeypatch):
