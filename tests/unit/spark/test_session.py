@@ -184,3 +184,9 @@ def test_the_jvm_starts_while_the_stage_reads_its_inputs(monkeypatch):
     remote = SparkConfig(remote="sc://localhost:15002")
     assert session.get_spark_beside(remote, "app", lambda: events.append("work") or 1) == ("session", 1)
     assert events == ["spark", "work"]
+
+
+def test_the_local_driver_runs_the_throughput_collector(spark):
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    names = {beans.get(i).getName() for i in range(beans.size())}
+    assert names == {"PS Scavenge", "PS MarkSweep"}, names
