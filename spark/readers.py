@@ -182,11 +182,10 @@ def read_lines(spark, files: list[str], sizes: list[int]) -> DataFrame:
     MB): 20 shards of 28 MB on two cores became 5 tasks, the last running alone. So the session's
     `maxPartitionBytes` is set to the largest shard's size, but never below 16 MB: the setting holds for
     the session's later reads too, and a diff's 1 MB files had every parquet table read in 1 MB tasks after
-    them (279 tasks for a 278 MB table; issue 19: the incremental build_graph 76.9 s -> 62.3 s,
-    filter_leakage 53.4 s -> 33.5 s). Tasks of 16 to 28 MB keep two cores busy on parquet tables as well
-    (S2ORC build_graph at 1M papers: 66 s, 76 s with Spark's 128 MB). One scan per shard, unioned, would
-    need no setting but parsed 20 shards 25% slower. A `maxPartitionBytes` the user set (`spark.conf`) is
-    left as it is. Plain `.jsonl` files are split as usual.
+    them (279 tasks for a 278 MB table; issue 19, one run each: the incremental build_graph 76.9 s -> 61.3
+    s, filter_leakage 53.4 s -> 35.5 s). One scan per shard, unioned, would need no setting, but parsed 20
+    S2ORC shards 25% slower (S2ORC build_graph at 1M papers: 66 s -> 76 s). A `maxPartitionBytes` the user
+    set (`spark.conf`) is left as it is. Plain `.jsonl` files are split by the session's setting.
     """
     if files and all(f.endswith(".gz") for f in files):
         current = spark.conf.get(MAX_TASK_BYTES, None)
