@@ -150,9 +150,12 @@ REJECTED_SCHEMA = T.StructType(
 
 
 def nonblank(col: Column) -> Column:
-    """Trimmed string, or null when empty."""
+    """Trimmed string, or null when empty.
+
+    Compared with the empty string rather than by `length`, which counts the characters of every title and
+    abstract (issue 21)."""
     trimmed = F.trim(col)
-    return F.when(F.length(trimmed) > 0, trimmed)
+    return F.when(trimmed != F.lit(""), trimmed)
 
 
 def to_year(col: Column) -> Column:
@@ -208,9 +211,11 @@ def parse_lines(lines: DataFrame, schema: T.StructType) -> DataFrame:
     parsed = lines.withColumn("rec", F.from_json("value", schema, options))
     data_fields = [f.name for f in schema.fields if f.name != CORRUPT]
     any_field = F.coalesce(*[F.col(f"rec.{f}").cast("string") for f in data_fields])
+    # A line of spaces never parses (`rec` is null), so only the lines that did not parse are trimmed and
+    # measured (issue 21: doing so for every line cost a quarter of the parse).
+    blank = F.trim("value") == F.lit("")
     error = (
-        F.when(F.length(F.trim("value")) == 0, F.lit(BLANK_LINE))
-        .when(F.col("rec").isNull(), F.lit(MALFORMED))
+        F.when(F.col("rec").isNull(), F.when(blank, F.lit(BLANK_LINE)).otherwise(F.lit(MALFORMED)))
         .when(F.col(f"rec.{CORRUPT}").isNotNull() & any_field.isNull(), F.lit(MALFORMED))
         .when(F.col(f"rec.{CORRUPT}").isNotNull(), F.lit(BAD_FIELD_TYPE))
     )

@@ -38,12 +38,23 @@ def test_parse_errors_are_classified(spark):
                 "   ",
                 {"paper_id": "3", "outbound_citations": "should be a list"},
                 {"paper_id": 4, "year": 1999.0},
+                "",
+                "\t",
+                "{}",
             ],
         ),
         R.S2ORC_SCHEMA,
     )
     got = [r["parse_error"] for r in df.select("parse_error").collect()]
-    assert got == [None, "malformed_json", "malformed_json", "blank_line", "bad_field_type", None]
+    # a blank line is empty or spaces (Spark's trim); a tab is not blank, and not JSON either
+    blank, malformed = "blank_line", "malformed_json"
+    assert got == [None, malformed, malformed, blank, "bad_field_type", None, blank, malformed, None]
+
+
+def test_nonblank_trims_and_nulls_empty_strings(spark):
+    df = spark.createDataFrame([("  x y ",), ("   ",), ("",), (None,), ("\tz",)], "s string")
+    got = [r[0] for r in df.select(R.nonblank(F.col("s"))).collect()]
+    assert got == ["x y", None, None, None, "\tz"]
 
 
 def test_only_the_citation_list_in_use_is_parsed(spark):
