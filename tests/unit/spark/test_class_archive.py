@@ -1,0 +1,160 @@
+"""The local driver's JVM class archive (spark/class_archive.py): written by a session's JVM as it exits,
+checked by Java before any JVM maps it, then used by the next sessions; off where it must be."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from citeflow.config import SparkConfig
+from citeflow.errors import CiteflowError
+from spark import class_archive as CA
+from spark import session
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# Starts a session the way a stage does and prints the archive options its JVM got.
+SESSION = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    from citeflow.config import SparkConfig
+    from spark.session import get_spark
+    spark = get_spark(SparkConfig(driver_memory="1g"), "class-archive-test")
+    assert spark.range(5).count() == 5
+    jvm = spark.sparkContext._jvm
+    args = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    print(json.dumps([str(a) for a in args if "Archive" in str(a) or "Xshare" in str(a)]))
+    """
+)
+
+
+def start_session(cache: Path) -> list[str]:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION, str(ROOT)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def wait_for_exit(note: Path, timeout: float = 120.0) -> None:
+    pid = json.loads(note.read_text())["jvm_pid"]
+    deadline = time.monotonic() + timeout
+    while CA._alive(pid):
+        assert time.monotonic() < deadline, "the JVM that writes the archive did not exit"
+        time.sleep(0.5)
+
+
+def dead_pid() -> int:
+    pid = 4_000_000
+    while CA._alive(pid):
+        pid -= 1
+    return pid
+
+
+def test_the_first_session_writes_it_java_checks_it_and_the_next_uses_it(tmp_path):
+    folder = tmp_path / "citeflow" / "jvm"
+    first = start_session(tmp_path)
+    assert len(first) == 1 and first[0].startswith("-XX:ArchiveClassesAtExit=")
+    written = Path(first[0].split("=", 1)[1])
+    note = written.with_suffix(".json")
+    wait_for_exit(note)
+    assert written.stat().st_size > 1 << 20
+
+    # Beside it, the same archive cut short, as a JVM killed while writing it leaves it: mapping that file
+    # crashes a JVM, so Java's check must refuse it (it is looked at first: ".0." sorts before the pid).
+    name = written.name.split(".")[0]
+    cut = folder / f"{name}.0.tmp"
+    with open(written, "rb") as src, open(cut, "wb") as dst:
+        dst.write(src.read(written.stat().st_size // 2))
+    cut.with_suffix(".json").write_text(json.dumps({**json.loads(note.read_text()), "jvm_pid": dead_pid()}))
+
+    second = start_session(tmp_path)
+    archive = folder / f"{name}.jsa"
+    assert second == [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
+    assert sorted(p.name for p in folder.iterdir()) == [archive.name]  # the cut one deleted, notes gone
+    assert not list(ROOT.glob("hs_err_pid*.log")) and not list(Path.cwd().glob("hs_err_pid*.log"))
+
+
+def test_an_archive_is_never_promoted_while_its_jvm_runs_or_without_its_note(tmp_path, monkeypatch):
+    monkeypatch.setattr(CA, "cache_dir", lambda: tmp_path)
+    java = CA.java_binary()
+    name = CA.archive_name(java, CA.spark_home(), "-XX:+UseParallelGC", "1g", "")
+    running = tmp_path / f"{name}.11.tmp"
+    running.write_bytes(b"not yet")
+    running.with_suffix(".json").write_text(json.dumps({"jvm_pid": os.getpid()}))  # alive: this process
+    orphan = tmp_path / f"{name}.12.tmp"  # no note: nothing to check it with
+    orphan.write_bytes(b"junk")
+    plan = CA.plan("-XX:+UseParallelGC", "1g")
+    assert plan.options.startswith("-XX:ArchiveClassesAtExit=") and not (tmp_path / f"{name}.jsa").exists()
+    assert running.exists() and running.with_suffix(".json").exists()
+    old = time.time() - 2 * CA.LEFTOVER_S
+    os.utime(orphan, (old, old))
+    CA.plan("-XX:+UseParallelGC", "1g")
+    assert not orphan.exists() and running.exists()
+
+
+def test_the_name_follows_java_spark_jars_and_driver_settings(tmp_path):
+    java = tmp_path / "java"
+    java.write_text("#!/bin/sh\n")
+    home = tmp_path / "spark"
+    (home / "jars").mkdir(parents=True)
+    jar = home / "jars" / "spark-core.jar"
+    jar.write_bytes(b"x")
+    name = lambda **kw: CA.archive_name(  # noqa: E731
+        str(java), str(home), kw.get("options", "-XX:+UseParallelGC"), kw.get("memory", "4g"), kw.get("cp", "")
+    )
+    base = name()
+    assert base == name() and base.startswith("spark-")
+    assert name(options="-XX:+UseG1GC") != base
+    assert name(memory="64g") != base  # past 32 GB the JVM's pointers change
+    assert name(cp="/opt/extra.jar") != base
+    jar.write_bytes(b"xy")  # another Spark build
+    assert name() != base
+
+
+def test_off_a_running_jvm_or_the_users_own_options_mean_no_archive(monkeypatch):
+    from pyspark import SparkContext
+
+    asked = []
+    monkeypatch.setattr(CA, "plan", lambda *args: asked.append(args) or CA.Plan("-XX:SharedArchiveFile=x"))
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    assert not CA.jvm_running()
+    auto = SparkConfig()
+    assert session.class_archive_plan(auto, "-XX:+UseParallelGC", {}).options == "-XX:SharedArchiveFile=x"
+    assert session.class_archive_plan(SparkConfig(class_archive="off"), "", {}).options == ""
+    assert session.class_archive_plan(auto, "", {"spark.driver.extraJavaOptions": "-Xss4m"}).options == ""
+    monkeypatch.setattr(SparkContext, "_active_spark_context", object())
+    assert session.class_archive_plan(auto, "", {}).options == ""
+    assert len(asked) == 1
+
+
+def test_the_setting_is_auto_or_off():
+    with pytest.raises(CiteflowError, match="spark.class_archive must be auto or off"):
+        SparkConfig(class_archive="/tmp/somewhere")
+
+
+def test_no_java_means_no_archive(monkeypatch, tmp_path):
+    monkeypatch.setattr(CA, "java_binary", lambda: None)
+    assert CA.plan("", "4g", folder=tmp_path / "jvm") == CA.Plan("")
+    assert not list(tmp_path.iterdir())
+
+
+def test_after_three_jvms_ended_without_an_archive_none_is_asked_for_a_day(tmp_path, monkeypatch):
+    monkeypatch.setattr(CA, "cache_dir", lambda: tmp_path)
+    name = CA.archive_name(CA.java_binary(), CA.spark_home(), "", "1g", "")
+    for attempt in range(3):
+        assert CA.plan("", "1g").options.startswith("-XX:ArchiveClassesAtExit=")
+        # that JVM was killed before it could write the archive: its note stays, its file never comes
+        (tmp_path / f"{name}.{attempt}.json").write_text(json.dumps({"jvm_pid": dead_pid()}))
+    assert CA.plan("", "1g") == CA.Plan("")
+    assert len((tmp_path / f"{name}.failed").read_text().splitlines()) == 3
+    old = time.time() - 2 * CA.LEFTOVER_S
+    os.utime(tmp_path / f"{name}.failed", (old, old))
+    assert CA.plan("", "1g").options.startswith("-XX:ArchiveClassesAtExit=")
