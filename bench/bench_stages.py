@@ -137,6 +137,7 @@ def run_size(n: int, args, work: Path) -> dict:
                     "median_s": round(statistics.median(m["seconds"] for m in measured), 1),
                     "seconds": [m["seconds"] for m in measured],
                     "peak_rss_gib": max(m["peak_rss_gib"] for m in measured),
+                    "peaks_gib": [m["peak_rss_gib"] for m in measured],
                     "load": round(statistics.mean(x for m in measured for x in (m["load_before"], m["load_after"])), 2),
                 }
         if summary.get("duckdb"):
