@@ -14,7 +14,8 @@ The life of an archive, one per Java and Spark install and driver settings (`arc
 2. A later session start, once that JVM has exited, has Java check the file it wrote
    (`java -Xshare:on -XX:+VerifySharedSpaces ... -version` on the noted class path): a file the JVM cut
    short (killed while writing it) is refused there, where a JVM mapping it would crash. A sound one
-   becomes `NAME.jsa` (an atomic rename), any other is deleted, as are leftovers a day old. After three
+   becomes `NAME.jsa` (an atomic rename), any other is deleted, as are leftovers a day old and, once
+   `NAME.jsa` is in place, what other JVMs (first sessions at the same time) wrote. After three
    JVMs in a day ended without a sound one (a JVM writing at exit starts seconds slower), none is asked for
    until the day is over.
 3. Sessions start with `-XX:SharedArchiveFile=NAME.jsa -Xshare:auto`: an archive that does not fit the
@@ -112,6 +113,7 @@ def plan(options: str, memory: str, class_path: str = "", folder: Path | None = 
             _promote_written(folder, name)
         if archive.exists():
             os.utime(archive)  # the time of last use: what `_remove_leftovers` keeps
+            _discard_written(folder, name)
             return Plan(f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET}")
         if _failures(folder / f"{name}.failed", now=time.time()) >= MAX_FAILURES:
             return Plan("")  # this install's JVMs end before they can write it (killed): not for a day
@@ -191,6 +193,19 @@ def _failures(path: Path, now: float) -> int:
         return len(path.read_text().splitlines())
     except OSError:
         return 0
+
+
+def _discard_written(folder: Path, name: str) -> None:
+    """With `NAME.jsa` in place, the archives other JVMs wrote meanwhile (several first sessions at once) are
+    of no use: delete those whose JVM is gone."""
+    for note_path in folder.glob(f"{name}.*.json"):
+        try:
+            if _alive(json.loads(note_path.read_text())["jvm_pid"]):
+                continue
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        note_path.with_suffix(".tmp").unlink(missing_ok=True)
+        note_path.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:

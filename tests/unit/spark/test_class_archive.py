@@ -158,3 +158,14 @@ def test_after_three_jvms_ended_without_an_archive_none_is_asked_for_a_day(tmp_p
     old = time.time() - 2 * CA.LEFTOVER_S
     os.utime(tmp_path / f"{name}.failed", (old, old))
     assert CA.plan("", "1g").options.startswith("-XX:ArchiveClassesAtExit=")
+
+
+def test_with_the_archive_in_place_what_other_jvms_wrote_meanwhile_is_deleted(tmp_path, monkeypatch):
+    monkeypatch.setattr(CA, "cache_dir", lambda: tmp_path)
+    name = CA.archive_name(CA.java_binary(), CA.spark_home(), "", "1g", "")
+    (tmp_path / f"{name}.jsa").write_bytes(b"the archive")
+    for pid, jvm in ((7, dead_pid()), (8, os.getpid())):  # a finished JVM's file, and a running JVM's note
+        (tmp_path / f"{name}.{pid}.json").write_text(json.dumps({"jvm_pid": jvm}))
+        (tmp_path / f"{name}.{pid}.tmp").write_bytes(b"written too")
+    assert CA.plan("", "1g").options.startswith("-XX:SharedArchiveFile=")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{name}.8.json", f"{name}.8.tmp", f"{name}.jsa"]
