@@ -9,8 +9,9 @@ archive) writes the classes it loaded into FILE as it exits; a JVM started with
 The life of an archive, one per Java and Spark install and driver settings (`archive_name`), in
 `$XDG_CACHE_HOME/citeflow/jvm` (`~/.cache/citeflow/jvm` by default):
 
-1. With none there, the session's JVM is started to write one when it exits, into a file of its own
-   (`NAME.PID.tmp`), and the session notes beside it (`NAME.PID.json`) the JVM's class path and options.
+1. With none there and no other JVM writing one, the session's JVM is started to write one when it exits,
+   into a file of its own (`NAME.PID.tmp`), and the session notes beside it (`NAME.PID.json`) the JVM's
+   pid, class path and options. Sessions that start meanwhile start as before, without any.
 2. A later session start, once that JVM has exited, has Java check the file it wrote
    (`java -Xshare:on -XX:+VerifySharedSpaces ... -version` on the noted class path): a file the JVM cut
    short (killed while writing it) is refused there, where a JVM mapping it would crash. A sound one
@@ -109,12 +110,13 @@ def plan(options: str, memory: str, class_path: str = "", folder: Path | None = 
         folder.mkdir(parents=True, exist_ok=True)
         name = archive_name(java, spark_home(), options, memory, class_path)
         archive = folder / (name + SUFFIX)
-        if not archive.exists():
-            _promote_written(folder, name)
+        writing = not archive.exists() and _promote_written(folder, name)
         if archive.exists():
             os.utime(archive)  # the time of last use: what `_remove_leftovers` keeps
             _discard_written(folder, name)
             return Plan(f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET}")
+        if writing:
+            return Plan("")  # a running JVM writes it as it exits: one writer at a time (each starts slower)
         if _failures(folder / f"{name}.failed", now=time.time()) >= MAX_FAILURES:
             return Plan("")  # this install's JVMs end before they can write it (killed): not for a day
         written = folder / f"{name}.{os.getpid()}.tmp"
@@ -155,17 +157,19 @@ def note_written(plan_: Plan, spark, options: str, memory: str) -> None:
         log.debug("no JVM class archive note: %s", exc)
 
 
-def _promote_written(folder: Path, name: str) -> None:
+def _promote_written(folder: Path, name: str) -> bool:
     """Make an archive that an earlier session's JVM wrote as it exited (its JVM gone) `NAME.jsa` when
-    Java finds it sound; delete unsound ones and leftovers."""
+    Java finds it sound; delete unsound ones and leftovers. Whether a running JVM will write one."""
     archive = folder / (name + SUFFIX)
     now = time.time()
+    writing = False
     for note_path in sorted(folder.glob(f"{name}.*.json")):
         written = note_path.with_suffix(".tmp")
         try:
             note = json.loads(note_path.read_text())
             if _alive(note["jvm_pid"]) and now - note_path.stat().st_mtime < LEFTOVER_S:
-                continue  # still running: it writes the archive as it exits
+                writing = True  # still running: it writes the archive as it exits
+                continue
         except (OSError, ValueError, KeyError, TypeError):
             note = None
         if note is not None and written.exists() and check(written, note):
@@ -182,6 +186,7 @@ def _promote_written(folder: Path, name: str) -> None:
         if archive.exists():
             break
     _remove_leftovers(folder, now)
+    return writing
 
 
 def _failures(path: Path, now: float) -> int:
