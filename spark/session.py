@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import warnings
@@ -32,9 +31,10 @@ MIN_JAVA = 17  # Spark 4 runs on Java 17 or 21
 
 def java_version() -> int | None:
     """Major version of the java that Spark will launch, or None when there is none."""
-    java_home = os.environ.get("JAVA_HOME")
-    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
-    if not java or not os.path.exists(java):
+    from spark.class_archive import java_binary
+
+    java = java_binary()
+    if java is None:
         return None
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
