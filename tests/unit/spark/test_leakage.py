@@ -194,3 +194,69 @@ def test_report_counts_zero_for_a_split_with_no_mapped_id():
         2,
         1,
     )
+
+
+def test_the_steps_without_papers_take_ids_as_the_cascade_did(spark):
+    """`id_steps` on ids at the edges of the corpus_id and sha rules: spaces trimmed (spaces only), 18 digits
+    and no more, a sha in any case, 40 digits (a sha, not a corpus id), a corpus id that is also a known
+    sha string never asks the sha step."""
+    paper_ids = spark.createDataFrame(
+        [(SHA_A, 1), ("1" * 40, 7), (SHA_B, 9), (SHA_B, 8)], "sha string, corpus_id long"
+    )  # SHA_B twice: the smaller corpus id
+    ids = spark.createDataFrame(
+        [
+            (" 12 ",),
+            ("\t12",),
+            ("1" * 18,),
+            ("1" * 19,),
+            ("1" * 40,),
+            (SHA_A.upper() + " ",),
+            (SHA_B,),
+            (SHA_C,),
+            ("",),
+        ],
+        "id string",
+    )
+    got = {r["id"]: (r["corpus_id"], r["method"]) for r in L.id_steps(ids, paper_ids).collect()}
+    assert got == {
+        " 12 ": (12, "corpus_id"),
+        "\t12": (None, None),
+        "1" * 18: (int("1" * 18), "corpus_id"),
+        "1" * 19: (None, None),
+        "1" * 40: (7, "sha"),
+        SHA_A.upper() + " ": (1, "sha"),
+        SHA_B: (8, "sha"),
+        SHA_C: (None, None),
+        "": (None, None),
+    }
+    without = {r["id"]: r["method"] for r in L.id_steps(ids, None).collect()}
+    assert without[" 12 "] == "corpus_id" and without["1" * 40] is None and without[SHA_A.upper() + " "] is None
+
+
+def test_each_line_is_parsed_once_and_each_title_folded_once(spark, papers, bench, tmp_path):
+    """The plans run `from_json` once per paper-ids line and the Python fold once per non-ASCII title
+    (`evaluated_once`): without it, the filters the plans state or infer copy them (three parses a line)."""
+    from spark import readers as R
+
+    path = tmp_path / "ids.jsonl"
+    path.write_text(f'{{"sha": "{SHA_A}", "corpusid": 1}}\n[1, 2]\n{{"sha": "{SHA_B}", "corpusid": "x"}}\n')
+    pairs = L.paper_id_pairs(R.parse_lines(R.with_source(spark.read.text(str(path))), L.PAPER_IDS_SCHEMA))
+    assert pairs._jdf.queryExecution().executedPlan().toString().count("from_json") == 1
+    assert [tuple(r) for r in pairs.collect()] == [(SHA_A, 1)]
+    sharing = L.papers_sharing_keys(papers, ids_of(bench), broadcast=True)
+    assert sharing._jdf.queryExecution().executedPlan().toString().count("ArrowEvalPython") == 1
+    assert sorted(r["corpus_id"] for r in sharing.collect()) == [2, 3, 4, 5, 6]
+
+
+def test_the_benchmark_titles_are_folded_as_fold_title_folds_them(spark, bench):
+    from citeflow.text import fold_title
+
+    extra = spark.createDataFrame([("z" * 40, "mesh", "test", " ...!? ", None, None, None)], bench.schema)
+    ids = distinct_ids(bench.unionByName(extra).toArrow()).to_pylist()
+    assert {r["id"]: r["folded_title"] for r in ids} == {r["id"]: fold_title(r["title"]) for r in ids}
+    assert {r["id"]: r["folded_title"] for r in ids if r["title"]} == {
+        SHA_A: "ignored title",
+        SHA_C: "cafe au lait",
+        SHA_D: "same title",
+        "z" * 40: None,
+    }
