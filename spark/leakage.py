@@ -286,7 +286,17 @@ def map_ids_narrow(
         .select("id", "corpus_id", "method", F.lit(None).cast("string").alias("unmapped_reason"))
         .unionByName(second.select("id", "corpus_id", "method", "unmapped_reason"))
     )
-    known = papers.select(F.col("corpus_id").alias("_cid"), F.lit(True).alias("in_snapshot"))
+    # `in_snapshot`: the corpus ids the first steps name, looked up in the papers' id column (without
+    # shuffling it when `broadcast_keys`), and the sharing papers, where the other steps find theirs
+    small = F.broadcast if broadcast_keys else (lambda df: df)
+    named = first.where(F.col("corpus_id").isNotNull()).select(F.col("corpus_id").alias("_cid"))
+    known = (
+        papers.select(F.col("corpus_id").alias("_cid"))
+        .join(small(named), "_cid", "left_semi")
+        .unionByName(sharing.select(F.col("corpus_id").alias("_cid")))
+        .distinct()
+        .withColumn("in_snapshot", F.lit(True))
+    )
     return mapped.join(known, mapped.corpus_id == known._cid, "left").select(
         "id",
         "corpus_id",
