@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from citeflow import diffs as D
-from citeflow.artifacts import ArtifactStore, Manifest
+from citeflow.artifacts import ArtifactStore, Manifest, table_stats
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.snapshot import Snapshot, discover, filesystem, fingerprint
@@ -242,19 +242,22 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     staged = stage(G.stage_papers(papers), "papers")
     log.info("%s: deduplicating papers", STAGE)
     duplicates = stage(G.duplicate_rows(staged), "duplicates")
-    usable = staged.where(F.col("reason").isNull()).count()
     small = lambda rows: rows <= config.spark.broadcast_rows  # noqa: E731
-    few_duplicates = small(duplicates.count())
+    # Usable papers and duplicates are both at most the staged lines, which the staging files' footers
+    # count: within `broadcast_rows`, neither needs a Spark job to count it (issue 21).
+    few_lines = small(table_stats(store, posixpath.join(path, "_staging", "papers"))["rows"])
+    few_duplicates = few_lines or small(duplicates.count())
     kept = G.kept_papers(staged, duplicates, broadcast=few_duplicates)
     corpus_ids = kept.select("corpus_id")
     rejected = [G.rejected_papers(staged, duplicates, broadcast=few_duplicates)]
 
-    few_papers = small(usable)
+    few_papers = few_lines or small(staged.where(F.col("reason").isNull()).count())
     if snapshot.format == "s2orc":
-        # labelled within each paper's list (no shuffle): cheap enough to compute for citations and again for
-        # the rejected rows instead of staging it
+        # labelled within each paper's list (no shuffle), once: staged light (the raw ids and the source only
+        # for rejected edges) for the citations and the rejected rows to read (issue 21)
         log.info("%s: cleaning citation edges", STAGE)
-        labelled_edges = G.label_s2orc_edges(kept, corpus_ids, cfg.citations_from, broadcast=few_papers)
+        labelled = G.label_s2orc_edges(kept, corpus_ids, cfg.citations_from, broadcast=few_papers)
+        labelled_edges = stage(G.light_labels(labelled), "edges")
     else:
         # Each S2AG dataset is parsed once: what the papers and the rejected rows need of its lines is
         # decided in that pass and staged, light (issue 21: the rejected rows parsed them again).

@@ -306,6 +306,17 @@ def label_s2orc_edges(
     return edges.select("citing", "cited", "citing_raw", "cited_raw", "source", reason.alias("reason"))
 
 
+def light_labels(labelled: DataFrame) -> DataFrame:
+    """Labelled edges with what `rejected_edges` needs (raw ids, source) kept for rejected edges only."""
+    rejected = F.col("reason").isNotNull()
+    return labelled.select(
+        "citing",
+        "cited",
+        *[F.when(rejected, F.col(c)).alias(c) for c in ("citing_raw", "cited_raw", "source")],
+        "reason",
+    )
+
+
 def kept_edges(labelled: DataFrame) -> DataFrame:
     return labelled.where(F.col("reason").isNull()).select("citing", "cited")
 
