@@ -318,6 +318,10 @@ def finish(
     """Write papers, citations, rejected and degree_histogram from the cleaned frames; the manifest metrics
     (degree statistics, text flags, rejected counts by reason). `text` (no_title, no_abstract per paper)
     defaults to reading the written papers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.parquet as pq
+
     from spark import graph as G
     from spark import output as O
     from spark import readers as R
@@ -334,32 +338,36 @@ def finish(
     all_rejected.coalesce(cfg.output_files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("rejected"))
 
     written_papers = spark.read.parquet(out("papers"))
-    G.degree_histogram(written_papers).coalesce(1).write.mode("error").parquet(out("degree_histogram"))
-
-    reasons = spark.read.parquet(out("rejected")).groupBy("kind", "reason").count().collect()
-    if text is None:
-        text = G.summary_stats(written_papers)
-    metrics: dict[str, Any] = G.degree_summary(written_papers.select("out_degree", "in_degree"), text)
+    # The histogram (a few hundred rows) comes to the driver, is written there and plotted in a thread while
+    # Spark computes the statistics (issue 21: the plot, matplotlib's import included, took 1 s at the end).
+    histogram = G.degree_histogram(written_papers).toArrow()
+    store.fs.create_dir(posixpath.join(path, "degree_histogram"))
+    pq.write_table(histogram, posixpath.join(path, "degree_histogram", "part-00000.parquet"), filesystem=store.fs)
+    with ThreadPoolExecutor(1, thread_name_prefix="citeflow-plot") as pool:
+        plot = pool.submit(_plot_degrees, store, path, histogram, config.snapshot)
+        reasons = spark.read.parquet(out("rejected")).groupBy("kind", "reason").count().collect()
+        if text is None:
+            text = G.summary_stats(written_papers)
+        metrics: dict[str, Any] = G.degree_summary(written_papers.select("out_degree", "in_degree"), text)
+        plot.result()
     store.fs.delete_dir(posixpath.join(path, "_staging"))
     metrics["rejected"] = {
         f"{r['kind']}.{r['reason']}": int(r["count"]) for r in sorted(reasons, key=lambda r: (r["kind"], r["reason"]))
     }
     metrics["rejected_total"] = sum(metrics["rejected"].values())
-    _plot_degrees(store, path, spark.read.parquet(out("degree_histogram")).toArrow(), config.snapshot)
     return metrics
 
 
 def _plot_degrees(store: ArtifactStore, path: str, histogram, snapshot: str) -> None:
-    """degree_distribution.png: log-log in- and out-degree distributions."""
+    """degree_distribution.png: log-log in- and out-degree distributions (matplotlib's object API, no pyplot
+    state: it runs in a thread beside Spark's work)."""
     import io
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     data = histogram.to_pydict()
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+    fig = Figure(figsize=(6, 4), dpi=110)
+    ax = fig.subplots()
     for direction, marker in (("out", "o"), ("in", "s")):
         points = sorted(
             (d, n)
@@ -379,6 +387,5 @@ def _plot_degrees(store: ArtifactStore, path: str, histogram, snapshot: str) -> 
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")
-    plt.close(fig)
     with store.fs.open_output_stream(posixpath.join(path, "degree_distribution.png")) as fh:
         fh.write(buf.getvalue())
