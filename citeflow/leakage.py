@@ -83,6 +83,15 @@ def distinct_ids(bench: pa.Table) -> pa.Table:
     return firsts.append_column("folded_title", fold_titles(firsts["title"]))
 
 
+def sha_candidates(ids: pa.Table) -> pa.Table:
+    """`sha`: each distinct id lower-cased with its spaces trimmed, the spellings the sha step
+    (`spark.leakage.id_steps`) looks up, made here where the ids are. A sha is 40 ASCII hex digits (and, by
+    Java's `$`, an optional final line break), on which Spark's `lower` and `trim` and these agree; the
+    ids' other spellings match no sha either way."""
+    spelled = pc.utf8_lower(pc.utf8_trim(ids["id"], " "))
+    return pa.table({"sha": pc.unique(spelled.combine_chunks() if isinstance(spelled, pa.ChunkedArray) else spelled)})
+
+
 def benchmark_id_rows(bench: pa.Table, mapped: pa.Table) -> pa.Table:
     """filter_leakage's `benchmark_ids` table: one row per distinct (id, task, split) of `bench` with its
     id's mapping from `mapped` (one row per id: corpus_id, method, in_snapshot, unmapped_reason), ordered

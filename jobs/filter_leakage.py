@@ -89,7 +89,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     from pyspark.sql import functions as F
 
     from citeflow.artifacts import table_stats
-    from citeflow.leakage import METHODS, distinct_ids
+    from citeflow.leakage import METHODS, distinct_ids, sha_candidates
     from citeflow.snapshot import discover_jsonl
     from evaluation.benchmark_ids import collect
     from spark import graph as G
@@ -117,8 +117,13 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     # benchmark's rows here costs less than Spark's plan for it (issue 21).
     ids_dir = posixpath.join(path, "_staging", "ids")
     store.fs.create_dir(ids_dir)
-    pq.write_table(distinct_ids(bench_table), posixpath.join(ids_dir, "part-00000.parquet"), filesystem=store.fs)
+    distinct = distinct_ids(bench_table)
+    pq.write_table(distinct, posixpath.join(ids_dir, "part-00000.parquet"), filesystem=store.fs)
     ids = spark.read.parquet(out("_staging/ids"))
+    # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
+    shas_dir = posixpath.join(path, "_staging", "shas")
+    store.fs.create_dir(shas_dir)
+    pq.write_table(sha_candidates(distinct), posixpath.join(shas_dir, "part-00000.parquet"), filesystem=store.fs)
     papers = read_upstream("papers")
 
     paper_ids = None
@@ -145,6 +150,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         materialize=materialize,
         # the benchmark's keys (external ids, folded titles: one row per benchmark id at most) go to every task
         broadcast_keys=bench_table.num_rows <= config.spark.broadcast_rows,
+        shas=spark.read.parquet(out("_staging/shas")) if paper_ids is not None else None,
     )
     mapped = materialize(mapped, "mapped")
     mapped_table = pq.read_table(posixpath.join(path, "_staging", "mapped"), filesystem=store.fs)

@@ -84,10 +84,14 @@ def paper_id_pairs(parsed: DataFrame) -> DataFrame:
     ).where(F.col("sha").rlike("^[0-9a-f]{40}$") & F.col("corpus_id").isNotNull())
 
 
-def id_steps(ids: DataFrame, paper_ids: DataFrame | None) -> DataFrame:
+def id_steps(ids: DataFrame, paper_ids: DataFrame | None, shas: DataFrame | None = None) -> DataFrame:
     """(id, corpus_id, method) of every id for the cascade's two steps that read no papers: `corpus_id` (the
     id is digits), else `sha` (the id is a sha the `paper-ids` pairs know; None: no table); method and
-    corpus_id are null for the ids neither maps."""
+    corpus_id are null for the ids neither maps.
+
+    `shas` (a `sha` column) may name the shas to look up, any superset of the ids' lower-cased, trimmed
+    spellings (`citeflow.leakage.sha_candidates`, made in the driver); by default they are computed here.
+    """
     trimmed = F.trim("id")
     digits = F.when(trimmed.rlike("^[0-9]{1,18}$"), trimmed.try_cast("long"))
     frame = ids.select("id", digits.alias("_cid"), F.lower(trimmed).alias("_sha"))
@@ -96,7 +100,8 @@ def id_steps(ids: DataFrame, paper_ids: DataFrame | None) -> DataFrame:
         return frame.select("id", F.col("_cid").alias("corpus_id"), by_id.alias("method"))
     # One corpus id per sha: the table is a function sha -> corpusid, but dirt happens. Only the shas the
     # ids can be are grouped (the whole table was shuffled before: a release's every paper).
-    shas = frame.where(F.col("_cid").isNull()).select(F.col("_sha").alias("sha")).distinct()
+    if shas is None:
+        shas = frame.where(F.col("_cid").isNull()).select(F.col("_sha").alias("sha")).distinct()
     by_sha = paper_ids.join(shas, "sha", "left_semi").groupBy("sha").agg(F.min("corpus_id").alias("_by_sha"))
     return frame.join(by_sha, frame._sha == by_sha.sha, "left").select(
         "id",
@@ -262,8 +267,10 @@ def map_ids_narrow(
     match_titles: bool = True,
     materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
     broadcast_keys: bool = False,
+    shas: DataFrame | None = None,
 ) -> DataFrame:
-    """`map_ids`, with the steps that read the papers run only where they can decide something.
+    """`map_ids`, with the steps that read the papers run only where they can decide something (`shas`: see
+    `id_steps`).
 
     The cascade takes the first method that maps an id, and the first two (`corpus_id`, `sha`) read no
     papers: they run on every id first. The ids they leave unmapped go through `map_ids` again, on only the
@@ -274,7 +281,7 @@ def map_ids_narrow(
     groupings over every paper.
     """
     prefixed = lambda prefix: lambda df, name: materialize(df, prefix + name)  # noqa: E731
-    first = materialize(id_steps(ids, paper_ids), "first")
+    first = materialize(id_steps(ids, paper_ids, shas), "first")
     # read by every branch of the key search and by the second cascade: computed once
     rest = materialize(ids.join(first.where(F.col("method").isNull()).select("id"), "id", "left_semi"), "unmapped")
     sharing = materialize(

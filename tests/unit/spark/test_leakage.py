@@ -260,3 +260,32 @@ def test_the_benchmark_titles_are_folded_as_fold_title_folds_them(spark, bench):
         SHA_D: "same title",
         "z" * 40: None,
     }
+
+
+def test_the_driver_names_every_sha_spelling_spark_looks_up(spark, papers, bench):
+    """`sha_candidates` (pyarrow) holds every spelling of an id that Spark's sha step can match (40 hex
+    digits after Spark's `lower` and `trim`, by Java's `$` with an optional final line break), and the
+    narrow mapping given them answers as the cascade does."""
+    from pyspark.sql import functions as F
+
+    from citeflow.leakage import sha_candidates
+
+    odd = [" " + SHA_A.upper() + "  ", SHA_B + "\n", SHA_C + "\u2028", "\t" + SHA_D, SHA_E + "\r\n ", "1" * 40]
+    extra = spark.createDataFrame([(i, "mesh", "test", None, None, None, None) for i in odd], bench.schema)
+    table = distinct_ids(bench.unionByName(extra).toArrow())
+    spark_spellings = {
+        r["s"]
+        for r in spark.createDataFrame(table)
+        .select(F.lower(F.trim("id")).alias("s"))
+        .where(F.col("s").rlike("^[0-9a-f]{40}$"))
+        .collect()
+    }
+    candidates = set(sha_candidates(table)["sha"].to_pylist())
+    assert len(spark_spellings) == 10 and spark_spellings <= candidates  # the 4 shas of the bench, 6 odd ones
+    paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)], "sha string, corpus_id long")
+    shas = spark.createDataFrame(sha_candidates(distinct_ids(bench.toArrow())))
+    mapped = {
+        r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
+        for r in L.map_ids_narrow(ids_of(bench), papers, paper_ids, shas=shas).collect()
+    }
+    assert mapped == CASCADE_ANSWERS
