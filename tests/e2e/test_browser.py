@@ -206,7 +206,9 @@ def _trigger_from_form(page, server, shot, snap: Path, artifacts: Path) -> None:
     shot("trigger-advanced")
     dialog.get_by_role("button", name="Trigger", exact=True).click()
     page.wait_for_url(f"**/dags/{DAG_ID}/runs/{RUN_ID}")
-    page.get_by_text("Dag run has been successfully triggered").wait_for()
+    # Airflow's UI may render the same toast twice (two elements, one id: seen in a fresh clone's suite), and
+    # Playwright's strict mode refuses a locator that matches two
+    page.get_by_text("Dag run has been successfully triggered").first.wait_for()
     shot("triggered")
 
 
