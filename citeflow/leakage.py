@@ -89,7 +89,7 @@ def sha_candidates(ids: pa.Table) -> pa.Table:
     Java's `$`, an optional final line break), on which Spark's `lower` and `trim` and these agree; the
     ids' other spellings match no sha either way."""
     spelled = pc.utf8_lower(pc.utf8_trim(ids["id"], " "))
-    return pa.table({"sha": pc.unique(spelled.combine_chunks() if isinstance(spelled, pa.ChunkedArray) else spelled)})
+    return pa.table({"sha": pc.unique(spelled)})
 
 
 def benchmark_id_rows(bench: pa.Table, mapped: pa.Table) -> pa.Table:

@@ -112,26 +112,29 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         bench_table.num_rows,
         ", ".join(f"{k} ({v})" for k, v in layouts.items()),
     )
+
     # One row per benchmark id, made here and written through the store for Spark to read: a local relation
     # of a few hundred thousand rows would go through pandas and the driver's serializer, and grouping the
     # benchmark's rows here costs less than Spark's plan for it (issue 21).
-    ids_dir = posixpath.join(path, "_staging", "ids")
-    store.fs.create_dir(ids_dir)
+    def staged(name: str, table):
+        """`table` written by pyarrow into the staging folder, read by Spark."""
+        folder = posixpath.join(path, "_staging", name)
+        store.fs.create_dir(folder)
+        pq.write_table(table, posixpath.join(folder, "part-00000.parquet"), filesystem=store.fs)
+        return spark.read.parquet(out(f"_staging/{name}"))
+
     distinct = distinct_ids(bench_table)
-    pq.write_table(distinct, posixpath.join(ids_dir, "part-00000.parquet"), filesystem=store.fs)
-    ids = spark.read.parquet(out("_staging/ids"))
-    # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
-    shas_dir = posixpath.join(path, "_staging", "shas")
-    store.fs.create_dir(shas_dir)
-    pq.write_table(sha_candidates(distinct), posixpath.join(shas_dir, "part-00000.parquet"), filesystem=store.fs)
+    ids = staged("ids", distinct)
     papers = read_upstream("papers")
 
-    paper_ids = None
+    paper_ids = shas = None
     metrics: dict[str, Any] = {"mode": cfg.mode, "layouts": layouts}
     if config.paper_ids:
         files = discover_jsonl(config.paper_ids)
         parsed = R.parse_lines(R.with_source(spark.read.text(files)), L.PAPER_IDS_SCHEMA)
         paper_ids = L.paper_id_pairs(parsed)
+        # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
+        shas = staged("shas", sha_candidates(distinct))
     else:
         log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
 
@@ -150,7 +153,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         materialize=materialize,
         # the benchmark's keys (external ids, folded titles: one row per benchmark id at most) go to every task
         broadcast_keys=bench_table.num_rows <= config.spark.broadcast_rows,
-        shas=spark.read.parquet(out("_staging/shas")) if paper_ids is not None else None,
+        shas=shas,
     )
     mapped = materialize(mapped, "mapped")
     mapped_table = pq.read_table(posixpath.join(path, "_staging", "mapped"), filesystem=store.fs)
