@@ -318,38 +318,49 @@ def finish(
     """Write papers, citations, rejected and degree_histogram from the cleaned frames; the manifest metrics
     (degree statistics, text flags, rejected counts by reason). `text` (no_title, no_abstract per paper)
     defaults to reading the written papers."""
-    from concurrent.futures import ThreadPoolExecutor
-
     import pyarrow.parquet as pq
 
     from spark import graph as G
     from spark import output as O
     from spark import readers as R
+    from spark.session import concurrently
 
     cfg = config.build_graph
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
-    log.info("%s: writing citations and papers", STAGE)
-    O.write_graph(spark, papers, G.kept_edges(labelled_edges), out, cfg.output_files, broadcast)
-
-    log.info("%s: writing rejected rows", STAGE)
     all_rejected = rejected[0]
     for frame in [*rejected[1:], G.rejected_edges(labelled_edges)]:
         all_rejected = all_rejected.unionByName(frame)
-    all_rejected.coalesce(cfg.output_files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("rejected"))
+
+    def write_rejected() -> None:
+        all_rejected.coalesce(cfg.output_files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("rejected"))
+
+    # The rejected rows are written beside the graph (issue 21: their small jobs and the graph's broadcasts
+    # left cores idle, one after another).
+    log.info("%s: writing citations, papers and rejected rows", STAGE)
+    concurrently(
+        spark,
+        lambda: O.write_graph(spark, papers, G.kept_edges(labelled_edges), out, cfg.output_files, broadcast),
+        write_rejected,
+    )
 
     written_papers = spark.read.parquet(out("papers"))
-    # The histogram (a few hundred rows) comes to the driver, is written there and plotted in a thread while
-    # Spark computes the statistics (issue 21: the plot, matplotlib's import included, took 1 s at the end).
-    histogram = G.degree_histogram(written_papers).toArrow()
-    store.fs.create_dir(posixpath.join(path, "degree_histogram"))
-    pq.write_table(histogram, posixpath.join(path, "degree_histogram", "part-00000.parquet"), filesystem=store.fs)
-    with ThreadPoolExecutor(1, thread_name_prefix="citeflow-plot") as pool:
-        plot = pool.submit(_plot_degrees, store, path, histogram, config.snapshot)
-        reasons = spark.read.parquet(out("rejected")).groupBy("kind", "reason").count().collect()
-        if text is None:
-            text = G.summary_stats(written_papers)
-        metrics: dict[str, Any] = G.degree_summary(written_papers.select("out_degree", "in_degree"), text)
-        plot.result()
+    if text is None:
+        text = G.summary_stats(written_papers)
+
+    def histogram_written_and_plotted() -> None:
+        # a few hundred rows: written by the driver, plotted in a thread of its own (matplotlib's object API)
+        histogram = G.degree_histogram(written_papers).toArrow()
+        store.fs.create_dir(posixpath.join(path, "degree_histogram"))
+        pq.write_table(histogram, posixpath.join(path, "degree_histogram", "part-00000.parquet"), filesystem=store.fs)
+        _plot_degrees(store, path, histogram, config.snapshot)
+
+    # The statistics' small jobs run at once (issue 21: one after another they had a core idle most of 3 s).
+    _, reasons, metrics = concurrently(
+        spark,
+        histogram_written_and_plotted,
+        lambda: spark.read.parquet(out("rejected")).groupBy("kind", "reason").count().collect(),
+        lambda: G.degree_summary(written_papers.select("out_degree", "in_degree"), text),
+    )
     store.fs.delete_dir(posixpath.join(path, "_staging"))
     metrics["rejected"] = {
         f"{r['kind']}.{r['reason']}": int(r["count"]) for r in sorted(reasons, key=lambda r: (r["kind"], r["reason"]))

@@ -351,12 +351,14 @@ def with_degrees(papers: DataFrame, edges: DataFrame, *, broadcast: bool = False
 
 
 def degree_summary(degrees: DataFrame, text: DataFrame) -> dict[str, float]:
-    """Node, edge and degree statistics for the manifest (two small aggregations).
+    """Node, edge and degree statistics for the manifest (two small aggregations, run at once).
 
     `degrees` has one row per paper with `out_degree` and `in_degree`; `text` one row per paper with
     `no_title` and `no_abstract` (booleans), so the papers' text need not be read again.
     """
-    row = degrees.agg(
+    from spark.session import concurrently
+
+    by_degree = degrees.agg(
         F.count("*").alias("papers"),
         F.sum("out_degree").alias("edges"),
         F.sum(((F.col("out_degree") + F.col("in_degree")) > 0).cast("int")).alias("graph_nodes"),
@@ -364,12 +366,13 @@ def degree_summary(degrees: DataFrame, text: DataFrame) -> dict[str, float]:
         F.max("in_degree").alias("max_in_degree"),
         F.percentile_approx("out_degree", [0.5, 0.9, 0.99], 10000).alias("out_q"),
         F.percentile_approx("in_degree", [0.5, 0.9, 0.99], 10000).alias("in_q"),
-    ).first()
-    flags = text.agg(
+    )
+    by_text = text.agg(
         F.sum(F.col("no_title").cast("int")).alias("papers_without_title"),
         F.sum(F.col("no_abstract").cast("int")).alias("papers_without_abstract"),
         F.sum((F.col("no_title") & F.col("no_abstract")).cast("int")).alias("papers_without_text"),
-    ).first()
+    )
+    row, flags = concurrently(degrees.sparkSession, by_degree.first, by_text.first)
     papers = int(row["papers"] or 0)
     edges = int(row["edges"] or 0)
     out_q, in_q = row["out_q"] or [0, 0, 0], row["in_q"] or [0, 0, 0]

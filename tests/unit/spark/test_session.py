@@ -190,3 +190,59 @@ def test_the_local_driver_runs_the_throughput_collector(spark):
     beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
     names = {beans.get(i).getName() for i in range(beans.size())}
     assert names == {"PS Scavenge", "PS MarkSweep"}, names
+
+
+def test_concurrent_jobs_return_in_order_and_wait_for_each_other(spark):
+    from spark import session
+
+    big, small = spark.range(200_000), spark.range(10)
+    results = session.concurrently(
+        spark, lambda: big.agg(F.sum("id")).first()[0], lambda: small.count(), lambda: "no job"
+    )
+    assert results == [sum(range(200_000)), 10, "no job"]
+    assert session.concurrently(spark, lambda: 1) == [1]
+
+    finished = []
+
+    def slow_then_done():
+        time.sleep(0.5)
+        finished.append("second")
+        return small.count()
+
+    def fails():
+        raise CiteflowError("first failed")
+
+    # the first call's error comes after every other call has ended: no job outlives the stage's call
+    with pytest.raises(CiteflowError, match="first failed"):
+        session.concurrently(spark, fails, slow_then_done)
+    assert finished == ["second"]
+
+    def fails_later():
+        raise CiteflowError("second failed")
+
+    with pytest.raises(CiteflowError, match="second failed"):
+        session.concurrently(spark, lambda: finished.append("first"), fails_later)
+    assert finished == ["second", "first"]
+
+
+def test_concurrent_jobs_carry_a_connect_sessions_tags():
+    import threading
+
+    from spark import session
+
+    class ConnectLike:  # a Spark Connect session's tags live in the thread that added them
+        __module__ = "pyspark.sql.connect.session"
+
+        def __init__(self):
+            self.local = threading.local()
+
+        def addTag(self, tag):
+            self.local.tags = {*self.getTags(), tag}
+
+        def getTags(self):
+            return getattr(self.local, "tags", set())
+
+    spark = ConnectLike()
+    spark.addTag("citeflow-build_graph-s1")
+    seen = session.concurrently(spark, spark.getTags, spark.getTags, spark.getTags)
+    assert seen == [{"citeflow-build_graph-s1"}] * 3
