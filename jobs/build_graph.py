@@ -348,7 +348,8 @@ def finish(
         text = G.summary_stats(written_papers)
 
     def histogram_written_and_plotted() -> None:
-        # a few hundred rows: written by the driver, plotted in a thread of its own (matplotlib's object API)
+        # a few hundred rows: written and plotted by the driver (matplotlib's object API: no pyplot state is
+        # shared with the threads beside it), while the statistics' jobs run
         histogram = G.degree_histogram(written_papers).toArrow()
         store.fs.create_dir(posixpath.join(path, "degree_histogram"))
         pq.write_table(histogram, posixpath.join(path, "degree_histogram", "part-00000.parquet"), filesystem=store.fs)
