@@ -9,6 +9,8 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= demo
 DEMO_PAPERS ?= 20000
 PYTEST_ARGS ?=
+# pytest-xdist workers for make test / test-fast (0: one process)
+TEST_WORKERS ?= 2
 
 AIRFLOW_DEMO_HOME := $(abspath $(DEMO))/airflow
 AIRFLOW_ENV := AIRFLOW_HOME=$(AIRFLOW_DEMO_HOME) AIRFLOW__CORE__DAGS_FOLDER=$(abspath dags) \
@@ -51,7 +53,7 @@ airflow: $(STAMP)
 	CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m cockpit.local_airflow --home $(AIRFLOW_DEMO_HOME)-server
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -ra --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # ruff's linter and formatter, settings in pyproject.toml (CI runs this before the tests)
 lint: $(STAMP)
@@ -63,7 +65,7 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -m "not slow and not cluster" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -ra -m "not slow and not cluster" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_stages.py --sizes 100000 1000000 --out bench/results
