@@ -121,7 +121,8 @@ def map_ids(
     """Add `corpus_id`, `method` and `unmapped_reason` to distinct benchmark ids
     (`citeflow.leakage.distinct_ids` rows: titles folded there).
 
-    `papers` is the snapshot's papers table; `paper_ids` is (sha, corpus_id)
+    `papers` is the snapshot's papers table (with a `_folded` column, the
+    titles' fold is taken from it); `paper_ids` is (sha, corpus_id)
     pairs or None when no table is given. Every step of the cascade reads the
     ids (give a table, not a plan to recompute), and the title matches feed
     two steps: `materialize(frame, name)` (the stage writes the frame to its
@@ -150,9 +151,11 @@ def map_ids(
     title_counts = None
     bench_titles = ids.where(F.col("folded_title").isNotNull()).select("id", F.col("folded_title").alias("_folded"))
     if match_titles:
-        folded_papers = with_folded_title(papers.where(F.col("title").isNotNull()).select("corpus_id", "title")).drop(
-            "title"
-        )
+        if "_folded" in papers.columns:  # folded already (`papers_sharing_keys`)
+            folded_papers = papers.select("corpus_id", "_folded")
+        else:
+            titled = papers.where(F.col("title").isNotNull()).select("corpus_id", "title")
+            folded_papers = with_folded_title(titled).drop("title")
         title_counts = (
             folded_papers.where(F.col("_folded").isNotNull())
             .groupBy("_folded")
@@ -206,21 +209,44 @@ def remove_papers(
     return kept_papers, kept.select("citing", "cited")
 
 
+def folded_other_titles(papers: DataFrame, materialize: Callable[[DataFrame, str], DataFrame]) -> DataFrame | None:
+    """(`corpus_id`, `_folded`) of the papers whose title is not ASCII, folded by the Python fold
+    (`fold_title_udf`); None when no title is, and then no Python worker starts.
+
+    The non-ASCII titles are materialised first (`materialize(frame, name)`: written and read back by the
+    stage) and folded only if there are any: Spark starts its Python workers for every task of a plan that
+    holds the UDF, rows or none (issue 21, 1M all-ASCII titles: 2.9 s of task time starting and setting up
+    the workers of the key scan, 4.7 s more in the second cascade, for 0.2 s of Python; filter_leakage took
+    39.4 s against 41.6 s, six interleaved pairs). The fold is materialised too, so that it runs once
+    however many plans read it.
+    """
+    title = F.col("title")
+    other = materialize(papers.where(title.isNotNull() & ~is_ascii(title)).select("corpus_id", "title"), "other_titles")
+    if other.isEmpty():
+        return None
+    return materialize(other.select("corpus_id", fold_title_udf(title).alias("_folded")), "other_folded")
+
+
 def papers_sharing_keys(
-    papers: DataFrame, ids: DataFrame, *, match_titles: bool = True, broadcast: bool = True
+    papers: DataFrame,
+    ids: DataFrame,
+    *,
+    match_titles: bool = True,
+    broadcast: bool = True,
+    materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
 ) -> DataFrame:
     """The papers (`corpus_id`, `title` and the external ids) that share a DOI, PubMed id, arXiv id or, with
     `match_titles`, a folded title with one of `ids` (`citeflow.leakage.distinct_ids` rows): every paper
     that `map_ids`' steps after the sha step can count or pick for these ids, keys normalised as those steps
-    normalise them.
+    normalise them. With `match_titles` they carry their titles' fold too (`_folded`, `map_ids` takes it).
     `broadcast` ships the benchmark's keys and the papers found to the tasks instead of shuffling the
     papers (the benchmark's side is small; without it, both sides are shuffled, as a cluster needs for
     a benchmark beyond `spark.broadcast_rows`).
 
     Every key of a paper becomes a (kind, key) row of one frame, matched against the benchmark's keys in
     one join: the papers are read once for the external ids and the ASCII titles, once for the other
-    titles (the Python fold runs on those alone, see `with_folded_title`) and once for the rows found
-    (six reads and four joins before).
+    titles (folded by Python only if there are any: `folded_other_titles`, given `materialize`) and once
+    for the rows found (six reads and four joins before).
     """
     small = F.broadcast if broadcast else (lambda df: df)
     light = papers.select("corpus_id", "title", "doi", "pubmed_id", "arxiv_id")
@@ -238,17 +264,18 @@ def papers_sharing_keys(
         )
 
     wanted = [ids.select(F.lit(col).alias("kind"), key(col).alias("key")) for col in external]
+    other = None
+    title = F.col("title")
+    # the fold of `with_folded_title` on ASCII titles, null (no key) for the others and for no title
+    native_fold = F.when(is_ascii(title), ascii_fold(title))
     if match_titles:
         wanted.append(ids.select(F.lit("title").alias("kind"), F.col("folded_title").alias("key")))
-        title = F.col("title")
-        # the fold of `with_folded_title` on ASCII titles, null (no key) for the others and for no title
-        found = keys_of(light, F.when(is_ascii(title), ascii_fold(title)))
-        # the other titles through the Python fold alone (`with_folded_title` would scan the papers again for
-        # an ASCII branch that is empty here), once: the join infers a filter on the fold (issue 21)
-        other = light.where(title.isNotNull() & ~is_ascii(title)).select(
-            "corpus_id", F.lit("title").alias("kind"), fold_title_udf(title).alias("key")
-        )
-        found = found.unionByName(evaluated_once(other))
+        found = keys_of(light, native_fold)
+        other = folded_other_titles(light, materialize)
+        if other is not None:
+            found = found.unionByName(
+                other.select("corpus_id", F.lit("title").alias("kind"), F.col("_folded").alias("key"))
+            )
     else:
         found = keys_of(light, None)
     bench_keys = wanted[0]
@@ -256,7 +283,15 @@ def papers_sharing_keys(
         bench_keys = bench_keys.unionByName(more)
     bench_keys = bench_keys.where(F.col("key").isNotNull()).distinct()
     matched = found.join(small(bench_keys), ["kind", "key"], "left_semi").select("corpus_id").distinct()
-    return light.join(small(matched), "corpus_id", "left_semi")
+    sharing = light.join(small(matched), "corpus_id", "left_semi")
+    if not match_titles:
+        return sharing
+    if other is None:
+        return sharing.withColumn("_folded", native_fold)
+    other_found = other.join(small(matched), "corpus_id", "left_semi").withColumnRenamed("_folded", "_other")
+    return sharing.join(other_found, "corpus_id", "left").select(
+        *light.columns, F.coalesce(native_fold, F.col("_other")).alias("_folded")
+    )
 
 
 def map_ids_narrow(
@@ -285,7 +320,8 @@ def map_ids_narrow(
     # read by every branch of the key search and by the second cascade: computed once
     rest = materialize(ids.join(first.where(F.col("method").isNull()).select("id"), "id", "left_semi"), "unmapped")
     sharing = materialize(
-        papers_sharing_keys(papers, rest, match_titles=match_titles, broadcast=broadcast_keys), "sharing_papers"
+        papers_sharing_keys(papers, rest, match_titles=match_titles, broadcast=broadcast_keys, materialize=materialize),
+        "sharing_papers",
     )
     second = map_ids(rest, sharing, None, match_titles=match_titles, materialize=prefixed("rest_"))
     mapped = (

@@ -237,3 +237,37 @@ def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc,
             assert manifest.config["spark"]["remote"] == connect_server["remote"]
             problems += [f"{name}/{stage}: {p}" for p in C.compare(C.stage_contents(manifest), pinned[stage])]
         assert problems == []
+
+    # Generated titles are all ASCII, so the runs above start no Python worker on the server: the Python fold
+    # of other titles (`folded_other_titles`), through the same server, on a non-ASCII title
+    done = subprocess.run(
+        [sys.executable, "-c", CONNECT_FOLD, connect_server["remote"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-4000:] + connect_server["log"].read_text()[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[(1, 'cafe au lait'), (2, 'plain title')]", done.stdout
+
+
+CONNECT_FOLD = """
+import sys
+from pyspark.sql import SparkSession
+import pyarrow as pa
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+# after the session: the module's UDF is made for the kind of session there is (as in the stages)
+from citeflow.leakage import distinct_ids
+from spark import leakage as L
+papers = spark.createDataFrame(
+    [(1, "Caf\u00e9 au Lait", None, None, None), (2, "Plain Title", None, None, None)],
+    "corpus_id long, title string, doi string, pubmed_id string, arxiv_id string",
+)
+none = pa.array([None, None], pa.string())
+bench = pa.table({"id": ["a", "b"], "task": ["t", "t"], "split": ["x", "x"], "title": ["CAFE AU LAIT", "plain title"],
+                  "doi": none, "pubmed_id": none, "arxiv_id": none})
+ids = spark.createDataFrame(distinct_ids(bench))
+sharing = L.papers_sharing_keys(papers, ids, materialize=lambda frame, name: frame.localCheckpoint())
+print(sorted((r["corpus_id"], r["_folded"]) for r in sharing.collect()))
+"""

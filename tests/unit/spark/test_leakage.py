@@ -234,8 +234,10 @@ def test_the_steps_without_papers_take_ids_as_the_cascade_did(spark):
 
 
 def test_each_line_is_parsed_once_and_each_title_folded_once(spark, papers, bench, tmp_path):
-    """The plans run `from_json` once per paper-ids line and the Python fold once per non-ASCII title
-    (`evaluated_once`): without it, the filters the plans state or infer copy them (three parses a line)."""
+    """The plans run `from_json` once per paper-ids line (`evaluated_once`: without it, the filters the plans
+    state or infer copy it, three parses a line), and the Python fold once per non-ASCII title, in a step of
+    its own that never runs when every title is ASCII (no Python worker starts)."""
+    from citeflow.text import fold_title
     from spark import readers as R
 
     path = tmp_path / "ids.jsonl"
@@ -243,9 +245,31 @@ def test_each_line_is_parsed_once_and_each_title_folded_once(spark, papers, benc
     pairs = L.paper_id_pairs(R.parse_lines(R.with_source(spark.read.text(str(path))), L.PAPER_IDS_SCHEMA))
     assert pairs._jdf.queryExecution().executedPlan().toString().count("from_json") == 1
     assert [tuple(r) for r in pairs.collect()] == [(SHA_A, 1)]
-    sharing = L.papers_sharing_keys(papers, ids_of(bench), broadcast=True)
-    assert sharing._jdf.queryExecution().executedPlan().toString().count("ArrowEvalPython") == 1
-    assert sorted(r["corpus_id"] for r in sharing.collect()) == [2, 3, 4, 5, 6]
+
+    def python_folds(frame) -> int:
+        return frame._jdf.queryExecution().executedPlan().toString().count("ArrowEvalPython")
+
+    steps = {}
+
+    def materialize(frame, name):
+        steps[name] = python_folds(frame)
+        return frame.localCheckpoint()
+
+    sharing = L.papers_sharing_keys(papers, ids_of(bench), broadcast=True, materialize=materialize)
+    assert steps == {"other_titles": 0, "other_folded": 1} and python_folds(sharing) == 0
+    rows = sharing.collect()
+    assert sorted(r["corpus_id"] for r in rows) == [2, 3, 4, 5, 6]
+    assert {r["corpus_id"]: r["_folded"] for r in rows} == {r["corpus_id"]: fold_title(r["title"]) for r in rows}
+
+    steps.clear()
+    ascii_only = papers.where("corpus_id != 2").unionByName(
+        spark.createDataFrame([(9, None, "10.9/x", None, None)], papers.schema)
+    )
+    sharing = L.papers_sharing_keys(ascii_only, ids_of(bench), broadcast=False, materialize=materialize)
+    assert steps == {"other_titles": 0} and python_folds(sharing) == 0
+    rows = sharing.collect()
+    assert sorted(r["corpus_id"] for r in rows) == [3, 4, 5, 6]
+    assert {r["corpus_id"]: r["_folded"] for r in rows} == {r["corpus_id"]: fold_title(r["title"]) for r in rows}
 
 
 def test_the_benchmark_titles_are_folded_as_fold_title_folds_them(spark, bench):
