@@ -234,9 +234,10 @@ def test_the_steps_without_papers_take_ids_as_the_cascade_did(spark):
 
 
 def test_each_line_is_parsed_once_and_each_title_folded_once(spark, papers, bench, tmp_path):
-    """The plans run `from_json` once per paper-ids line (`evaluated_once`: without it, the filters the plans
-    state or infer copy it, three parses a line), and the Python fold once per non-ASCII title, in a step of
-    its own that never runs when every title is ASCII (no Python worker starts)."""
+    """The plans run `from_json` once per paper-ids line (`paper_id_pairs`: a filter above the parse would
+    be pushed below it with the parse copied in, three parses a line), and the Python fold once per
+    non-ASCII title, in a step of its own that never runs when every title is ASCII (no Python worker
+    starts)."""
     from citeflow.text import fold_title
     from spark import readers as R
 
