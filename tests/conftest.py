@@ -17,11 +17,14 @@ TEST_SPARK_OVERRIDES = ["spark.shuffle_partitions=4", "spark.driver_memory=2g", 
 
 # Test files that share an expensive session fixture, each group run by one worker under `make test`
 # (`pytest -n 2 --dist loadfile`): every worker builds its own session fixtures, and loadfile alone would build
-# the 20k-paper pipeline of `topics_config` (about 150 s) or the fault suite's `world` once per worker that
-# gets one of their files. `tests/unit/test_suite_groups.py` checks that every file using them is listed.
+# the 20k-paper pipeline of `topics_config` (about 150 s), the fault suite's `world` or the Airflow rebuild of
+# `airflow_rebuild` (about 150 s) once per worker that gets one of their files. `tests/unit/test_suite_groups.py`
+# checks that every file using them is listed.
 FIXTURE_GROUPS = {
     **{f"tests/e2e/{name}.py": "topics" for name in ("test_benchmark", "test_mine_triplets", "test_train_encoder")},
     **{f"tests/faults/{name}.py": "world" for name in ("test_concurrent", "test_inputs", "test_kill", "test_tamper")},
+    # the whole pipeline through Airflow, built once (`airflow_rebuild`) and reused by the others' runs
+    **{f"tests/e2e/{name}.py": "airflow" for name in ("test_browser", "test_dag_run", "test_releases")},
 }
 
 

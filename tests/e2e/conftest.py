@@ -1,8 +1,13 @@
 """Generated snapshots shared by the end-to-end tests (made once per session)."""
 
 import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+
+from tests.e2e.airflow_cli import FAST_OVERRIDES, AirflowHome
 
 GENERATED_PAPERS = 3000
 
@@ -77,3 +82,48 @@ def topics_config(generated_topics, tmp_path_factory):
             "embed_graph.workers=1",
         ],
     )
+
+
+@dataclass(frozen=True)
+class AirflowRebuild:
+    """One `airflow dags test citeflow_rebuild` run: its Airflow home, artifact root, conf and log."""
+
+    airflow: AirflowHome
+    artifacts: Path
+    conf: dict
+    log: str
+
+
+@pytest.fixture(scope="session")
+def airflow_rebuild(generated_s2orc, tmp_path_factory) -> AirflowRebuild:
+    """`citeflow_rebuild` through Airflow's own command line on generated_s2orc, both triplet strategies,
+    Spark's master from the Airflow connection: the first run that `test_dag_run` checks, made once.
+
+    Its artifact root seeds the other whole-pipeline Airflow tests (`seeded_artifacts`), whose runs reuse
+    its versions instead of building the same 3,000-paper pipeline again (each build is minutes here).
+    """
+    snap, _ = generated_s2orc
+    base = tmp_path_factory.mktemp("airflow-rebuild")
+    airflow = AirflowHome(
+        base / "airflow", AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"})
+    )
+    conf = {
+        "snapshot": "dag-demo",
+        "corpus": str(snap / "corpus"),
+        "scidocs": str(snap / "scidocs"),
+        "paper_ids": str(snap / "paper-ids"),
+        "artifacts": str(base / "artifacts"),
+        "triplet_strategy": "both",
+        "overrides": FAST_OVERRIDES,
+    }
+    log = airflow.dags_test("citeflow_rebuild", conf)
+    return AirflowRebuild(airflow, base / "artifacts", conf, log)
+
+
+@pytest.fixture
+def seeded_artifacts(airflow_rebuild, tmp_path) -> Path:
+    """An artifact root of the test's own holding a copy of airflow_rebuild's (snapshot `dag-demo`): a run of
+    the same inputs and settings under another snapshot id reuses those versions (cross-snapshot reuse)."""
+    target = tmp_path / "artifacts"
+    shutil.copytree(airflow_rebuild.artifacts, target)
+    return target

@@ -2,7 +2,9 @@
 the run, then open a task instance's "Artifacts" tab (the citeflow plugin's external view).
 
 Runs a real Airflow (`cockpit/local_airflow.py`: standalone, SQLite, LocalExecutor) in a temp AIRFLOW_HOME
-on a free port, on the generated 3,000-paper snapshot; a few minutes on 2 cores. Needs Debian's Chromium
+on a free port, on the generated 3,000-paper snapshot; a few minutes on 2 cores. The artifact root holds
+`citeflow_rebuild`'s versions of the same snapshot but its build_graph (`seeded_artifacts`): the run builds
+build_graph (a real Spark job in a LocalExecutor task process) and reuses the versions after it. Needs Debian's Chromium
 (`apt-get install chromium`; the test skips without it) and Playwright for Python, which drives that
 Chromium: Playwright's own browser downloads are never used. Screenshots of every step go to the test's
 temp folder, and to `test-screenshots/` in the repository when CITEFLOW_SCREENSHOTS is set:
@@ -104,10 +106,11 @@ class Screenshots:
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 600)
-def test_trigger_form_run_and_artifacts_tab(airflow_server, generated_s2orc, tmp_path):
+def test_trigger_form_run_and_artifacts_tab(airflow_server, generated_s2orc, seeded_artifacts, tmp_path):
     sync_api = needs_chromium()
     snap, _ = generated_s2orc
-    artifacts = tmp_path / "artifacts"
+    artifacts = seeded_artifacts
+    shutil.rmtree(artifacts / "dag-demo" / "build_graph")
     rest = RestClient(airflow_server)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -134,7 +137,11 @@ def test_trigger_form_run_and_artifacts_tab(airflow_server, generated_s2orc, tmp
                 "overrides": FAST_OVERRIDES,
             }
             (manifest_path,) = artifacts.glob("browser-test/build_graph/*/_manifest.json")
-            version = json.loads(manifest_path.read_text())["version"]
+            manifest = json.loads(manifest_path.read_text())
+            version = manifest["version"]
+            assert manifest["reused_from"] is None  # built in this run
+            (leak_path,) = artifacts.glob("browser-test/filter_leakage/*/_manifest.json")
+            assert json.loads(leak_path.read_text())["reused_from"]["snapshot"] == "dag-demo"
 
             _artifacts_tab(page, airflow_server, shot, version)
 

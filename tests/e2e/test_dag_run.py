@@ -4,30 +4,22 @@ import json
 
 import pytest
 
-from tests.e2e.airflow_cli import FAST_OVERRIDES, AirflowHome
+from tests.e2e.airflow_cli import AirflowHome
 
 pytestmark = pytest.mark.slow
 STRATEGY_STAGES = ("mine_triplets", "train_encoder", "embed_papers", "benchmark")
 
 
-def test_rebuild_builds_every_stage_then_skips_them_as_cached(generated_s2orc, tmp_path):
-    snap, truth = generated_s2orc
-    # Spark's master comes from the Airflow connection, as with the Spark provider's operators.
-    airflow = AirflowHome(
-        tmp_path / "airflow", AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"})
+def test_rebuild_builds_every_stage_then_skips_them_as_cached(airflow_rebuild, generated_s2orc):
+    _, truth = generated_s2orc
+    # the first run is airflow_rebuild's (tests/e2e/conftest.py): Spark's master comes from the Airflow
+    # connection there, as with the Spark provider's operators
+    airflow, artifacts, conf, log = (
+        airflow_rebuild.airflow,
+        airflow_rebuild.artifacts,
+        airflow_rebuild.conf,
+        airflow_rebuild.log,
     )
-    artifacts = tmp_path / "artifacts"
-    conf = {
-        "snapshot": "dag-demo",
-        "corpus": str(snap / "corpus"),
-        "scidocs": str(snap / "scidocs"),
-        "paper_ids": str(snap / "paper-ids"),
-        "artifacts": str(artifacts),
-        "triplet_strategy": "both",
-        "overrides": FAST_OVERRIDES,
-    }
-
-    log = airflow.dags_test("citeflow_rebuild", conf)
     first_run, first_seconds = airflow.last_run("citeflow_rebuild")
     states = airflow.task_states("citeflow_rebuild", first_run)
     # one machine: PBG's other ranks (embed_graph_rank, mapped over none) are skipped, the rest succeed

@@ -227,11 +227,14 @@ def test_two_processes_with_ddp_match_one_with_accumulation(small, tmp_path):
     done = train(two, nproc=2)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     a, b = weights(one / "model"), weights(two / "model")
-    # the same effective batch of 8: one process accumulates 2 x 4, two processes average 4 + 4 (gloo, CPU)
-    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
     la = [json.loads(x)["loss"] for x in (one / "log.jsonl").read_text().splitlines()]
     lb = [json.loads(x)["loss"] for x in (two / "log.jsonl").read_text().splitlines()]
-    assert np.allclose(la, lb, atol=1e-5)
+    # the same effective batch of 8: one process accumulates 2 x 4, two processes average 4 + 4 (gloo, CPU).
+    # On failure, the largest differences and both loss curves (a failure seen once in a loaded suite run,
+    # not reproduced in 7 runs alone or under load: these say whether it was rounding or a different step)
+    differences = sorted(((a[k] - b[k]).abs().max().item(), k) for k in a)[-3:]
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a), (differences, la, lb)
+    assert np.allclose(la, lb, atol=1e-5), (la, lb)
 
 
 def test_gradient_checkpointing_trains_the_same_model(small, tmp_path):

@@ -6,7 +6,11 @@ from pathlib import Path
 from tests.conftest import FIXTURE_GROUPS, REPO
 
 # group -> the session fixtures whose users must run in one worker
-SHARED = {"topics": ("topics_config", "generated_topics"), "world": ("world",)}
+SHARED = {
+    "topics": ("topics_config", "generated_topics"),
+    "world": ("world",),
+    "airflow": ("airflow_rebuild", "seeded_artifacts"),
+}
 
 
 def users_of(names: tuple[str, ...]) -> set[str]:
