@@ -4,10 +4,10 @@ the run, then open a task instance's "Artifacts" tab (the citeflow plugin's exte
 Runs a real Airflow (`cockpit/local_airflow.py`: standalone, SQLite, LocalExecutor) in a temp AIRFLOW_HOME
 on a free port, on the generated 3,000-paper snapshot; a few minutes on 2 cores. The artifact root holds
 `citeflow_rebuild`'s versions of the same snapshot but its build_graph (`seeded_artifacts`): the run builds
-build_graph (a real Spark job in a LocalExecutor task process) and reuses the versions after it. Needs Debian's Chromium
-(`apt-get install chromium`; the test skips without it) and Playwright for Python, which drives that
-Chromium: Playwright's own browser downloads are never used. Screenshots of every step go to the test's
-temp folder, and to `test-screenshots/` in the repository when CITEFLOW_SCREENSHOTS is set:
+build_graph (a real Spark job in a LocalExecutor task process) and reuses the versions after it. Needs
+Debian's Chromium (`apt-get install chromium`; the test skips without it) and Playwright for Python, which
+drives that Chromium: Playwright's own browser downloads are never used. Screenshots of every step go to
+the test's temp folder, and to `test-screenshots/` in the repository when CITEFLOW_SCREENSHOTS is set:
 
     CITEFLOW_SCREENSHOTS=1 .venv/bin/python -m pytest tests/e2e/test_browser.py -m browser
 """
@@ -55,8 +55,12 @@ def needs_chromium():
 
 
 @pytest.fixture(scope="module")
-def airflow_server(tmp_path_factory):
-    """A local Airflow with citeflow's DAGs and plugins in a temp home; stopped whatever happens."""
+def airflow_server(airflow_rebuild, tmp_path_factory):
+    """A local Airflow with citeflow's DAGs and plugins in a temp home; stopped whatever happens.
+
+    Started after `airflow_rebuild` (which the run's artifact root is seeded from) is built, so that the
+    server's processes, busy even when idle, do not share the cores with that build.
+    """
     home = tmp_path_factory.mktemp("airflow-server")
     cfg = airflow_local.LocalAirflowConfig(home=home, port=airflow_local.free_port(), dags=REPO / "dags")
     handle = airflow_local.start(cfg, timeout=300)

@@ -43,6 +43,7 @@ def test_each_release_date_builds_its_own_artifacts_and_reruns_are_cached(genera
     airflow = AirflowHome(tmp_path / "airflow")
     artifacts = seeded_artifacts
     rebuilt = {stage: {p.name for p in (artifacts / "dag-demo" / stage).glob("[!.]*")} for stage in STAGES}
+    donor = files_and_mtimes(artifacts / "dag-demo")
     conf = {
         "releases_root": str(releases),
         "artifacts": str(artifacts),
@@ -80,6 +81,8 @@ def test_each_release_date_builds_its_own_artifacts_and_reruns_are_cached(genera
             if manifest["metrics"].get("model") != "base":  # base embeddings are made inside the benchmark task
                 assert f"{stage}: reused version {manifest['version']} of snapshot dag-demo" in log
     assert "built version" not in log
+    (donor_graph,) = (artifacts / "dag-demo" / "build_graph").glob("*/_manifest.json")
+    assert first["tables"] == json.loads(donor_graph.read_text())["tables"]
     release_one = files_and_mtimes(artifacts / "2024-01-01")
 
     # a changed release: built in full, every stage
@@ -114,6 +117,7 @@ def test_each_release_date_builds_its_own_artifacts_and_reruns_are_cached(genera
     assert f"build_graph: cached version {first['version']}" in log
     assert files_and_mtimes(artifacts / "2024-01-01") == release_one
 
+    assert files_and_mtimes(artifacts / "dag-demo") == donor  # reused from, never written to
     events = [(name, extra["snapshot"]) for name, extra in airflow.asset_events()]
     assert sorted({snapshot for _, snapshot in events}) == ["2024-01-01", "2024-02-01"]
     assert len(events) == 2 * len(STAGES)
