@@ -89,9 +89,12 @@ class AirflowRebuild:
     """One `airflow dags test citeflow_rebuild` run: its Airflow home, artifact root, conf and log."""
 
     airflow: AirflowHome
-    artifacts: Path
     conf: dict
     log: str
+
+    @property
+    def artifacts(self) -> Path:
+        return Path(self.conf["artifacts"])
 
 
 @pytest.fixture(scope="session")
@@ -117,7 +120,7 @@ def airflow_rebuild(generated_s2orc, tmp_path_factory) -> AirflowRebuild:
         "overrides": FAST_OVERRIDES,
     }
     log = airflow.dags_test("citeflow_rebuild", conf)
-    return AirflowRebuild(airflow, base / "artifacts", conf, log)
+    return AirflowRebuild(airflow, conf, log)
 
 
 @pytest.fixture
