@@ -103,9 +103,33 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
         builder = builder.config("spark.local.dir", config.local_dir)
     for key, value in user.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+        spark.conf.get("spark.sql.shuffle.partitions")  # the SQL settings are checked when first read
+    except Exception as exc:
+        raise CiteflowError(f"Spark's driver did not start: {start_failure(exc)}") from exc
     CA.note_written(archive, spark, java_options, config.driver_memory)
     return spark
+
+
+def start_failure(exc: BaseException) -> str:
+    """One line saying why the local driver did not start, for a user who set a Spark setting Spark refuses
+    (an event log folder that does not exist, a value of the wrong type): the Java exception's first line,
+    without Py4J's traceback, URIs' passwords hidden. The whole traceback stays at DEBUG (`citeflow -v`)."""
+    import logging
+
+    from citeflow.redaction import redact_uri
+
+    logging.getLogger("citeflow").debug("Spark's driver did not start", exc_info=exc)
+    java = getattr(exc, "java_exception", None)  # py4j's Py4JJavaError
+    text = str(java) if java is not None else str(exc)
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    if "JAVA_GATEWAY_EXITED" in line:  # the JVM exited before the session existed; it printed why on stderr
+        line = "the Java process exited as it started (its own message is above)"
+    return (
+        f"{redact_uri(line)[:400]}. Check spark.master and the spark.conf entries "
+        "(`citeflow settings` lists every setting)"
+    )
 
 
 def class_archive_plan(config: SparkConfig, java_options: str, user: dict[str, str]):

@@ -9,6 +9,19 @@ from dataclasses import dataclass, field
 from citeflow.config.base import _check_finite, _help
 from citeflow.errors import CiteflowError
 
+# The master URLs Spark 4 starts a driver for (SparkSubmit's prefix check, then SparkContext's
+# createTaskScheduler: the local forms, a standalone cluster, YARN, Kubernetes); anything else makes the JVM
+# exit at its start with a Java stack trace.
+_LOCAL_MASTER = re.compile(r"local(\[(?P<threads>[0-9]+|\*)(\s*,\s*[0-9]+)?\])?")
+_OTHER_MASTER = re.compile(r"local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]|spark://\S+|k8s://\S+|yarn")
+
+
+def _is_master_url(master: str) -> bool:
+    local = _LOCAL_MASTER.fullmatch(master)
+    if local:
+        return local["threads"] is None or local["threads"] == "*" or int(local["threads"]) > 0
+    return _OTHER_MASTER.fullmatch(master) is not None
+
 
 @dataclass(frozen=True, kw_only=True)
 class SparkConfig:
@@ -72,6 +85,11 @@ class SparkConfig:
     def __post_init__(self) -> None:
         if not self.master:
             raise CiteflowError("spark.master must not be empty")
+        if not _is_master_url(self.master):
+            raise CiteflowError(
+                f"spark.master {self.master!r} is not a Spark master URL: local, local[N], local[*], "
+                "local[N,F], local-cluster[W,C,M], spark://host:7077, yarn or k8s://https://host:443"
+            )
         if self.remote:
             if not re.fullmatch(r"sc://[^\s/:;]+(:\d{1,5})?(/(;[A-Za-z_]+=[^;\s]*)*)?", self.remote):
                 raise CiteflowError(

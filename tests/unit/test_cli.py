@@ -208,3 +208,35 @@ def test_artifacts_lists_a_damaged_version_instead_of_failing(tmp_path, capsys):
 def test_verify_of_nothing_is_one_clear_line(tmp_path):
     done = run_cli("verify", "--artifacts", str(tmp_path))
     assert done.returncode == 2 and "no committed versions of any snapshot" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        # a setting Spark checks as the driver starts: the folder of its event log must exist
+        (
+            ["spark.conf=spark.eventLog.enabled=true,spark.eventLog.dir={missing}"],
+            "Spark's driver did not start: java.io.FileNotFoundException: File file:{missing} does not exist",
+        ),
+        # a SQL setting of the wrong type, which Spark checks when the session's settings are first read
+        (
+            ["spark.conf=spark.sql.shuffle.partitions=abc"],
+            "The value 'abc' in the config \"spark.sql.shuffle.partitions\" is invalid",
+        ),
+        # a master URL Spark has no scheduler for: refused before a JVM starts
+        (["spark.master=bogus://x"], "spark.master 'bogus://x' is not a Spark master URL"),
+    ],
+)
+def test_a_spark_setting_spark_refuses_is_one_line(tmp_path, extra, message):
+    corpus = tmp_path / "corpus" / "metadata"
+    corpus.mkdir(parents=True)
+    (corpus / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
+    missing = str(tmp_path / "no-such-folder")
+    args = ["run", "--snapshot", "ok", "--corpus", str(corpus.parent), "--until", "build_graph"]
+    args += ["--artifacts", str(tmp_path / "a"), *(f"--set={e.format(missing=missing)}" for e in extra)]
+    done = run_cli(*args)
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("citeflow: error:")]
+    assert len(errors) == 1 and message.format(missing=missing) in errors[0], done.stderr
+    # neither Python's traceback nor the JVM's stack trace (Spark's own log of the failed start)
+    assert "Traceback" not in done.stderr and "\tat " not in done.stderr, done.stderr

@@ -4,6 +4,7 @@ out of manifests; the in-Spark title fold against citeflow.text.fold_title, the 
 import gzip
 import json
 import random
+import re
 import time
 
 import pytest
@@ -29,6 +30,39 @@ def test_a_spark_connect_url_is_accepted(remote):
 def test_anything_else_is_one_clear_error(remote):
     with pytest.raises(CiteflowError, match="must be a Spark Connect URL"):
         SparkConfig(remote=remote)
+
+
+@pytest.mark.parametrize(
+    "master",
+    ["local", "local[*]", "local[2]", "local[*, 3]", "local-cluster[2,1,1024]", "spark://a:7077,b:7077", "yarn"],
+)
+def test_a_master_url_spark_starts_a_driver_for_is_accepted(master):
+    assert SparkConfig(master=master).master == master
+    assert SparkConfig(master="k8s://https://host:443").master == "k8s://https://host:443"
+
+
+@pytest.mark.parametrize("master", ["bogus://x", "localx", "local[]", "local[0]", "Local", "spark://", "yarn-client"])
+def test_any_other_master_is_one_clear_error_before_a_jvm_starts(master):
+    with pytest.raises(CiteflowError, match=f"spark.master '{re.escape(master)}' is not a Spark master URL"):
+        SparkConfig(master=master)
+
+
+def test_a_driver_that_does_not_start_is_its_java_exceptions_first_line():
+    from pyspark.errors import PySparkRuntimeError
+
+    from spark.session import start_failure
+
+    class JavaFailure(Exception):  # py4j's Py4JJavaError carries the Java exception
+        java_exception = "java.io.FileNotFoundException: File file:/x does not exist\n\tat org.apache.hadoop.fs.Raw"
+
+    assert start_failure(JavaFailure("An error occurred while calling None.JavaSparkContext.\n: ...")).startswith(
+        "java.io.FileNotFoundException: File file:/x does not exist. Check spark.master and the spark.conf entries"
+    )
+    exited = PySparkRuntimeError(errorClass="JAVA_GATEWAY_EXITED", messageParameters={})
+    assert start_failure(exited).startswith("the Java process exited as it started (its own message is above)")
+    # a URI's password never reaches the message
+    line = start_failure(RuntimeError("\n cannot open s3a://user:hunter2@bucket/logs\nmore"))
+    assert "hunter2" not in line and line.startswith("cannot open s3a://user:")
 
 
 @pytest.mark.parametrize(
