@@ -83,6 +83,64 @@ def distinct_ids(bench: pa.Table) -> pa.Table:
     return firsts.append_column("folded_title", fold_titles(firsts["title"]))
 
 
+# `spark.leakage.sha_lookup`'s rows that count paper-ids lines have keys starting with COUNTED (a sha, 40 hex
+# digits, never does): COUNTED + USABLE for the lines with a pair for a sha no benchmark id has, COUNTED + a
+# reason for the lines without a pair (`spark.readers.parse_lines`' reasons, or NO_PAIR: the line parsed, but
+# its sha is not 40 hex digits or its corpusid not an integer).
+COUNTED = "!"
+USABLE = "usable"
+NO_PAIR = "no_sha_or_corpus_id"
+
+
+def paper_ids_counts(lookup: pa.Table) -> dict[str, Any]:
+    """The manifest's account of the paper-ids lines, from a `spark.leakage.sha_lookup` table (key, lines):
+    every line, the lines that gave a (sha, corpus id) pair, and the others by reason (no line uncounted)."""
+    counted = pc.starts_with(lookup["key"], COUNTED)
+    found = int(pc.sum(lookup.filter(pc.invert(counted))["lines"]).as_py() or 0)
+    rows = {
+        r["key"][len(COUNTED) :]: int(r["lines"]) for r in lookup.filter(counted).select(["key", "lines"]).to_pylist()
+    }
+    pairs = found + rows.pop(USABLE, 0)
+    unusable = dict(sorted(rows.items()))
+    return {"lines": pairs + sum(unusable.values()), "pairs": pairs, "unusable": unusable}
+
+
+def looked_up_shas(lookup: pa.Table) -> pa.Table:
+    """(sha, corpus_id) of a `spark.leakage.sha_lookup` table: each wanted sha the paper-ids table knows, with
+    its least corpus id."""
+    found = lookup.filter(pc.invert(pc.starts_with(lookup["key"], COUNTED)))
+    return pa.table({"sha": found["key"], "corpus_id": found["corpus_id"]})
+
+
+# `spark.leakage.id_steps`' corpus-id rule as Spark evaluates it: the id, its spaces trimmed (Spark's `trim`),
+# matches `^[0-9]{1,18}$` (Java's `$` also matches before a final line break) and casts to a long (which
+# accepts \n, \r\n and \r after the digits, not Java's other line breaks).
+_CORPUS_ID_SPELLING = r"^(?P<digits>[0-9]{1,18})(?:\n|\r\n|\r)?$"
+
+
+def first_steps(ids: pa.Table, by_sha: pa.Table | None) -> pa.Table:
+    """(id, corpus_id, method) of every id for the cascade's two steps that read no papers, made in the
+    driver that holds the ids: `spark.leakage.id_steps`' rows (tests/unit/spark/test_leakage.py compares
+    the two), with the sha lookup already done in Spark (`by_sha`: `looked_up_shas`, None without a
+    paper-ids table). Spark's plan for these few hundred thousand rows cost a query of its own (issue 21)."""
+    trimmed = pc.utf8_trim(ids["id"], " ")
+    digits = pc.struct_field(pc.extract_regex(trimmed, _CORPUS_ID_SPELLING), "digits")
+    by_id = pc.cast(digits, pa.int64())  # null where the pattern does not match
+    table = pa.table({"id": ids["id"], "_cid": by_id, "_sha": pc.utf8_lower(trimmed)})
+    if by_sha is None:
+        by_sha = pa.table({"sha": pa.array([], pa.string()), "corpus_id": pa.array([], pa.int64())})
+    joined = table.join(
+        by_sha.rename_columns(["_sha", "_by_sha"]), keys="_sha", join_type="left outer", use_threads=False
+    )
+    cid, sha = joined["_cid"], joined["_by_sha"]
+    method = pc.if_else(
+        pc.is_valid(cid),
+        pa.scalar("corpus_id"),
+        pc.if_else(pc.is_valid(sha), pa.scalar("sha"), pa.scalar(None, pa.string())),
+    )
+    return pa.table({"id": joined["id"], "corpus_id": pc.coalesce(cid, sha), "method": method})
+
+
 def sha_candidates(ids: pa.Table) -> pa.Table:
     """`sha`: each distinct id lower-cased with its spaces trimmed, the spellings the sha step
     (`spark.leakage.id_steps`) looks up, made here where the ids are. A sha is 40 ASCII hex digits (and, by

@@ -10,7 +10,8 @@ Writes `ARTIFACTS/<snapshot>/filter_leakage/<version>/`:
   each method mapped, how many stayed unmapped, how many are in the snapshot.
 - `papers`, `citations`: the graph without benchmark papers (mode exclude)
   or unchanged (mode report_only); degrees recomputed.
-- `_manifest.json`: mode, counts of removed papers and edges, the report.
+- `_manifest.json`: mode, counts of removed papers and edges, the report, and `paper_ids`: every line of
+  the paper-ids table counted (those that gave a sha -> corpus id pair, the others by reason).
 
 The stage fails when more than `filter_leakage.max_unmapped_share` of the
 benchmark ids map to nothing: SciNCL's public code let those through silently.
@@ -89,7 +90,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     from pyspark.sql import functions as F
 
     from citeflow.artifacts import table_stats
-    from citeflow.leakage import METHODS, distinct_ids, sha_candidates
+    from citeflow.leakage import METHODS, distinct_ids, first_steps, looked_up_shas, paper_ids_counts, sha_candidates
     from citeflow.snapshot import discover_jsonl
     from evaluation.benchmark_ids import collect
     from spark import graph as G
@@ -127,33 +128,49 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     ids = staged("ids", distinct)
     papers = read_upstream("papers")
 
-    paper_ids = shas = None
-    metrics: dict[str, Any] = {"mode": cfg.mode, "layouts": layouts}
-    if config.paper_ids:
-        files = discover_jsonl(config.paper_ids)
-        parsed = R.parse_lines(R.with_source(spark.read.text(files)), L.PAPER_IDS_SCHEMA)
-        paper_ids = L.paper_id_pairs(parsed)
-        # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
-        shas = staged("shas", sha_candidates(distinct))
-    else:
-        log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
-
     def materialize(frame, name: str):
         frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
         return spark.read.parquet(out(f"_staging/{name}"))
 
+    by_sha = None
+    metrics: dict[str, Any] = {"mode": cfg.mode, "layouts": layouts}
+    if config.paper_ids:
+        files = discover_jsonl(config.paper_ids)
+        parsed = R.parse_lines(spark.read.text(files), L.PAPER_IDS_SCHEMA)
+        # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
+        shas = staged("shas", sha_candidates(distinct))
+        # one pass over the table looks the shas up and counts the lines that give no pair, by reason
+        materialize(
+            L.sha_lookup(parsed, shas, broadcast=distinct.num_rows <= config.spark.broadcast_rows), "sha_lookup"
+        )
+        looked_up = pq.read_table(posixpath.join(path, "_staging", "sha_lookup"), filesystem=store.fs)
+        metrics["paper_ids"] = paper_ids_counts(looked_up)
+        if metrics["paper_ids"]["unusable"]:
+            log.warning(
+                "%s: %d of %d paper-ids lines give no (sha, corpus id) pair: %s",
+                STAGE,
+                sum(metrics["paper_ids"]["unusable"].values()),
+                metrics["paper_ids"]["lines"],
+                ", ".join(f"{reason} {n}" for reason, n in metrics["paper_ids"]["unusable"].items()),
+            )
+        by_sha = looked_up_shas(looked_up)
+    else:
+        log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
+
     # The cascade's steps that read the papers run only for the ids the corpus_id and sha steps leave
     # unmapped (`map_ids_narrow`: the same rows as `map_ids`, issue 19), on the keys they state (issue 21).
     log.info("%s: mapping benchmark ids", STAGE)
+    # the steps that read no papers (corpus id, sha), on the ids the driver holds (issue 21)
+    first = staged("first", first_steps(distinct.select(["id"]), by_sha))
     mapped = L.map_ids_narrow(
         ids,
         papers,
-        paper_ids,
+        None,
         match_titles=cfg.match_titles,
         materialize=materialize,
         # the benchmark's keys (external ids, folded titles: one row per benchmark id at most) go to every task
         broadcast_keys=bench_table.num_rows <= config.spark.broadcast_rows,
-        shas=shas,
+        first=first,
     )
     mapped = materialize(mapped, "mapped")
     mapped_table = pq.read_table(posixpath.join(path, "_staging", "mapped"), filesystem=store.fs)

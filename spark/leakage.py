@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from citeflow.leakage import METHODS
+from citeflow.leakage import COUNTED, METHODS, NO_PAIR, USABLE
 from citeflow.text import fold_title
 
 PAPER_IDS_SCHEMA = T.StructType(
@@ -64,19 +64,60 @@ def ascii_fold(col: Column) -> Column:
 
 
 def paper_id_pairs(parsed: DataFrame) -> DataFrame:
-    """(sha, corpus_id) from parsed `paper-ids` lines; unusable lines are dropped by the caller's count.
+    """(sha, corpus_id) from parsed `paper-ids` lines (`parse_lines` rows); a line without one gives no row
+    (`sha_lookup` counts those lines by reason: the stage's path).
 
     A line gives its pair, or nothing, in one projection (a 1-element array or null, inlined): a filter
     above the parse would be pushed below it with `from_json` copied into it once per field it tests,
     parsing every line three times; a one-row generator between the two (the plan before) cost 0.8 s more
     for 1.15M lines, warm (issue 21).
     """
+    sha, corpus_id, usable = _pair_parts()
+    pair = F.struct(sha.alias("sha"), corpus_id.alias("corpus_id"))
+    return parsed.select(F.inline(F.when(usable, F.array(pair))))  # a null array inlines to no row
+
+
+def _pair_parts() -> tuple[Column, Column, Column]:
+    """A parsed paper-ids line's sha (lower case, trimmed), corpus id (a long) and whether both are usable."""
     rec = F.col("rec")
     sha = F.lower(F.trim(rec.sha))
     corpus_id = F.trim(rec.corpusid).try_cast("long")
-    pair = F.struct(sha.alias("sha"), corpus_id.alias("corpus_id"))
-    usable = sha.rlike("^[0-9a-f]{40}$") & corpus_id.isNotNull()
-    return parsed.select(F.inline(F.when(usable, F.array(pair))))  # a null array inlines to no row
+    return sha, corpus_id, sha.rlike("^[0-9a-f]{40}$") & corpus_id.isNotNull()
+
+
+def sha_lookup(parsed: DataFrame, shas: DataFrame, *, broadcast: bool = True) -> DataFrame:
+    """One pass over parsed `paper-ids` lines (`parse_lines` rows) that both looks up and counts: rows
+    (`key`, `corpus_id`, `lines`).
+
+    - `key` a sha of `shas` (the spellings the benchmark's ids can have, `citeflow.leakage.sha_candidates`):
+      the least corpus id the table gives it, as `id_steps` groups them (`citeflow.leakage.first_steps`
+      takes these);
+    - `key` `!usable`: how many other lines give a pair (shas no benchmark id has);
+    - `key` `!<reason>`: how many lines give none, by reason (`parse_lines`' blank_line, malformed_json,
+      bad_field_type, or `NO_PAIR`).
+
+    So no paper-ids line is dropped uncounted (`citeflow.leakage.paper_ids_counts` reads the counts), for no
+    second parse: the lines a pair came from are looked up and grouped as `id_steps` groups them, and the
+    others are counted in the same grouping. `broadcast` ships `shas` to the tasks.
+    """
+    sha, corpus_id, usable = _pair_parts()
+    reason = F.when(~F.coalesce(usable, F.lit(False)), F.coalesce(F.col("parse_error"), F.lit(NO_PAIR)))
+    # one projection from the parse: Spark keeps `from_json` in it once (a filter would copy it, see above)
+    lines = parsed.select(sha.alias("sha"), corpus_id.alias("corpus_id"), reason.alias("_reason"))
+    small = F.broadcast if broadcast else (lambda df: df)
+    wanted = small(shas.select("sha", F.lit(True).alias("_wanted")))
+    key = (
+        F.when(F.col("_reason").isNotNull(), F.concat(F.lit(COUNTED), F.col("_reason")))
+        .when(F.col("_wanted"), F.col("sha"))
+        .otherwise(F.lit(COUNTED + USABLE))
+    )
+    return (
+        lines.join(wanted, "sha", "left")
+        .groupBy(key.alias("key"))
+        .agg(
+            F.min(F.when(F.col("_reason").isNull(), F.col("corpus_id"))).alias("corpus_id"), F.count("*").alias("lines")
+        )
+    )
 
 
 def id_steps(ids: DataFrame, paper_ids: DataFrame | None, shas: DataFrame | None = None) -> DataFrame:
@@ -86,6 +127,7 @@ def id_steps(ids: DataFrame, paper_ids: DataFrame | None, shas: DataFrame | None
 
     `shas` (a `sha` column) may name the shas to look up, any superset of the ids' lower-cased, trimmed
     spellings (`citeflow.leakage.sha_candidates`, made in the driver); by default they are computed here.
+    (filter_leakage takes these steps in its driver instead: `citeflow.leakage.first_steps`.)
     """
     trimmed = F.trim("id")
     digits = F.when(trimmed.rlike("^[0-9]{1,18}$"), trimmed.try_cast("long"))
@@ -298,9 +340,10 @@ def map_ids_narrow(
     materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
     broadcast_keys: bool = False,
     shas: DataFrame | None = None,
+    first: DataFrame | None = None,
 ) -> DataFrame:
     """`map_ids`, with the steps that read the papers run only where they can decide something (`shas`: see
-    `id_steps`).
+    `id_steps`; `first`: those steps' rows, made already, `citeflow.leakage.first_steps`).
 
     The cascade takes the first method that maps an id, and the first two (`corpus_id`, `sha`) read no
     papers: they run on every id first. The ids they leave unmapped go through `map_ids` again, on only the
@@ -311,7 +354,8 @@ def map_ids_narrow(
     groupings over every paper.
     """
     prefixed = lambda prefix: lambda df, name: materialize(df, prefix + name)  # noqa: E731
-    first = materialize(id_steps(ids, paper_ids, shas), "first")
+    if first is None:
+        first = materialize(id_steps(ids, paper_ids, shas), "first")
     # read by every branch of the key search and by the second cascade: computed once
     rest = materialize(ids.join(first.where(F.col("method").isNull()).select("id"), "id", "left_semi"), "unmapped")
     sharing = materialize(

@@ -115,6 +115,8 @@ def test_contents_are_pinned(excluded, generated_s2ag, tmp_path, spark):
 
     The pin (tests/e2e/pinned_contents.json) was written by commit 2449bbc's Spark stages on these same
     generated snapshots; row order and file layout are not compared, every row, column type and metric is.
+    One metric joined the pin later, without a table changing: filter_leakage's `paper_ids` (its account
+    of the paper-ids lines, 3,450 lines that all give a pair).
     """
     from jobs import build_graph
     from tests.e2e import contents as C
@@ -131,3 +133,42 @@ def test_contents_are_pinned(excluded, generated_s2ag, tmp_path, spark):
     built = build_graph.run(config(s2ag, tmp_path, snapshot="pin-s2ag"))
     problems += [f"s2ag: {p}" for p in C.compare(C.stage_contents(built), pinned_s2ag["build_graph"])]
     assert problems == []
+
+
+def test_every_paper_ids_line_is_counted(excluded, spark, tmp_path, caplog):
+    """No paper-ids line is dropped uncounted: the manifest's `paper_ids` accounts for every line of the
+    table, the lines without a (sha, corpus id) pair by reason, and the log says so; the dirt changes no
+    mapping."""
+    import dataclasses
+    import gzip
+    import shutil
+
+    snap, _, artifacts, m = excluded
+    lines = sum(1 for f in (snap / "paper-ids").glob("*.jsonl.gz") for _ in gzip.open(f, "rt"))
+    assert m.metrics["paper_ids"] == {"lines": lines, "pairs": lines, "unusable": {}}
+
+    dirty = tmp_path / "paper-ids"
+    shutil.copytree(snap / "paper-ids", dirty)
+    sha = "ab" * 20
+    (dirty / "paper-ids_dirty.jsonl").write_text(
+        "\n".join(
+            [
+                "{not json",
+                "",
+                '{"sha": "short", "corpusid": 5}',
+                f'{{"sha": "{sha}", "corpusid": "x"}}',
+                f'{{"sha": "{sha}", "corpusid": 5, "primary": "yes"}}',  # a bad field beside a usable pair
+            ]
+        )
+        + "\n"
+    )
+    with caplog.at_level("WARNING", logger="citeflow"):
+        r = filter_leakage.run(dataclasses.replace(config(snap, artifacts), paper_ids=str(dirty)))
+    assert r.version != m.version
+    assert r.metrics["paper_ids"] == {
+        "lines": lines + 5,
+        "pairs": lines + 1,
+        "unusable": {"blank_line": 1, "malformed_json": 1, "no_sha_or_corpus_id": 2},
+    }
+    assert f"4 of {lines + 5} paper-ids lines give no (sha, corpus id) pair" in caplog.text
+    assert r.metrics["mapped_by"] == m.metrics["mapped_by"] and r.metrics["unmapped"] == m.metrics["unmapped"]

@@ -158,6 +158,83 @@ def test_paper_id_pairs_skip_unusable_lines(spark):
     assert [(r["sha"], r["corpus_id"]) for r in pairs.collect()] == [(SHA_A, 7)]
 
 
+def test_the_sha_lookup_finds_what_the_pairs_find_and_counts_every_line(spark, tmp_path):
+    """`sha_lookup` (filter_leakage's one pass over the paper-ids table) gives `id_steps` the same answers as
+    the pairs do, and accounts for every line: the ones with a pair, and the others by reason."""
+    import pyarrow as pa
+
+    from citeflow.leakage import first_steps, looked_up_shas, paper_ids_counts, sha_candidates
+    from spark import readers as R
+
+    lines = [
+        f'{{"sha": "{SHA_A.upper()} ", "corpusid": 7, "primary": true}}',  # -> SHA_A 7
+        f'{{"sha": "{SHA_A}", "corpusid": "3"}}',  # a second corpus id for SHA_A: the least wins
+        f'{{"sha": "{SHA_B}", "corpusid": 8, "primary": "yes"}}',  # a bad field beside a usable pair: a pair
+        f'{{"sha": "{SHA_E}", "corpusid": 9}}',  # a pair no benchmark id asks for
+        '{"sha": "short", "corpusid": 10}',  # no_sha_or_corpus_id
+        f'{{"sha": "{SHA_C}", "corpusid": "x"}}',  # no_sha_or_corpus_id, though the benchmark asks for SHA_C
+        f'{{"sha": "{SHA_D}", "corpusid": [11]}}',  # no_sha_or_corpus_id
+        "{broken",  # malformed_json
+        "[1, 2]",  # malformed_json
+        "",  # blank_line
+        f'{{"sha": "{SHA_F}", "corpusid": 12, "primary": [1]}}',  # bad_field_type, with a usable pair
+    ]
+    path = tmp_path / "paper-ids.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    parsed = R.parse_lines(spark.read.text(str(path)), L.PAPER_IDS_SCHEMA)
+    ids = spark.createDataFrame([(SHA_A,), (SHA_B + " ",), (SHA_C,), (SHA_F.upper(),), ("12",), ("nope",)], "id string")
+    shas = spark.createDataFrame(sha_candidates(pa.table({"id": [r["id"] for r in ids.collect()]})))
+    lookup = L.sha_lookup(parsed, shas).localCheckpoint()
+    assert lookup._jdf.queryExecution().executedPlan().toString().count("from_json") <= 1
+    table = lookup.toArrow()
+
+    first = first_steps(pa.table({"id": [r["id"] for r in ids.collect()]}), looked_up_shas(table))
+    by_lookup = {r["id"]: (r["corpus_id"], r["method"]) for r in first.to_pylist()}
+    by_pairs = {r["id"]: (r["corpus_id"], r["method"]) for r in L.id_steps(ids, L.paper_id_pairs(parsed)).collect()}
+    assert by_lookup == by_pairs
+    assert (
+        by_lookup[SHA_A] == (3, "sha") and by_lookup[SHA_F.upper()] == (12, "sha") and by_lookup[SHA_C] == (None, None)
+    )
+
+    counts = paper_ids_counts(table)
+    assert counts == {
+        "lines": len(lines),
+        "pairs": 5,
+        "unusable": {"blank_line": 1, "malformed_json": 2, "no_sha_or_corpus_id": 3},
+    }
+
+
+# Spellings on which Spark's trim, regular expressions, cast and lower case could part from pyarrow's
+TRICKY_IDS = [
+    *[f"12{end}" for end in ("", "\n", "\r\n", "\r", "\x85", "\u2028", "\u2029", "\n\n", " \n", "\x0b", "\x00")],
+    *[" 12 ", "\t12", "\n12", " 12\n ", "007", "+12", "-12", "1" * 18, "1" * 19, "\u0661\u0662", "12a", ""],
+    *[f"{sha}{end}" for sha in (SHA_A, SHA_B.upper()) for end in ("", "\n", "\r\n", "\r", "\u2028", "\t", " ")],
+    *[" " + SHA_A.upper() + " ", "1" * 40, SHA_A[:39], SHA_A + "0", "\u212a" + SHA_A[1:]],
+]
+
+
+def test_the_first_steps_in_the_driver_are_the_first_steps_in_spark(spark):
+    """`citeflow.leakage.first_steps` (pyarrow, filter_leakage's driver) gives `id_steps`' rows (Spark) on
+    spellings where the two engines' string functions could part: line breaks Java's `$` lets through and
+    the cast does or does not, tabs and other control characters, non-ASCII digits and letters."""
+    import pyarrow as pa
+
+    from citeflow.leakage import first_steps
+
+    pairs = [(SHA_A, 1), (SHA_B, 2), ("1" * 40, 3), (SHA_A + "\n", 4), (SHA_B + "\r\n", 5), (SHA_A + "\u2028", 6)]
+    paper_ids = spark.createDataFrame(pairs, "sha string, corpus_id long")
+    ids = spark.createDataFrame([(i,) for i in TRICKY_IDS], "id string")
+    in_spark = {r["id"]: (r["corpus_id"], r["method"]) for r in L.id_steps(ids, paper_ids).collect()}
+    by_sha = pa.table({"sha": [p[0] for p in pairs], "corpus_id": pa.array([p[1] for p in pairs], pa.int64())})
+    in_driver = {
+        r["id"]: (r["corpus_id"], r["method"]) for r in first_steps(pa.table({"id": TRICKY_IDS}), by_sha).to_pylist()
+    }
+    assert in_driver == in_spark
+    assert in_spark["12\r\n"] == (12, "corpus_id") and in_spark["12\u2028"] == (None, None)
+    no_table = {r["id"]: r["method"] for r in first_steps(pa.table({"id": TRICKY_IDS}), None).to_pylist()}
+    assert no_table == {r["id"]: r["method"] for r in L.id_steps(ids, None).collect()}
+
+
 def test_report_counts_zero_for_a_split_with_no_mapped_id():
     import pyarrow as pa
 
