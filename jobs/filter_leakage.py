@@ -128,10 +128,6 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     ids = staged("ids", distinct)
     papers = read_upstream("papers")
 
-    def materialize(frame, name: str):
-        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
-        return spark.read.parquet(out(f"_staging/{name}"))
-
     by_sha = None
     metrics: dict[str, Any] = {"mode": cfg.mode, "layouts": layouts}
     if config.paper_ids:
@@ -139,23 +135,27 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         parsed = R.parse_lines(spark.read.text(files), L.PAPER_IDS_SCHEMA)
         # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
         shas = staged("shas", sha_candidates(distinct))
-        # one pass over the table looks the shas up and counts the lines that give no pair, by reason
-        materialize(
-            L.sha_lookup(parsed, shas, broadcast=distinct.num_rows <= config.spark.broadcast_rows), "sha_lookup"
-        )
+        # one pass over the table looks the shas up and counts the lines that give no pair, by reason; the
+        # result (bounded by the benchmark) is read here only, by pyarrow
+        lookup = L.sha_lookup(parsed, shas, broadcast=distinct.num_rows <= config.spark.broadcast_rows)
+        lookup.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out("_staging/sha_lookup"))
         looked_up = pq.read_table(posixpath.join(path, "_staging", "sha_lookup"), filesystem=store.fs)
-        metrics["paper_ids"] = paper_ids_counts(looked_up)
-        if metrics["paper_ids"]["unusable"]:
+        counts = metrics["paper_ids"] = paper_ids_counts(looked_up)
+        if counts["unusable"]:
             log.warning(
                 "%s: %d of %d paper-ids lines give no (sha, corpus id) pair: %s",
                 STAGE,
-                sum(metrics["paper_ids"]["unusable"].values()),
-                metrics["paper_ids"]["lines"],
-                ", ".join(f"{reason} {n}" for reason, n in metrics["paper_ids"]["unusable"].items()),
+                sum(counts["unusable"].values()),
+                counts["lines"],
+                ", ".join(f"{reason} {n}" for reason, n in counts["unusable"].items()),
             )
         by_sha = looked_up_shas(looked_up)
     else:
         log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
+
+    def materialize(frame, name: str):
+        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
+        return spark.read.parquet(out(f"_staging/{name}"))
 
     # The cascade's steps that read the papers run only for the ids the corpus_id and sha steps leave
     # unmapped (`map_ids_narrow`: the same rows as `map_ids`, issue 19), on the keys they state (issue 21).

@@ -14,6 +14,7 @@ SparkContext, which Spark Connect does not have.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -107,6 +108,7 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
         spark = builder.getOrCreate()
         spark.conf.get("spark.sql.shuffle.partitions")  # the SQL settings are checked when first read
     except Exception as exc:
+        logging.getLogger("citeflow").debug("Spark's driver did not start", exc_info=exc)
         raise CiteflowError(f"Spark's driver did not start: {start_failure(exc)}") from exc
     CA.note_written(archive, spark, java_options, config.driver_memory)
     return spark
@@ -115,12 +117,10 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
 def start_failure(exc: BaseException) -> str:
     """One line saying why the local driver did not start, for a user who set a Spark setting Spark refuses
     (an event log folder that does not exist, a value of the wrong type): the Java exception's first line,
-    without Py4J's traceback, URIs' passwords hidden. The whole traceback stays at DEBUG (`citeflow -v`)."""
-    import logging
-
+    without Py4J's traceback, URIs' passwords hidden (`get_spark` logs the whole traceback at DEBUG, `citeflow
+    -v`)."""
     from citeflow.redaction import redact_uri
 
-    logging.getLogger("citeflow").debug("Spark's driver did not start", exc_info=exc)
     java = getattr(exc, "java_exception", None)  # py4j's Py4JJavaError
     text = str(java) if java is not None else str(exc)
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
