@@ -70,6 +70,21 @@ SESSION_SQL = {
 }
 
 
+# HotSpot's optimising compiler (C2) takes a method after 4-7x the invocations and loop iterations of its
+# defaults (30,000 / 4,000 / 60,000 / 240,000; JDK 17's: 5,000 / 600 / 15,000 / 40,000). A stage's run at
+# 1M papers spent a third of the JVM's CPU in C2 (filter_leakage 25-27 of 89 CPU-s, build_graph 31-35 of
+# 142), much of it on code that ran a few thousand times (Spark generates new classes for every query);
+# the first tier's code runs a little longer meanwhile. Interleaved on 2 cores (issue 21, load 2.3-3.1):
+# filter_leakage 51.9 / 52.9 s against 56.0 / 56.3 s (C2 16-18 CPU-s), build_graph 79.9 s against 83.6 s
+# (means of 4 pairs). A long run's hot code is compiled as before, only later. Twice these thresholds
+# gained no more (C2 15.7 CPU-s); fewer compiles on every tier (`-XX:CompileThresholdScaling=3`), no
+# tiers (`-XX:-TieredCompilation`), shallower inlining and no escape analysis were slower or within noise.
+LATER_C2 = (
+    "-XX:Tier4InvocationThreshold=30000 -XX:Tier4MinInvocationThreshold=4000 "
+    "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=240000"
+)
+
+
 def get_spark(config: SparkConfig, app_name: str = "citeflow"):
     """Start (or reuse) the SparkSession for `config`: a local driver, or a Spark Connect client."""
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
@@ -96,7 +111,7 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
     # The throughput collector: the stages are batch jobs, and on a small machine G1's concurrent work
     # competes with the tasks for the cores (S2ORC build_graph at 1M papers on 2 cores: 61.4/62.3 s against
     # 65.9/67.5 s with G1, interleaved). Executors of a cluster keep their own settings.
-    java_options = f"-Dlog4j2.configurationFile=file:{log4j} -XX:+UseParallelGC"
+    java_options = f"-Dlog4j2.configurationFile=file:{log4j} -XX:+UseParallelGC {LATER_C2}"
     user = dict((k.strip(), v.strip()) for k, v in (item.split("=", 1) for item in config.conf))
     archive = class_archive_plan(config, java_options, user)
     builder = builder.config("spark.driver.extraJavaOptions", f"{java_options} {archive.options}".strip())
