@@ -58,9 +58,13 @@ def is_ascii(col: Column) -> Column:
 
 
 def ascii_fold(col: Column) -> Column:
-    """`fold_title` of an ASCII title in Spark's own functions (null when nothing is left)."""
+    """`fold_title` of an ASCII title in Spark's own functions (null when nothing is left).
+
+    `nullif` evaluates the fold once; `when(folded != "", folded)` ran the regular expression twice per
+    title (1M titles on 2 cores, warm: 2.3-2.6 s against 2.9-3.6 s). Under `is_ascii`'s `when` (the key
+    scan) both forms take the same time (issue 21)."""
     folded = F.trim(F.regexp_replace(F.lower(col), "[^a-z0-9]+", " "))
-    return F.when(folded != "", folded)
+    return F.nullif(folded, F.lit(""))
 
 
 def paper_id_pairs(parsed: DataFrame) -> DataFrame:
