@@ -226,6 +226,19 @@ def test_the_local_driver_runs_the_throughput_collector(spark):
     assert names == {"PS Scavenge", "PS MarkSweep"}, names
 
 
+def test_the_local_drivers_c2_compiles_later_than_the_jvms_defaults(spark):
+    from spark.session import LATER_C2
+
+    jvm = spark.sparkContext._jvm
+    bean_class = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(bean_class)
+    wanted = dict(option.removeprefix("-XX:").split("=") for option in LATER_C2.split())
+    assert len(wanted) == 4
+    for name, value in wanted.items():
+        option = bean.getVMOption(name)
+        assert (option.getValue(), str(option.getOrigin())) == (value, "VM_CREATION"), name
+
+
 def test_concurrent_jobs_return_in_order_and_wait_for_each_other(spark):
     from spark import session
 
