@@ -124,6 +124,15 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         pq.write_table(table, posixpath.join(folder, "part-00000.parquet"), filesystem=store.fs)
         return spark.read.parquet(out(f"_staging/{name}"))
 
+    def spark_staged(frame, name: str) -> str:
+        """`frame` written by Spark into the staging folder; the folder's path in the store."""
+        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
+        return posixpath.join(path, "_staging", name)
+
+    def materialize(frame, name: str):
+        spark_staged(frame, name)
+        return spark.read.parquet(out(f"_staging/{name}"))
+
     distinct = distinct_ids(bench_table)
     ids = staged("ids", distinct)
     papers = read_upstream("papers")
@@ -138,8 +147,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         # one pass over the table looks the shas up and counts the lines that give no pair, by reason; the
         # result (bounded by the benchmark) is read here only, by pyarrow
         lookup = L.sha_lookup(parsed, shas, broadcast=distinct.num_rows <= config.spark.broadcast_rows)
-        lookup.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out("_staging/sha_lookup"))
-        looked_up = pq.read_table(posixpath.join(path, "_staging", "sha_lookup"), filesystem=store.fs)
+        looked_up = pq.read_table(spark_staged(lookup, "sha_lookup"), filesystem=store.fs)
         counts = metrics["paper_ids"] = paper_ids_counts(looked_up)
         if counts["unusable"]:
             log.warning(
@@ -152,10 +160,6 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         by_sha = looked_up_shas(looked_up)
     else:
         log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
-
-    def materialize(frame, name: str):
-        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
-        return spark.read.parquet(out(f"_staging/{name}"))
 
     # The cascade's steps that read the papers run only for the ids the corpus_id and sha steps leave
     # unmapped (`map_ids_narrow`: the same rows as `map_ids`, issue 19), on the keys they state (issue 21).
