@@ -212,6 +212,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     from pyspark.sql import functions as F
 
     from spark import graph as G
+    from spark import output as O
     from spark import readers as R
     from spark.session import get_spark
 
@@ -229,8 +230,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
         return R.read_lines(spark, files, sizes)
 
     def stage(frame, name: str):
-        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(staging(name))
-        return spark.read.parquet(staging(name))
+        return O.stage(spark, frame, staging(name))
 
     # Pass 1: every papers line parsed once and labelled where unusable, written without a shuffle.
     if snapshot.format == "s2orc":

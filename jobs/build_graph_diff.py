@@ -41,6 +41,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     from jobs.build_graph import finish
     from spark import graph as G
     from spark import incremental as I
+    from spark import output as O
     from spark import readers as R
     from spark.session import get_spark
 
@@ -73,9 +74,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         return frame
 
     def stage(frame, name: str):
-        uri = store.engine_uri(posixpath.join(path, "_staging", name))
-        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(uri)
-        return spark.read.parquet(uri)
+        return O.stage(spark, frame, store.engine_uri(posixpath.join(path, "_staging", name)))
 
     read = lambda table: spark.read.parquet(store.engine_uri(base.table_path(table)))  # noqa: E731
     base_papers, base_citations, base_rejected = read("papers"), read("citations"), read("rejected")

@@ -126,12 +126,11 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
 
     def spark_staged(frame, name: str) -> str:
         """`frame` written by Spark into the staging folder; the folder's path in the store."""
-        frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(out(f"_staging/{name}"))
+        O.write_staging(frame, out(f"_staging/{name}"))
         return posixpath.join(path, "_staging", name)
 
     def materialize(frame, name: str):
-        spark_staged(frame, name)
-        return spark.read.parquet(out(f"_staging/{name}"))
+        return O.stage(spark, frame, out(f"_staging/{name}"))
 
     distinct = distinct_ids(bench_table)
     ids = staged("ids", distinct)
