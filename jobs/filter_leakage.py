@@ -92,7 +92,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     from citeflow.artifacts import table_stats
     from citeflow.leakage import METHODS, distinct_ids, first_steps, looked_up_shas, paper_ids_counts, sha_candidates
     from citeflow.snapshot import discover_jsonl
-    from evaluation.benchmark_ids import collect
+    from evaluation.benchmark_ids import Collecting, collect
     from spark import graph as G
     from spark import leakage as L
     from spark import output as O
@@ -100,8 +100,12 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     from spark.session import get_spark_beside
 
     cfg = config.filter_leakage
+    scidocs, extra = config.scidocs or None, tuple(cfg.extra_ids)
     spark, (bench_table, layouts) = get_spark_beside(
-        config.spark, f"citeflow-{STAGE}-{config.snapshot}", lambda: collect(config.scidocs or None, cfg.extra_ids)
+        config.spark,
+        f"citeflow-{STAGE}-{config.snapshot}",
+        lambda: collect(scidocs, extra),
+        apart=lambda: Collecting(scidocs, extra),  # read by a child process while this one starts the JVM
     )
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731

@@ -4,7 +4,7 @@ import pyarrow.compute as pc
 import pytest
 
 from citeflow.errors import CiteflowError
-from evaluation.benchmark_ids import collect
+from evaluation.benchmark_ids import Collecting, collect
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 
@@ -88,3 +88,30 @@ def test_nothing_to_read_is_an_error(tmp_path):
         collect(str(tmp_path / "missing"))
     with pytest.raises(CiteflowError, match="no benchmark ids"):
         collect(None, ())
+
+
+def test_a_child_process_reads_what_collect_reads(tmp_path, monkeypatch):
+    """`Collecting` (filter_leakage reads its benchmark in a child process while the JVM starts) gives
+    collect's table and layouts, every column and the schema, and a user's mistake as the same one line."""
+    scidocs = tmp_path / "scidocs"
+    (scidocs / "cite").mkdir(parents=True)
+    (scidocs / "paper_metadata_view_cite_read.json").write_text(
+        json.dumps({A: {"title": "Tité", "doi": "10.1/X"}, B: {"title": None, "externalids": {"ArXiv": "1.2"}}})
+    )
+    (scidocs / "cite" / "val.qrel").write_text(f"{A} 0 {C} 1\n{A} 0 {D} 0\n")
+    extra = tmp_path / "list.txt"
+    extra.write_text("123\n")
+    monkeypatch.chdir(tmp_path)  # the child finds the project wherever the stage runs
+    table, layouts = Collecting(str(scidocs), (str(extra),)).result()
+    expected, expected_layouts = collect(str(scidocs), (str(extra),))
+    assert table.equals(expected) and table.schema == expected.schema
+    assert layouts == expected_layouts
+
+    (scidocs / "cite" / "test.qrel").write_text("only three fields\n")
+    with pytest.raises(CiteflowError) as in_child:
+        Collecting(str(scidocs)).result()
+    with pytest.raises(CiteflowError) as here:
+        collect(str(scidocs))
+    assert str(in_child.value) == str(here.value)
+    with pytest.raises(CiteflowError, match="does not exist"):
+        Collecting(str(tmp_path / "missing")).result()

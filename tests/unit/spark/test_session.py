@@ -14,6 +14,7 @@ from citeflow.config import RunConfig, SparkConfig, apply_overrides
 from citeflow.errors import CiteflowError
 from citeflow.redaction import redact
 from citeflow.text import fold_title
+from spark import class_archive as CA
 from spark import leakage as L
 from spark import readers as R
 from tests.support.titles import TRICKY
@@ -204,6 +205,7 @@ def test_the_jvm_starts_while_the_stage_reads_its_inputs(monkeypatch):
         return "session"
 
     monkeypatch.setattr(session, "get_spark", slow_start)
+    monkeypatch.setattr(CA, "jvm_running", lambda: False)
     assert session.get_spark_beside(SparkConfig(), "app", lambda: events.append("work") or 42) == ("session", 42)
     assert events == ["work", "spark"]  # the work ended while the session was still starting
 
@@ -218,6 +220,71 @@ def test_the_jvm_starts_while_the_stage_reads_its_inputs(monkeypatch):
     remote = SparkConfig(remote="sc://localhost:15002")
     assert session.get_spark_beside(remote, "app", lambda: events.append("work") or 1) == ("session", 1)
     assert events == ["spark", "work"]
+
+
+class FakePending:
+    def __init__(self, events, value):
+        self.events, self.value = events, value
+        events.append("apart started")
+
+    def result(self):
+        self.events.append("apart result")
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+    def cancel(self):
+        self.events.append("apart cancelled")
+
+
+def test_work_apart_starts_before_the_jvm_and_is_stopped_when_the_jvm_fails(monkeypatch):
+    from spark import session
+
+    events = []
+
+    def start(config, app_name):
+        events.append("spark")
+        return "session"
+
+    monkeypatch.setattr(session, "get_spark", start)
+    monkeypatch.setattr(CA, "jvm_running", lambda: False)
+    here = lambda: events.append("here") or 0  # noqa: E731
+    apart = lambda: FakePending(events, 7)  # noqa: E731
+    assert session.get_spark_beside(SparkConfig(), "app", here, apart=apart) == ("session", 7)
+    assert events == ["apart started", "spark", "apart result"]
+
+    # the user's mistake, found apart, is raised once the JVM is up, as it would be here
+    events.clear()
+    bad = lambda: FakePending(events, CiteflowError("no benchmark here"))  # noqa: E731
+    with pytest.raises(CiteflowError, match="no benchmark here"):
+        session.get_spark_beside(SparkConfig(), "app", here, apart=bad)
+
+    # the JVM does not start: the child is stopped, the start's error raised
+    events.clear()
+
+    def no_jvm(config, app_name):
+        raise CiteflowError("Spark's driver did not start: x")
+
+    monkeypatch.setattr(session, "get_spark", no_jvm)
+    with pytest.raises(CiteflowError, match="did not start"):
+        session.get_spark_beside(SparkConfig(), "app", here, apart=apart)
+    assert events == ["apart started", "apart cancelled"]
+
+    # no child process can start here: the work runs in this process, the JVM starting in a thread
+    events.clear()
+    monkeypatch.setattr(session, "get_spark", start)
+
+    def no_process():
+        raise OSError("no fork here")
+
+    assert session.get_spark_beside(SparkConfig(), "app", here, apart=no_process) == ("session", 0)
+    assert sorted(events) == ["here", "spark"]
+
+    # a session this process holds already: nothing to overlap, nothing started apart
+    events.clear()
+    monkeypatch.setattr(CA, "jvm_running", lambda: True)
+    assert session.get_spark_beside(SparkConfig(), "app", here, apart=apart) == ("session", 0)
+    assert events == ["spark", "here"]
 
 
 def test_the_local_driver_runs_the_throughput_collector(spark):
