@@ -167,7 +167,23 @@ def guarded(command: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "citeflow.process", str(os.getpid()), "--", *command]
 
 
-def _stop(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (this process's environment by default) with this checkout first on PYTHONPATH: the guard and
+    the command import this checkout's code, whatever else is installed."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p
+    )
+    return env
+
+
+def start_guarded(command: Sequence[str], *, env: dict[str, str] | None = None, **popen) -> subprocess.Popen:
+    """`command` started under a guard for this process, in a process group of its own (`child_env(env)`;
+    `popen`: Popen's stream arguments). Stop it with `stop_guarded`."""
+    return subprocess.Popen(guarded(command), env=child_env(env), start_new_session=True, **popen)
+
+
+def stop_guarded(process: subprocess.Popen, grace_s: float = 10.0) -> None:
     """Stop the guard and everything under it: SIGTERM (the guard kills its descendants), then SIGKILL."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
@@ -188,19 +204,8 @@ def run_child(command: Sequence[str], *, log_path: Path, env: dict[str, str] | N
     Returns the exit status. On any exception in this process (KeyboardInterrupt included) the guard and
     every descendant are killed before the exception propagates.
     """
-    env = dict(os.environ if env is None else env)
-    # the guard and the command import this checkout's code, whatever else is installed
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p
-    )
     with open(log_path, "ab") as out:
-        process = subprocess.Popen(
-            guarded(command),
-            stdout=subprocess.PIPE if echo else out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+        process = start_guarded(command, env=env, stdout=subprocess.PIPE if echo else out, stderr=subprocess.STDOUT)
         try:
             fault_point("child-started")
             if echo:
@@ -212,7 +217,7 @@ def run_child(command: Sequence[str], *, log_path: Path, env: dict[str, str] | N
                     sys.stderr.flush()
             code = process.wait()
         except BaseException:
-            _stop(process)
+            stop_guarded(process)
             raise
     # the command is done; sweep its group in case a stray ignored the guard
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -235,26 +240,18 @@ def run_together(
     seconds while they run; when it raises, all are stopped and the exception propagates, as it does on any
     exception here (KeyboardInterrupt included).
     """
-    env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p
-    )
     processes: list[subprocess.Popen] = []
     try:
         for command, log_path in zip(commands, log_paths, strict=True):
             with open(log_path, "ab") as out:
-                processes.append(
-                    subprocess.Popen(
-                        guarded(command), stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-                    )
-                )
+                processes.append(start_guarded(command, env=env, stdout=out, stderr=subprocess.STDOUT))
         fault_point("gang-started")
         while True:
             codes = [p.poll() for p in processes]
             failed = next((i for i, c in enumerate(codes) if c not in (None, 0)), None)
             if failed is not None:
                 for process in processes:
-                    _stop(process)
+                    stop_guarded(process)
                 return failed, codes[failed]
             if all(c == 0 for c in codes):
                 return -1, 0
@@ -263,7 +260,7 @@ def run_together(
             time.sleep(poll_s)
     except BaseException:
         for process in processes:
-            _stop(process)
+            stop_guarded(process)
         raise
     finally:
         for process in processes:  # sweep each group in case a stray ignored its guard

@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import os
 import re
 import subprocess
 import sys
@@ -245,20 +244,23 @@ class Collecting:
     """
 
     def __init__(self, scidocs: str | None, extra: tuple[str, ...] = ()):
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[1])  # where `evaluation` is, installed or not
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        from citeflow.process import start_guarded
+
         request = json.dumps({"scidocs": scidocs, "extra": list(extra)})
-        self._proc = subprocess.Popen(
+        # under a guard, as every process a stage starts: a killed stage takes it along (citeflow/process.py)
+        self._proc = start_guarded(
             [sys.executable, "-m", "evaluation.benchmark_ids", request],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=env,
         )
 
     def result(self) -> tuple[pa.Table, dict[str, str]]:
-        out, err = self._proc.communicate()
+        try:
+            out, err = self._proc.communicate()
+        except BaseException:  # interrupted while waiting: the child goes too
+            self.cancel()
+            raise
         message = err.decode("utf-8", "replace").strip()
         if self._proc.returncode == USER_MISTAKE:
             raise CiteflowError(message)
@@ -270,9 +272,10 @@ class Collecting:
         return table.replace_schema_metadata(None), layouts
 
     def cancel(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.kill()
-        self._proc.communicate()
+        from citeflow.process import stop_guarded
+
+        stop_guarded(self._proc)
+        self._proc.communicate()  # closes the pipes
 
 
 def _child(request: str) -> int:
