@@ -292,6 +292,11 @@ class ArtifactStore:
             and self.fs.get_file_info(posixpath.join(i.path, MANIFEST)).type != pafs.FileType.File
         ]
 
+    def data_file_sizes(self, path: str) -> list[int]:
+        """The sizes of a table folder's data files (the names Spark and pyarrow read: none starting with
+        `.` or `_`)."""
+        return [i.size for i in self.children(path) if i.is_file and not i.base_name.startswith((".", "_"))]
+
     def children(self, path: str) -> list[pafs.FileInfo]:
         if self.fs.get_file_info(path).type != pafs.FileType.Directory:
             return []

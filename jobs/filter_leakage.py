@@ -109,7 +109,12 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     )
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
-    read_upstream = lambda table: spark.read.parquet(store.engine_uri(upstream.table_path(table)))  # noqa: E731
+
+    def read_upstream(table: str):
+        """A table of the graph, its scan sized to the cores (`read_parquet`: the papers' key scan and the
+        write of the kept papers each ran a task alone after the others, issue 21)."""
+        folder = upstream.table_path(table)
+        return R.read_parquet(spark, store.engine_uri(folder), store.data_file_sizes(folder))
 
     log.info(
         "%s: %d benchmark id rows from %s",

@@ -3,10 +3,13 @@ out of manifests; the in-Spark title fold against citeflow.text.fold_title, the 
 
 import gzip
 import json
+import os
 import random
 import re
 import time
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
@@ -192,6 +195,104 @@ def test_a_users_own_task_size_is_left_as_it_is(spark, tmp_path):
         assert spark.conf.get(R.MAX_TASK_BYTES) == "64m"
     finally:
         spark.conf.unset(R.MAX_TASK_BYTES)
+
+
+def _uneven_table(folder, kib: list[int]) -> list[int]:
+    """One uncompressed Parquet file (one row group of incompressible bytes, no statistics) of about each size
+    in KiB."""
+    folder.mkdir()
+    for i, k in enumerate(kib):
+        rows = pa.table({"blob": pa.array([os.urandom(1024) for _ in range(k)], pa.binary())})
+        pq.write_table(rows, folder / f"part-{i:05d}.parquet", compression="none", write_statistics=False)
+    return [(folder / f"part-{i:05d}.parquet").stat().st_size for i in range(len(kib))]
+
+
+def _tasks(frame) -> list[list[str]]:
+    """The files each scan task of `frame` reads, task by task."""
+    rows = frame.select(F.spark_partition_id().alias("task"), F.col("_metadata.file_name").alias("file"))
+    by_task: dict[int, set[str]] = {}
+    for r in rows.distinct().collect():
+        by_task.setdefault(r["task"], set()).add(r["file"])
+    return [sorted(by_task[t]) for t in sorted(by_task)]
+
+
+def _span(tasks: list[list[str]], size: dict[str, int], cores: int) -> int:
+    """When the last of `tasks` ends, each taking its bytes in time, started in order on the first free core."""
+    free = [0] * cores
+    for files in tasks:
+        free.sort()
+        free[0] += sum(size[f] for f in files)
+    return max(free)
+
+
+@pytest.fixture
+def scaled_task_size(spark, monkeypatch):
+    """Spark's 128 MB tasks and 4 MB open cost scaled down 1024 times, on 2 cores, as citeflow left them."""
+    monkeypatch.setattr(R, "SPARK_TASK_BYTES", 128 << 10)
+    settings = {
+        "spark.sql.files.openCostInBytes": str(4 << 10),
+        "spark.sql.leafNodeDefaultParallelism": "2",
+        R.MAX_TASK_BYTES: str(128 << 10),
+        R.SET_BY_CITEFLOW: str(128 << 10),
+    }
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    yield
+    for key in settings:
+        spark.conf.unset(key)
+
+
+def test_a_table_of_a_little_over_a_task_a_core_is_read_in_one_wave(spark, tmp_path, scaled_task_size):
+    # filter_leakage's upstream papers at 1M papers, 1024 times smaller: six files of 29-58 MB, 290 MB
+    sizes = _uneven_table(tmp_path / "papers", [58, 58, 58, 43, 43, 29])
+    size = {f"part-{i:05d}.parquet": n for i, n in enumerate(sizes)}
+    uri = f"file://{tmp_path / 'papers'}"
+    before = _tasks(spark.read.parquet(uri))
+    frame = R.read_parquet(spark, uri, sizes)
+    share = -(-(sum(sizes) + 6 * (4 << 10)) // 2)
+    assert int(spark.conf.get(R.MAX_TASK_BYTES)) == share
+    after = _tasks(frame)
+    # Spark's tasks of 128 (KiB): two of the 58s; a 58 and a 43; the other 43 and the 29, alone on a core
+    kib = dict(zip(size, [58, 58, 58, 43, 43, 29], strict=True))
+    assert [sorted(kib[f] for f in t) for t in before] == [[58, 58], [43, 58], [29, 43]]
+    # a core's share: two 58s; a 58 and both 43s; the 29, beside the 58s
+    assert [sorted(kib[f] for f in t) for t in after] == [[58, 58], [43, 43, 58], [29]]
+    assert _span(after, size, 2) < _span(before, size, 2)
+    assert _span(after, size, 2) <= share
+    # the same rows either way
+    assert sorted(frame.collect()) == sorted(spark.read.parquet(uri).collect())
+
+
+def test_one_wave_is_only_ever_raised_and_leaves_other_tables_as_spark_makes_them(spark, tmp_path, scaled_task_size):
+    big = _uneven_table(tmp_path / "big", [58, 58, 58, 43, 43, 29])
+    R.read_parquet(spark, f"file://{tmp_path / 'big'}", big)
+    raised = spark.conf.get(R.MAX_TASK_BYTES)
+    # a small table (under a task a core) and a large one (over two) leave the setting where it is
+    small = _uneven_table(tmp_path / "small", [20, 20, 10])
+    assert len(_tasks(R.read_parquet(spark, f"file://{tmp_path / 'small'}", small))) == 3
+    R.read_parquet(spark, f"file://{tmp_path / 'small'}", [200 << 10] * 3)  # as if its files were 200 KiB
+    assert spark.conf.get(R.MAX_TASK_BYTES) == raised
+
+
+def test_one_wave_leaves_a_users_task_size_and_an_unknown_core_count_alone(
+    spark, tmp_path, scaled_task_size, monkeypatch
+):
+    sizes = _uneven_table(tmp_path / "papers", [58, 58, 58, 43, 43, 29])
+    uri = f"file://{tmp_path / 'papers'}"
+    spark.conf.set(R.MAX_TASK_BYTES, "128k")  # the user's: citeflow noted another value
+    R.read_parquet(spark, uri, sizes)
+    assert spark.conf.get(R.MAX_TASK_BYTES) == "128k"
+    spark.conf.set(R.MAX_TASK_BYTES, str(128 << 10))
+    monkeypatch.setattr(R, "_scan_cores", lambda spark: None)  # a Spark Connect client
+    R.read_parquet(spark, uri, sizes)
+    assert spark.conf.get(R.MAX_TASK_BYTES) == str(128 << 10)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("4194304b", 4 << 20), ("4m", 4 << 20), ("1g", 1 << 30), ("128KB", 128 << 10), ("77", 77)]
+)
+def test_spark_byte_sizes_are_read(text, value):
+    assert R._byte_size(text) == value
 
 
 def test_the_jvm_starts_while_the_stage_reads_its_inputs(monkeypatch):
