@@ -141,6 +141,94 @@ def first_steps(ids: pa.Table, by_sha: pa.Table | None) -> pa.Table:
     return pa.table({"id": joined["id"], "corpus_id": pc.coalesce(cid, sha), "method": method})
 
 
+# The external ids the cascade matches after the sha step: (method, the ids' and papers' column), in order.
+EXTERNAL_STEPS = (("doi", "doi"), ("pubmed", "pubmed_id"), ("arxiv", "arxiv_id"))
+AMBIGUOUS_TITLE = "ambiguous_title"
+NO_MATCH = "no_match"
+
+
+def key_column(column: str) -> str:
+    """The name of `column`'s key as the cascade compares it (Spark's `lower(trim(column))`, made in Spark:
+    `spark.leakage.with_keys`)."""
+    return f"_key_{column}"
+
+
+def later_steps(ids: pa.Table, sharing: pa.Table, *, match_titles: bool = True) -> pa.Table:
+    """(id, corpus_id, method, unmapped_reason) of `ids` (`distinct_ids` rows the corpus_id and sha steps
+    leave unmapped, with their keys: `spark.leakage.with_keys`) by the cascade's steps that read the papers,
+    given the papers that share a key with them (`spark.leakage.papers_sharing_keys`, with their keys).
+
+    `spark.leakage.map_ids`' steps on these rows, made in the driver: the rows are bounded by the benchmark
+    and the papers that share its keys, and Spark's plan for them ran some fifteen stages of a few rows
+    each (4-5 s at 1M papers, issue 21). Every string the steps compare was made by Spark (the keys by
+    `lower(trim(...))`, the papers' title folds), so the joins here compare bytes as Spark's do.
+    tests/unit/spark/test_leakage.py checks this against `map_ids`. A DOI, PubMed id or arXiv id maps an id
+    when exactly one paper has it; a folded title likewise, and a title several papers have leaves the id
+    unmapped as `ambiguous_title`. An id several steps map takes the first step's paper (then the lowest
+    corpus id).
+    """
+    candidates = [first_steps(ids.select(["id"]), None).filter(pc.is_valid(pc.field("method")))]
+    ambiguous = pa.array([], pa.string())
+
+    def unique_per_key(key: str, source: str) -> pa.Table:
+        """(key, corpus_id, n) of `sharing`'s non-null `source` keys: the lowest corpus id and how many have it."""
+        rows = sharing.filter(pc.is_valid(sharing[source])).select([source, "corpus_id"])
+        counted = rows.group_by(source, use_threads=False).aggregate([("corpus_id", "min"), ("corpus_id", "count")])
+        return counted.select([source, "corpus_id_min", "corpus_id_count"]).rename_columns([key, "corpus_id", "_n"])
+
+    def matched(key: str, source: str) -> pa.Table:
+        wanted = ids.filter(pc.is_valid(ids[key])).select(["id", key])
+        return wanted.join(unique_per_key(key, source), keys=key, join_type="inner", use_threads=False)
+
+    for method, column in EXTERNAL_STEPS:
+        found = matched(key_column(column), key_column(column))
+        found = found.filter(pc.equal(found["_n"], 1))
+        candidates.append(_step_rows(found, method))
+    if match_titles:
+        found = (
+            ids.filter(pc.is_valid(ids["folded_title"]))
+            .select(["id", "folded_title"])
+            .join(unique_per_key("folded_title", "_folded"), keys="folded_title", join_type="inner", use_threads=False)
+        )
+        candidates.append(_step_rows(found.filter(pc.equal(found["_n"], 1)), "title"))
+        ambiguous = found.filter(pc.greater(found["_n"], 1))["id"].combine_chunks()
+
+    rows = pa.concat_tables(candidates)
+    rows = rows.append_column("_order", pc.index_in(rows["method"], pa.array(METHODS)))
+    rows = rows.sort_by([("id", "ascending"), ("_order", "ascending"), ("corpus_id", "ascending")])
+    if rows.num_rows > 1:  # the first row of each id: its first step's lowest corpus id
+        later = pc.not_equal(rows["id"][1:], rows["id"][:-1]).combine_chunks()
+        rows = rows.filter(pa.concat_arrays([pa.array([True]), later]))
+    best = rows.select(["id", "corpus_id", "method"])
+    mapped = ids.select(["id"]).join(best, keys="id", join_type="left outer", use_threads=False)
+    unmapped = pc.is_null(mapped["method"])
+    reason = pc.if_else(pc.is_in(mapped["id"], ambiguous), pa.scalar(AMBIGUOUS_TITLE), pa.scalar(NO_MATCH))
+    return mapped.append_column("unmapped_reason", pc.if_else(unmapped, reason, pa.scalar(None, pa.string())))
+
+
+MAPPED_SCHEMA = pa.schema(
+    [("id", pa.string()), ("corpus_id", pa.int64()), ("method", pa.string()), ("unmapped_reason", pa.string())]
+)
+
+
+def mapped_rows(first: pa.Table, later: pa.Table, known: list[pa.ChunkedArray]) -> pa.Table:
+    """(id, corpus_id, method, in_snapshot, unmapped_reason) of every benchmark id: the ids the first steps
+    map (`first`: `first_steps` rows) and the others as `later_steps` leaves them (`later`), `in_snapshot`
+    where the corpus id is one of `known` (the snapshot's papers among those the steps name)."""
+    done = first.filter(pc.is_valid(first["method"])).select(["id", "corpus_id", "method"])
+    done = done.append_column("unmapped_reason", pa.nulls(done.num_rows, pa.string()))
+    rows = pa.concat_tables([done.cast(MAPPED_SCHEMA), later.select(MAPPED_SCHEMA.names).cast(MAPPED_SCHEMA)])
+    ids = pa.chunked_array([c for k in known for c in k.cast(pa.int64()).chunks], pa.int64())
+    in_snapshot = pc.fill_null(pc.is_in(rows["corpus_id"], value_set=ids.combine_chunks()), False)
+    return rows.add_column(3, "in_snapshot", in_snapshot)
+
+
+def _step_rows(found: pa.Table, method: str) -> pa.Table:
+    return pa.table(
+        {"id": found["id"], "corpus_id": found["corpus_id"], "method": pa.array([method] * found.num_rows, pa.string())}
+    )
+
+
 def sha_candidates(ids: pa.Table) -> pa.Table:
     """`sha`: each distinct id lower-cased with its spaces trimmed, the spellings the sha step
     (`spark.leakage.id_steps`) looks up, made here where the ids are. A sha is 40 ASCII hex digits (and, by

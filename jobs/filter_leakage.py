@@ -183,8 +183,8 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         # the benchmark's keys (external ids, folded titles: one row per benchmark id at most) go to every task
         broadcast_keys=bench_table.num_rows <= config.spark.broadcast_rows,
         first=first,
+        from_arrow=lambda table, name: staged(name, table),  # `mapped`, its rows made in this process
     )
-    mapped = materialize(mapped, "mapped")
     mapped_table = pq.read_table(posixpath.join(path, "_staging", "mapped"), filesystem=store.fs)
     in_snapshot = pc.sum(mapped_table["in_snapshot"]).as_py() or 0
     # The benchmark's side (one row per benchmark id and split: bounded by the benchmark, not the corpus) is

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from citeflow.leakage import COUNTED, METHODS, NO_PAIR, USABLE
+from citeflow.leakage import COUNTED, EXTERNAL_STEPS, METHODS, NO_PAIR, USABLE, key_column, later_steps, mapped_rows
 from citeflow.text import fold_title
 
 PAPER_IDS_SCHEMA = T.StructType(
@@ -124,6 +125,17 @@ def sha_lookup(parsed: DataFrame, shas: DataFrame, *, broadcast: bool = True) ->
     )
 
 
+def cascade_key(column: str) -> Column:
+    """An external id as the cascade compares it: lower-cased, spaces trimmed (DOIs case-insensitively)."""
+    return F.lower(F.trim(F.col(column)))
+
+
+def with_keys(frame: DataFrame) -> DataFrame:
+    """`frame` with each external id's `cascade_key` beside it (`citeflow.leakage.key_column`), for the
+    steps that `citeflow.leakage.later_steps` takes in the driver."""
+    return frame.select("*", *[cascade_key(c).alias(key_column(c)) for _, c in EXTERNAL_STEPS])
+
+
 def id_steps(ids: DataFrame, paper_ids: DataFrame | None, shas: DataFrame | None = None) -> DataFrame:
     """(id, corpus_id, method) of every id for the cascade's two steps that read no papers: `corpus_id` (the
     id is digits), else `sha` (the id is a sha the `paper-ids` pairs know; None: no table); method and
@@ -172,21 +184,16 @@ def map_ids(
     """
     steps = [id_steps(ids, paper_ids).where(F.col("method").isNotNull())]
 
-    for method, bench_col, paper_col in (
-        ("doi", "doi", "doi"),
-        ("pubmed", "pubmed_id", "pubmed_id"),
-        ("arxiv", "arxiv_id", "arxiv_id"),
-    ):
-        key = F.lower(F.trim(F.col(paper_col)))
+    for method, column in EXTERNAL_STEPS:
+        bench_col = paper_col = column
+        key = cascade_key(paper_col)
         unique = (
             papers.where(F.col(paper_col).isNotNull())
             .groupBy(key.alias("_key"))
             .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
             .where("_n = 1")
         )
-        bench_key = ids.where(F.col(bench_col).isNotNull()).select(
-            "id", F.lower(F.trim(F.col(bench_col))).alias("_key")
-        )
+        bench_key = ids.where(F.col(bench_col).isNotNull()).select("id", cascade_key(bench_col).alias("_key"))
         steps.append(bench_key.join(unique, "_key").select("id", "corpus_id", F.lit(method).alias("method")))
 
     title_counts = None
@@ -291,8 +298,8 @@ def papers_sharing_keys(
     """
     small = F.broadcast if broadcast else (lambda df: df)
     light = papers.select("corpus_id", "title", "doi", "pubmed_id", "arxiv_id")
-    external = ("doi", "pubmed_id", "arxiv_id")
-    key = lambda col: F.lower(F.trim(F.col(col)))  # noqa: E731
+    external = [column for _, column in EXTERNAL_STEPS]
+    key = cascade_key
     pair = lambda kind, value: F.struct(F.lit(kind).alias("kind"), value.alias("key"))  # noqa: E731
 
     def keys_of(frame: DataFrame, title: Column | None) -> DataFrame:
@@ -345,48 +352,44 @@ def map_ids_narrow(
     broadcast_keys: bool = False,
     shas: DataFrame | None = None,
     first: DataFrame | None = None,
+    from_arrow: Callable[[pa.Table, str], DataFrame] | None = None,
 ) -> DataFrame:
     """`map_ids`, with the steps that read the papers run only where they can decide something (`shas`: see
     `id_steps`; `first`: those steps' rows, made already, `citeflow.leakage.first_steps`).
 
     The cascade takes the first method that maps an id, and the first two (`corpus_id`, `sha`) read no
-    papers: they run on every id first. The ids they leave unmapped go through `map_ids` again, on only the
+    papers: they run on every id first. The ids they leave unmapped go through the later steps, on only the
     papers that share a key with them (`papers_sharing_keys`): a key's uniqueness and a title's ambiguity
-    are counted over all the papers that have that key, which are all there. `in_snapshot` is then looked up
-    among all papers. The result equals `map_ids(ids, papers, paper_ids, ...)`
-    (tests/unit/spark/test_leakage.py), for the cost of a scan of the papers' light columns instead of
-    groupings over every paper.
+    are counted over all the papers that have that key, which are all there. Those rows (bounded by the
+    benchmark) come to the driver, keys made here (`with_keys`), and `citeflow.leakage.later_steps` takes
+    the steps; `from_arrow(table, name)` hands its rows back to Spark (default: `createDataFrame`; the
+    stage writes them to its staging folder). `in_snapshot` is then looked up among all papers. The result
+    equals `map_ids(ids, papers, paper_ids, ...)` (tests/unit/spark/test_leakage.py), for the cost of a scan
+    of the papers' light columns instead of groupings over every paper.
     """
-    prefixed = lambda prefix: lambda df, name: materialize(df, prefix + name)  # noqa: E731
+    if from_arrow is None:
+        from_arrow = lambda table, name: ids.sparkSession.createDataFrame(table)  # noqa: E731
     if first is None:
         first = materialize(id_steps(ids, paper_ids, shas), "first")
-    # read by every branch of the key search and by the second cascade: computed once
-    rest = materialize(ids.join(first.where(F.col("method").isNull()).select("id"), "id", "left_semi"), "unmapped")
+    # read by every branch of the key search and by the later steps: computed once
+    rest = materialize(
+        with_keys(ids.join(first.where(F.col("method").isNull()).select("id"), "id", "left_semi")), "unmapped"
+    )
     sharing = materialize(
-        papers_sharing_keys(papers, rest, match_titles=match_titles, broadcast=broadcast_keys, materialize=materialize),
+        with_keys(
+            papers_sharing_keys(
+                papers, rest, match_titles=match_titles, broadcast=broadcast_keys, materialize=materialize
+            )
+        ),
         "sharing_papers",
     )
-    second = map_ids(rest, sharing, None, match_titles=match_titles, materialize=prefixed("rest_"))
-    mapped = (
-        first.where(F.col("method").isNotNull())
-        .select("id", "corpus_id", "method", F.lit(None).cast("string").alias("unmapped_reason"))
-        .unionByName(second.select("id", "corpus_id", "method", "unmapped_reason"))
-    )
+    keys = [key_column(c) for _, c in EXTERNAL_STEPS]
+    title = ["_folded"] if match_titles else []
+    sharing_rows = sharing.select("corpus_id", *keys, *title).toArrow()
+    later = later_steps(rest.select("id", *keys, "folded_title").toArrow(), sharing_rows, match_titles=match_titles)
     # `in_snapshot`: the corpus ids the first steps name, looked up in the papers' id column (without
-    # shuffling it when `broadcast_keys`), and the sharing papers, where the other steps find theirs
+    # shuffling it when `broadcast_keys`), and the sharing papers, where the later steps find theirs
     small = F.broadcast if broadcast_keys else (lambda df: df)
     named = first.where(F.col("corpus_id").isNotNull()).select(F.col("corpus_id").alias("_cid"))
-    known = (
-        papers.select(F.col("corpus_id").alias("_cid"))
-        .join(small(named), "_cid", "left_semi")
-        .unionByName(sharing.select(F.col("corpus_id").alias("_cid")))
-        .distinct()
-        .withColumn("in_snapshot", F.lit(True))
-    )
-    return mapped.join(known, mapped.corpus_id == known._cid, "left").select(
-        "id",
-        "corpus_id",
-        "method",
-        F.coalesce("in_snapshot", F.lit(False)).alias("in_snapshot"),
-        "unmapped_reason",
-    )
+    found = papers.select(F.col("corpus_id").alias("_cid")).join(small(named), "_cid", "left_semi").toArrow()
+    return from_arrow(mapped_rows(first.toArrow(), later, [found["_cid"], sharing_rows["corpus_id"]]), "mapped")

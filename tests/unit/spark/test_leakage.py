@@ -1,5 +1,7 @@
 """The mapping cascade, the report and the removal, on hand-made rows with hand-worked answers."""
 
+import random
+
 import pytest
 
 from citeflow.leakage import benchmark_id_rows, distinct_ids, leakage_report
@@ -102,6 +104,60 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, bro
         r["id"]: r["method"] for r in L.map_ids_narrow(ids_of(bench), papers, None, materialize=materialize).collect()
     }
     assert (without[SHA_A], without[SHA_C], without[SHA_E]) == (None, "title", "doi")
+
+
+@pytest.mark.parametrize("match_titles", [True, False])
+def test_the_narrow_mapping_equals_the_whole_cascade_on_colliding_keys(spark, match_titles):
+    """map_ids_narrow, whose later steps run in the driver (`citeflow.leakage.later_steps`), against
+    map_ids (every step in Spark) on random papers and ids that share DOIs, PubMed and arXiv ids (spelled
+    with spaces and capitals) and titles, with several methods mapping one id to different papers."""
+    rng = random.Random(11)
+    pick = lambda pool, p: rng.choice(pool) if rng.random() < p else None  # noqa: E731
+    # each key either the paper's own (unique) or from a small pool several papers share
+    dois = ["10.1/a", " 10.1/A", "10.1/b ", "10.3/É", "10.3/é", ""]
+    titles = ["Same Title", "same title.", "Café", "CAFE", "Ünique one", None]
+    rows = []
+    for cid in range(1, 120):
+        own = rng.random() < 0.5
+        rows.append(
+            (
+                cid,
+                f"Title number {cid}" if own else pick(titles, 0.9),
+                f"10.5/{cid}" if rng.random() < 0.3 else pick(dois, 0.4),
+                str(1000 + cid) if rng.random() < 0.2 else pick(["1", "2", " 3"], 0.3),
+                f"2101.{cid:05d}" if rng.random() < 0.2 else pick(["x.1", "X.1", "y.2"], 0.3),
+            )
+        )
+    papers = spark.createDataFrame(rows, "corpus_id long, title string, doi string, pubmed_id string, arxiv_id string")
+    vary = lambda v: v if v is None else rng.choice([v, v.upper(), f" {v} "])  # noqa: E731
+    bench = []
+    for i in range(150):
+        paper = rng.choice(rows)
+        bench.append(
+            (
+                rng.choice([f"{i:040x}", "a" * 40, str(rng.choice([5, 70, 500]))]) if i % 10 == 0 else f"{i:040x}",
+                rng.choice(["cite", "mesh"]),
+                rng.choice(["test", "val"]),
+                vary(paper[1]) if rng.random() < 0.7 else pick(["nothing like it", "SAME TITLE"], 0.5),
+                vary(paper[2]) if rng.random() < 0.5 else None,
+                vary(paper[3]) if rng.random() < 0.4 else None,
+                vary(paper[4]) if rng.random() < 0.4 else None,
+            )
+        )
+    bench = spark.createDataFrame(
+        bench, "id string, task string, split string, title string, doi string, pubmed_id string, arxiv_id string"
+    )
+    paper_ids = spark.createDataFrame([("a" * 40, 3), ("b" * 40, 200)], "sha string, corpus_id long")
+    columns = ["id", "corpus_id", "method", "in_snapshot", "unmapped_reason"]
+    whole = L.map_ids(ids_of(bench), papers, paper_ids, match_titles=match_titles).select(columns).collect()
+    narrow = L.map_ids_narrow(
+        ids_of(bench), papers, paper_ids, match_titles=match_titles, materialize=lambda f, name: f.localCheckpoint()
+    )
+    narrow = narrow.select(columns).collect()
+    assert sorted(narrow) == sorted(whole)
+    methods = {r["method"] for r in whole}
+    assert {"doi", "pubmed", "arxiv"} <= methods and (("title" in methods) == match_titles)
+    assert any(r["unmapped_reason"] == "ambiguous_title" for r in whole) == match_titles
 
 
 def test_without_paper_ids_or_titles_shas_stay_unmapped(spark, papers, bench):
