@@ -22,7 +22,18 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from citeflow.leakage import COUNTED, EXTERNAL_STEPS, METHODS, NO_PAIR, USABLE, key_column, later_steps, mapped_rows
+from citeflow.leakage import (
+    AMBIGUOUS_TITLE,
+    COUNTED,
+    EXTERNAL_STEPS,
+    METHODS,
+    NO_MATCH,
+    NO_PAIR,
+    USABLE,
+    key_column,
+    later_steps,
+    mapped_rows,
+)
 from citeflow.text import fold_title
 
 PAPER_IDS_SCHEMA = T.StructType(
@@ -184,16 +195,15 @@ def map_ids(
     """
     steps = [id_steps(ids, paper_ids).where(F.col("method").isNotNull())]
 
-    for method, column in EXTERNAL_STEPS:
-        bench_col = paper_col = column
-        key = cascade_key(paper_col)
+    for method, column in EXTERNAL_STEPS:  # the benchmark's and the papers' columns have the same names
+        key = cascade_key(column)
         unique = (
-            papers.where(F.col(paper_col).isNotNull())
+            papers.where(F.col(column).isNotNull())
             .groupBy(key.alias("_key"))
             .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
             .where("_n = 1")
         )
-        bench_key = ids.where(F.col(bench_col).isNotNull()).select("id", cascade_key(bench_col).alias("_key"))
+        bench_key = ids.where(F.col(column).isNotNull()).select("id", cascade_key(column).alias("_key"))
         steps.append(bench_key.join(unique, "_key").select("id", "corpus_id", F.lit(method).alias("method")))
 
     title_counts = None
@@ -236,7 +246,7 @@ def map_ids(
         "method",
         F.coalesce("in_snapshot", F.lit(False)).alias("in_snapshot"),
         F.when(
-            F.col("method").isNull(), F.when(F.col("_amb"), F.lit("ambiguous_title")).otherwise(F.lit("no_match"))
+            F.col("method").isNull(), F.when(F.col("_amb"), F.lit(AMBIGUOUS_TITLE)).otherwise(F.lit(NO_MATCH))
         ).alias("unmapped_reason"),
     )
 
