@@ -211,7 +211,8 @@ def read_lines(spark, files: list[str], sizes: list[int]) -> DataFrame:
 SPARK_TASK_BYTES = 128 << 20  # Spark's own default `maxPartitionBytes`
 OPEN_COST = "spark.sql.files.openCostInBytes"
 ONE_WAVE_MAX = 2  # a table of up to this many default tasks per core is read in one wave
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+# the units of Spark's byte-size settings (`JavaUtils.byteStringAs`), lower-cased
+_UNITS = {"": 1, "b": 1} | {u + b: 1 << (10 * (i + 1)) for i, u in enumerate("kmgtp") for b in ("", "b")}
 
 
 def read_parquet(spark, uri: str, sizes: list[int]) -> DataFrame:
@@ -223,8 +224,9 @@ def read_parquet(spark, uri: str, sizes: list[int]) -> DataFrame:
     the cores, which runs alone after the others: filter_leakage's upstream `papers` at 1M papers (six
     files of 29-58 MB, 290 MB) became tasks of 116, 101 and 72 MB on two cores, in its key scan and again
     in its write (issue 21). So the session's `maxPartitionBytes` is set to the core's share, which Spark's
-    packing then uses as the task size (tasks of 116, 144 and 29 MB, the two cores finishing together: the
-    write took 5.7 s instead of 7.8 s, the key scan 4.8 s instead of 5.5 s, in one run each). A larger table
+    packing then uses as the task size (tasks of 116, 144 and 29 MB, the two cores finishing together; in 4
+    interleaved pairs the key scan took 5.3-6.4 s instead of 6.5-8.4 s, the write 6.7-8.9 s instead of
+    8.0-10.3 s). A larger table
     is read in tasks of Spark's own size, whose last wave is a smaller share of the scan.
 
     The setting is the session's and is read when a scan runs, so it is only ever raised here: a larger

@@ -289,7 +289,8 @@ def test_one_wave_leaves_a_users_task_size_and_an_unknown_core_count_alone(
 
 
 @pytest.mark.parametrize(
-    ("text", "value"), [("4194304b", 4 << 20), ("4m", 4 << 20), ("1g", 1 << 30), ("128KB", 128 << 10), ("77", 77)]
+    ("text", "value"),
+    [("4194304b", 4 << 20), ("4m", 4 << 20), ("1g", 1 << 30), ("128KB", 128 << 10), ("77", 77), ("2t", 2 << 40)],
 )
 def test_spark_byte_sizes_are_read(text, value):
     assert R._byte_size(text) == value
