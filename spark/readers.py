@@ -27,6 +27,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from citeflow.threads import usable_cores
+
 S = T.StringType()
 CORRUPT = "_corrupt_record"
 
@@ -247,16 +249,29 @@ def read_parquet(spark, uri: str, sizes: list[int]) -> DataFrame:
 
 
 def _scan_cores(spark) -> int | None:
-    """The number of tasks Spark shares a scan's bytes among (`minPartitionNum`, else the default
-    parallelism), or None where this process cannot know it (a Spark Connect client has no SparkContext)."""
+    """The number of tasks Spark shares a scan's bytes among: `minPartitionNum` or
+    `leafNodeDefaultParallelism` where set, else a local driver's threads (`local_threads`), or None where
+    this process cannot know it (a cluster's executors; a Spark Connect server, whose master is not this
+    process's). Read from the settings only: stage code keeps to what a Spark Connect client has."""
     for key in ("spark.sql.files.minPartitionNum", "spark.sql.leafNodeDefaultParallelism"):
         value = spark.conf.get(key, None)
         if value:
             return int(value)
-    try:
-        return int(spark.sparkContext.defaultParallelism)
-    except Exception:  # pyspark.errors.PySparkNotImplementedError on Spark Connect
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
         return None
+    return local_threads(spark.conf.get("spark.master", ""))
+
+
+def local_threads(master: str) -> int | None:
+    """The task threads of a local master (`local`: 1, `local[N]` or `local[N,F]`: N, `local[*]`: the cores
+    this process may use, as Spark counts the JVM's); None for any other master."""
+    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if not match:
+        return None
+    threads = match.group(1)
+    if threads is None:
+        return 1
+    return usable_cores() if threads == "*" else int(threads)
 
 
 def _byte_size(text: str) -> int:

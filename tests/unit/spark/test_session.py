@@ -289,6 +289,29 @@ def test_one_wave_leaves_a_users_task_size_and_an_unknown_core_count_alone(
 
 
 @pytest.mark.parametrize(
+    ("master", "threads"),
+    [
+        ("local", 1),
+        ("local[3]", 3),
+        ("local[4, 2]", 4),
+        ("spark://h:7077", None),
+        ("yarn", None),
+        ("local-cluster[2,1,1024]", None),
+    ],
+)
+def test_a_local_masters_threads_are_read_from_its_url(master, threads):
+    assert R.local_threads(master) == threads
+
+
+def test_local_star_counts_the_cores_this_process_may_use(spark):
+    from citeflow.threads import usable_cores
+
+    assert R.local_threads("local[*]") == usable_cores()
+    assert spark.conf.get("spark.master") == "local[*]"
+    assert R._scan_cores(spark) == spark.sparkContext.defaultParallelism  # what Spark itself shares among
+
+
+@pytest.mark.parametrize(
     ("text", "value"),
     [("4194304b", 4 << 20), ("4m", 4 << 20), ("1g", 1 << 30), ("128KB", 128 << 10), ("77", 77), ("2t", 2 << 40)],
 )
