@@ -235,7 +235,8 @@ def read_parquet(spark, uri: str, sizes: list[int]) -> DataFrame:
     value leaves the tasks of every smaller table as they were (Spark takes their core's share), and a
     table read later in the same stage cannot undo it. `read_lines` lowers it again for gzip shards (one
     file a task), so a stage reads its Parquet tables this way after its shards. A `maxPartitionBytes` the
-    user set is left as it is, and so is a session whose cores are not known here (Spark Connect).
+    user set is left as it is, and so is a session whose cores are not known here (`_scan_cores`: a cluster,
+    Spark Connect).
     """
     current = spark.conf.get(MAX_TASK_BYTES, None)
     cores = _scan_cores(spark)
