@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from citeflow.threads import usable_cores
+from spark.session import is_connect
 
 S = T.StringType()
 CORRUPT = "_corrupt_record"
@@ -201,13 +202,21 @@ def read_lines(spark, files: list[str], sizes: list[int]) -> DataFrame:
     S2ORC shards 25% slower (S2ORC build_graph at 1M papers: 66 s -> 76 s). A `maxPartitionBytes` the user
     set (`spark.conf`) is left as it is. Plain `.jsonl` files are split by the session's setting.
     """
-    if files and all(f.endswith(".gz") for f in files):
-        current = spark.conf.get(MAX_TASK_BYTES, None)
-        if current is None or current == spark.conf.get(SET_BY_CITEFLOW, None):  # not the user's own setting
-            value = str(max(max(sizes), MIN_TASK_BYTES))
-            spark.conf.set(MAX_TASK_BYTES, value)
-            spark.conf.set(SET_BY_CITEFLOW, value)
+    if files and all(f.endswith(".gz") for f in files) and _task_size_is_ours(spark):
+        _set_task_size(spark, max(max(sizes), MIN_TASK_BYTES))
     return with_source(spark.read.text(files))
+
+
+def _task_size_is_ours(spark) -> bool:
+    """Whether the session's `maxPartitionBytes` is Spark's default or a value citeflow set (not the user's)."""
+    current = spark.conf.get(MAX_TASK_BYTES, None)
+    return current is None or current == spark.conf.get(SET_BY_CITEFLOW, None)
+
+
+def _set_task_size(spark, value: int) -> None:
+    """Set the session's `maxPartitionBytes`, noting that citeflow set it."""
+    spark.conf.set(MAX_TASK_BYTES, str(value))
+    spark.conf.set(SET_BY_CITEFLOW, str(value))
 
 
 SPARK_TASK_BYTES = 128 << 20  # Spark's own default `maxPartitionBytes`
@@ -228,8 +237,8 @@ def read_parquet(spark, uri: str, sizes: list[int]) -> DataFrame:
     in its write (issue 21). So the session's `maxPartitionBytes` is set to the core's share, which Spark's
     packing then uses as the task size (tasks of 116, 144 and 29 MB, the two cores finishing together; in 4
     interleaved pairs the key scan took 5.3-6.4 s instead of 6.5-8.4 s, the write 6.7-8.9 s instead of
-    8.0-10.3 s). A larger table
-    is read in tasks of Spark's own size, whose last wave is a smaller share of the scan.
+    8.0-10.3 s). A larger table is read in tasks of Spark's own size, whose last wave is a smaller share of
+    the scan.
 
     The setting is the session's and is read when a scan runs, so it is only ever raised here: a larger
     value leaves the tasks of every smaller table as they were (Spark takes their core's share), and a
@@ -238,14 +247,12 @@ def read_parquet(spark, uri: str, sizes: list[int]) -> DataFrame:
     user set is left as it is, and so is a session whose cores are not known here (`_scan_cores`: a cluster,
     Spark Connect).
     """
-    current = spark.conf.get(MAX_TASK_BYTES, None)
     cores = _scan_cores(spark)
-    if cores and (current is None or current == spark.conf.get(SET_BY_CITEFLOW, None)):
+    if cores and _task_size_is_ours(spark):
         share = -(-(sum(sizes) + len(sizes) * _byte_size(spark.conf.get(OPEN_COST))) // cores)
-        in_force = SPARK_TASK_BYTES if current is None else _byte_size(current)
+        in_force = _byte_size(spark.conf.get(MAX_TASK_BYTES))  # Spark's default where unset
         if SPARK_TASK_BYTES < share <= ONE_WAVE_MAX * SPARK_TASK_BYTES and share > in_force:
-            spark.conf.set(MAX_TASK_BYTES, str(share))
-            spark.conf.set(SET_BY_CITEFLOW, str(share))
+            _set_task_size(spark, share)
     return spark.read.parquet(uri)
 
 
@@ -258,7 +265,7 @@ def _scan_cores(spark) -> int | None:
         value = spark.conf.get(key, None)
         if value:
             return int(value)
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if is_connect(spark):
         return None
     return local_threads(spark.conf.get("spark.master", ""))
 

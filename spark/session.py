@@ -221,7 +221,7 @@ def concurrently(spark, *calls: Callable[[], Any]) -> list[Any]:
 
     if len(calls) < 2:
         return [call() for call in calls]
-    tags = spark.getTags() if _is_connect(spark) else ()
+    tags = spark.getTags() if is_connect(spark) else ()
 
     def tagged(call: Callable[[], Any]) -> Any:
         for tag in tags:
@@ -235,7 +235,8 @@ def concurrently(spark, *calls: Callable[[], Any]) -> list[Any]:
     return [first, *(future.result() for future in futures)]
 
 
-def _is_connect(spark) -> bool:
+def is_connect(spark) -> bool:
+    """Whether `spark` is a Spark Connect client session (no SparkContext, no JVM in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
