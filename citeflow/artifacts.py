@@ -36,7 +36,6 @@ import json
 import logging
 import os
 import posixpath
-import shutil
 import uuid
 from typing import Any
 
@@ -52,6 +51,7 @@ from citeflow.manifest import (
     Manifest,
     sha256_of,
 )
+from citeflow.tables import link_file
 
 HASH_CHUNK = 1 << 20
 
@@ -332,13 +332,7 @@ class ArtifactStore:
             if rel == MANIFEST or info.base_name.startswith(f".{MANIFEST}."):
                 continue
             self.fs.create_dir(posixpath.dirname(target), recursive=True)
-            if self.local:
-                try:
-                    os.link(info.path, target)
-                except OSError:
-                    shutil.copy2(info.path, target)
-            else:
-                self.fs.copy_file(info.path, target)
+            link_file(self.fs, self.local, info.path, target)
             total += info.size or 0
         return total
 
@@ -396,17 +390,23 @@ def _fsspec_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 
 
 def table_stats(store: ArtifactStore, path: str) -> dict[str, Any]:
-    """Row count and schema of one Parquet table folder, read from file footers only."""
+    """Row count and schema of one Parquet table folder, read from file footers only. A table with a deletion
+    file (`citeflow/tables.py`) counts its rows less the removed ones, and says how many it removes."""
     import pyarrow.dataset as ds
 
+    from citeflow import tables
+
     dataset = ds.dataset(
-        path, filesystem=store.fs, format="parquet", exclude_invalid_files=False, ignore_prefixes=[".", "_"]
+        path, filesystem=store.fs, format="parquet", exclude_invalid_files=False, ignore_prefixes=tables.IGNORED
     )
     rows = sum(fragment.metadata.num_rows for fragment in dataset.get_fragments())
     files = sorted(posixpath.basename(f) for f in dataset.files)
-    return {
+    stats = {
         "path": posixpath.basename(path),
         "rows": rows,
         "files": len(files),
         "schema": [{"name": f.name, "type": str(f.type)} for f in dataset.schema],
     }
+    if tables.has_deleted(store.fs, path):
+        stats["rows"], stats["deleted_rows"] = tables.live_rows(store.fs, path)
+    return stats

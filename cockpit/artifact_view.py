@@ -55,7 +55,7 @@ def _cell(value: Any) -> str:
 
 def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> dict[str, Any]:
     """Everything the artifact page shows, read through the version's manifest."""
-    import pyarrow.dataset as ds
+    from citeflow.tables import head
 
     manifest = store.read_manifest(snapshot, stage, version)
     if manifest is None:
@@ -65,10 +65,7 @@ def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> 
         )
     tables = []
     for name, stats in manifest.tables.items():
-        dataset = ds.dataset(
-            manifest.table_path(name), filesystem=store.fs, format="parquet", ignore_prefixes=[".", "_"]
-        )
-        sample = dataset.head(SAMPLE_ROWS).to_pylist()
+        sample = head(store.fs, manifest.table_path(name), SAMPLE_ROWS).to_pylist()  # as readers read it
         tables.append(
             {
                 "name": name,

@@ -316,10 +316,8 @@ def finish(
     text=None,
 ) -> dict[str, Any]:
     """Write papers, citations, rejected and degree_histogram from the cleaned frames; the manifest metrics
-    (degree statistics, text flags, rejected counts by reason). `text` (no_title, no_abstract per paper)
-    defaults to reading the written papers."""
-    import pyarrow.parquet as pq
-
+    (degree statistics, text flags, rejected counts by reason: `summarize`). `text` (no_title, no_abstract
+    per paper) defaults to reading the written papers."""
     from spark import graph as G
     from spark import output as O
     from spark import readers as R
@@ -343,7 +341,21 @@ def finish(
         write_rejected,
     )
 
-    written_papers = spark.read.parquet(out("papers"))
+    return summarize(spark, store, path, config, text)
+
+
+def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=None) -> dict[str, Any]:
+    """The degree histogram (table and plot) and the manifest metrics of the tables written into `path`, read
+    as every reader reads them (their deletion files applied, citeflow/tables.py); `text` (no_title,
+    no_abstract per paper) defaults to reading the written papers. Removes the version's staging folder."""
+    import pyarrow.parquet as pq
+
+    from spark import graph as G
+    from spark import readers as R
+    from spark.session import concurrently
+
+    written = lambda table: R.read_stored(spark, store, posixpath.join(path, table))  # noqa: E731
+    written_papers = written("papers")
     if text is None:
         text = G.summary_stats(written_papers)
 
@@ -359,7 +371,7 @@ def finish(
     _, reasons, metrics = concurrently(
         spark,
         histogram_written_and_plotted,
-        lambda: spark.read.parquet(out("rejected")).groupBy("kind", "reason").count().collect(),
+        lambda: written("rejected").groupBy("kind", "reason").count().collect(),
         lambda: G.degree_summary(written_papers.select("out_degree", "in_degree"), text),
     )
     store.fs.delete_dir(posixpath.join(path, "_staging"))

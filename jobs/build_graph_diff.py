@@ -1,20 +1,28 @@
 """build_graph from an S2AG release diff: a base version's tables merged with the diff (issue 19).
 
 Called by jobs/build_graph.py `run` when the artifact root holds a build of the diff's start release (the
-stage's one entry point stays there). Reads the base version's `papers`, `citations` and `rejected` and the
-diff's files; writes the same tables as a full build of the release into the version folder, and returns
-the manifest metrics of a full build plus `from_diff`. Only what the diff can change is computed again:
+stage's one entry point stays there). Reads the base version's `papers`, `citations` and `rejected` (as
+their readers read them: a base merged from an earlier diff has deletion files) and the diff's files; writes
+the same tables as a full build of the release into the version folder, and returns the manifest metrics of
+a full build plus `from_diff`. Only what the diff can change is computed again:
 
 - papers: the rows of the keys the merge decides again (`spark/incremental.py` `touched_papers`: keys either
   diff names, keys whose abstract the base quarantined) are merged from the base's rows of those keys only;
-  every other row is the base's row as it is, with new degrees (an edge that arrives or leaves changes the
-  degree of a paper the diff does not name, so no base file can be reused whole, and none is linked);
+  every other row is the base's row as it is, and a row whose degrees changed (an edge to or from it arrived
+  or left) gets its new degrees;
 - citation edges: only pairs the diff names or brings and edges with an end that enters or leaves the
   corpus are labelled again (`split_edges`); every other base edge keeps its label;
-- rejected: the base's rows stay unless the merge decides their key again;
-- the tables are written, and degrees, degree histogram and metrics computed, as in a full build
-  (jobs/build_graph.py `finish`): all of it in Spark, so the diff path runs where a full build runs (a
-  cluster, Spark Connect) and holds no table in this process.
+- rejected: the base's rows stay unless the merge decides their key again.
+
+How the rows are written (`_finish_in_place`): `papers` and `rejected` are merge-on-read tables
+(citeflow/tables.py): the base's data files are linked into the new table unchanged, the rows the diff
+changes (and the papers whose degrees changed) are written as new files beside them, and the base rows the
+release no longer holds are named in the table's deletion file, so neither table's untouched rows are
+rewritten. `citations` (ids only) is written in full. Once the base's deletion files remove more than
+`build_graph.max_deleted_share` of its stored rows, the version writes every row again (as it does with 0),
+so reads do not slow down release after release. Degrees, degree histogram and metrics are computed from
+the written tables as in a full build (jobs/build_graph.py `summarize`): all of it in Spark, so the diff path
+runs where a full build runs (a cluster, Spark Connect) and holds no table in this process.
 
 The result equals a full build of the release (tests/e2e/test_incremental.py).
 """
@@ -76,8 +84,13 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     def stage(frame, name: str):
         return O.stage(spark, frame, store.engine_uri(posixpath.join(path, "_staging", name)))
 
-    read = lambda table: spark.read.parquet(store.engine_uri(base.table_path(table)))  # noqa: E731
-    base_papers, base_citations, base_rejected = read("papers"), read("citations"), read("rejected")
+    def read(table: str, with_position: bool = False):
+        """A table of the base version as its readers read it; `with_position`: with each row's place in
+        its data file, which a merge-on-read table of this version names to remove the row."""
+        return R.read_stored(spark, store, base.table_path(table), with_position=with_position)
+
+    base_papers, base_citations = read("papers", with_position=True), read("citations")
+    base_rejected = read("rejected", with_position=True)
     few_papers = base.tables["papers"]["rows"] <= config.spark.broadcast_rows
 
     log.info("%s: merging papers and abstracts of the keys the diff names", STAGE)
@@ -111,7 +124,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     corpus_ids = (
         base_papers.select("corpus_id").join(F.broadcast(touched), "corpus_id", "left_anti").unionByName(new_ids)
     )
-    to_label, kept_edges, carried_edges, citation_rejects, edge_keys = I.split_edges(
+    to_label, kept_edges, carried_edges, citation_rejects, edge_keys, dropped_edges = I.split_edges(
         base_citations,
         base_rejected,
         lines_of("citations", "updates", R.s2ag_citation_pairs),
@@ -121,10 +134,8 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     labelled = stage(G.label_edges(to_label, corpus_ids, broadcast=few_papers), "edges")
     named = {"papers": paper_keys.count(), "abstracts": abstract_keys.count(), "citations": edge_keys.count()}
 
-    # every other paper is the base's row as it is; its degrees, like all degrees, come from the edges written
-    untouched = base_papers.select(*G.PAPERS_COLUMNS).join(
-        F.broadcast(touched) if few_papers else touched, "corpus_id", "left_anti"
-    )
+    carried_rows, decided_again = I.carried_rejected(base_rejected, paper_keys.select("corpus_id"))
+    new_rejected = [paper_rejects, bad_deletes, abstract_rejects, citation_rejects]
     carried_kept = kept_edges.select(
         "citing",
         "cited",
@@ -133,24 +144,35 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         F.lit(None).cast("string").alias("source"),
         F.lit(None).cast("string").alias("reason"),
     )
-    rejected = [
-        I.carried_rejected(base_rejected, paper_keys.select("corpus_id")),
-        carried_edges,
-        paper_rejects,
-        bad_deletes,
-        abstract_rejects,
-        citation_rejects,
-    ]
-    metrics = finish(
-        spark,
-        store,
-        path,
-        config,
-        untouched.unionByName(changed),
-        labelled.unionByName(carried_kept),
-        rejected,
-        few_papers,
-    )
+    edges = labelled.unionByName(carried_kept)
+    share = config.build_graph.max_deleted_share
+    in_place = {t: _links_base(base, t, share) for t in ("papers", "rejected")}
+    if all(in_place.values()):
+        log.info("%s: linking the base's papers and rejected files; writing the rows the diff changes", STAGE)
+        removed = {
+            "papers": touched_base.select(*R.POSITION),
+            "rejected": decided_again.select(*R.POSITION).unionByName(dropped_edges.select(*R.POSITION)),
+        }
+        metrics = _finish_in_place(
+            spark, store, path, config, base, changed, edges, new_rejected, removed, touched, few_papers, stage
+        )
+    else:
+        why = (
+            "build_graph.max_deleted_share is 0"
+            if share == 0
+            else f"the base's {' and '.join(t for t, ok in in_place.items() if not ok)} remove more than "
+            f"build_graph.max_deleted_share ({share}) of their rows"
+        )
+        log.info("%s: %s; writing every row", STAGE, why)
+        # every other paper is the base's row as it is; its degrees, like all degrees, come from the edges
+        untouched = base_papers.select(*G.PAPERS_COLUMNS).join(
+            F.broadcast(touched) if few_papers else touched, "corpus_id", "left_anti"
+        )
+        fields = R.REJECTED_SCHEMA.fieldNames()
+        carried = [carried_rows.select(*fields), carried_edges.select(*fields)]
+        metrics = finish(
+            spark, store, path, config, untouched.unionByName(changed), edges, carried + new_rejected, few_papers
+        )
     metrics["format"] = "s2ag"
     metrics["input_files"] = {d: sum(v.values()) for d, v in lines_read.items()}
     metrics["from_diff"] = {
@@ -159,5 +181,101 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         "end": diff.end,
         "steps": [[st.from_release, st.to_release] for st in diff.steps],
         "keys_named": named,
+        "merge_on_read": all(in_place.values()),  # papers and rejected link the base's files
     }
     return metrics
+
+
+def _links_base(base: Manifest, table: str, share: float) -> bool:
+    """Whether this version links the base's files of `table`: the rows the base removes from them are at
+    most `share` of the rows they store (`build_graph.max_deleted_share`; 0: never)."""
+    stats = base.tables[table]
+    removed = stats.get("deleted_rows", 0)
+    return share > 0 and removed <= share * (stats["rows"] + removed)
+
+
+def _finish_in_place(
+    spark,
+    store: ArtifactStore,
+    path: str,
+    config: RunConfig,
+    base: Manifest,
+    changed,
+    edges,
+    new_rejected: list,
+    removed: dict[str, Any],
+    touched,
+    few_papers: bool,
+    stage,
+) -> dict[str, Any]:
+    """Write `citations` in full, and `papers` and `rejected` as merge-on-read tables (citeflow/tables.py): the
+    base's data files linked, new files of the rows this release changes, and the base rows it no longer holds
+    named in `_deleted/`; then the statistics of a full build (`summarize`).
+
+    `removed` holds the `POSITION` of the base rows the merge replaced (papers: every touched key's;
+    rejected: those it decided again). A paper nobody touched whose degrees changed (an edge to it arrived
+    or left) is written again with its new degrees, and its base row removed. The base's own removed rows
+    stay removed."""
+    from pyspark.sql import functions as F
+
+    from citeflow import tables as T
+    from jobs.build_graph import summarize
+    from spark import graph as G
+    from spark import readers as R
+    from spark.session import concurrently
+
+    files = config.build_graph.output_files
+    out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
+
+    def read_base(table: str, with_position: bool = True):
+        return R.read_stored(spark, store, base.table_path(table), with_position=with_position)
+
+    def finish_table(table: str, new_rows, gone) -> None:
+        """`new_rows` written into the table's folder, the base's data files linked beside them, and the
+        removed positions (`gone`, and the base's own) written as the deletion file."""
+        new_rows.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out(table))
+        folder = base.table_path(table)
+        T.link_data_files(store.fs, store.local, folder, posixpath.join(path, table))
+        if T.has_deleted(store.fs, folder):
+            earlier = spark.read.parquet(f"{store.engine_uri(folder)}/{T.DELETED}")
+            gone = gone.unionByName(
+                earlier.select(F.col(T.FILE_NAME).alias(R.POSITION[0]), F.col(T.ROW_INDEX).alias(R.POSITION[1]))
+            )
+        gone.select(F.col(R.POSITION[0]).alias(T.FILE_NAME), F.col(R.POSITION[1]).alias(T.ROW_INDEX)).coalesce(
+            1
+        ).write.mode("error").parquet(f"{out(table)}/{T.DELETED}")
+
+    def write_graph() -> None:
+        G.kept_edges(edges).coalesce(files).write.mode("error").parquet(out("citations"))
+        written_edges = spark.read.parquet(out("citations"))
+        degrees = G.degrees(written_edges)
+        # the base rows nobody touched whose degrees the new edges change
+        old = (
+            read_base("papers")
+            .select("corpus_id", *R.POSITION, F.col("out_degree").alias("_out0"), F.col("in_degree").alias("_in0"))
+            .join(F.broadcast(touched) if few_papers else touched, "corpus_id", "left_anti")
+        )
+        stale = stage(
+            old.join(F.broadcast(degrees) if few_papers else degrees, "corpus_id", "left")
+            .fillna(0, subset=["out_degree", "in_degree"])
+            .where((F.col("out_degree") != F.col("_out0")) | (F.col("in_degree") != F.col("_in0")))
+            .select(*R.POSITION, "out_degree", "in_degree"),
+            "stale",
+        )
+        restated = (
+            read_base("papers")
+            .drop("out_degree", "in_degree")
+            .join(F.broadcast(stale), R.POSITION)
+            .select(*G.PAPERS_COLUMNS, "out_degree", "in_degree")
+        )
+        new_rows = G.with_degrees(changed, written_edges, broadcast=few_papers).unionByName(restated)
+        finish_table("papers", new_rows, removed["papers"].unionByName(stale.select(*R.POSITION)))
+
+    def write_rejected() -> None:
+        rows = new_rejected[0]
+        for frame in [*new_rejected[1:], G.rejected_edges(edges)]:
+            rows = rows.unionByName(frame)
+        finish_table("rejected", rows, removed["rejected"])
+
+    concurrently(spark, write_graph, write_rejected)
+    return summarize(spark, store, path, config)

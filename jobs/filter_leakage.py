@@ -112,9 +112,9 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
 
     def read_upstream(table: str):
         """A table of the graph, its scan sized to the cores (`read_parquet`: the papers' key scan and the
-        write of the kept papers each ran a task alone after the others, issue 21)."""
-        folder = upstream.table_path(table)
-        return R.read_parquet(spark, store.engine_uri(folder), store.data_file_sizes(folder))
+        write of the kept papers each ran a task alone after the others, issue 21), its deletion file applied
+        (a graph merged from a diff, citeflow/tables.py)."""
+        return R.read_stored(spark, store, upstream.table_path(table))
 
     log.info(
         "%s: %d benchmark id rows from %s",

@@ -95,25 +95,25 @@ def merge_papers(
     return papers, steps, rejected, kept
 
 
-def carried_rejected(base_rejected: DataFrame, paper_keys: DataFrame) -> DataFrame:
-    """Base rejected rows that stay as they were: paper rows (malformed lines, bad ids, duplicates of keys
-    the diff does not name) and abstract and citation rows that no key governs (parse errors). Abstract
-    duplicates and orphans, and edge labels, are decided again by `merge_abstracts` and `merge_edges`."""
+def carried_rejected(base_rejected: DataFrame, paper_keys: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(base rejected rows that stay as they were, base rejected rows the merge decides again).
+
+    Stay: paper rows (malformed lines, bad ids, duplicates of keys the diff does not name) and abstract and
+    citation rows that no key governs (parse errors). Decided again: duplicates of keys the papers diff
+    names, and the abstract duplicates and orphans (`merge_abstracts`). Edge labels (the rest of the citation
+    rows) are neither: `split_edges` carries or drops them. Both frames keep the rows' `POSITION` columns
+    when `base_rejected` has them (`readers.read_table`)."""
     id_long = F.col("id").try_cast("long")
-    papers = base_rejected.where(F.col("kind") == "paper")
     named = paper_keys.select(F.col("corpus_id").alias("_key"), F.lit(True).alias("_named"))
-    papers = (
-        papers.join(named, id_long == F.col("_key"), "left")
-        .where(~((F.col("reason") == R.DUPLICATE_PAPER) & F.col("_named").isNotNull()))
-        .select(*R.REJECTED_SCHEMA.fieldNames())
-    )
+    kind, reason = F.col("kind"), F.col("reason")
     keyed_abstracts = (R.DUPLICATE_ABSTRACT, R.ABSTRACT_WITHOUT_PAPER)
-    others = base_rejected.where(
-        ((F.col("kind") == "abstract") & ~F.col("reason").isin(*keyed_abstracts))
-        | ((F.col("kind") == "citation") & ~F.col("reason").isin(*EDGE_REASONS))
-        | ~F.col("kind").isin("paper", "abstract", "citation")
+    flagged = base_rejected.join(named, (kind == "paper") & (id_long == F.col("_key")), "left")
+    decided_again = ((kind == "paper") & (reason == R.DUPLICATE_PAPER) & F.col("_named").isNotNull()) | (
+        (kind == "abstract") & reason.isin(*keyed_abstracts)
     )
-    return papers.unionByName(others)
+    edge_label = (kind == "citation") & reason.isin(*EDGE_REASONS)
+    keep = [*R.REJECTED_SCHEMA.fieldNames(), *R.positions(base_rejected)]
+    return flagged.where(~decided_again & ~edge_label).select(*keep), flagged.where(decided_again).select(*keep)
 
 
 def _abstract_rank(winner_first: Column) -> Column:
@@ -215,10 +215,17 @@ def merge_abstracts(
 
 
 def _edge_inputs(
-    base_citations: DataFrame, base_rejected: DataFrame, updates: DataFrame, deletes: DataFrame
+    base_citations: DataFrame,
+    base_rejected: DataFrame,
+    updates: DataFrame,
+    deletes: DataFrame,
+    *,
+    flag_named: bool = False,
 ) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
     """(the base's edge candidates the diff does not name, with their base `reason` (null: kept), the diff's
-    final candidates, rejected rows of unparseable diff lines, keys the diff names)."""
+    final candidates, rejected rows of unparseable diff lines, keys the diff names). With `flag_named` the
+    candidates the diff names stay, flagged by `_named` (true). The base's rejected rows keep their
+    `POSITION` columns when `base_rejected` has them (null for its kept edges)."""
 
     def split(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
         good = edge_key(lines.where(F.col("parse_error").isNull()))
@@ -236,17 +243,24 @@ def _edge_inputs(
     good_deletes, bad_deletes = split(deletes)
     steps = last_steps(good, good_deletes, ["_k1", "_k2"])
     from_diff = final_updates(good, steps, ["_k1", "_k2"]).select("citing_raw", "cited_raw", "source")
+    position = R.positions(base_rejected)
     kept = base_citations.select(
         F.col("citing").cast("string").alias("citing_raw"),
         F.col("cited").cast("string").alias("cited_raw"),
         F.lit(None).cast("string").alias("source"),
         F.lit(None).cast("string").alias("reason"),
+        *[F.lit(None).cast("string" if c == R.POSITION[0] else "long").alias(c) for c in position],
     )
     labelled = base_rejected.where((F.col("kind") == "citation") & F.col("reason").isin(*EDGE_REASONS)).select(
-        F.col("id").alias("citing_raw"), F.col("cited_id").alias("cited_raw"), "source", "reason"
+        F.col("id").alias("citing_raw"), F.col("cited_id").alias("cited_raw"), "source", "reason", *position
     )
-    base = edge_key(kept.unionByName(labelled)).join(steps.select("_k1", "_k2"), ["_k1", "_k2"], "left_anti")
-    return base.drop("_k1", "_k2"), from_diff, bad_updates.unionByName(bad_deletes), steps.select("_k1", "_k2")
+    keys = steps.select("_k1", "_k2")
+    base = edge_key(kept.unionByName(labelled))
+    if flag_named:
+        base = base.join(keys.withColumn("_named", F.lit(True)), ["_k1", "_k2"], "left").fillna(False, ["_named"])
+    else:
+        base = base.join(keys, ["_k1", "_k2"], "left_anti")
+    return base.drop("_k1", "_k2"), from_diff, bad_updates.unionByName(bad_deletes), keys
 
 
 def merge_edges(
@@ -268,18 +282,20 @@ INTRINSIC_REASONS = (R.NULL_ID, R.INVALID_ID, R.SELF_CITATION)
 
 def split_edges(
     base_citations: DataFrame, base_rejected: DataFrame, updates: DataFrame, deletes: DataFrame, moved: DataFrame
-) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame, DataFrame]:
+) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame, DataFrame, DataFrame]:
     """`merge_edges`, with only the edges whose label can change left to label: (candidates to label, the
     base's kept edges that stay kept (`citing`, `cited`), the base's rejected edge rows that stay as they are,
-    rejected rows of unparseable diff lines, keys the diff names).
+    rejected rows of unparseable diff lines, keys the diff names, the base's rejected edge rows that do not
+    stay).
 
     `moved`: `corpus_id` of papers that enter or leave the corpus. `label_edges` labels an edge from its ids
     (null, invalid, self-citation: never changes), then from whether its ends are in the corpus, then ranks
     the copies of one (citing, cited) pair. So a base edge keeps its label unless its pair is one the diff
     names or brings (the pair's copies change) or an end moved. Such pairs are labelled again with all their
-    copies; every other base edge, kept or rejected, is carried over as the base labelled it.
+    copies; every other base edge, kept or rejected, is carried over as the base labelled it. The rejected
+    rows that stay, and those that do not, keep their `POSITION` columns when `base_rejected` has them.
     """
-    base, from_diff, bad, named = _edge_inputs(base_citations, base_rejected, updates, deletes)
+    base, from_diff, bad, named = _edge_inputs(base_citations, base_rejected, updates, deletes, flag_named=True)
     as_ids = lambda df, a, b: df.select(  # noqa: E731  the ids label_edges reads from the raw ends
         F.col(a).try_cast("long").alias("_c1"), F.col(b).try_cast("long").alias("_c2")
     )
@@ -301,15 +317,22 @@ def split_edges(
     changes = F.coalesce(F.col("_m1"), F.col("_m2"), F.col("_pair"), F.lit(False)) & ~F.coalesce(
         F.col("reason").isin(*INTRINSIC_REASONS), F.lit(False)
     )
-    base = base.withColumn("_changes", changes)
+    # a pair the diff names is not the base's any more (its copies come from the diff); another edge is
+    # labelled again when its label can change
+    base = base.withColumn("_changes", ~F.col("_named") & changes)
     to_label = base.where("_changes").select("citing_raw", "cited_raw", "source").unionByName(from_diff)
-    stays = base.where(~F.col("_changes"))
+    stays = base.where(~F.col("_named") & ~F.col("_changes"))
     kept = stays.where(F.col("reason").isNull()).select(F.col("_c1").alias("citing"), F.col("_c2").alias("cited"))
-    rejected = R.rejected_rows(
-        stays.where(F.col("reason").isNotNull()),
-        kind="citation",
-        reason=F.col("reason"),
-        id_col=F.col("citing_raw"),
-        cited=F.col("cited_raw"),
-    )
-    return to_label, kept, rejected, bad, named
+
+    def as_rejected(rows: DataFrame) -> DataFrame:
+        return R.rejected_rows(
+            rows.where(F.col("reason").isNotNull()),
+            kind="citation",
+            reason=F.col("reason"),
+            id_col=F.col("citing_raw"),
+            cited=F.col("cited_raw"),
+            keep=R.positions(base_rejected),
+        )
+
+    gone = base.where(F.col("_named") | F.col("_changes"))
+    return to_label, kept, as_rejected(stays), bad, named, as_rejected(gone)

@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from citeflow import tables
 from citeflow.threads import usable_cores
 from spark.session import is_connect
 
@@ -256,6 +257,50 @@ def read_parquet(spark, uri: str, sizes: list[int]) -> DataFrame:
     return spark.read.parquet(uri)
 
 
+# A row's place in the table it was read from: its data file's name and its index in that file (the columns
+# of a deletion file, citeflow/tables.py, as a DataFrame holds them).
+POSITION = ["_file_name", "_row_index"]
+
+
+def positions(df: DataFrame) -> list[str]:
+    """The `POSITION` columns `df` has (all or none)."""
+    return [c for c in POSITION if c in df.columns]
+
+
+def read_table(
+    spark, uri: str, sizes: list[int], *, deleted: bool, with_position: bool = False, broadcast: bool = True
+) -> DataFrame:
+    """The table at `uri` (`read_parquet`) less the rows its deletion file names (`deleted`: it has one;
+    citeflow/tables.py), through Spark's own file metadata (`_metadata.file_name`, `_metadata.row_index`).
+    `with_position` keeps each row's `POSITION`; `broadcast` ships the deletion file's rows to every task."""
+    df = read_parquet(spark, uri, sizes)
+    columns = df.columns
+    if deleted or with_position:
+        df = df.select(
+            "*",
+            F.col("_metadata.file_name").alias(POSITION[0]),
+            F.col("_metadata.row_index").alias(POSITION[1]),
+        )
+    if deleted:
+        gone = spark.read.parquet(f"{uri}/{tables.DELETED}").select(
+            F.col(tables.FILE_NAME).alias(POSITION[0]), F.col(tables.ROW_INDEX).alias(POSITION[1])
+        )
+        df = df.join(F.broadcast(gone) if broadcast else gone, POSITION, "left_anti")
+    return df if with_position else df.select(*columns)
+
+
+def read_stored(spark, store, folder: str, *, with_position: bool = False, broadcast: bool = True) -> DataFrame:
+    """`read_table` of the table folder `folder` of an `ArtifactStore` (citeflow/artifacts.py)."""
+    return read_table(
+        spark,
+        store.engine_uri(folder),
+        store.data_file_sizes(folder),
+        deleted=tables.has_deleted(store.fs, folder),
+        with_position=with_position,
+        broadcast=broadcast,
+    )
+
+
 def _scan_cores(spark) -> int | None:
     """The number of tasks Spark shares a scan's bytes among: `minPartitionNum` or
     `leafNodeDefaultParallelism` where set, else a local driver's threads (`local_threads`), or None where
@@ -399,9 +444,17 @@ def s2ag_citation_pairs(parsed: DataFrame) -> DataFrame:
 
 
 def rejected_rows(
-    df: DataFrame, *, kind: str, reason: Column, id_col: Column, cited: Column | None = None, raw: Column | None = None
+    df: DataFrame,
+    *,
+    kind: str,
+    reason: Column,
+    id_col: Column,
+    cited: Column | None = None,
+    raw: Column | None = None,
+    keep: list[str] | tuple[str, ...] = (),
 ) -> DataFrame:
-    """Rows of `df` in the `rejected` layout; `raw` is the line's bytes as read."""
+    """Rows of `df` in the `rejected` layout; `raw` is the line's bytes as read. `keep` names columns of `df`
+    carried after the layout's (a row's `POSITION` in the table it was read from)."""
     return df.select(
         F.lit(kind).alias("kind"),
         reason.alias("reason"),
@@ -409,6 +462,7 @@ def rejected_rows(
         (cited if cited is not None else F.lit(None)).cast("string").alias("cited_id"),
         F.col("source"),
         (raw if raw is not None else F.lit(None)).cast("binary").alias("raw"),
+        *keep,
     )
 
 

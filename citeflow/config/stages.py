@@ -31,6 +31,15 @@ class BuildGraphConfig:
             versioned=False,
         ),
     )
+    max_deleted_share: float = field(
+        default=0.2,
+        metadata=_help(
+            "a build from a diff links the base's files of papers and rejected and lists the rows it removes "
+            "(citeflow/tables.py) while the base's removed rows are at most this share of its stored rows; "
+            "above it (and at 0) it writes every row again",
+            versioned=False,
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.format not in ("auto", "s2orc", "s2ag"):
@@ -39,6 +48,8 @@ class BuildGraphConfig:
             raise CiteflowError(f"build_graph.citations_from must be outbound or inbound, not {self.citations_from!r}")
         if self.output_files < 1:
             raise CiteflowError("build_graph.output_files must be at least 1")
+        if not 0 <= self.max_deleted_share <= 1:
+            raise CiteflowError(f"build_graph.max_deleted_share must be between 0 and 1, not {self.max_deleted_share}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
+import pyarrow.fs as pafs
+
+from citeflow.tables import read_table
 
 PIN = Path(__file__).with_name("pinned_contents.json")
 # Manifest metrics that depend on where a run happened rather than on what it wrote.
@@ -45,8 +47,9 @@ def _plain(value: Any) -> Any:
 
 
 def table_digest(path: str) -> dict[str, Any]:
-    """Rows, column types and an order-free digest of the Parquet table at `path`."""
-    table = pq.read_table(path)
+    """Rows, column types and an order-free digest of the Parquet table at `path` (read as its readers read
+    it: a deletion file applied, citeflow/tables.py)."""
+    table = read_table(pafs.LocalFileSystem(), path)
     rows = sorted(
         hashlib.sha256(json.dumps(_plain(row), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
         for row in table.to_pylist()

@@ -20,11 +20,14 @@ import json
 import logging
 import os
 import shutil
+from pathlib import Path
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides
+from citeflow.tables import DELETED, read_table
 from jobs import build_graph, filter_leakage
 from tests.conftest import TEST_SPARK_OVERRIDES
 from tests.e2e.contents import table_digest
@@ -60,7 +63,7 @@ def cfg(root, release, artifacts, *overrides):
 
 
 def rows_without_source(path):
-    table = pq.read_table(path).drop(["source"])
+    table = read_table(pafs.LocalFileSystem(), path).drop(["source"])
     return sorted(
         hashlib.sha256(json.dumps(r, sort_keys=True, default=bytes.hex).encode()).hexdigest() for r in table.to_pylist()
     )
@@ -75,6 +78,20 @@ def assert_same_build(got, want):
         k: v for k, v in want.metrics.items() if k not in HOW
     }
     assert {t: s["rows"] for t, s in got.tables.items()} == {t: s["rows"] for t, s in want.tables.items()}
+
+
+def assert_links_base(merged, base):
+    """`papers` and `rejected` of `merged` are merge-on-read tables over `base`'s files (citeflow/tables.py):
+    every data file of the base's table is in the new table as the same file (a hard link), and the new
+    table removes some of their rows; `citations` is written anew."""
+    for table in ("papers", "rejected"):
+        old = {f.name: os.stat(f).st_ino for f in Path(base.table_path(table)).glob("part-*")}
+        new = {f.name: os.stat(f).st_ino for f in Path(merged.table_path(table)).glob("part-*")}
+        assert old and {n: new.get(n) for n in old} == old, table
+        assert len(new) > len(old), table  # the rows the diff changed, in files of their own
+        assert merged.tables[table]["deleted_rows"] > 0, table
+    assert "deleted_rows" not in merged.tables["citations"]
+    assert merged.metrics["from_diff"]["merge_on_read"] is True
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +132,7 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     assert merged.tables["citations"]["rows"] == truth["counts"]["citations"]
     assert_same_build(merged, full[R2][0])
     assert merged.version != full[R2][0].version  # content address of (base version, diff), not of the shards
+    assert_links_base(merged, base)
 
     leak = filter_leakage.run(cfg(releases, R2, artifacts))
     want = full[R2][1]
@@ -129,10 +147,13 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
 
 def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tmp_path):
     artifacts, base = root_with_r1(built_r1, tmp_path)
-    merged = build_graph.run(cfg(releases, R3, artifacts))  # release 2 is not built here: the chain from R1
+    # release 2 is not built here: the chain from R1, every row written again (no base file linked)
+    merged = build_graph.run(cfg(releases, R3, artifacts, "build_graph.max_deleted_share=0"))
     assert merged.metrics["from_diff"]["base"] == {"snapshot": R1, "version": base.version}
     assert merged.metrics["from_diff"]["steps"] == [[R1, R2], [R2, R3]]
     assert_same_build(merged, full[R3][0])
+    assert not any(os.path.exists(os.path.join(merged.table_path(t), DELETED)) for t in merged.tables)
+    assert merged.metrics["from_diff"]["merge_on_read"] is False
     # once release 2 is built too, the nearest start wins: release 3 from release 2's build, one step
     middle = build_graph.run(cfg(releases, R2, artifacts))
     stepwise = build_graph.run(cfg(releases, R3, artifacts))
@@ -140,6 +161,8 @@ def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tm
     assert stepwise.metrics["from_diff"]["steps"] == [[R2, R3]]
     assert stepwise.version != merged.version
     assert_same_build(stepwise, full[R3][0])
+    assert_links_base(middle, base)
+    assert_links_base(stepwise, middle)  # onto a merge-on-read base: its links, its files and its removals
 
 
 def test_a_diff_from_a_release_not_built_falls_back_to_a_full_build(releases, full, tmp_path, caplog):
@@ -177,7 +200,7 @@ def test_dirt_in_a_diff_is_quarantined_and_counted(releases, full, built_r1, tmp
     for key, n in extra.items():
         expected[key] = expected.get(key, 0) + n
     assert m.metrics["rejected"] == expected
-    rejected = pq.read_table(m.table_path("rejected")).to_pylist()
+    rejected = read_table(pafs.LocalFileSystem(), m.table_path("rejected")).to_pylist()
     from_diff = {"updates_0.jsonl.gz", "deletes_0.jsonl.gz"}
     sources = {
         (r["kind"], r["reason"], r["source"])

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_tables import make_table
+
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
@@ -249,6 +251,36 @@ def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc,
     )
     assert done.returncode == 0, done.stderr[-4000:] + connect_server["log"].read_text()[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[(1, 'cafe au lait'), (2, 'plain title')]", done.stdout
+
+    # A merge-on-read table (a graph merged from a diff, citeflow/tables.py) read on the server: its deletion
+    # file applied through Spark's file metadata, the rows' positions as the server reports them
+    table = tmp_path / "merged" / "papers"
+    make_table(
+        table, {"part-a.parquet": [1, 2, 3], "part-b.parquet": [4, 5]}, [("part-a.parquet", 1), ("part-b.parquet", 0)]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", CONNECT_READ, connect_server["remote"], str(table)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-4000:] + connect_server["log"].read_text()[-3000:]
+    assert (
+        done.stdout.strip().splitlines()[-1]
+        == "[(1, 'part-a.parquet', 0), (3, 'part-a.parquet', 2), (5, 'part-b.parquet', 1)]"
+    )
+
+
+CONNECT_READ = """
+import sys
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+from spark import readers as R
+frame = R.read_table(spark, "file://" + sys.argv[2], [100], deleted=True, with_position=True)
+print(sorted((r["id"], r["_file_name"], r["_row_index"]) for r in frame.collect()))
+"""
 
 
 CONNECT_FOLD = """

@@ -1,0 +1,151 @@
+"""A table folder whose rows are its data files less the rows its deletion file names (merge-on-read).
+
+A committed table is a folder of Parquet data files. build_graph's build from a release diff (issue 19) does
+not rewrite every row of `papers` and `rejected`: it hard-links the base version's data files into the new
+table folder, writes the rows it changed or added as new files beside them, and lists the base rows the new
+release no longer holds in `_deleted/` (Parquet, one row per removed row: `file_name`, the data file's name,
+and `row_index`, the row's position in that file counted from 0). The table's rows are every data file's
+rows except those. This is how Delta Lake's deletion vectors and Iceberg's position deletes describe a table
+(`deletion vectors` in the Delta protocol, `PROTOCOL.md`; Iceberg's `spec.md`, "Position Delete Files"),
+kept to one folder so that the version stays one self-contained folder of the artifact store.
+
+`_deleted/` starts with `_`, so Spark's and pyarrow's own Parquet readers skip it: a table that has one must
+be read through `read_table` here (pyarrow) or `spark.readers.read_table` (Spark), which apply it; a plain
+Parquet reader of such a folder would also return the removed rows. `table_stats` (citeflow/artifacts.py)
+counts the rows as these readers do, so a manifest's `rows` is the table's true row count.
+
+A linked file is the base's file, not a copy: the store never modifies a committed file in place, and
+deleting or moving the base version leaves the link whole (`link_file`). On a store without hard links
+(object stores) the file is copied.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+DELETED = "_deleted"
+FILE_NAME, ROW_INDEX = "file_name", "row_index"
+DELETED_SCHEMA = pa.schema([(FILE_NAME, pa.string()), (ROW_INDEX, pa.int64())])
+IGNORED = [".", "_"]  # names Spark and pyarrow skip in a table folder
+
+
+def deleted_path(table: str) -> str:
+    return posixpath.join(table, DELETED)
+
+
+def has_deleted(fs: pafs.FileSystem, table: str) -> bool:
+    """Whether the table folder at `table` names removed rows (a `_deleted/` folder)."""
+    return fs.get_file_info(deleted_path(table)).type == pafs.FileType.Directory
+
+
+def data_files(fs: pafs.FileSystem, table: str) -> list[pafs.FileInfo]:
+    """The table's data files (names Spark and pyarrow read), by name."""
+    if fs.get_file_info(table).type != pafs.FileType.Directory:
+        return []
+    found = fs.get_file_info(pafs.FileSelector(table, recursive=False))
+    return sorted((i for i in found if i.is_file and not i.base_name.startswith(tuple(IGNORED))), key=lambda i: i.path)
+
+
+def read_deleted(fs: pafs.FileSystem, table: str) -> pa.Table:
+    """The (`file_name`, `row_index`) rows the table's deletion file names; none when it has none."""
+    if not has_deleted(fs, table):
+        return DELETED_SCHEMA.empty_table()
+    found = ds.dataset(deleted_path(table), filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
+    return found.to_table(columns=[FILE_NAME, ROW_INDEX]).cast(DELETED_SCHEMA)
+
+
+def removed_by_file(fs: pafs.FileSystem, table: str) -> dict[str, np.ndarray]:
+    """Data file name -> sorted positions of its removed rows."""
+    deleted = read_deleted(fs, table)
+    if deleted.num_rows == 0:
+        return {}
+    names = deleted[FILE_NAME].to_numpy(zero_copy_only=False)
+    rows = deleted[ROW_INDEX].to_numpy()
+    order = np.lexsort((rows, names))
+    names, rows = names[order], rows[order]
+    cuts = np.flatnonzero(names[1:] != names[:-1]) + 1
+    return {str(part[0]): r for part, r in zip(np.split(names, cuts), np.split(rows, cuts), strict=True)}
+
+
+def live_rows(fs: pafs.FileSystem, table: str) -> tuple[int, int]:
+    """(rows of the table, rows its deletion file removes), from the Parquet footers."""
+    stored = sum(pq.ParquetFile(fs.open_input_file(i.path)).metadata.num_rows for i in data_files(fs, table))
+    removed = 0
+    if has_deleted(fs, table):
+        found = ds.dataset(deleted_path(table), filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
+        removed = sum(f.metadata.num_rows for f in found.get_fragments())
+    return stored - removed, removed
+
+
+def read_table(fs: pafs.FileSystem, table: str, columns: list[str] | None = None) -> pa.Table:
+    """The table's rows (its deletion file applied), `columns` only when given."""
+    dataset = ds.dataset(table, filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
+    removed = removed_by_file(fs, table)
+    if not removed:
+        return dataset.to_table(columns=columns)
+    parts = []
+    for fragment in dataset.get_fragments():
+        part = fragment.to_table(columns=columns, schema=dataset.schema)
+        gone = removed.get(posixpath.basename(fragment.path))
+        if gone is not None and len(gone):
+            keep = np.ones(part.num_rows, dtype=bool)
+            keep[gone] = False
+            part = part.filter(pa.array(keep))
+        parts.append(part)
+    if not parts:
+        return dataset.to_table(columns=columns)
+    return pa.concat_tables(parts)
+
+
+def head(fs: pafs.FileSystem, table: str, rows: int) -> pa.Table:
+    """The table's first `rows` rows in file order (its deletion file applied), reading no more of each file
+    than they need."""
+    dataset = ds.dataset(table, filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
+    removed = removed_by_file(fs, table)
+    parts, left = [], rows
+    for fragment in dataset.get_fragments():
+        if left <= 0:
+            break
+        gone = removed.get(posixpath.basename(fragment.path), np.empty(0, dtype=np.int64))
+        part = fragment.head(left + len(gone))
+        if len(gone):
+            keep = np.ones(part.num_rows, dtype=bool)
+            keep[gone[gone < part.num_rows]] = False
+            part = part.filter(pa.array(keep))
+        part = part.slice(0, left)
+        parts.append(part)
+        left -= part.num_rows
+    return pa.concat_tables(parts) if parts else dataset.schema.empty_table()
+
+
+def link_file(fs: pafs.FileSystem, local: bool, source: str, target: str) -> None:
+    """`target` becomes `source`'s content: a hard link on a local store, else a copy."""
+    if local:
+        try:
+            os.link(source, target)
+            return
+        except OSError:  # another device, or a filesystem without hard links
+            pass
+    fs.copy_file(source, target)
+
+
+def link_data_files(fs: pafs.FileSystem, local: bool, source_table: str, target_table: str) -> list[str]:
+    """Link every data file of `source_table` into the existing folder `target_table`; their names."""
+    names = []
+    for info in data_files(fs, source_table):
+        target = posixpath.join(target_table, info.base_name)
+        if fs.get_file_info(target).type != pafs.FileType.NotFound:
+            raise FileExistsError(f"{target} exists: a linked data file would replace it")
+        link_file(fs, local, info.path, target)
+        names.append(info.base_name)
+        crc = posixpath.join(source_table, f".{info.base_name}.crc")  # Hadoop's checksums of a local file
+        if local and os.path.isfile(crc):
+            link_file(fs, local, crc, posixpath.join(target_table, f".{info.base_name}.crc"))
+    return names

@@ -1,0 +1,85 @@
+"""spark/readers.py `read_table`: Spark reads a merge-on-read table (citeflow/tables.py) as pyarrow does, and
+spark/incremental.py says which base rejected rows a merge carries and which it removes."""
+
+import pyarrow.fs as pafs
+
+from citeflow import tables as T
+from spark import incremental as I
+from spark import readers as R
+from tests.unit.test_tables import make_table
+
+FS = pafs.LocalFileSystem()
+
+
+def read(spark, table: str, **kw):
+    return R.read_table(spark, "file://" + table, [100], deleted=T.has_deleted(FS, table), **kw)
+
+
+def test_spark_reads_the_rows_pyarrow_reads_even_when_a_file_is_split_over_tasks(spark, tmp_path):
+    ids = {"part-a.parquet": list(range(100, 140)), "part-b.parquet": list(range(200, 230))}
+    removed = [("part-a.parquet", 0), ("part-a.parquet", 17), ("part-a.parquet", 39), ("part-b.parquet", 5)]
+    table = make_table(tmp_path / "papers", ids, removed)
+    want = sorted(set(ids["part-a.parquet"] + ids["part-b.parquet"]) - {100, 117, 139, 205})
+    key = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "200")  # a task per row group or so: row indexes must still count from the file's start
+    try:
+        frame = read(spark, table)
+        assert frame.rdd.getNumPartitions() > 2
+        assert sorted(r["id"] for r in frame.collect()) == want
+    finally:
+        spark.conf.set(key, before)
+    assert sorted(T.read_table(FS, table)["id"].to_pylist()) == want
+    assert frame.columns == ["id", "text"]
+
+
+def test_positions_name_each_row_where_it_is_stored(spark, tmp_path):
+    table = make_table(
+        tmp_path / "papers", {"part-a.parquet": [7, 8, 9], "part-b.parquet": [4]}, [("part-a.parquet", 1)]
+    )
+    rows = read(spark, table, with_position=True).collect()
+    assert sorted((r["id"], r["_file_name"], r["_row_index"]) for r in rows) == [
+        (4, "part-b.parquet", 0),
+        (7, "part-a.parquet", 0),
+        (9, "part-a.parquet", 2),
+    ]
+    plain = make_table(tmp_path / "plain", {"part-a.parquet": [1, 2]})
+    assert sorted(r["id"] for r in read(spark, plain).collect()) == [1, 2]
+
+
+def test_every_base_rejected_row_is_carried_or_removed_never_both(spark, tmp_path):
+    """The merge's rejected table keeps a base row in place or names it removed: the rows `carried_rejected`
+    and `split_edges` carry and those they remove are disjoint and cover the base, and the removed ones are
+    the rows the merge decides again (worked out by hand below)."""
+    base_rejected = spark.createDataFrame(
+        [
+            ("paper", R.DUPLICATE_PAPER, "1", None, "papers_0", b"{}", "f", 0),  # key 1 named by the diff: removed
+            ("paper", R.DUPLICATE_PAPER, "2", None, "papers_0", b"{}", "f", 1),  # key 2 not named: carried
+            ("paper", R.MALFORMED, None, None, "papers_0", b"{x", "f", 2),  # no key: carried
+            ("abstract", R.ABSTRACT_WITHOUT_PAPER, "3", None, "abstracts_0", b"{}", "f", 3),  # decided again
+            ("abstract", R.MALFORMED, None, None, "abstracts_0", b"{", "f", 4),  # carried
+            ("citation", R.CITED_NOT_IN_CORPUS, "2", "9", "citations_0", None, "f", 5),  # 9 arrives: relabelled
+            ("citation", R.CITED_NOT_IN_CORPUS, "2", "8", "citations_0", None, "f", 6),  # stays
+            ("citation", R.SELF_CITATION, "9", "9", "citations_0", None, "f", 7),  # intrinsic: stays
+            ("citation", R.DUPLICATE_CITATION, "2", "5", "citations_0", None, "f", 8),  # pair named: removed
+            ("citation", R.MALFORMED, None, None, "citations_0", b"[", "f", 9),  # parse error: carried
+        ],
+        "kind string, reason string, id string, cited_id string, source string, raw binary, "
+        "_file_name string, _row_index long",
+    )
+    paper_keys = spark.createDataFrame([(1,), (9,)], "corpus_id long")
+    carried, again = I.carried_rejected(base_rejected, paper_keys)
+    lines = "citing_raw string, cited_raw string, parse_error string, source string, value string, _step int"
+    deletes = spark.createDataFrame([("2", "5", None, "deletes_0", "", 0)], lines)
+    updates = spark.createDataFrame([], lines)
+    base_citations = spark.createDataFrame([(2, 5)], "citing long, cited long")
+    moved = spark.createDataFrame([(9,)], "corpus_id long")
+    to_label, kept, stays, _, _, gone = I.split_edges(base_citations, base_rejected, updates, deletes, moved)
+    index = lambda df: sorted(r["_row_index"] for r in df.select("_row_index").collect())  # noqa: E731
+    assert index(carried) == [1, 2, 4, 9]
+    assert index(again) == [0, 3]
+    assert index(stays) == [6, 7]
+    assert index(gone) == [5, 8]
+    assert sorted((r["citing_raw"], r["cited_raw"]) for r in to_label.collect()) == [("2", "9")]
+    assert kept.count() == 0  # the one kept base edge, (2, 5), is deleted by the diff
+    assert stays.columns == [*R.REJECTED_SCHEMA.fieldNames(), *R.POSITION]
