@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+from citeflow.artifacts import ArtifactStore
 from citeflow.config import RunConfig, apply_overrides
 from citeflow.tables import DELETED, read_table
 from jobs import build_graph, filter_leakage
@@ -143,6 +144,11 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     # run again: the same version, skipped (idempotent); nothing rebuilt
     again = build_graph.run(cfg(releases, R2, artifacts))
     assert (again.version, again.skipped) == (merged.version, True)
+
+    # the base version deleted: the merged version's linked files are its own, whole and verified
+    shutil.rmtree(base.path)
+    assert ArtifactStore(str(artifacts)).verify(merged) == []
+    assert_same_build(merged, full[R2][0])
 
 
 def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tmp_path):
