@@ -53,6 +53,13 @@ def data_files(fs: pafs.FileSystem, table: str) -> list[pafs.FileInfo]:
     return sorted((i for i in found if i.is_file and not i.base_name.startswith(tuple(IGNORED))), key=lambda i: i.path)
 
 
+def deleted_files(fs: pafs.FileSystem, table: str) -> list[str]:
+    """The Parquet files of the table's deletion file (none when it has none), by name."""
+    if not has_deleted(fs, table):
+        return []
+    return [i.path for i in data_files(fs, deleted_path(table))]
+
+
 def read_deleted(fs: pafs.FileSystem, table: str) -> pa.Table:
     """The (`file_name`, `row_index`) rows the table's deletion file names; none when it has none."""
     if not has_deleted(fs, table):

@@ -236,8 +236,9 @@ def _finish_in_place(
         new_rows.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out(table))
         folder = base.table_path(table)
         T.link_data_files(store.fs, store.local, folder, posixpath.join(path, table))
-        if T.has_deleted(store.fs, folder):
-            earlier = spark.read.parquet(f"{store.engine_uri(folder)}/{T.DELETED}")
+        earlier_files = T.deleted_files(store.fs, folder)
+        if earlier_files:
+            earlier = spark.read.parquet(*[store.engine_uri(p) for p in earlier_files])
             gone = gone.unionByName(
                 earlier.select(F.col(T.FILE_NAME).alias(R.POSITION[0]), F.col(T.ROW_INDEX).alias(R.POSITION[1]))
             )

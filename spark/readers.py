@@ -268,11 +268,13 @@ def positions(df: DataFrame) -> list[str]:
 
 
 def read_table(
-    spark, uri: str, sizes: list[int], *, deleted: bool, with_position: bool = False, broadcast: bool = True
+    spark, uri: str, sizes: list[int], *, deleted: list[str], with_position: bool = False, broadcast: bool = True
 ) -> DataFrame:
-    """The table at `uri` (`read_parquet`) less the rows its deletion file names (`deleted`: it has one;
-    citeflow/tables.py), through Spark's own file metadata (`_metadata.file_name`, `_metadata.row_index`).
-    `with_position` keeps each row's `POSITION`; `broadcast` ships the deletion file's rows to every task."""
+    """The table at `uri` (`read_parquet`) less the rows its deletion file names (`deleted`: the URIs of that
+    file's Parquet files, none when it has none; citeflow/tables.py), through Spark's own file metadata
+    (`_metadata.file_name`, `_metadata.row_index`). The deletion file is read by its files' names: Spark
+    skips a folder named `_...` (with a warning) unless it is given its files. `with_position` keeps each
+    row's `POSITION`; `broadcast` ships the deletion file's rows to every task."""
     df = read_parquet(spark, uri, sizes)
     columns = df.columns
     if deleted or with_position:
@@ -282,7 +284,7 @@ def read_table(
             F.col("_metadata.row_index").alias(POSITION[1]),
         )
     if deleted:
-        gone = spark.read.parquet(f"{uri}/{tables.DELETED}").select(
+        gone = spark.read.parquet(*deleted).select(
             F.col(tables.FILE_NAME).alias(POSITION[0]), F.col(tables.ROW_INDEX).alias(POSITION[1])
         )
         df = df.join(F.broadcast(gone) if broadcast else gone, POSITION, "left_anti")
@@ -295,7 +297,7 @@ def read_stored(spark, store, folder: str, *, with_position: bool = False, broad
         spark,
         store.engine_uri(folder),
         store.data_file_sizes(folder),
-        deleted=tables.has_deleted(store.fs, folder),
+        deleted=[store.engine_uri(p) for p in tables.deleted_files(store.fs, folder)],
         with_position=with_position,
         broadcast=broadcast,
     )

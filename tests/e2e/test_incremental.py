@@ -146,7 +146,7 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     assert (again.version, again.skipped) == (merged.version, True)
 
     # the base version deleted: the merged version's linked files are its own, whole and verified
-    shutil.rmtree(base.path)
+    shutil.rmtree(artifacts / R1 / "build_graph" / base.version)  # this test's copy (`base` is the fixture's)
     assert ArtifactStore(str(artifacts)).verify(merged) == []
     assert_same_build(merged, full[R2][0])
 

@@ -278,7 +278,8 @@ from pyspark.sql import SparkSession
 
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 from spark import readers as R
-frame = R.read_table(spark, "file://" + sys.argv[2], [100], deleted=True, with_position=True)
+deleted = ["file://" + sys.argv[2] + "/_deleted/part-00000.parquet"]
+frame = R.read_table(spark, "file://" + sys.argv[2], [100], deleted=deleted, with_position=True)
 print(sorted((r["id"], r["_file_name"], r["_row_index"]) for r in frame.collect()))
 """
 

@@ -116,3 +116,9 @@ def test_a_diff_links_the_base_files_until_their_removed_rows_pass_the_share():
     assert not _links_base(base(799, 201), "papers", 0.2)  # past it: this version writes every row
     assert not _links_base(base(1000), "papers", 0.0)  # 0: never link
     assert _links_base(base(0, 5), "papers", 1.0)  # 1: always
+
+
+def test_the_deletion_files_are_listed_by_name(tmp_path):
+    table = make_table(tmp_path / "papers", {"part-a.parquet": [1]}, [("part-a.parquet", 0)])
+    assert T.deleted_files(FS, table) == [str(tmp_path / "papers" / T.DELETED / "part-00000.parquet")]
+    assert T.deleted_files(FS, make_table(tmp_path / "plain", {"part-a.parquet": [1]})) == []

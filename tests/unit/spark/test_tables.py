@@ -12,7 +12,9 @@ FS = pafs.LocalFileSystem()
 
 
 def read(spark, table: str, **kw):
-    return R.read_table(spark, "file://" + table, [100], deleted=T.has_deleted(FS, table), **kw)
+    return R.read_table(
+        spark, "file://" + table, [100], deleted=["file://" + f for f in T.deleted_files(FS, table)], **kw
+    )
 
 
 def test_spark_reads_the_rows_pyarrow_reads_even_when_a_file_is_split_over_tasks(spark, tmp_path):
