@@ -81,13 +81,15 @@ def removed_by_file(fs: pafs.FileSystem, table: str) -> dict[str, np.ndarray]:
     return {str(part[0]): r for part, r in zip(np.split(names, cuts), np.split(rows, cuts), strict=True)}
 
 
+def deleted_rows(fs: pafs.FileSystem, table: str) -> int:
+    """How many rows the table's deletion file names, from its Parquet footers."""
+    return sum(pq.ParquetFile(fs.open_input_file(p)).metadata.num_rows for p in deleted_files(fs, table))
+
+
 def live_rows(fs: pafs.FileSystem, table: str) -> tuple[int, int]:
     """(rows of the table, rows its deletion file removes), from the Parquet footers."""
     stored = sum(pq.ParquetFile(fs.open_input_file(i.path)).metadata.num_rows for i in data_files(fs, table))
-    removed = 0
-    if has_deleted(fs, table):
-        found = ds.dataset(deleted_path(table), filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
-        removed = sum(f.metadata.num_rows for f in found.get_fragments())
+    removed = deleted_rows(fs, table)
     return stored - removed, removed
 
 

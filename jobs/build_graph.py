@@ -347,14 +347,15 @@ def finish(
 def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=None) -> dict[str, Any]:
     """The degree histogram (table and plot) and the manifest metrics of the tables written into `path`, read
     as every reader reads them (their deletion files applied, citeflow/tables.py); `text` (no_title,
-    no_abstract per paper) defaults to reading the written papers. Removes the version's staging folder."""
+    no_abstract per paper, or their `graph.text_counts`) defaults to reading the written papers. Removes the
+    version's staging folder."""
     import pyarrow.parquet as pq
 
     from spark import graph as G
     from spark import readers as R
     from spark.session import concurrently
 
-    written = lambda table: R.read_stored(spark, store, posixpath.join(path, table))  # noqa: E731
+    written = lambda table: R.read_stored(spark, store, posixpath.join(path, table), config.spark.broadcast_rows)  # noqa: E731
     written_papers = written("papers")
     if text is None:
         text = G.summary_stats(written_papers)

@@ -87,7 +87,9 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     def read(table: str, with_position: bool = False):
         """A table of the base version as its readers read it; `with_position`: with each row's place in
         its data file, which a merge-on-read table of this version names to remove the row."""
-        return R.read_stored(spark, store, base.table_path(table), with_position=with_position)
+        return R.read_stored(
+            spark, store, base.table_path(table), config.spark.broadcast_rows, with_position=with_position
+        )
 
     base_papers, base_citations = read("papers", with_position=True), read("citations")
     base_rejected = read("rejected", with_position=True)
@@ -150,11 +152,11 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     if all(in_place.values()):
         log.info("%s: linking the base's papers and rejected files; writing the rows the diff changes", STAGE)
         removed = {
-            "papers": touched_base.select(*R.POSITION),
+            "papers": touched_base,
             "rejected": decided_again.select(*R.POSITION).unionByName(dropped_edges.select(*R.POSITION)),
         }
         metrics = _finish_in_place(
-            spark, store, path, config, base, changed, edges, new_rejected, removed, touched, few_papers, stage
+            spark, store, path, config, base, read, changed, edges, new_rejected, removed, touched, few_papers, stage
         )
     else:
         why = (
@@ -200,6 +202,7 @@ def _finish_in_place(
     path: str,
     config: RunConfig,
     base: Manifest,
+    read_base,
     changed,
     edges,
     new_rejected: list,
@@ -212,10 +215,12 @@ def _finish_in_place(
     base's data files linked, new files of the rows this release changes, and the base rows it no longer holds
     named in `_deleted/`; then the statistics of a full build (`summarize`).
 
-    `removed` holds the `POSITION` of the base rows the merge replaced (papers: every touched key's;
+    `removed` holds the base rows the merge replaced, with their `POSITION` (papers: every touched key's;
     rejected: those it decided again). A paper nobody touched whose degrees changed (an edge to it arrived
     or left) is written again with its new degrees, and its base row removed. The base's own removed rows
-    stay removed."""
+    stay removed. The papers' text counts (`graph.TEXT_COUNTS`) are the base's, less those of the touched
+    keys' base rows, plus those of their new rows (a paper written again for its degrees keeps its text), so
+    the statistics read no text."""
     from pyspark.sql import functions as F
 
     from citeflow import tables as T
@@ -224,11 +229,12 @@ def _finish_in_place(
     from spark import readers as R
     from spark.session import concurrently
 
-    files = config.build_graph.output_files
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
-
-    def read_base(table: str, with_position: bool = True):
-        return R.read_stored(spark, store, base.table_path(table), with_position=with_position)
+    # the new rows' files: the base's file count in proportion to the papers the diff touched (at least one),
+    # so that release after release adds few files to each table
+    stored = base.tables["papers"]["rows"] + base.tables["papers"].get("deleted_rows", 0)
+    most = config.build_graph.output_files
+    files = max(1, min(most, -(-changed.count() * most // max(stored, 1))))
 
     def finish_table(table: str, new_rows, gone) -> None:
         """`new_rows` written into the table's folder, the base's data files linked beside them, and the
@@ -247,12 +253,12 @@ def _finish_in_place(
         ).write.mode("error").parquet(f"{out(table)}/{T.DELETED}")
 
     def write_graph() -> None:
-        G.kept_edges(edges).coalesce(files).write.mode("error").parquet(out("citations"))
+        G.kept_edges(edges).coalesce(config.build_graph.output_files).write.mode("error").parquet(out("citations"))
         written_edges = spark.read.parquet(out("citations"))
         degrees = G.degrees(written_edges)
         # the base rows nobody touched whose degrees the new edges change
         old = (
-            read_base("papers")
+            read_base("papers", with_position=True)
             .select("corpus_id", *R.POSITION, F.col("out_degree").alias("_out0"), F.col("in_degree").alias("_in0"))
             .join(F.broadcast(touched) if few_papers else touched, "corpus_id", "left_anti")
         )
@@ -263,14 +269,15 @@ def _finish_in_place(
             .select(*R.POSITION, "out_degree", "in_degree"),
             "stale",
         )
+        few_stale = stale.count() <= config.spark.broadcast_rows
         restated = (
-            read_base("papers")
+            read_base("papers", with_position=True)
             .drop("out_degree", "in_degree")
-            .join(F.broadcast(stale), R.POSITION)
+            .join(F.broadcast(stale) if few_stale else stale, R.POSITION)
             .select(*G.PAPERS_COLUMNS, "out_degree", "in_degree")
         )
         new_rows = G.with_degrees(changed, written_edges, broadcast=few_papers).unionByName(restated)
-        finish_table("papers", new_rows, removed["papers"].unionByName(stale.select(*R.POSITION)))
+        finish_table("papers", new_rows, removed["papers"].select(*R.POSITION).unionByName(stale.select(*R.POSITION)))
 
     def write_rejected() -> None:
         rows = new_rejected[0]
@@ -279,4 +286,8 @@ def _finish_in_place(
         finish_table("rejected", rows, removed["rejected"])
 
     concurrently(spark, write_graph, write_rejected)
-    return summarize(spark, store, path, config)
+    text = None
+    if all(k in base.metrics for k in G.TEXT_COUNTS):
+        gone, added = (G.text_counts(G.summary_stats(f)) for f in (removed["papers"], changed))
+        text = {k: base.metrics[k] - gone[k] + added[k] for k in G.TEXT_COUNTS}
+    return summarize(spark, store, path, config, text)

@@ -114,7 +114,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         """A table of the graph, its scan sized to the cores (`read_parquet`: the papers' key scan and the
         write of the kept papers each ran a task alone after the others, issue 21), its deletion file applied
         (a graph merged from a diff, citeflow/tables.py)."""
-        return R.read_stored(spark, store, upstream.table_path(table))
+        return R.read_stored(spark, store, upstream.table_path(table), config.spark.broadcast_rows)
 
     log.info(
         "%s: %d benchmark id rows from %s",

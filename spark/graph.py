@@ -350,11 +350,25 @@ def with_degrees(papers: DataFrame, edges: DataFrame, *, broadcast: bool = False
     )
 
 
-def degree_summary(degrees: DataFrame, text: DataFrame) -> dict[str, float]:
+TEXT_COUNTS = ("papers_without_title", "papers_without_abstract", "papers_without_text")
+
+
+def text_counts(text: DataFrame) -> dict[str, int]:
+    """`TEXT_COUNTS` of `text` (one row per paper with `no_title` and `no_abstract`, booleans)."""
+    row = text.agg(
+        F.sum(F.col("no_title").cast("int")).alias(TEXT_COUNTS[0]),
+        F.sum(F.col("no_abstract").cast("int")).alias(TEXT_COUNTS[1]),
+        F.sum((F.col("no_title") & F.col("no_abstract")).cast("int")).alias(TEXT_COUNTS[2]),
+    ).first()
+    return {k: int(row[k] or 0) for k in TEXT_COUNTS}
+
+
+def degree_summary(degrees: DataFrame, text: DataFrame | dict[str, int]) -> dict[str, float]:
     """Node, edge and degree statistics for the manifest (two small aggregations, run at once).
 
     `degrees` has one row per paper with `out_degree` and `in_degree`; `text` one row per paper with
-    `no_title` and `no_abstract` (booleans), so the papers' text need not be read again.
+    `no_title` and `no_abstract` (booleans), so the papers' text need not be read again, or its
+    `text_counts` when they are known.
     """
     from spark.session import concurrently
 
@@ -367,12 +381,10 @@ def degree_summary(degrees: DataFrame, text: DataFrame) -> dict[str, float]:
         F.percentile_approx("out_degree", [0.5, 0.9, 0.99], 10000).alias("out_q"),
         F.percentile_approx("in_degree", [0.5, 0.9, 0.99], 10000).alias("in_q"),
     )
-    by_text = text.agg(
-        F.sum(F.col("no_title").cast("int")).alias("papers_without_title"),
-        F.sum(F.col("no_abstract").cast("int")).alias("papers_without_abstract"),
-        F.sum((F.col("no_title") & F.col("no_abstract")).cast("int")).alias("papers_without_text"),
-    )
-    row, flags = concurrently(degrees.sparkSession, by_degree.first, by_text.first)
+    if isinstance(text, dict):
+        row, flags = by_degree.first(), text
+    else:
+        row, flags = concurrently(degrees.sparkSession, by_degree.first, lambda: text_counts(text))
     papers = int(row["papers"] or 0)
     edges = int(row["edges"] or 0)
     out_q, in_q = row["out_q"] or [0, 0, 0], row["in_q"] or [0, 0, 0]
@@ -386,9 +398,7 @@ def degree_summary(degrees: DataFrame, text: DataFrame) -> dict[str, float]:
         "max_in_degree": int(row["max_in_degree"] or 0),
         "out_degree_p50_p90_p99": [int(x) for x in out_q],
         "in_degree_p50_p90_p99": [int(x) for x in in_q],
-        "papers_without_title": int(flags["papers_without_title"] or 0),
-        "papers_without_abstract": int(flags["papers_without_abstract"] or 0),
-        "papers_without_text": int(flags["papers_without_text"] or 0),
+        **{k: int(flags[k]) for k in TEXT_COUNTS},
     }
 
 

@@ -291,15 +291,17 @@ def read_table(
     return df if with_position else df.select(*columns)
 
 
-def read_stored(spark, store, folder: str, *, with_position: bool = False, broadcast: bool = True) -> DataFrame:
-    """`read_table` of the table folder `folder` of an `ArtifactStore` (citeflow/artifacts.py)."""
+def read_stored(spark, store, folder: str, broadcast_rows: int, *, with_position: bool = False) -> DataFrame:
+    """`read_table` of the table folder `folder` of an `ArtifactStore` (citeflow/artifacts.py); its deletion
+    file is broadcast when it names at most `broadcast_rows` rows (`spark.broadcast_rows`)."""
+    deleted = tables.deleted_files(store.fs, folder)
     return read_table(
         spark,
         store.engine_uri(folder),
         store.data_file_sizes(folder),
-        deleted=[store.engine_uri(p) for p in tables.deleted_files(store.fs, folder)],
+        deleted=[store.engine_uri(p) for p in deleted],
         with_position=with_position,
-        broadcast=broadcast,
+        broadcast=bool(deleted) and tables.deleted_rows(store.fs, folder) <= broadcast_rows,
     )
 
 
