@@ -272,9 +272,10 @@ def read_table(
 ) -> DataFrame:
     """The table at `uri` (`read_parquet`) less the rows its deletion file names (`deleted`: the URIs of that
     file's Parquet files, none when it has none; citeflow/tables.py), through Spark's own file metadata
-    (`_metadata.file_name`, `_metadata.row_index`). The deletion file is read by its files' names: Spark
-    skips a folder named `_...` (with a warning) unless it is given its files. `with_position` keeps each
-    row's `POSITION`; `broadcast` ships the deletion file's rows to every task."""
+    (`_metadata.file_name`, `_metadata.row_index`). The deletion file is read by its files' names: given the
+    folder itself, whose name starts with `_`, Spark logs that it ignores the path (it read the rows anyway
+    in pyspark 4.3, but that is not behaviour to rely on). `with_position` keeps each row's `POSITION`;
+    `broadcast` ships the deletion file's rows to every task."""
     df = read_parquet(spark, uri, sizes)
     columns = df.columns
     if deleted or with_position:
