@@ -51,7 +51,7 @@ from citeflow.manifest import (
     Manifest,
     sha256_of,
 )
-from citeflow.tables import link_file
+from citeflow.tables import data_files, link_file
 
 HASH_CHUNK = 1 << 20
 
@@ -295,7 +295,7 @@ class ArtifactStore:
     def data_file_sizes(self, path: str) -> list[int]:
         """The sizes of a table folder's data files (the names Spark and pyarrow read: none starting with
         `.` or `_`)."""
-        return [i.size for i in self.children(path) if i.is_file and not i.base_name.startswith((".", "_"))]
+        return [i.size for i in data_files(self.fs, path)]
 
     def children(self, path: str) -> list[pafs.FileInfo]:
         if self.fs.get_file_info(path).type != pafs.FileType.Directory:
@@ -408,5 +408,6 @@ def table_stats(store: ArtifactStore, path: str) -> dict[str, Any]:
         "schema": [{"name": f.name, "type": str(f.type)} for f in dataset.schema],
     }
     if tables.has_deleted(store.fs, path):
-        stats["rows"], stats["deleted_rows"] = tables.live_rows(store.fs, path)
+        stats["deleted_rows"] = tables.deleted_rows(store.fs, path)
+        stats["rows"] -= stats["deleted_rows"]
     return stats

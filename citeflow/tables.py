@@ -62,10 +62,8 @@ def deleted_files(fs: pafs.FileSystem, table: str) -> list[str]:
 
 def read_deleted(fs: pafs.FileSystem, table: str) -> pa.Table:
     """The (`file_name`, `row_index`) rows the table's deletion file names; none when it has none."""
-    if not has_deleted(fs, table):
-        return DELETED_SCHEMA.empty_table()
-    found = ds.dataset(deleted_path(table), filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
-    return found.to_table(columns=[FILE_NAME, ROW_INDEX]).cast(DELETED_SCHEMA)
+    parts = [pq.read_table(p, filesystem=fs, columns=[FILE_NAME, ROW_INDEX]) for p in deleted_files(fs, table)]
+    return pa.concat_tables(parts).cast(DELETED_SCHEMA) if parts else DELETED_SCHEMA.empty_table()
 
 
 def removed_by_file(fs: pafs.FileSystem, table: str) -> dict[str, np.ndarray]:
@@ -81,16 +79,23 @@ def removed_by_file(fs: pafs.FileSystem, table: str) -> dict[str, np.ndarray]:
     return {str(part[0]): r for part, r in zip(np.split(names, cuts), np.split(rows, cuts), strict=True)}
 
 
+def footer_rows(fs: pafs.FileSystem, paths: list[str]) -> int:
+    """The rows of the Parquet files at `paths`, from their footers."""
+    return sum(pq.ParquetFile(fs.open_input_file(p)).metadata.num_rows for p in paths)
+
+
 def deleted_rows(fs: pafs.FileSystem, table: str) -> int:
     """How many rows the table's deletion file names, from its Parquet footers."""
-    return sum(pq.ParquetFile(fs.open_input_file(p)).metadata.num_rows for p in deleted_files(fs, table))
+    return footer_rows(fs, deleted_files(fs, table))
 
 
-def live_rows(fs: pafs.FileSystem, table: str) -> tuple[int, int]:
-    """(rows of the table, rows its deletion file removes), from the Parquet footers."""
-    stored = sum(pq.ParquetFile(fs.open_input_file(i.path)).metadata.num_rows for i in data_files(fs, table))
-    removed = deleted_rows(fs, table)
-    return stored - removed, removed
+def _without(part: pa.Table, gone: np.ndarray) -> pa.Table:
+    """`part` (a data file's rows) less the rows at the positions `gone`."""
+    if not len(gone):
+        return part
+    keep = np.ones(part.num_rows, dtype=bool)
+    keep[gone] = False
+    return part.filter(pa.array(keep))
 
 
 def read_table(fs: pafs.FileSystem, table: str, columns: list[str] | None = None) -> pa.Table:
@@ -99,15 +104,11 @@ def read_table(fs: pafs.FileSystem, table: str, columns: list[str] | None = None
     removed = removed_by_file(fs, table)
     if not removed:
         return dataset.to_table(columns=columns)
-    parts = []
-    for fragment in dataset.get_fragments():
-        part = fragment.to_table(columns=columns, schema=dataset.schema)
-        gone = removed.get(posixpath.basename(fragment.path))
-        if gone is not None and len(gone):
-            keep = np.ones(part.num_rows, dtype=bool)
-            keep[gone] = False
-            part = part.filter(pa.array(keep))
-        parts.append(part)
+    none = np.empty(0, dtype=np.int64)
+    parts = [
+        _without(f.to_table(columns=columns, schema=dataset.schema), removed.get(posixpath.basename(f.path), none))
+        for f in dataset.get_fragments()
+    ]
     if not parts:
         return dataset.to_table(columns=columns)
     return pa.concat_tables(parts)
@@ -124,11 +125,7 @@ def head(fs: pafs.FileSystem, table: str, rows: int) -> pa.Table:
             break
         gone = removed.get(posixpath.basename(fragment.path), np.empty(0, dtype=np.int64))
         part = fragment.head(left + len(gone))
-        if len(gone):
-            keep = np.ones(part.num_rows, dtype=bool)
-            keep[gone[gone < part.num_rows]] = False
-            part = part.filter(pa.array(keep))
-        part = part.slice(0, left)
+        part = _without(part, gone[gone < part.num_rows]).slice(0, left)
         parts.append(part)
         left -= part.num_rows
     return pa.concat_tables(parts) if parts else dataset.schema.empty_table()

@@ -156,7 +156,19 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
             "rejected": decided_again.select(*R.POSITION).unionByName(dropped_edges.select(*R.POSITION)),
         }
         metrics = _finish_in_place(
-            spark, store, path, config, base, read, changed, edges, new_rejected, removed, touched, few_papers, stage
+            spark,
+            store,
+            path,
+            config,
+            base,
+            base_papers,
+            changed,
+            edges,
+            new_rejected,
+            removed,
+            touched,
+            few_papers,
+            stage,
         )
     else:
         why = (
@@ -202,7 +214,7 @@ def _finish_in_place(
     path: str,
     config: RunConfig,
     base: Manifest,
-    read_base,
+    base_papers,
     changed,
     edges,
     new_rejected: list,
@@ -215,12 +227,12 @@ def _finish_in_place(
     base's data files linked, new files of the rows this release changes, and the base rows it no longer holds
     named in `_deleted/`; then the statistics of a full build (`summarize`).
 
-    `removed` holds the base rows the merge replaced, with their `POSITION` (papers: every touched key's;
-    rejected: those it decided again). A paper nobody touched whose degrees changed (an edge to it arrived
-    or left) is written again with its new degrees, and its base row removed. The base's own removed rows
-    stay removed. The papers' text counts (`graph.TEXT_COUNTS`) are the base's, less those of the touched
-    keys' base rows, plus those of their new rows (a paper written again for its degrees keeps its text), so
-    the statistics read no text."""
+    `base_papers`: the base's papers as read, with their `POSITION`. `removed` holds the base rows the merge
+    replaced, with their `POSITION` (papers: every touched key's; rejected: those it decided again). A paper nobody
+    touched whose degrees changed (an edge to it arrived or left) is written again with its new degrees, and its
+    base row removed. The base's own removed rows stay removed. The papers' text counts (`graph.TEXT_COUNTS`) are
+    the base's, less those of the touched keys' base rows, plus those of their new rows (a paper written again for
+    its degrees keeps its text), so the statistics read no text."""
     from pyspark.sql import functions as F
 
     from citeflow import tables as T
@@ -257,11 +269,9 @@ def _finish_in_place(
         written_edges = spark.read.parquet(out("citations"))
         degrees = G.degrees(written_edges)
         # the base rows nobody touched whose degrees the new edges change
-        old = (
-            read_base("papers", with_position=True)
-            .select("corpus_id", *R.POSITION, F.col("out_degree").alias("_out0"), F.col("in_degree").alias("_in0"))
-            .join(F.broadcast(touched) if few_papers else touched, "corpus_id", "left_anti")
-        )
+        old = base_papers.select(
+            "corpus_id", *R.POSITION, F.col("out_degree").alias("_out0"), F.col("in_degree").alias("_in0")
+        ).join(F.broadcast(touched) if few_papers else touched, "corpus_id", "left_anti")
         stale = stage(
             old.join(F.broadcast(degrees) if few_papers else degrees, "corpus_id", "left")
             .fillna(0, subset=["out_degree", "in_degree"])
@@ -271,8 +281,7 @@ def _finish_in_place(
         )
         few_stale = stale.count() <= config.spark.broadcast_rows
         restated = (
-            read_base("papers", with_position=True)
-            .drop("out_degree", "in_degree")
+            base_papers.drop("out_degree", "in_degree")
             .join(F.broadcast(stale) if few_stale else stale, R.POSITION)
             .select(*G.PAPERS_COLUMNS, "out_degree", "in_degree")
         )

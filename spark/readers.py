@@ -302,7 +302,7 @@ def read_stored(spark, store, folder: str, broadcast_rows: int, *, with_position
         store.data_file_sizes(folder),
         deleted=[store.engine_uri(p) for p in deleted],
         with_position=with_position,
-        broadcast=bool(deleted) and tables.deleted_rows(store.fs, folder) <= broadcast_rows,
+        broadcast=tables.footer_rows(store.fs, deleted) <= broadcast_rows,
     )
 
 

@@ -44,14 +44,14 @@ def test_the_rows_named_by_the_deletion_file_are_not_read(tmp_path):
     assert sorted(got["id"].to_pylist()) == [11, 12, 14, 20, 21]
     assert sorted(got["text"].to_pylist()) == ["t11", "t12", "t14", "t20", "t21"]  # rows stay whole
     assert T.read_table(FS, table, columns=["text"]).column_names == ["text"]
-    assert T.live_rows(FS, table) == (5, 3)
+    assert (T.read_table(FS, table).num_rows, T.deleted_rows(FS, table)) == (5, 3)
 
 
 def test_a_table_without_a_deletion_file_reads_as_parquet_reads_it(tmp_path):
     table = make_table(tmp_path / "papers", {"part-a.parquet": [1, 2, 3], "part-b.parquet": [4]})
     assert not T.has_deleted(FS, table)
     assert T.read_table(FS, table).sort_by("id").equals(pq.read_table(table).sort_by("id"))
-    assert T.live_rows(FS, table) == (4, 0)
+    assert (T.read_table(FS, table).num_rows, T.deleted_rows(FS, table)) == (4, 0)
 
 
 def test_removals_of_a_file_the_table_does_not_hold_remove_nothing_else(tmp_path):
