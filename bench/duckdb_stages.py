@@ -124,18 +124,23 @@ def build_graph(corpus: str, out: str, threads: int) -> dict[str, int]:
 
 
 def _write_graph(con, papers: str, citations: str, out: str) -> dict[str, int]:
-    """papers (with out- and in-degree) and citations as Parquet under `out`; their row counts."""
+    """papers, citations and degrees (every paper's out- and in-degree) as Parquet under `out`, the tables
+    build_graph and filter_leakage write; their row counts."""
     columns = "corpus_id, title, abstract, year, venue, fields_of_study, doi, pubmed_id, pmc_id, arxiv_id, acl_id, "
     columns += "mag_id, dblp_id"
     con.execute(f"COPY {citations} TO '{out}/citations' (FORMAT parquet, COMPRESSION zstd, PER_THREAD_OUTPUT true)")
     con.execute(
+        f"COPY (SELECT {columns} FROM {papers}) TO '{out}/papers' "
+        "(FORMAT parquet, COMPRESSION zstd, PER_THREAD_OUTPUT true)"
+    )
+    con.execute(
         f"""
         COPY (
-            SELECT {columns}, coalesce(o.n, 0)::INT AS out_degree, coalesce(i.n, 0)::INT AS in_degree
+            SELECT p.corpus_id, coalesce(o.n, 0)::INT AS out_degree, coalesce(i.n, 0)::INT AS in_degree
             FROM {papers} p
             LEFT JOIN (SELECT citing, count(*) AS n FROM {citations} GROUP BY citing) o ON o.citing = p.corpus_id
             LEFT JOIN (SELECT cited, count(*) AS n FROM {citations} GROUP BY cited) i ON i.cited = p.corpus_id
-        ) TO '{out}/papers' (FORMAT parquet, COMPRESSION zstd, PER_THREAD_OUTPUT true)
+        ) TO '{out}/degrees' (FORMAT parquet, COMPRESSION zstd, PER_THREAD_OUTPUT true)
         """
     )
     (papers_n,) = con.execute(f"SELECT count(*) FROM {papers}").fetchone()

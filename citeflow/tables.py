@@ -3,14 +3,15 @@
 A committed table is a folder of Parquet data files. build_graph's build from a release diff (issue 19) does
 not rewrite every row of `papers` and `rejected`: it hard-links the base version's data files into the new
 table folder, writes the rows it changed or added as new files beside them, and lists the base rows the new
-release no longer holds in `_deleted/` (Parquet, one row per removed row: `file_name`, the data file's name,
+release no longer holds in `_deleted/`; filter_leakage's `papers` links the graph's files and lists the
+benchmark's papers there (Parquet, one row per removed row: `file_name`, the data file's name,
 and `row_index`, the row's position in that file counted from 0). The table's rows are every data file's
 rows except those. This is how Delta Lake's deletion vectors and Iceberg's position deletes describe a table
 (`deletion vectors` in the Delta protocol, `PROTOCOL.md`; Iceberg's `spec.md`, "Position Delete Files"),
 kept to one folder so that the version stays one self-contained folder of the artifact store.
 
 `_deleted/` starts with `_`, so Spark's and pyarrow's own Parquet readers skip it: a table that has one must
-be read through `read_table` here (pyarrow) or `spark.readers.read_table` (Spark), which apply it; a plain
+be read through `read_table` or `batches` here (pyarrow) or `spark.readers.read_table` (Spark), which apply it; a plain
 Parquet reader of such a folder would also return the removed rows. `table_stats` (citeflow/artifacts.py)
 counts the rows as these readers do, so a manifest's `rows` is the table's true row count.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -112,6 +114,28 @@ def read_table(fs: pafs.FileSystem, table: str, columns: list[str] | None = None
     if not parts:
         return dataset.to_table(columns=columns)
     return pa.concat_tables(parts)
+
+
+def batches(
+    fs: pafs.FileSystem, table: str, columns: list[str] | None = None, batch_size: int = 1 << 16
+) -> Iterator[pa.RecordBatch]:
+    """The table's rows (its deletion file applied) as record batches of at most `batch_size` rows, file by
+    file in name order: a reader that streams the table holds one batch at a time."""
+    dataset = ds.dataset(table, filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
+    removed = removed_by_file(fs, table)
+    none = np.empty(0, dtype=np.int64)
+    for fragment in sorted(dataset.get_fragments(), key=lambda f: f.path):
+        gone, start = removed.get(posixpath.basename(fragment.path), none), 0
+        for batch in fragment.to_batches(columns=columns, schema=dataset.schema, batch_size=batch_size):
+            end = start + batch.num_rows
+            lo, hi = np.searchsorted(gone, [start, end])
+            if hi > lo:
+                keep = np.ones(batch.num_rows, dtype=bool)
+                keep[gone[lo:hi] - start] = False
+                batch = batch.filter(pa.array(keep))
+            start = end
+            if batch.num_rows:
+                yield batch
 
 
 def head(fs: pafs.FileSystem, table: str, rows: int) -> pa.Table:

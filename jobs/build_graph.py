@@ -4,7 +4,10 @@ Reads: the snapshot at `config.corpus` (S2ORC metadata or S2AG papers /
 abstracts / citations shards, `.jsonl[.gz]`).
 Writes `ARTIFACTS/<snapshot>/build_graph/<version>/`:
 - `papers`: corpus_id, title, abstract, year, venue, fields_of_study, the
-  external ids, out_degree, in_degree; one row per corpus id (no set order).
+  external ids; one row per corpus id (no set order).
+- `degrees`: corpus_id, out_degree, in_degree (int32) of every paper in
+  `papers` (0 for a paper without edges), counted on `citations`; apart from
+  the text so that a release whose edges change rewrites no text (issue 19).
 - `citations`: citing, cited (corpus ids); SciNCL's graph (SPEC §2): from
   S2ORC `outbound_citations` (or `inbound_citations`), no self-loops, no
   duplicates, both ends in the corpus.
@@ -20,7 +23,8 @@ How the work is laid out (issue 21): the corpus text is read and parsed once
 into a staging copy (no shuffle, lz4, no dictionary encoding), duplicates are
 ranked on light columns only, S2ORC edges are labelled inside each paper's list
 with a broadcast look-up of the corpus ids, and the text moves once more, into
-`papers`, joined to broadcast degrees. `tests/e2e/test_filter_leakage.py`
+`papers`; the degrees are counted on the written citations for the written
+papers' ids. `tests/e2e/test_filter_leakage.py`
 holds the output to the rows written before this layout (`pinned_contents.json`).
 
 From a diff (issue 19): when the S2AG release holds a diff to this snapshot
@@ -53,8 +57,8 @@ STAGE = "build_graph"
 # Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
 NEEDS_LOCAL_ROOT = False
 # Bump when the stage's output changes meaning for the same inputs and config.
-STAGE_VERSION = 2  # 2: rejected.raw is binary (the line's bytes as read)
-TABLES = ["papers", "citations", "rejected", "degree_histogram"]
+STAGE_VERSION = 3  # 2: rejected.raw is binary (the line's bytes as read); 3: the degrees in a table of their own
+TABLES = ["papers", "citations", "degrees", "rejected", "degree_histogram"]
 
 log = logging.getLogger("citeflow")
 
@@ -296,9 +300,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     text = None
     if snapshot.format == "s2orc":  # the text flags were noted in pass 1: no need to read the text again
         text = kept.select(F.col("_no_title").alias("no_title"), F.col("_no_abstract").alias("no_abstract"))
-    metrics = finish(
-        spark, store, path, config, kept.select(*G.PAPERS_COLUMNS), labelled_edges, rejected, few_papers, text
-    )
+    metrics = finish(spark, store, path, config, kept.select(*G.PAPERS_COLUMNS), labelled_edges, rejected, text)
     metrics["format"] = snapshot.format
     metrics["input_files"] = {name: len(files) for name, files in snapshot.datasets.items()}
     return metrics
@@ -312,10 +314,9 @@ def finish(
     papers,
     labelled_edges,
     rejected: list,
-    broadcast: bool,
     text=None,
 ) -> dict[str, Any]:
-    """Write papers, citations, rejected and degree_histogram from the cleaned frames; the manifest metrics
+    """Write papers, citations, degrees, rejected and degree_histogram from the cleaned frames; the manifest metrics
     (degree statistics, text flags, rejected counts by reason: `summarize`). `text` (no_title, no_abstract
     per paper) defaults to reading the written papers."""
     from spark import graph as G
@@ -334,10 +335,12 @@ def finish(
 
     # The rejected rows are written beside the graph (issue 21: their small jobs and the graph's broadcasts
     # left cores idle, one after another).
-    log.info("%s: writing citations, papers and rejected rows", STAGE)
+    log.info("%s: writing citations, papers, degrees and rejected rows", STAGE)
     concurrently(
         spark,
-        lambda: O.write_graph(spark, papers, G.kept_edges(labelled_edges), out, cfg.output_files, broadcast),
+        lambda: O.write_graph(
+            spark, store, path, papers, G.kept_edges(labelled_edges), cfg.output_files, config.spark.broadcast_rows
+        ),
         write_rejected,
     )
 
@@ -356,14 +359,14 @@ def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=No
     from spark.session import concurrently
 
     written = lambda table: R.read_stored(spark, store, posixpath.join(path, table), config.spark.broadcast_rows)  # noqa: E731
-    written_papers = written("papers")
+    degrees = written("degrees")
     if text is None:
-        text = G.summary_stats(written_papers)
+        text = G.summary_stats(written("papers"))
 
     def histogram_written_and_plotted() -> None:
         # a few hundred rows: written and plotted by the driver (matplotlib's object API: no pyplot state is
         # shared with the threads beside it), while the statistics' jobs run
-        histogram = G.degree_histogram(written_papers).toArrow()
+        histogram = G.degree_histogram(degrees).toArrow()
         store.fs.create_dir(posixpath.join(path, "degree_histogram"))
         pq.write_table(histogram, posixpath.join(path, "degree_histogram", "part-00000.parquet"), filesystem=store.fs)
         _plot_degrees(store, path, histogram, config.snapshot)
@@ -373,7 +376,7 @@ def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=No
         spark,
         histogram_written_and_plotted,
         lambda: written("rejected").groupBy("kind", "reason").count().collect(),
-        lambda: G.degree_summary(written_papers.select("out_degree", "in_degree"), text),
+        lambda: G.degree_summary(degrees.select("out_degree", "in_degree"), text),
     )
     store.fs.delete_dir(posixpath.join(path, "_staging"))
     metrics["rejected"] = {

@@ -8,17 +8,16 @@ a full build plus `from_diff`. Only what the diff can change is computed again:
 
 - papers: the rows of the keys the merge decides again (`spark/incremental.py` `touched_papers`: keys either
   diff names, keys whose abstract the base quarantined) are merged from the base's rows of those keys only;
-  every other row is the base's row as it is, and a row whose degrees changed (an edge to or from it arrived
-  or left) gets its new degrees;
+  every other row is the base's row as it is (its degrees, in `degrees`, are counted again for every paper);
 - citation edges: only pairs the diff names or brings and edges with an end that enters or leaves the
   corpus are labelled again (`split_edges`); every other base edge keeps its label;
 - rejected: the base's rows stay unless the merge decides their key again.
 
 How the rows are written (`_finish_in_place`): `papers` and `rejected` are merge-on-read tables
 (citeflow/tables.py): the base's data files are linked into the new table unchanged, the rows the diff
-changes (and the papers whose degrees changed) are written as new files beside them, and the base rows the
-release no longer holds are named in the table's deletion file, so neither table's untouched rows are
-rewritten. `citations` (ids only) is written in full. Once the base's deletion files remove more than
+changes are written as new files beside them, and the base rows the release no longer holds are named in
+the table's deletion file, so neither table's untouched rows are rewritten. `citations` and `degrees` (ids
+and counts only) are written in full. Once the base's deletion files remove more than
 `build_graph.max_deleted_share` of its stored rows, the version writes every row again (as it does with 0),
 so reads do not slow down release after release. Degrees, degree histogram and metrics are computed from
 the written tables as in a full build (jobs/build_graph.py `summarize`): all of it in Spark, so the diff path
@@ -155,21 +154,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
             "papers": touched_base,
             "rejected": decided_again.select(*R.POSITION).unionByName(dropped_edges.select(*R.POSITION)),
         }
-        metrics = _finish_in_place(
-            spark,
-            store,
-            path,
-            config,
-            base,
-            base_papers,
-            changed,
-            edges,
-            new_rejected,
-            removed,
-            touched,
-            few_papers,
-            stage,
-        )
+        metrics = _finish_in_place(spark, store, path, config, base, changed, edges, new_rejected, removed)
     else:
         why = (
             "build_graph.max_deleted_share is 0"
@@ -184,9 +169,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         )
         fields = R.REJECTED_SCHEMA.fieldNames()
         carried = [carried_rows.select(*fields), carried_edges.select(*fields)]
-        metrics = finish(
-            spark, store, path, config, untouched.unionByName(changed), edges, carried + new_rejected, few_papers
-        )
+        metrics = finish(spark, store, path, config, untouched.unionByName(changed), edges, carried + new_rejected)
     metrics["format"] = "s2ag"
     metrics["input_files"] = {d: sum(v.values()) for d, v in lines_read.items()}
     metrics["from_diff"] = {
@@ -214,85 +197,47 @@ def _finish_in_place(
     path: str,
     config: RunConfig,
     base: Manifest,
-    base_papers,
     changed,
     edges,
     new_rejected: list,
     removed: dict[str, Any],
-    touched,
-    few_papers: bool,
-    stage,
 ) -> dict[str, Any]:
-    """Write `citations` in full, and `papers` and `rejected` as merge-on-read tables (citeflow/tables.py): the
-    base's data files linked, new files of the rows this release changes, and the base rows it no longer holds
-    named in `_deleted/`; then the statistics of a full build (`summarize`).
+    """Write `citations` and `degrees` in full, and `papers` and `rejected` as merge-on-read tables
+    (citeflow/tables.py, `output.write_merge_on_read`): the base's data files linked, new files of the rows this
+    release changes, and the base rows it no longer holds named in `_deleted/`; then the statistics of a full build
+    (`summarize`).
 
-    `base_papers`: the base's papers as read, with their `POSITION`. `removed` holds the base rows the merge
-    replaced, with their `POSITION` (papers: every touched key's; rejected: those it decided again). A paper nobody
-    touched whose degrees changed (an edge to it arrived or left) is written again with its new degrees, and its
-    base row removed. The base's own removed rows stay removed. The papers' text counts (`graph.TEXT_COUNTS`) are
-    the base's, less those of the touched keys' base rows, plus those of their new rows (a paper written again for
-    its degrees keeps its text), so the statistics read no text."""
-    from pyspark.sql import functions as F
-
-    from citeflow import tables as T
+    `removed` holds the base rows the merge replaced, with their `POSITION` (papers: every touched key's; rejected:
+    those it decided again). The base's own removed rows stay removed. A paper nobody touched keeps its row where it
+    is, whatever edges arrived or left: its degrees are in `degrees`, written in full from the written citations.
+    The papers' text counts (`graph.TEXT_COUNTS`) are the base's, less those of the touched keys' base rows, plus
+    those of their new rows, so the statistics read no text."""
     from jobs.build_graph import summarize
     from spark import graph as G
+    from spark import output as O
     from spark import readers as R
     from spark.session import concurrently
 
-    out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
     # the new rows' files: the base's file count in proportion to the papers the diff touched (at least one),
     # so that release after release adds few files to each table
     stored = base.tables["papers"]["rows"] + base.tables["papers"].get("deleted_rows", 0)
     most = config.build_graph.output_files
     files = max(1, min(most, -(-changed.count() * most // max(stored, 1))))
 
-    def finish_table(table: str, new_rows, gone) -> None:
-        """`new_rows` written into the table's folder, the base's data files linked beside them, and the
-        removed positions (`gone`, and the base's own) written as the deletion file."""
-        new_rows.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out(table))
-        folder = base.table_path(table)
-        T.link_data_files(store.fs, store.local, folder, posixpath.join(path, table))
-        earlier_files = T.deleted_files(store.fs, folder)
-        if earlier_files:
-            earlier = spark.read.parquet(*[store.engine_uri(p) for p in earlier_files])
-            gone = gone.unionByName(
-                earlier.select(F.col(T.FILE_NAME).alias(R.POSITION[0]), F.col(T.ROW_INDEX).alias(R.POSITION[1]))
-            )
-        gone.select(F.col(R.POSITION[0]).alias(T.FILE_NAME), F.col(R.POSITION[1]).alias(T.ROW_INDEX)).coalesce(
-            1
-        ).write.mode("error").parquet(f"{out(table)}/{T.DELETED}")
+    def merge_on_read(table: str, new_rows, gone) -> None:
+        O.write_merge_on_read(
+            spark, store, base.table_path(table), posixpath.join(path, table), gone.select(*R.POSITION), new_rows, files
+        )
 
     def write_graph() -> None:
-        G.kept_edges(edges).coalesce(config.build_graph.output_files).write.mode("error").parquet(out("citations"))
-        written_edges = spark.read.parquet(out("citations"))
-        degrees = G.degrees(written_edges)
-        # the base rows nobody touched whose degrees the new edges change
-        old = base_papers.select(
-            "corpus_id", *R.POSITION, F.col("out_degree").alias("_out0"), F.col("in_degree").alias("_in0")
-        ).join(F.broadcast(touched) if few_papers else touched, "corpus_id", "left_anti")
-        stale = stage(
-            old.join(F.broadcast(degrees) if few_papers else degrees, "corpus_id", "left")
-            .fillna(0, subset=["out_degree", "in_degree"])
-            .where((F.col("out_degree") != F.col("_out0")) | (F.col("in_degree") != F.col("_in0")))
-            .select(*R.POSITION, "out_degree", "in_degree"),
-            "stale",
-        )
-        few_stale = stale.count() <= config.spark.broadcast_rows
-        restated = (
-            base_papers.drop("out_degree", "in_degree")
-            .join(F.broadcast(stale) if few_stale else stale, R.POSITION)
-            .select(*G.PAPERS_COLUMNS, "out_degree", "in_degree")
-        )
-        new_rows = G.with_degrees(changed, written_edges, broadcast=few_papers).unionByName(restated)
-        finish_table("papers", new_rows, removed["papers"].select(*R.POSITION).unionByName(stale.select(*R.POSITION)))
+        merge_on_read("papers", changed, removed["papers"])
+        O.write_graph(spark, store, path, None, G.kept_edges(edges), most, config.spark.broadcast_rows)
 
     def write_rejected() -> None:
         rows = new_rejected[0]
         for frame in [*new_rejected[1:], G.rejected_edges(edges)]:
             rows = rows.unionByName(frame)
-        finish_table("rejected", rows, removed["rejected"])
+        merge_on_read("rejected", rows, removed["rejected"])
 
     concurrently(spark, write_graph, write_rejected)
     text = None

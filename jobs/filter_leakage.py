@@ -8,8 +8,12 @@ Writes `ARTIFACTS/<snapshot>/filter_leakage/<version>/`:
   in_snapshot, unmapped_reason: one row per (id, task, split).
 - `leakage_report`: per task and split (and all/all) the total ids, how many
   each method mapped, how many stayed unmapped, how many are in the snapshot.
-- `papers`, `citations`: the graph without benchmark papers (mode exclude)
-  or unchanged (mode report_only); degrees recomputed.
+- `papers`, `citations`, `degrees`: the graph without benchmark papers (mode
+  exclude) or unchanged (mode report_only); degrees counted again on the kept
+  citations. `papers` is a merge-on-read table (citeflow/tables.py): the graph's
+  own data files, hard-linked, less the benchmark's rows, which its deletion
+  file names (with those the graph's own names): no paper's text is written
+  again (issue 19). Read it through `citeflow.tables` or `spark.readers`.
 - `_manifest.json`: mode, counts of removed papers and edges, the report, and `paper_ids`: every line of
   the paper-ids table counted (those that gave a sha -> corpus id pair, the others by reason).
 
@@ -34,8 +38,8 @@ from citeflow.stage import execute
 STAGE = "filter_leakage"
 # Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
 NEEDS_LOCAL_ROOT = False
-STAGE_VERSION = 1
-TABLES = ["benchmark_ids", "leakage_report", "papers", "citations"]
+STAGE_VERSION = 2  # 2: papers a merge-on-read table over the graph's files, the degrees in a table of their own
+TABLES = ["benchmark_ids", "leakage_report", "papers", "citations", "degrees"]
 
 log = logging.getLogger("citeflow")
 
@@ -93,7 +97,6 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     from citeflow.leakage import METHODS, distinct_ids, first_steps, looked_up_shas, paper_ids_counts, sha_candidates
     from citeflow.snapshot import discover_jsonl
     from evaluation.benchmark_ids import Collecting, collect
-    from spark import graph as G
     from spark import leakage as L
     from spark import output as O
     from spark import readers as R
@@ -193,19 +196,29 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     with ThreadPoolExecutor(1, thread_name_prefix="citeflow-report") as pool:
         side = pool.submit(_benchmark_side, store, path, bench_table, mapped_table)
         citations = read_upstream("citations")
+        gone = None
         if cfg.mode == "exclude":
             excluded = mapped.where(F.col("in_snapshot")).select("corpus_id")
-            kept_papers, kept_edges = L.remove_papers(
-                papers.select(*G.PAPERS_COLUMNS),
-                citations,
-                excluded,
-                broadcast=in_snapshot <= config.spark.broadcast_rows,
+            # the papers' ids and places only: the kept papers are the graph's own rows, not written again
+            positions = R.read_stored(
+                spark, store, upstream.table_path("papers"), config.spark.broadcast_rows, with_position=True
+            ).select("corpus_id", *R.POSITION)
+            _, kept_edges, gone = L.remove_papers(
+                positions, citations, excluded, broadcast=in_snapshot <= config.spark.broadcast_rows
             )
         else:
-            kept_papers, kept_edges = papers.select(*G.PAPERS_COLUMNS), citations
-        few_papers = upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows
+            kept_edges = citations
         try:
-            O.write_graph(spark, kept_papers, kept_edges, out, config.build_graph.output_files, few_papers)
+            O.write_merge_on_read(spark, store, upstream.table_path("papers"), posixpath.join(path, "papers"), gone)
+            O.write_graph(
+                spark,
+                store,
+                path,
+                None,
+                kept_edges,
+                config.build_graph.output_files,
+                config.spark.broadcast_rows,
+            )
         finally:
             report = side.result()  # its error, if any, before Spark's
     overall = next(r for r in report if r["task"] == "all")

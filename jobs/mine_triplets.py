@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from citeflow import tables
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
@@ -332,17 +333,16 @@ def _column(store: ArtifactStore, table: str, column: str):
 
 
 def _ids_with_text(store: ArtifactStore, papers: str):
-    """Sorted corpus ids of papers with a non-blank title or abstract, read in batches."""
+    """Sorted corpus ids of papers with a non-blank title or abstract, read in batches (a deletion file applied:
+    filter_leakage's `papers` is a merge-on-read table, citeflow/tables.py)."""
     import numpy as np
     import pyarrow.compute as pc
-    import pyarrow.dataset as ds
 
     def present(column):
         return pc.fill_null(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(column)), 0), False)
 
     parts = []
-    dataset = ds.dataset(papers, format="parquet", filesystem=store.fs)
-    for batch in dataset.to_batches(columns=["corpus_id", "title", "abstract"], batch_size=READ_BATCH):
+    for batch in tables.batches(store.fs, papers, ["corpus_id", "title", "abstract"], READ_BATCH):
         keep = pc.or_(present(batch.column("title")), present(batch.column("abstract")))
         parts.append(batch.column("corpus_id").filter(keep).to_numpy())
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
@@ -434,15 +434,13 @@ def _write_texts(store: ArtifactStore, papers: str, ids, out: Path) -> int:
     """
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
     out.mkdir(parents=True)
     wanted = pa.array(ids, pa.int64())
     schema = pa.schema([("corpus_id", pa.int64()), ("title", pa.string()), ("abstract", pa.string())])
     parts = [schema.empty_table()]
-    dataset = ds.dataset(papers, format="parquet", filesystem=store.fs)
-    for batch in dataset.to_batches(columns=["corpus_id", "title", "abstract"], batch_size=READ_BATCH):
+    for batch in tables.batches(store.fs, papers, ["corpus_id", "title", "abstract"], READ_BATCH):
         keep = pc.is_in(batch.column("corpus_id"), value_set=wanted)
         if pc.any(keep).as_py():
             parts.append(pa.Table.from_batches([batch]).filter(keep).cast(schema))

@@ -253,18 +253,21 @@ def map_ids(
 
 def remove_papers(
     papers: DataFrame, citations: DataFrame, excluded: DataFrame, *, broadcast: bool = False
-) -> tuple[DataFrame, DataFrame]:
-    """Papers and citations without any paper in `excluded` (a `corpus_id` column).
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(kept papers, kept citations, removed papers): the graph without any paper in `excluded` (a `corpus_id`
+    column), and the rows of `papers` it took out (with whatever columns `papers` has: a stage that keeps the
+    papers' files names the removed rows by their positions).
 
     `broadcast` ships `excluded` (a benchmark's papers: small) to the graph instead of shuffling the graph.
     """
     ex = excluded.select("corpus_id").distinct()
     small = F.broadcast if broadcast else (lambda df: df)
     kept_papers = papers.join(small(ex), "corpus_id", "left_anti")
+    removed_papers = papers.join(small(ex), "corpus_id", "left_semi")
     kept = citations.join(small(ex.withColumnRenamed("corpus_id", "citing")), "citing", "left_anti").join(
         small(ex.withColumnRenamed("corpus_id", "cited")), "cited", "left_anti"
     )
-    return kept_papers, kept.select("citing", "cited")
+    return kept_papers, kept.select("citing", "cited"), removed_papers
 
 
 def folded_other_titles(papers: DataFrame, materialize: Callable[[DataFrame, str], DataFrame]) -> DataFrame | None:

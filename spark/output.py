@@ -1,26 +1,73 @@
-"""Writing a citation graph's tables (`citations`, `papers`) into a stage's version folder, and a stage's
-staging files.
+"""Writing a citation graph's tables (`citations`, `papers`, `degrees`) into a stage's version folder, merge-on-read
+tables over a committed version's files, and a stage's staging files.
 
-Reads the citations it has just written back (so the degrees count exactly the written edges) and writes
-through whatever filesystem Spark was given the paths on. Used by build_graph, build_graph's diff path and
-filter_leakage.
+Reads the tables it has just written back (so the degrees count exactly the written edges of exactly the written
+papers) and writes through whatever filesystem Spark was given the paths on. Used by build_graph, build_graph's diff
+path and filter_leakage.
 """
 
 from __future__ import annotations
 
+import posixpath
+
+from citeflow import tables as T
+from citeflow.artifacts import ArtifactStore
 from spark import graph as G
 from spark import readers as R
 
 
-def write_graph(spark, papers, edges, out, files: int, broadcast: bool) -> None:
-    """Write `citations`, then `papers` with the degrees of the written edges, each in at most `files` files.
-    Every stage that outputs a graph writes it this way. No global sort: no reader needs one, and it would
-    cost a sampling pass and a shuffle of the papers' text. `broadcast` joins the degrees (one light row per
-    paper with an edge) onto the papers without shuffling the papers."""
+def write_graph(spark, store: ArtifactStore, path: str, papers, edges, files: int, broadcast_rows: int) -> None:
+    """Write `citations`, then `papers` (None: the caller writes them, e.g. as a merge-on-read table, before
+    `write_degrees`), then `degrees` (`write_degrees`), each in at most `files` files. Every stage that outputs a
+    graph writes it this way. No global sort: no reader needs one, and it would cost a sampling pass and a shuffle
+    of the papers' text."""
+    out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
     edges.coalesce(files).write.mode("error").parquet(out("citations"))
-    written_edges = spark.read.parquet(out("citations"))
-    papers_with_degrees = G.with_degrees(papers, written_edges, broadcast=broadcast)
-    papers_with_degrees.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("papers"))
+    if papers is not None:
+        papers.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("papers"))
+    write_degrees(spark, store, path, files, broadcast_rows)
+
+
+def write_degrees(spark, store: ArtifactStore, path: str, files: int, broadcast_rows: int) -> None:
+    """`degrees` of the version at `path`: (corpus_id, out_degree, in_degree) of every paper of its written `papers`
+    (0 and 0 for a paper without edges), counted on its written `citations`: one light row per paper, apart from the
+    papers' text, so that a release whose edges change rewrites no text (issue 19). Both tables are read as their
+    readers read them (a deletion file applied); the degrees (one light row per paper with an edge) go to the
+    papers' ids by broadcast when the papers are at most `broadcast_rows`."""
+    read = lambda table: R.read_stored(spark, store, posixpath.join(path, table), broadcast_rows)  # noqa: E731
+    ids = read("papers").select("corpus_id")
+    few = T.footer_rows(store.fs, [i.path for i in T.data_files(store.fs, posixpath.join(path, "papers"))])
+    degrees = G.with_degrees(ids, read("citations"), broadcast=few <= broadcast_rows)
+    degrees.coalesce(files).write.mode("error").parquet(store.engine_uri(posixpath.join(path, "degrees")))
+
+
+def write_merge_on_read(
+    spark, store: ArtifactStore, source: str, target: str, gone=None, new_rows=None, files: int = 1
+) -> None:
+    """The table folder `target` as a merge-on-read table over the committed table folder `source`
+    (citeflow/tables.py): `new_rows` (if any) written as at most `files` new files, every data file of `source`
+    linked beside them, and the removed rows written as the deletion file: `gone` (`readers.POSITION` columns:
+    rows of `source`'s files, read from its live rows, so never one it already removes) and the rows `source`
+    itself removes. With neither, `target` has no deletion file."""
+    from pyspark.sql import functions as F
+
+    uri = store.engine_uri(target)
+    if new_rows is not None:
+        new_rows.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(uri)
+    else:
+        store.fs.create_dir(target)
+    T.link_data_files(store.fs, store.local, source, target)
+    earlier_files = T.deleted_files(store.fs, source)
+    if earlier_files:
+        earlier = spark.read.parquet(*[store.engine_uri(p) for p in earlier_files]).select(
+            F.col(T.FILE_NAME).alias(R.POSITION[0]), F.col(T.ROW_INDEX).alias(R.POSITION[1])
+        )
+        gone = earlier if gone is None else gone.select(*R.POSITION).unionByName(earlier)
+    if gone is None:
+        return
+    gone.select(F.col(R.POSITION[0]).alias(T.FILE_NAME), F.col(R.POSITION[1]).alias(T.ROW_INDEX)).coalesce(
+        1
+    ).write.mode("error").parquet(f"{uri}/{T.DELETED}")
 
 
 def write_staging(frame, uri: str) -> None:

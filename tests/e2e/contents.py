@@ -15,6 +15,13 @@ the generator version and each snapshot's fingerprint and says so when they
 differ), never to make an optimisation pass:
 
     PYTHONPATH=$PWD python -m tests.e2e.contents --write
+
+A stage version bump (`STAGE_VERSION`: a table's layout changed, not its
+rows) changes the versions alone; `--versions` writes the new versions into
+the pin and refuses when any table or metric differs. It was run once: when
+the degrees left `papers` for a table of their own (issue 19; build_graph 3,
+filter_leakage 2), whose join is digested as the pinned `papers`
+(`papers_with_degrees`).
 """
 
 from __future__ import annotations
@@ -49,7 +56,11 @@ def _plain(value: Any) -> Any:
 def table_digest(path: str) -> dict[str, Any]:
     """Rows, column types and an order-free digest of the Parquet table at `path` (read as its readers read
     it: a deletion file applied, citeflow/tables.py)."""
-    table = read_table(pafs.LocalFileSystem(), path)
+    return digest(read_table(pafs.LocalFileSystem(), path))
+
+
+def digest(table) -> dict[str, Any]:
+    """Rows, column types and an order-free digest of a pyarrow table."""
     rows = sorted(
         hashlib.sha256(json.dumps(_plain(row), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
         for row in table.to_pylist()
@@ -61,11 +72,30 @@ def table_digest(path: str) -> dict[str, Any]:
     }
 
 
+def papers_with_degrees(manifest) -> dict[str, Any]:
+    """The digest of `papers` as the pin holds it: until the degrees went into a table of their own (issue 19),
+    `papers` carried `out_degree` and `in_degree` as its last columns. Every paper must have exactly one
+    `degrees` row, and `degrees` no other."""
+    fs = pafs.LocalFileSystem()
+    papers, degrees = (read_table(fs, manifest.table_path(t)).sort_by("corpus_id") for t in ("papers", "degrees"))
+    ids = papers["corpus_id"].to_pylist()
+    if degrees["corpus_id"].to_pylist() != ids or len(set(ids)) != len(ids):
+        raise AssertionError(f"{manifest.stage} {manifest.version}: degrees and papers hold different ids")
+    # both sorted by the same unique ids: row i of one is row i of the other (Arrow's join takes no list column)
+    return digest(
+        papers.append_column("out_degree", degrees["out_degree"]).append_column("in_degree", degrees["in_degree"])
+    )
+
+
 def stage_contents(manifest) -> dict[str, Any]:
-    """Version, table digests and metrics of one stage version (a `Manifest`)."""
+    """Version, table digests and metrics of one stage version (a `Manifest`); `papers` and `degrees` as one
+    table, as the pin holds them (`papers_with_degrees`)."""
+    tables = {t: table_digest(manifest.table_path(t)) for t in sorted(manifest.tables) if t != "degrees"}
+    if "degrees" in manifest.tables:
+        tables["papers"] = papers_with_degrees(manifest)
     return {
         "version": manifest.version,
-        "tables": {t: table_digest(manifest.table_path(t)) for t in sorted(manifest.tables)},
+        "tables": tables,
         "metrics": {k: v for k, v in sorted(manifest.metrics.items()) if k not in VOLATILE_METRICS},
     }
 
@@ -139,6 +169,9 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description="Write (or check) pinned_contents.json")
     parser.add_argument("--write", action="store_true", help="overwrite the pin with this checkout's output")
+    parser.add_argument(
+        "--versions", action="store_true", help="write this checkout's versions into the pin, if nothing else differs"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="citeflow-pin-") as tmp:
         snaps = {}
@@ -159,6 +192,17 @@ def main() -> int:
         for p in compare(entry[stage], pinned[name][stage])
     ]
     print("\n".join(problems) or "same contents as pinned")
+    if args.versions:
+        if not all(p.split(": ", 1)[1].startswith("version ") for p in problems):
+            print("not re-pinned: more than the versions differ")
+            return 1
+        for name, entry in results.items():
+            for stage in ("build_graph", "filter_leakage"):
+                if stage in entry:
+                    pinned[name][stage]["version"] = entry[stage]["version"]
+        PIN.write_text(json.dumps(pinned, indent=1, sort_keys=True) + "\n")
+        print(f"wrote the versions into {PIN}")
+        return 0
     return 1 if problems else 0
 
 

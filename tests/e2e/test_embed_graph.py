@@ -3,10 +3,12 @@
 from pathlib import Path
 
 import numpy as np
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides, profile_overrides
+from citeflow.tables import read_table
 from jobs import embed_graph
 from tests.conftest import TEST_SPARK_OVERRIDES
 
@@ -95,7 +97,8 @@ def test_neighbours_share_the_field_far_more_than_chance(embedded):
     vectors = np.stack(emb["embedding"].to_numpy(zero_copy_only=False))
     assert vectors.shape == (len(ids), 64) and vectors.dtype == np.float32
     upstream = next(i for i in m.inputs if i["stage"] == "filter_leakage")
-    papers = pq.read_table(upstream["path"] + "/papers", columns=["corpus_id", "fields_of_study"]).to_pydict()
+    papers = read_table(pafs.LocalFileSystem(), upstream["path"] + "/papers", ["corpus_id", "fields_of_study"])
+    papers = papers.to_pydict()
     field = {c: (f[0] if f else "") for c, f in zip(papers["corpus_id"], papers["fields_of_study"], strict=True)}
     labels = np.array([field[i] for i in ids.tolist()], dtype=object)
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -1,18 +1,22 @@
 """filter_leakage end to end on a generated snapshot whose SciDocs mapping is known per id."""
 
 import json
+from pathlib import Path
 
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides
 from citeflow.errors import CiteflowError
 from citeflow.leakage import LeakageError, audit_no_benchmark_papers
+from citeflow.tables import read_table
 from jobs import filter_leakage
 from tests.conftest import TEST_SPARK_OVERRIDES
 
 pytestmark = pytest.mark.slow
+LOCAL = pafs.LocalFileSystem()
 
 
 def config(snap, artifacts, *overrides, paper_ids=True, snapshot="leak"):
@@ -55,7 +59,7 @@ def test_each_id_is_mapped_the_way_the_generator_intended(excluded):
 def test_filtered_graph_holds_no_benchmark_paper(excluded):
     snap, truth, _, m = excluded
     mapped = {r["corpus_id"] for r in map(json.loads, open(snap / "scidocs_truth.jsonl")) if r["corpus_id"]}
-    papers = pq.read_table(m.table_path("papers"))
+    papers = read_table(LOCAL, m.table_path("papers"))  # its deletion file applied
     cites = pq.read_table(m.table_path("citations"))
     assert not mapped & set(papers["corpus_id"].to_pylist())
     assert not mapped & (set(cites["citing"].to_pylist()) | set(cites["cited"].to_pylist()))
@@ -66,17 +70,28 @@ def test_filtered_graph_holds_no_benchmark_paper(excluded):
     assert m.metrics["removed_citations"] == touching
     assert m.metrics["removed_papers"] == len(mapped)
     assert m.metrics["papers"] == truth["counts"]["papers"] - len(mapped)
-    # degrees are those of the filtered graph
-    out_deg = dict(zip(papers["corpus_id"].to_pylist(), papers["out_degree"].to_pylist(), strict=True))
-    counted = {}
-    for a in cites["citing"].to_pylist():
-        counted[a] = counted.get(a, 0) + 1
-    assert all(out_deg[p] == counted.get(p, 0) for p in out_deg)
+    # the graph's own files, linked, less the benchmark's rows; no paper's text written again
+    graph = upstream["path"] + "/papers"
+    assert {f.name: f.stat().st_ino for f in Path(m.table_path("papers")).glob("*.parquet")} == {
+        f.name: f.stat().st_ino for f in Path(graph).glob("*.parquet")
+    }
+    assert pq.read_table(m.table_path("papers")).num_rows == papers.num_rows + len(mapped)  # a plain reader: all
+    # degrees are those of the filtered graph, one row per kept paper
+    degrees = pq.read_table(m.table_path("degrees")).to_pydict()
+    assert sorted(degrees["corpus_id"]) == sorted(papers["corpus_id"].to_pylist())
+    counted_out, counted_in = {}, {}
+    for a, b in zip(cites["citing"].to_pylist(), cites["cited"].to_pylist(), strict=True):
+        counted_out[a] = counted_out.get(a, 0) + 1
+        counted_in[b] = counted_in.get(b, 0) + 1
+    assert all(
+        (o, i) == (counted_out.get(p, 0), counted_in.get(p, 0))
+        for p, o, i in zip(degrees["corpus_id"], degrees["out_degree"], degrees["in_degree"], strict=True)
+    )
 
 
 def test_audit_passes_on_filtered_ids_and_fails_on_leaked_ones(excluded):
     _, _, _, m = excluded
-    clean = pq.read_table(m.table_path("papers"))["corpus_id"]
+    clean = read_table(LOCAL, m.table_path("papers"))["corpus_id"]
     assert audit_no_benchmark_papers(clean, m, what="filtered papers")["benchmark_hits"] == 0
     leaked = pq.read_table(m.table_path("benchmark_ids")).column("corpus_id").drop_null()[:3]
     with pytest.raises(LeakageError, match="benchmark paper"):
@@ -89,7 +104,7 @@ def test_report_only_keeps_the_graph_and_says_so(excluded, spark):
     assert r.version != m.version and r.metrics["mode"] == "report_only"
     assert r.metrics["removed_papers"] == 0 and r.metrics["removed_citations"] == 0
     assert r.tables["papers"]["rows"] == truth["counts"]["papers"]
-    leaked = pq.read_table(r.table_path("papers"))["corpus_id"]
+    leaked = read_table(LOCAL, r.table_path("papers"))["corpus_id"]
     assert audit_no_benchmark_papers(leaked, r, what="papers")["benchmark_hits"] > 0  # counted, not fatal
 
 

@@ -8,7 +8,7 @@ writes each release's diff). The oracle is build_graph's full build of the same 
 - a diff whose start release is not built: a full build, with one log line, the same version as a full build;
 - dirt in the diff's files: quarantined and counted like dirt in shards, the graph unchanged.
 
-Which parts must match (README "Backfilling a release from its diff"): the papers, citations and
+Which parts must match (README "Backfilling a release from its diff"): the papers, citations, degrees and
 degree_histogram tables, every manifest count (papers, citations, degree statistics, text flags, rejected rows
 by reason), and the rejected table row for row except `source`, which names the file a line was read from: a
 diff file for the lines the diff brought.
@@ -72,7 +72,7 @@ def rows_without_source(path):
 
 def assert_same_build(got, want):
     """Two build_graph manifests hold the same graph (see the module docstring)."""
-    for table in ("papers", "citations", "degree_histogram"):
+    for table in ("papers", "citations", "degrees", "degree_histogram"):
         assert table_digest(got.table_path(table)) == table_digest(want.table_path(table)), table
     assert rows_without_source(got.table_path("rejected")) == rows_without_source(want.table_path("rejected"))
     assert {k: v for k, v in got.metrics.items() if k not in HOW} == {
@@ -84,14 +84,14 @@ def assert_same_build(got, want):
 def assert_links_base(merged, base):
     """`papers` and `rejected` of `merged` are merge-on-read tables over `base`'s files (citeflow/tables.py):
     every data file of the base's table is in the new table as the same file (a hard link), and the new
-    table removes some of their rows; `citations` is written anew."""
+    table removes some of their rows; `citations` and `degrees` are written anew."""
     for table in ("papers", "rejected"):
         old = {f.name: os.stat(f).st_ino for f in Path(base.table_path(table)).glob("part-*")}
         new = {f.name: os.stat(f).st_ino for f in Path(merged.table_path(table)).glob("part-*")}
         assert old and {n: new.get(n) for n in old} == old, table
         assert len(new) > len(old), table  # the rows the diff changed, in files of their own
         assert merged.tables[table]["deleted_rows"] > 0, table
-    assert "deleted_rows" not in merged.tables["citations"]
+    assert "deleted_rows" not in merged.tables["citations"] and "deleted_rows" not in merged.tables["degrees"]
     assert merged.metrics["from_diff"]["merge_on_read"] is True
 
 
@@ -199,7 +199,7 @@ def test_dirt_in_a_diff_is_quarantined_and_counted(releases, full, built_r1, tmp
     m = build_graph.run(cfg(root, R2, artifacts))
     assert "from_diff" in m.metrics
     want = full[R2][0]
-    for table in ("papers", "citations", "degree_histogram"):
+    for table in ("papers", "citations", "degrees", "degree_histogram"):
         assert table_digest(m.table_path(table)) == table_digest(want.table_path(table)), table
     extra = {"paper.invalid_id": 1, "paper.malformed_json": 1, "citation.malformed_json": 1, "abstract.missing_id": 1}
     expected = dict(want.metrics["rejected"])

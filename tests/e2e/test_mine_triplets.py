@@ -5,11 +5,13 @@ import os
 
 import numpy as np
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides, profile_overrides
 from citeflow.leakage import LeakageError
+from citeflow.tables import read_table
 from jobs import mine_triplets
 from jobs.pipeline import with_strategy
 from tests.conftest import TEST_SPARK_OVERRIDES
@@ -128,7 +130,9 @@ def test_specter_follows_the_citations(mined):
     leak = next(i for i in specter.inputs if i["stage"] == "filter_leakage")
     cites = pq.read_table(leak["path"] + "/citations").to_pydict()
     cited = set(zip(cites["citing"], cites["cited"], strict=True))
-    papers = pq.read_table(leak["path"] + "/papers", columns=["corpus_id", "title", "abstract"]).to_pydict()
+    papers = read_table(
+        pafs.LocalFileSystem(), leak["path"] + "/papers", ["corpus_id", "title", "abstract"]
+    ).to_pydict()
     pool = {  # the whole pool (pool_size=0): papers with a title or an abstract
         c
         for c, t, a in zip(papers["corpus_id"], papers["title"], papers["abstract"], strict=True)

@@ -5,12 +5,13 @@ import os
 
 import numpy as np
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import apply_overrides
 from citeflow.errors import CiteflowError
+from citeflow.tables import read_table
 from jobs import embed_papers, train_encoder
 from jobs.embed_papers import embed_to_parquet
 from tests.support.encoder import TINY
@@ -61,7 +62,7 @@ def test_trained_encoder_separates_unseen_papers_by_subtopic(trained, tmp_path):
     mine = next(i for i in m.inputs if i["stage"] == "mine_triplets")
     seen = set(pq.read_table(mine["path"] + "/training_texts")["corpus_id"].to_pylist())
     leak = json.loads(open(mine["path"] + "/_manifest.json").read())["inputs"][1]["path"]
-    papers = ds.dataset(leak + "/papers").to_table(columns=["corpus_id", "title", "abstract"])
+    papers = read_table(pafs.LocalFileSystem(), leak + "/papers", ["corpus_id", "title", "abstract"])
     papers = papers.filter(
         pc.invert(pc.is_in(papers["corpus_id"], value_set=__import__("pyarrow").array(sorted(seen))))
     )

@@ -168,10 +168,13 @@ def _plain(value):
 
 
 def table_digest(folder: Path) -> tuple[int, str]:
-    """(rows, SHA-256 of the rows in canonical order) of a Parquet table folder; timing columns left out."""
-    import pyarrow.dataset as ds
+    """(rows, SHA-256 of the rows in canonical order) of a Parquet table folder, read as its readers read it
+    (a deletion file applied, citeflow/tables.py); timing columns left out."""
+    import pyarrow.fs as pafs
 
-    table = ds.dataset(str(folder), format="parquet", ignore_prefixes=[".", "_"]).to_table()
+    from citeflow.tables import read_table
+
+    table = read_table(pafs.LocalFileSystem(), str(folder))
     table = table.drop_columns([c for c in table.column_names if c in TIMING_COLUMNS])
     rows = sorted(json.dumps(_plain(r), sort_keys=True) for r in table.to_pylist())
     return len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest()

@@ -47,6 +47,24 @@ def test_the_rows_named_by_the_deletion_file_are_not_read(tmp_path):
     assert (T.read_table(FS, table).num_rows, T.deleted_rows(FS, table)) == (5, 3)
 
 
+def test_batches_stream_the_rows_read_table_reads(tmp_path):
+    # positions fall at batch edges, inside batches, in every batch of a file, in an unnamed file
+    table = make_table(
+        tmp_path / "papers",
+        {"part-a.parquet": list(range(10, 17)), "part-b.parquet": [20, 21, 22], "part-c.parquet": [30]},
+        [("part-a.parquet", p) for p in (0, 2, 3, 6)] + [("part-b.parquet", p) for p in (0, 1, 2)],
+    )
+    for size in (1, 2, 3, 100):
+        got = list(T.batches(FS, table, ["id"], batch_size=size))
+        assert all(0 < b.num_rows <= size for b in got)  # no empty batch
+        assert [i for b in got for i in b.column("id").to_pylist()] == [11, 14, 15, 30]
+        assert got[0].schema.names == ["id"]
+    whole = pa.Table.from_batches(list(T.batches(FS, table)))
+    assert whole.sort_by("id").equals(T.read_table(FS, table).sort_by("id"))
+    plain = make_table(tmp_path / "plain", {"part-a.parquet": [1, 2, 3]})
+    assert [i for b in T.batches(FS, plain, ["id"], 2) for i in b.column("id").to_pylist()] == [1, 2, 3]
+
+
 def test_a_table_without_a_deletion_file_reads_as_parquet_reads_it(tmp_path):
     table = make_table(tmp_path / "papers", {"part-a.parquet": [1, 2, 3], "part-b.parquet": [4]})
     assert not T.has_deleted(FS, table)

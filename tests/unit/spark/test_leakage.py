@@ -190,12 +190,13 @@ def test_report_counts_per_task_split_and_overall(spark, papers, bench):
 
 
 def test_remove_papers_drops_every_edge_touching_them(spark):
-    papers = spark.createDataFrame([(i,) for i in range(1, 6)], "corpus_id long")
+    papers = spark.createDataFrame([(i, 10 * i) for i in range(1, 6)], "corpus_id long, _row_index long")
     citations = spark.createDataFrame([(1, 2), (2, 3), (3, 4), (4, 5), (5, 1)], "citing long, cited long")
-    excluded = spark.createDataFrame([(2,), (2,), (None,)], "corpus_id long")
-    kept_papers, kept_edges = L.remove_papers(papers, citations, excluded)
+    excluded = spark.createDataFrame([(2,), (2,), (None,), (9,)], "corpus_id long")
+    kept_papers, kept_edges, removed = L.remove_papers(papers, citations, excluded)
     assert sorted(r[0] for r in kept_papers.collect()) == [1, 3, 4, 5]
     assert sorted(tuple(r) for r in kept_edges.collect()) == [(3, 4), (4, 5), (5, 1)]
+    assert [tuple(r) for r in removed.collect()] == [(2, 20)]  # once, with the columns the papers had
 
 
 def test_paper_id_pairs_skip_unusable_lines(spark):

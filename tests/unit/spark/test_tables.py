@@ -1,5 +1,6 @@
-"""spark/readers.py `read_table`: Spark reads a merge-on-read table (citeflow/tables.py) as pyarrow does, and
-spark/incremental.py says which base rejected rows a merge carries and which it removes."""
+"""spark/readers.py `read_table`: Spark reads a merge-on-read table (citeflow/tables.py) as pyarrow does;
+spark/output.py writes one over a committed table, and the degrees of what it holds; spark/incremental.py says
+which base rejected rows a merge carries and which it removes."""
 
 import pyarrow.fs as pafs
 
@@ -85,3 +86,53 @@ def test_every_base_rejected_row_is_carried_or_removed_never_both(spark, tmp_pat
     assert sorted((r["citing_raw"], r["cited_raw"]) for r in to_label.collect()) == [("2", "9")]
     assert kept.count() == 0  # the one kept base edge, (2, 5), is deleted by the diff
     assert stays.columns == [*R.REJECTED_SCHEMA.fieldNames(), *R.POSITION]
+
+
+def test_a_table_over_a_committed_one_and_the_degrees_of_what_it_holds(spark, tmp_path):
+    """`output.write_merge_on_read` links the source's files, keeps the rows the source removes removed, adds
+    the removed positions and the new rows; `write_degrees` gives every paper the table holds one row, counted
+    on the written citations (worked out by hand)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from citeflow.artifacts import ArtifactStore
+    from spark import output as O
+
+    store = ArtifactStore(str(tmp_path))
+    source = tmp_path / "v1" / "papers"
+    source.mkdir(parents=True)
+    for name, ids in {"part-a.parquet": [1, 2, 3, 4], "part-b.parquet": [5, 6]}.items():
+        pq.write_table(
+            pa.table({"corpus_id": pa.array(ids, pa.int64()), "title": [f"t{i}" for i in ids]}), source / name
+        )
+    (source / T.DELETED).mkdir()
+    pq.write_table(
+        pa.table({T.FILE_NAME: ["part-a.parquet"], T.ROW_INDEX: pa.array([1], pa.int64())}),
+        source / T.DELETED / "x.parquet",
+    )
+
+    version = tmp_path / "v2"
+    version.mkdir()
+    live = R.read_stored(spark, store, str(source), 100, with_position=True)
+    gone = live.where("corpus_id in (4, 5)").select(*R.POSITION)  # part-a row 3, part-b row 0
+    new = spark.createDataFrame([(7, "t7")], "corpus_id long, title string")
+    O.write_merge_on_read(spark, store, str(source), str(version / "papers"), gone, new)
+    got = T.read_table(FS, str(version / "papers")).sort_by("corpus_id").to_pydict()
+    assert got == {"corpus_id": [1, 3, 6, 7], "title": ["t1", "t3", "t6", "t7"]}
+    assert T.deleted_rows(FS, str(version / "papers")) == 3  # the source's one and the two named here
+    for name in ("part-a.parquet", "part-b.parquet"):
+        assert (version / "papers" / name).stat().st_ino == (source / name).stat().st_ino
+
+    edges = spark.createDataFrame([(1, 3), (3, 6), (6, 1), (1, 6)], "citing long, cited long")
+    O.write_graph(spark, store, str(version), None, edges, 2, 100)
+    degrees = pq.read_table(version / "degrees").sort_by("corpus_id").to_pydict()
+    assert degrees == {"corpus_id": [1, 3, 6, 7], "out_degree": [2, 1, 1, 0], "in_degree": [1, 1, 2, 0]}
+    assert pq.read_schema(next((version / "degrees").glob("*.parquet"))).field("out_degree").type == pa.int32()
+
+    # no rows named and none the source removes: no deletion file; the rows are the source's
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    pq.write_table(pa.table({"corpus_id": pa.array([9], pa.int64())}), plain / "part-0.parquet")
+    O.write_merge_on_read(spark, store, str(plain), str(version / "copy"))
+    assert not T.has_deleted(FS, str(version / "copy"))
+    assert T.read_table(FS, str(version / "copy"))["corpus_id"].to_pylist() == [9]
