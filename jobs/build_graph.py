@@ -300,7 +300,9 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     text = None
     if snapshot.format == "s2orc":  # the text flags were noted in pass 1: no need to read the text again
         text = kept.select(F.col("_no_title").alias("no_title"), F.col("_no_abstract").alias("no_abstract"))
-    metrics = finish(spark, store, path, config, kept.select(*G.PAPERS_COLUMNS), labelled_edges, rejected, text)
+    metrics = finish(
+        spark, store, path, config, kept.select(*G.PAPERS_COLUMNS), labelled_edges, rejected, few_papers, text
+    )
     metrics["format"] = snapshot.format
     metrics["input_files"] = {name: len(files) for name, files in snapshot.datasets.items()}
     return metrics
@@ -314,11 +316,12 @@ def finish(
     papers,
     labelled_edges,
     rejected: list,
+    broadcast: bool,
     text=None,
 ) -> dict[str, Any]:
     """Write papers, citations, degrees, rejected and degree_histogram from the cleaned frames; the manifest metrics
     (degree statistics, text flags, rejected counts by reason: `summarize`). `text` (no_title, no_abstract
-    per paper) defaults to reading the written papers."""
+    per paper) defaults to reading the written papers; `broadcast`: the papers are few enough to join by broadcast."""
     from spark import graph as G
     from spark import output as O
     from spark import readers as R
@@ -339,7 +342,14 @@ def finish(
     concurrently(
         spark,
         lambda: O.write_graph(
-            spark, store, path, papers, G.kept_edges(labelled_edges), cfg.output_files, config.spark.broadcast_rows
+            spark,
+            store,
+            path,
+            papers,
+            G.kept_edges(labelled_edges),
+            cfg.output_files,
+            config.spark.broadcast_rows,
+            broadcast,
         ),
         write_rejected,
     )

@@ -154,7 +154,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
             "papers": touched_base,
             "rejected": decided_again.select(*R.POSITION).unionByName(dropped_edges.select(*R.POSITION)),
         }
-        metrics = _finish_in_place(spark, store, path, config, base, changed, edges, new_rejected, removed)
+        metrics = _finish_in_place(spark, store, path, config, base, changed, edges, new_rejected, removed, few_papers)
     else:
         why = (
             "build_graph.max_deleted_share is 0"
@@ -169,7 +169,9 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         )
         fields = R.REJECTED_SCHEMA.fieldNames()
         carried = [carried_rows.select(*fields), carried_edges.select(*fields)]
-        metrics = finish(spark, store, path, config, untouched.unionByName(changed), edges, carried + new_rejected)
+        metrics = finish(
+            spark, store, path, config, untouched.unionByName(changed), edges, carried + new_rejected, few_papers
+        )
     metrics["format"] = "s2ag"
     metrics["input_files"] = {d: sum(v.values()) for d, v in lines_read.items()}
     metrics["from_diff"] = {
@@ -201,6 +203,7 @@ def _finish_in_place(
     edges,
     new_rejected: list,
     removed: dict[str, Any],
+    few_papers: bool,
 ) -> dict[str, Any]:
     """Write `citations` and `degrees` in full, and `papers` and `rejected` as merge-on-read tables
     (citeflow/tables.py, `output.write_merge_on_read`): the base's data files linked, new files of the rows this
@@ -215,7 +218,6 @@ def _finish_in_place(
     from jobs.build_graph import summarize
     from spark import graph as G
     from spark import output as O
-    from spark import readers as R
     from spark.session import concurrently
 
     # the new rows' files: the base's file count in proportion to the papers the diff touched (at least one),
@@ -225,13 +227,11 @@ def _finish_in_place(
     files = max(1, min(most, -(-changed.count() * most // max(stored, 1))))
 
     def merge_on_read(table: str, new_rows, gone) -> None:
-        O.write_merge_on_read(
-            spark, store, base.table_path(table), posixpath.join(path, table), gone.select(*R.POSITION), new_rows, files
-        )
+        O.write_merge_on_read(spark, store, base.table_path(table), posixpath.join(path, table), gone, new_rows, files)
 
     def write_graph() -> None:
         merge_on_read("papers", changed, removed["papers"])
-        O.write_graph(spark, store, path, None, G.kept_edges(edges), most, config.spark.broadcast_rows)
+        O.write_graph(spark, store, path, None, G.kept_edges(edges), most, config.spark.broadcast_rows, few_papers)
 
     def write_rejected() -> None:
         rows = new_rejected[0]

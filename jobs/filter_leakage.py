@@ -218,6 +218,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
                 kept_edges,
                 config.build_graph.output_files,
                 config.spark.broadcast_rows,
+                upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows,
             )
         finally:
             report = side.result()  # its error, if any, before Spark's

@@ -16,7 +16,9 @@ from spark import graph as G
 from spark import readers as R
 
 
-def write_graph(spark, store: ArtifactStore, path: str, papers, edges, files: int, broadcast_rows: int) -> None:
+def write_graph(
+    spark, store: ArtifactStore, path: str, papers, edges, files: int, broadcast_rows: int, broadcast: bool
+) -> None:
     """Write `citations`, then `papers` (None: the caller writes them, e.g. as a merge-on-read table, before
     `write_degrees`), then `degrees` (`write_degrees`), each in at most `files` files. Every stage that outputs a
     graph writes it this way. No global sort: no reader needs one, and it would cost a sampling pass and a shuffle
@@ -25,19 +27,18 @@ def write_graph(spark, store: ArtifactStore, path: str, papers, edges, files: in
     edges.coalesce(files).write.mode("error").parquet(out("citations"))
     if papers is not None:
         papers.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("papers"))
-    write_degrees(spark, store, path, files, broadcast_rows)
+    write_degrees(spark, store, path, files, broadcast_rows, broadcast)
 
 
-def write_degrees(spark, store: ArtifactStore, path: str, files: int, broadcast_rows: int) -> None:
+def write_degrees(spark, store: ArtifactStore, path: str, files: int, broadcast_rows: int, broadcast: bool) -> None:
     """`degrees` of the version at `path`: (corpus_id, out_degree, in_degree) of every paper of its written `papers`
     (0 and 0 for a paper without edges), counted on its written `citations`: one light row per paper, apart from the
     papers' text, so that a release whose edges change rewrites no text (issue 19). Both tables are read as their
-    readers read them (a deletion file applied); the degrees (one light row per paper with an edge) go to the
-    papers' ids by broadcast when the papers are at most `broadcast_rows`."""
+    readers read them (a deletion file applied, broadcast when it names at most `broadcast_rows` rows);
+    `broadcast`: the papers are few enough that the degrees (one light row per paper with an edge) go to their ids
+    by broadcast (the caller knows their count)."""
     read = lambda table: R.read_stored(spark, store, posixpath.join(path, table), broadcast_rows)  # noqa: E731
-    ids = read("papers").select("corpus_id")
-    few = T.footer_rows(store.fs, [i.path for i in T.data_files(store.fs, posixpath.join(path, "papers"))])
-    degrees = G.with_degrees(ids, read("citations"), broadcast=few <= broadcast_rows)
+    degrees = G.with_degrees(read("papers").select("corpus_id"), read("citations"), broadcast=broadcast)
     degrees.coalesce(files).write.mode("error").parquet(store.engine_uri(posixpath.join(path, "degrees")))
 
 
@@ -59,9 +60,7 @@ def write_merge_on_read(
     T.link_data_files(store.fs, store.local, source, target)
     earlier_files = T.deleted_files(store.fs, source)
     if earlier_files:
-        earlier = spark.read.parquet(*[store.engine_uri(p) for p in earlier_files]).select(
-            F.col(T.FILE_NAME).alias(R.POSITION[0]), F.col(T.ROW_INDEX).alias(R.POSITION[1])
-        )
+        earlier = R.deleted_positions(spark, [store.engine_uri(p) for p in earlier_files])
         gone = earlier if gone is None else gone.select(*R.POSITION).unionByName(earlier)
     if gone is None:
         return

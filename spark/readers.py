@@ -285,11 +285,16 @@ def read_table(
             F.col("_metadata.row_index").alias(POSITION[1]),
         )
     if deleted:
-        gone = spark.read.parquet(*deleted).select(
-            F.col(tables.FILE_NAME).alias(POSITION[0]), F.col(tables.ROW_INDEX).alias(POSITION[1])
-        )
+        gone = deleted_positions(spark, deleted)
         df = df.join(F.broadcast(gone) if broadcast else gone, POSITION, "left_anti")
     return df if with_position else df.select(*columns)
+
+
+def deleted_positions(spark, deleted: list[str]) -> DataFrame:
+    """The rows a deletion file names (`deleted`: the URIs of its Parquet files), as `POSITION` columns."""
+    return spark.read.parquet(*deleted).select(
+        F.col(tables.FILE_NAME).alias(POSITION[0]), F.col(tables.ROW_INDEX).alias(POSITION[1])
+    )
 
 
 def read_stored(spark, store, folder: str, broadcast_rows: int, *, with_position: bool = False) -> DataFrame:

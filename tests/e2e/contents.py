@@ -90,9 +90,12 @@ def papers_with_degrees(manifest) -> dict[str, Any]:
 def stage_contents(manifest) -> dict[str, Any]:
     """Version, table digests and metrics of one stage version (a `Manifest`); `papers` and `degrees` as one
     table, as the pin holds them (`papers_with_degrees`)."""
-    tables = {t: table_digest(manifest.table_path(t)) for t in sorted(manifest.tables) if t != "degrees"}
-    if "degrees" in manifest.tables:
-        tables["papers"] = papers_with_degrees(manifest)
+    split = "degrees" in manifest.tables
+    tables = {
+        t: papers_with_degrees(manifest) if split and t == "papers" else table_digest(manifest.table_path(t))
+        for t in sorted(manifest.tables)
+        if t != "degrees"
+    }
     return {
         "version": manifest.version,
         "tables": tables,

@@ -124,7 +124,7 @@ def test_a_table_over_a_committed_one_and_the_degrees_of_what_it_holds(spark, tm
         assert (version / "papers" / name).stat().st_ino == (source / name).stat().st_ino
 
     edges = spark.createDataFrame([(1, 3), (3, 6), (6, 1), (1, 6)], "citing long, cited long")
-    O.write_graph(spark, store, str(version), None, edges, 2, 100)
+    O.write_graph(spark, store, str(version), None, edges, 2, 100, True)
     degrees = pq.read_table(version / "degrees").sort_by("corpus_id").to_pydict()
     assert degrees == {"corpus_id": [1, 3, 6, 7], "out_degree": [2, 1, 1, 0], "in_degree": [1, 1, 2, 0]}
     assert pq.read_schema(next((version / "degrees").glob("*.parquet"))).field("out_degree").type == pa.int32()
