@@ -8,20 +8,22 @@ a full build plus `from_diff`. Only what the diff can change is computed again:
 
 - papers: the rows of the keys the merge decides again (`spark/incremental.py` `touched_papers`: keys either
   diff names, keys whose abstract the base quarantined) are merged from the base's rows of those keys only;
-  every other row is the base's row as it is (its degrees, in `degrees`, are counted again for every paper);
+  every other row is the base's row as it is;
 - citation edges: only pairs the diff names or brings and edges with an end that enters or leaves the
   corpus are labelled again (`split_edges`); every other base edge keeps its label;
+- degrees: only papers whose row was replaced or whose kept edges arrived or left get a new row, their base
+  degrees plus the difference (`changed_degrees`); every other paper keeps its base row;
 - rejected: the base's rows stay unless the merge decides their key again.
 
-How the rows are written (`_finish_in_place`): `papers` and `rejected` are merge-on-read tables
-(citeflow/tables.py): the base's data files are linked into the new table unchanged, the rows the diff
-changes are written as new files beside them, and the base rows the release no longer holds are named in
-the table's deletion file, so neither table's untouched rows are rewritten. `citations` and `degrees` (ids
-and counts only) are written in full. Once the base's deletion files remove more than
-`build_graph.max_deleted_share` of its stored rows, the version writes every row again (as it does with 0),
-so reads do not slow down release after release. Degrees, degree histogram and metrics are computed from
-the written tables as in a full build (jobs/build_graph.py `summarize`): all of it in Spark, so the diff path
-runs where a full build runs (a cluster, Spark Connect) and holds no table in this process.
+How the rows are written (`_finish_in_place`): `papers`, `citations`, `degrees` and `rejected` are
+merge-on-read tables (citeflow/tables.py): the base's data files are linked into the new table unchanged, the
+rows the diff changes are written as new files beside them, and the base rows the release no longer holds are
+named in the table's deletion file, so no table's untouched rows are written again. Once the base's deletion
+files remove more than `build_graph.max_deleted_share` of the rows one of these tables stores, the version
+writes every row again (as it does with 0; degrees then counted from the written tables as in a full build), so
+reads do not slow down release after release. The degree histogram and the metrics are computed from the
+written tables as in a full build (jobs/build_graph.py `summarize`): all of it in Spark, so the diff path runs
+where a full build runs (a cluster, Spark Connect) and holds no table in this process.
 
 The result equals a full build of the release (tests/e2e/test_incremental.py).
 """
@@ -38,6 +40,8 @@ from citeflow.config import RunConfig
 from citeflow.snapshot import filesystem
 
 STAGE = "build_graph"
+# the tables a version built from a diff links from its base (merge-on-read); the histogram is written anew
+LINKED = ("papers", "citations", "degrees", "rejected")
 log = logging.getLogger("citeflow")
 
 
@@ -90,7 +94,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
             spark, store, base.table_path(table), config.spark.broadcast_rows, with_position=with_position
         )
 
-    base_papers, base_citations = read("papers", with_position=True), read("citations")
+    base_papers, base_citations = read("papers", with_position=True), read("citations", with_position=True)
     base_rejected = read("rejected", with_position=True)
     few_papers = base.tables["papers"]["rows"] <= config.spark.broadcast_rows
 
@@ -125,36 +129,29 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     corpus_ids = (
         base_papers.select("corpus_id").join(F.broadcast(touched), "corpus_id", "left_anti").unionByName(new_ids)
     )
-    to_label, kept_edges, carried_edges, citation_rejects, edge_keys, dropped_edges = I.split_edges(
+    split = I.split_edges(
         base_citations,
         base_rejected,
         lines_of("citations", "updates", R.s2ag_citation_pairs),
         lines_of("citations", "deletes", R.s2ag_citation_pairs),
         stage(moved, "moved"),
+        materialize=stage,
     )
-    labelled = stage(G.label_edges(to_label, corpus_ids, broadcast=few_papers), "edges")
-    named = {"papers": paper_keys.count(), "abstracts": abstract_keys.count(), "citations": edge_keys.count()}
+    labelled = stage(G.label_edges(split.to_label, corpus_ids, broadcast=few_papers), "edges")
+    named = {"papers": paper_keys.count(), "abstracts": abstract_keys.count(), "citations": split.named.count()}
 
     carried_rows, decided_again = I.carried_rejected(base_rejected, paper_keys.select("corpus_id"))
-    new_rejected = [paper_rejects, bad_deletes, abstract_rejects, citation_rejects]
-    carried_kept = kept_edges.select(
-        "citing",
-        "cited",
-        F.col("citing").cast("string").alias("citing_raw"),
-        F.col("cited").cast("string").alias("cited_raw"),
-        F.lit(None).cast("string").alias("source"),
-        F.lit(None).cast("string").alias("reason"),
-    )
-    edges = labelled.unionByName(carried_kept)
+    new_rejected = [paper_rejects, bad_deletes, abstract_rejects, split.bad]
     share = config.build_graph.max_deleted_share
-    in_place = {t: _links_base(base, t, share) for t in ("papers", "rejected")}
+    in_place = {t: _links_base(base, t, share) for t in LINKED}
     if all(in_place.values()):
-        log.info("%s: linking the base's papers and rejected files; writing the rows the diff changes", STAGE)
+        log.info("%s: linking the base's files; writing the rows the diff changes", STAGE)
         removed = {
             "papers": touched_base,
-            "rejected": decided_again.select(*R.POSITION).unionByName(dropped_edges.select(*R.POSITION)),
+            "rejected": decided_again.select(*R.POSITION).unionByName(split.gone.select(*R.POSITION)),
+            "citations": split.gone_kept,
         }
-        metrics = _finish_in_place(spark, store, path, config, base, changed, edges, new_rejected, removed, few_papers)
+        metrics = _finish_in_place(spark, store, path, config, base, changed, labelled, new_rejected, removed)
     else:
         why = (
             "build_graph.max_deleted_share is 0"
@@ -167,8 +164,17 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         untouched = base_papers.select(*G.PAPERS_COLUMNS).join(
             F.broadcast(touched) if few_papers else touched, "corpus_id", "left_anti"
         )
+        carried_kept = split.kept.select(
+            "citing",
+            "cited",
+            F.col("citing").cast("string").alias("citing_raw"),
+            F.col("cited").cast("string").alias("cited_raw"),
+            F.lit(None).cast("string").alias("source"),
+            F.lit(None).cast("string").alias("reason"),
+        )
+        edges = labelled.unionByName(carried_kept)
         fields = R.REJECTED_SCHEMA.fieldNames()
-        carried = [carried_rows.select(*fields), carried_edges.select(*fields)]
+        carried = [carried_rows.select(*fields), split.stays.select(*fields)]
         metrics = finish(
             spark, store, path, config, untouched.unionByName(changed), edges, carried + new_rejected, few_papers
         )
@@ -180,7 +186,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         "end": diff.end,
         "steps": [[st.from_release, st.to_release] for st in diff.steps],
         "keys_named": named,
-        "merge_on_read": all(in_place.values()),  # papers and rejected link the base's files
+        "merge_on_read": all(in_place.values()),  # every table but the histogram links the base's files
     }
     return metrics
 
@@ -200,24 +206,26 @@ def _finish_in_place(
     config: RunConfig,
     base: Manifest,
     changed,
-    edges,
+    labelled,
     new_rejected: list,
     removed: dict[str, Any],
-    few_papers: bool,
 ) -> dict[str, Any]:
-    """Write `citations` and `degrees` in full, and `papers` and `rejected` as merge-on-read tables
-    (citeflow/tables.py, `output.write_merge_on_read`): the base's data files linked, new files of the rows this
-    release changes, and the base rows it no longer holds named in `_deleted/`; then the statistics of a full build
-    (`summarize`).
+    """Write every table but the histogram as a merge-on-read table over the base's (citeflow/tables.py,
+    `output.write_merge_on_read`): the base's data files linked, new files of the rows this release changes, and
+    the base rows it no longer holds named in `_deleted/`; then the statistics of a full build (`summarize`).
 
-    `removed` holds the base rows the merge replaced, with their `POSITION` (papers: every touched key's; rejected:
-    those it decided again). The base's own removed rows stay removed. A paper nobody touched keeps its row where it
-    is, whatever edges arrived or left: its degrees are in `degrees`, written in full from the written citations.
-    The papers' text counts (`graph.TEXT_COUNTS`) are the base's, less those of the touched keys' base rows, plus
-    those of their new rows, so the statistics read no text."""
+    `labelled`: the edges labelled again (the kept ones are new `citations` rows, the others new `rejected` rows).
+    `removed` holds the base rows that go, with their `POSITION`: papers: every touched key's row; rejected: those
+    the merge decided again; citations: the kept edges labelled again or gone (`split_edges`' `gone_kept`, with
+    their ends). The base's own removed rows stay removed. `degrees` changes only for the papers whose row was
+    replaced or whose edges arrived or left (`incremental.changed_degrees`); a paper nobody touched keeps its row,
+    in `papers` and in `degrees`. The papers' text counts (`graph.TEXT_COUNTS`) are the base's, less those of the
+    touched keys' base rows, plus those of their new rows, so the statistics read no text."""
     from jobs.build_graph import summarize
     from spark import graph as G
+    from spark import incremental as I
     from spark import output as O
+    from spark import readers as R
     from spark.session import concurrently
 
     # the new rows' files: the base's file count in proportion to the papers the diff touched (at least one),
@@ -225,17 +233,31 @@ def _finish_in_place(
     stored = base.tables["papers"]["rows"] + base.tables["papers"].get("deleted_rows", 0)
     most = config.build_graph.output_files
     files = max(1, min(most, -(-changed.count() * most // max(stored, 1))))
+    stage = lambda frame, name: O.stage(spark, frame, store.engine_uri(posixpath.join(path, "_staging", name)))  # noqa: E731
 
     def merge_on_read(table: str, new_rows, gone) -> None:
         O.write_merge_on_read(spark, store, base.table_path(table), posixpath.join(path, table), gone, new_rows, files)
 
     def write_graph() -> None:
-        merge_on_read("papers", changed, removed["papers"])
-        O.write_graph(spark, store, path, None, G.kept_edges(edges), most, config.spark.broadcast_rows, few_papers)
+        new_edges = G.kept_edges(labelled)
+        merge_on_read("papers", changed, removed["papers"].select(*R.POSITION))
+        merge_on_read("citations", new_edges, removed["citations"].select(*R.POSITION))
+        base_degrees = R.read_stored(
+            spark, store, base.table_path("degrees"), config.spark.broadcast_rows, with_position=True
+        )
+        gone, rows = I.changed_degrees(
+            base_degrees,
+            new_edges,
+            removed["citations"].select("citing", "cited"),
+            removed["papers"].select("corpus_id"),
+            changed.select("corpus_id"),
+            materialize=stage,
+        )
+        merge_on_read("degrees", rows, gone)
 
     def write_rejected() -> None:
         rows = new_rejected[0]
-        for frame in [*new_rejected[1:], G.rejected_edges(edges)]:
+        for frame in [*new_rejected[1:], G.rejected_edges(labelled)]:
             rows = rows.unionByName(frame)
         merge_on_read("rejected", rows, removed["rejected"])
 

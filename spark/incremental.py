@@ -23,6 +23,9 @@ as numbers, not as the line spelled them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -224,8 +227,9 @@ def _edge_inputs(
 ) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
     """(the base's edge candidates the diff does not name, with their base `reason` (null: kept), the diff's
     final candidates, rejected rows of unparseable diff lines, keys the diff names). With `flag_named` the
-    candidates the diff names stay, flagged by `_named` (true). The base's rejected rows keep their
-    `POSITION` columns when `base_rejected` has them (null for its kept edges)."""
+    candidates the diff names stay, flagged by `_named` (true). Each base candidate keeps its `POSITION` in the
+    table it comes from (`base_citations` for a kept edge, `base_rejected` for a rejected one) when that table
+    has them; null where its table has none."""
 
     def split(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
         good = edge_key(lines.where(F.col("parse_error").isNull()))
@@ -243,16 +247,26 @@ def _edge_inputs(
     good_deletes, bad_deletes = split(deletes)
     steps = last_steps(good, good_deletes, ["_k1", "_k2"])
     from_diff = final_updates(good, steps, ["_k1", "_k2"]).select("citing_raw", "cited_raw", "source")
-    position = R.positions(base_rejected)
+    position = R.positions(base_rejected) or R.positions(base_citations)
+
+    def positions_of(frame: DataFrame) -> list[Column]:
+        """`frame`'s own POSITION columns, or nulls where it has none and the other table has them."""
+        have = R.positions(frame)
+        return [F.col(c) if c in have else F.lit(None).cast(R.POSITION_TYPES[c]).alias(c) for c in position]
+
     kept = base_citations.select(
         F.col("citing").cast("string").alias("citing_raw"),
         F.col("cited").cast("string").alias("cited_raw"),
         F.lit(None).cast("string").alias("source"),
         F.lit(None).cast("string").alias("reason"),
-        *[F.lit(None).cast("string" if c == R.POSITION[0] else "long").alias(c) for c in position],
+        *positions_of(base_citations),
     )
     labelled = base_rejected.where((F.col("kind") == "citation") & F.col("reason").isin(*EDGE_REASONS)).select(
-        F.col("id").alias("citing_raw"), F.col("cited_id").alias("cited_raw"), "source", "reason", *position
+        F.col("id").alias("citing_raw"),
+        F.col("cited_id").alias("cited_raw"),
+        "source",
+        "reason",
+        *positions_of(base_rejected),
     )
     keys = steps.select("_k1", "_k2")
     base = edge_key(kept.unionByName(labelled))
@@ -273,27 +287,44 @@ def merge_edges(
     first among copies of an edge, as their first copy ranked in the base build.
     """
     base, from_diff, bad, named = _edge_inputs(base_citations, base_rejected, updates, deletes)
-    return base.drop("reason").unionByName(from_diff), bad, named
+    return base.drop("reason", *R.POSITION).unionByName(from_diff), bad, named
 
 
 # Labels an edge gets from its own ids whatever the corpus holds (label_edges' first checks).
 INTRINSIC_REASONS = (R.NULL_ID, R.INVALID_ID, R.SELF_CITATION)
 
 
+class EdgeSplit(NamedTuple):
+    """`split_edges`' frames."""
+
+    to_label: DataFrame  # candidates to label: `citing_raw`, `cited_raw`, `source`
+    kept: DataFrame  # the base's kept edges that stay kept: `citing`, `cited`
+    stays: DataFrame  # the base's rejected edge rows that stay as they are
+    bad: DataFrame  # rejected rows of unparseable diff lines
+    named: DataFrame  # the keys the diff names
+    gone: DataFrame  # the base's rejected edge rows that do not stay
+    gone_kept: DataFrame  # the base's kept edges that do not stay: `citing`, `cited` (and their `POSITION`)
+
+
 def split_edges(
-    base_citations: DataFrame, base_rejected: DataFrame, updates: DataFrame, deletes: DataFrame, moved: DataFrame
-) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame, DataFrame, DataFrame]:
-    """`merge_edges`, with only the edges whose label can change left to label: (candidates to label, the
-    base's kept edges that stay kept (`citing`, `cited`), the base's rejected edge rows that stay as they are,
-    rejected rows of unparseable diff lines, keys the diff names, the base's rejected edge rows that do not
-    stay).
+    base_citations: DataFrame,
+    base_rejected: DataFrame,
+    updates: DataFrame,
+    deletes: DataFrame,
+    moved: DataFrame,
+    materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
+) -> EdgeSplit:
+    """`merge_edges`, with only the edges whose label can change left to label (`EdgeSplit`).
 
     `moved`: `corpus_id` of papers that enter or leave the corpus. `label_edges` labels an edge from its ids
     (null, invalid, self-citation: never changes), then from whether its ends are in the corpus, then ranks
     the copies of one (citing, cited) pair. So a base edge keeps its label unless its pair is one the diff
     names or brings (the pair's copies change) or an end moved. Such pairs are labelled again with all their
-    copies; every other base edge, kept or rejected, is carried over as the base labelled it. The rejected
-    rows that stay, and those that do not, keep their `POSITION` columns when `base_rejected` has them.
+    copies; every other base edge, kept or rejected, is carried over as the base labelled it. The base rows
+    that do not stay, kept or rejected, keep their `POSITION` in their own table when it has them (a
+    merge-on-read table of the new version names them removed). `materialize(frame, name)` computes the rows
+    that do not stay once (one scan of the base's edges) for the frames read from them: `to_label`, `gone`,
+    `gone_kept`.
     """
     base, from_diff, bad, named = _edge_inputs(base_citations, base_rejected, updates, deletes, flag_named=True)
     as_ids = lambda df, a, b: df.select(  # noqa: E731  the ids label_edges reads from the raw ends
@@ -320,9 +351,15 @@ def split_edges(
     # a pair the diff names is not the base's any more (its copies come from the diff); another edge is
     # labelled again when its label can change
     base = base.withColumn("_changes", ~F.col("_named") & changes)
-    to_label = base.where("_changes").select("citing_raw", "cited_raw", "source").unionByName(from_diff)
+    leaving = materialize(
+        base.where(F.col("_named") | F.col("_changes")).drop("_m1", "_m2", "_pair", "_named"), "leaving_edges"
+    )
+    to_label = leaving.where("_changes").select("citing_raw", "cited_raw", "source").unionByName(from_diff)
     stays = base.where(~F.col("_named") & ~F.col("_changes"))
     kept = stays.where(F.col("reason").isNull()).select(F.col("_c1").alias("citing"), F.col("_c2").alias("cited"))
+    gone_kept = leaving.where(F.col("reason").isNull()).select(
+        F.col("_c1").alias("citing"), F.col("_c2").alias("cited"), *R.positions(base_citations)
+    )
 
     def as_rejected(rows: DataFrame) -> DataFrame:
         return R.rejected_rows(
@@ -334,5 +371,56 @@ def split_edges(
             keep=R.positions(base_rejected),
         )
 
-    gone = base.where(F.col("_named") | F.col("_changes"))
-    return to_label, kept, as_rejected(stays), bad, named, as_rejected(gone)
+    return EdgeSplit(to_label, kept, as_rejected(stays), bad, named, as_rejected(leaving), gone_kept)
+
+
+def changed_degrees(
+    base_degrees: DataFrame,
+    new_edges: DataFrame,
+    gone_edges: DataFrame,
+    removed: DataFrame,
+    added: DataFrame,
+    materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
+) -> tuple[DataFrame, DataFrame]:
+    """The rows of `degrees` a merge changes: (the base's rows that go, with their `POSITION`; the new rows,
+    `corpus_id`, `out_degree`, `in_degree` as int), so that the base's other rows stay where they are.
+
+    `base_degrees`: the base's `degrees` (one row per base paper, read with `POSITION`); `new_edges` and
+    `gone_edges` (`citing`, `cited`): the kept edges the new release adds and the base's kept edges it drops
+    (every other kept edge is the base's, counted in its degrees); `removed`: `corpus_id` of the base papers
+    whose rows the merge replaced or dropped; `added`: `corpus_id` of the papers it wrote (a paper of both
+    stays, with its new row). A paper's degrees change only if an edge of it arrives or goes, or its row is
+    replaced: such a paper's new degrees are its base degrees (0 for a paper new to the corpus, which has no
+    base edge) plus its arriving edges less its departing ones, counted as `graph.degrees` counts them. Every
+    other paper keeps its base row. The result equals `graph.with_degrees` of the new papers and edges
+    (tests/e2e/test_incremental.py compares the tables with a full build's). `materialize(frame, name)`: the
+    affected papers' base rows, read by both results, computed once."""
+
+    def ends(edges: DataFrame, sign: int) -> DataFrame:
+        return edges.select(
+            F.col("citing").alias("corpus_id"), F.lit(sign).alias("_out"), F.lit(0).alias("_in")
+        ).unionByName(edges.select(F.col("cited").alias("corpus_id"), F.lit(0).alias("_out"), F.lit(sign).alias("_in")))
+
+    delta = (
+        ends(new_edges, 1)
+        .unionByName(ends(gone_edges, -1))
+        .groupBy("corpus_id")
+        .agg(F.sum("_out").alias("_dout"), F.sum("_in").alias("_din"))
+    )
+    ids = lambda df: df.select("corpus_id")  # noqa: E731
+    affected = ids(delta).unionByName(ids(removed)).unionByName(ids(added)).distinct()
+    base_rows = materialize(base_degrees.join(F.broadcast(affected), "corpus_id", "left_semi"), "base_degrees")
+    # the papers of the new release among them: those written, and the base's that were neither replaced nor dropped
+    live = ids(added).unionByName(ids(base_rows).join(F.broadcast(ids(removed)), "corpus_id", "left_anti"))
+    rows = (
+        live.join(base_rows.select("corpus_id", "out_degree", "in_degree"), "corpus_id", "left")
+        .join(delta, "corpus_id", "left")
+        .select(
+            "corpus_id",
+            *[
+                (F.coalesce(F.col(c), F.lit(0)) + F.coalesce(F.col(d), F.lit(0))).cast("int").alias(c)
+                for c, d in (("out_degree", "_dout"), ("in_degree", "_din"))
+            ],
+        )
+    )
+    return base_rows.select(*R.POSITION), rows

@@ -260,6 +260,7 @@ def read_parquet(spark, uri: str, sizes: list[int]) -> DataFrame:
 # A row's place in the table it was read from: its data file's name and its index in that file (the columns
 # of a deletion file, citeflow/tables.py, as a DataFrame holds them).
 POSITION = ["_file_name", "_row_index"]
+POSITION_TYPES = {"_file_name": "string", "_row_index": "long"}
 
 
 def positions(df: DataFrame) -> list[str]:

@@ -3,6 +3,7 @@ spark/output.py writes one over a committed table, and the degrees of what it ho
 which base rejected rows a merge carries and which it removes."""
 
 import pyarrow.fs as pafs
+from pyspark.sql import functions as F
 
 from citeflow import tables as T
 from spark import incremental as I
@@ -75,17 +76,61 @@ def test_every_base_rejected_row_is_carried_or_removed_never_both(spark, tmp_pat
     lines = "citing_raw string, cited_raw string, parse_error string, source string, value string, _step int"
     deletes = spark.createDataFrame([("2", "5", None, "deletes_0", "", 0)], lines)
     updates = spark.createDataFrame([], lines)
-    base_citations = spark.createDataFrame([(2, 5)], "citing long, cited long")
-    moved = spark.createDataFrame([(9,)], "corpus_id long")
-    to_label, kept, stays, _, _, gone = I.split_edges(base_citations, base_rejected, updates, deletes, moved)
+    base_citations = spark.createDataFrame(
+        [
+            (2, 5, "c", 0),  # deleted by the diff: goes, not labelled again
+            (4, 2, "c", 1),  # 4 leaves: goes, labelled again
+            (3, 2, "c", 2),  # stays where it is
+        ],
+        "citing long, cited long, _file_name string, _row_index long",
+    )
+    moved = spark.createDataFrame([(9,), (4,)], "corpus_id long")
+    staged = []
+    split = I.split_edges(
+        base_citations, base_rejected, updates, deletes, moved, materialize=lambda df, name: staged.append(name) or df
+    )
     index = lambda df: sorted(r["_row_index"] for r in df.select("_row_index").collect())  # noqa: E731
     assert index(carried) == [1, 2, 4, 9]
     assert index(again) == [0, 3]
-    assert index(stays) == [6, 7]
-    assert index(gone) == [5, 8]
-    assert sorted((r["citing_raw"], r["cited_raw"]) for r in to_label.collect()) == [("2", "9")]
-    assert kept.count() == 0  # the one kept base edge, (2, 5), is deleted by the diff
-    assert stays.columns == [*R.REJECTED_SCHEMA.fieldNames(), *R.POSITION]
+    assert index(split.stays) == [6, 7]
+    assert index(split.gone) == [5, 8]
+    assert sorted((r["citing_raw"], r["cited_raw"]) for r in split.to_label.collect()) == [("2", "9"), ("4", "2")]
+    assert [tuple(r) for r in split.kept.collect()] == [(3, 2)]
+    assert sorted(tuple(r) for r in split.gone_kept.collect()) == [(2, 5, "c", 0), (4, 2, "c", 1)]
+    assert split.stays.columns == [*R.REJECTED_SCHEMA.fieldNames(), *R.POSITION]
+    assert staged == ["leaving_edges"]  # the rows that go, computed once for the three frames read from them
+
+
+def test_a_merge_rewrites_the_degrees_of_the_papers_it_touches_only(spark):
+    """`incremental.changed_degrees`: the base rows of the papers whose row was replaced or whose edges arrived
+    or left go, with new rows for those the release still holds; the base rows and the new ones together are
+    `graph.with_degrees` of the new papers and edges (worked out by hand below)."""
+    from spark import graph as G
+
+    # base edges (1,2) (2,3) (3,1) (4,1) (8,7); papers 1-5, 7, 8
+    base = spark.createDataFrame(
+        [(1, 1, 2, 0), (2, 1, 1, 1), (3, 1, 1, 2), (4, 1, 0, 3), (5, 0, 0, 4), (7, 0, 1, 5), (8, 1, 0, 6)],
+        "corpus_id long, out_degree int, in_degree int, _row_index long",
+    ).withColumn("_file_name", F.lit("d"))
+    # paper 4 leaves (its edge with it), 3 is replaced, 6 arrives; (2,3) is deleted; (6,2) and (5,6) arrive
+    removed = spark.createDataFrame([(3,), (4,)], "corpus_id long")
+    added = spark.createDataFrame([(3,), (6,)], "corpus_id long")
+    new_edges = spark.createDataFrame([(6, 2), (5, 6)], "citing long, cited long")
+    gone_edges = spark.createDataFrame([(4, 1), (2, 3)], "citing long, cited long")
+    gone, rows = I.changed_degrees(base, new_edges, gone_edges, removed, added)
+    assert index_of(gone) == [0, 1, 2, 3, 4]  # papers 7 and 8 keep their rows
+    got = sorted(tuple(r) for r in rows.collect())
+    assert got == [(1, 1, 1), (2, 0, 2), (3, 1, 0), (5, 1, 0), (6, 1, 1)]
+    assert rows.schema["out_degree"].dataType.simpleString() == "int"
+    kept = base.join(gone, ["_file_name", "_row_index"], "left_anti").select("corpus_id", "out_degree", "in_degree")
+    papers = spark.createDataFrame([(i,) for i in (1, 2, 3, 5, 6, 7, 8)], "corpus_id long")
+    edges = spark.createDataFrame([(1, 2), (3, 1), (6, 2), (5, 6), (8, 7)], "citing long, cited long")
+    want = sorted(tuple(r) for r in G.with_degrees(papers, edges).collect())
+    assert sorted(tuple(r) for r in kept.unionByName(rows).collect()) == want
+
+
+def index_of(positions) -> list[int]:
+    return sorted(r["_row_index"] for r in positions.collect())
 
 
 def test_a_table_over_a_committed_one_and_the_degrees_of_what_it_holds(spark, tmp_path):
