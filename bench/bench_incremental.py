@@ -115,7 +115,7 @@ def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str]) -> di
         keep = manifest(inc, R2, "build_graph")["metrics"]["from_diff"]
         shutil.rmtree(inc)
         shutil.rmtree(full)
-    med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
+    med = {k: round(statistics.median(r["seconds"] for r in v), 2) for k, v in runs.items()}
     return {
         "runs": runs,
         "median_seconds": med,

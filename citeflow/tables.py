@@ -1,7 +1,7 @@
 """A table folder whose rows are its data files less the rows its deletion file names (merge-on-read).
 
 A committed table is a folder of Parquet data files. build_graph's build from a release diff (issue 19) does
-not rewrite every row of `papers` and `rejected`: it hard-links the base version's data files into the new
+not rewrite every row of `papers`, `citations`, `degrees` and `rejected`: it hard-links the base version's data files into the new
 table folder, writes the rows it changed or added as new files beside them, and lists the base rows the new
 release no longer holds in `_deleted/` (Parquet, one row per removed row: `file_name`, the data file's name,
 and `row_index`, the row's position in that file counted from 0). filter_leakage's `papers` links the graph's

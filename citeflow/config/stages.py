@@ -34,9 +34,9 @@ class BuildGraphConfig:
     max_deleted_share: float = field(
         default=0.2,
         metadata=_help(
-            "a build from a diff links the base's files of papers and rejected and lists the rows it removes "
-            "(citeflow/tables.py) while the base's removed rows are at most this share of its stored rows; "
-            "above it (and at 0) it writes every row again",
+            "a build from a diff links the base's files of papers, citations, degrees and rejected and lists "
+            "the rows it removes (citeflow/tables.py) while the base's removed rows are at most this share of "
+            "each table's stored rows; above it (and at 0) it writes every row again",
             versioned=False,
         ),
     )
