@@ -1,14 +1,14 @@
 """A table folder whose rows are its data files less the rows its deletion file names (merge-on-read).
 
 A committed table is a folder of Parquet data files. build_graph's build from a release diff (issue 19) does
-not rewrite every row of `papers`, `citations`, `degrees` and `rejected`: it hard-links the base version's data files into the new
-table folder, writes the rows it changed or added as new files beside them, and lists the base rows the new
-release no longer holds in `_deleted/` (Parquet, one row per removed row: `file_name`, the data file's name,
-and `row_index`, the row's position in that file counted from 0). filter_leakage's `papers` links the graph's
-files and lists the benchmark's papers there. The table's rows are every data file's rows except those. This
-is how Delta Lake's deletion vectors and Iceberg's position deletes describe a table (`deletion vectors` in the
-Delta protocol, `PROTOCOL.md`; Iceberg's `spec.md`, "Position Delete Files"),
-kept to one folder so that the version stays one self-contained folder of the artifact store.
+not rewrite every row of `papers`, `citations`, `degrees` and `rejected`: it hard-links the base version's data
+files into the new table folder, writes the rows it changed or added as new files beside them, and lists the
+base rows the new release no longer holds in `_deleted/` (Parquet, one row per removed row: `file_name`, the
+data file's name, and `row_index`, the row's position in that file counted from 0). filter_leakage's `papers`
+links the graph's files and lists the benchmark's papers there. The table's rows are every data file's rows
+except those. This is how Delta Lake's deletion vectors and Iceberg's position deletes describe a table
+(`deletion vectors` in the Delta protocol, `PROTOCOL.md`; Iceberg's `spec.md`, "Position Delete Files"), kept
+to one folder so that the version stays one self-contained folder of the artifact store.
 
 `_deleted/` starts with `_`, so Spark's and pyarrow's own Parquet readers skip it: a table that has one must
 be read through `read_table` or `batches` here (pyarrow) or `spark.readers.read_table` (Spark), which apply

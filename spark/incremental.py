@@ -409,9 +409,11 @@ def changed_degrees(
     )
     ids = lambda df: df.select("corpus_id")  # noqa: E731
     affected = ids(delta).unionByName(ids(removed)).unionByName(ids(added)).distinct()
-    base_rows = materialize(base_degrees.join(F.broadcast(affected), "corpus_id", "left_semi"), "base_degrees")
+    # no broadcast hint: the affected papers grow with the diff, not the corpus, and adaptive execution ships
+    # them to the base's tasks when they are few (its broadcast threshold), as at 1M papers and a 1% diff
+    base_rows = materialize(base_degrees.join(affected, "corpus_id", "left_semi"), "base_degrees")
     # the papers of the new release among them: those written, and the base's that were neither replaced nor dropped
-    live = ids(added).unionByName(ids(base_rows).join(F.broadcast(ids(removed)), "corpus_id", "left_anti"))
+    live = ids(added).unionByName(ids(base_rows).join(ids(removed), "corpus_id", "left_anti"))
     rows = (
         live.join(base_rows.select("corpus_id", "out_degree", "in_degree"), "corpus_id", "left")
         .join(delta, "corpus_id", "left")
