@@ -13,7 +13,7 @@ R2; both kept under `--snapshots` (as `<root>/releases/2024-01-01` and `2024-02-
    - full: R2's build_graph from its shards (`--set build_graph.diffs=off`) and filter_leakage.
    Seconds, peak memory of the process tree and load average as bench_stages.py measures them; the report
    gives the medians, the ratio incremental / full (the issue's goal: at most 0.25) and whether the two
-   builds' tables are equal (order-free digests of papers, citations and filter_leakage's tables).
+   builds' tables are equal (order-free digests of papers, citations and degrees of both stages).
 2. PBG warm start, leak-free: 1% of R2's filtered edges are held out (`models.pbg_import`, seeded); R1's
    embeddings are trained on R1's filtered edges *minus those held-out edges* (full epochs), then R2 is
    trained cold (full epochs) and warm-started from R1's embeddings (`--warm-epochs` of the epochs, PBG

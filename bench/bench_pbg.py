@@ -25,11 +25,14 @@ import textwrap
 import time
 from pathlib import Path
 
-import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_stages import measure  # noqa: E402
+
+from citeflow.tables import read_table  # noqa: E402
 
 
 def main() -> int:
@@ -51,9 +54,8 @@ def main() -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    table = ds.dataset(args.citations, format="parquet", ignore_prefixes=[".", "_"]).to_table(
-        columns=["citing", "cited"]
-    )
+    # as every reader reads it (a build_graph version merged from a diff has a deletion file)
+    table = read_table(pafs.LocalFileSystem(), args.citations, ["citing", "cited"])
     rows = []
     for n in args.edges:
         n = min(n, table.num_rows)

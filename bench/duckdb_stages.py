@@ -245,6 +245,14 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="output folder (created; must not exist)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
+    if args.stage == "filter_leakage":
+        merged = [t for t in ("papers", "citations") if os.path.isdir(os.path.join(args.graph, t, "_deleted"))]
+        if merged:  # read_parquet would return the rows the deletion file removes (citeflow/tables.py)
+            parser.error(
+                f"--graph {args.graph}: {' and '.join(merged)} {'have' if len(merged) > 1 else 'has'} a deletion "
+                "file (a build_graph version merged from a release diff); this bench reads plain tables: give a "
+                "version built from the shards"
+            )
     os.makedirs(args.out)
     if args.stage == "build_graph":
         counts = build_graph(args.corpus, args.out, args.threads)

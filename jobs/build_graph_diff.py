@@ -1,8 +1,8 @@
 """build_graph from an S2AG release diff: a base version's tables merged with the diff (issue 19).
 
 Called by jobs/build_graph.py `run` when the artifact root holds a build of the diff's start release (the
-stage's one entry point stays there). Reads the base version's `papers`, `citations` and `rejected` (as
-their readers read them: a base merged from an earlier diff has deletion files) and the diff's files; writes
+stage's one entry point stays there). Reads the base version's `papers`, `citations`, `degrees` and `rejected`
+(as their readers read them: a base merged from an earlier diff has deletion files) and the diff's files; writes
 the same tables as a full build of the release into the version folder, and returns the manifest metrics of
 a full build plus `from_diff`. Only what the diff can change is computed again:
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 
 ENTITY = "paper"
 BATCH_ROWS = 1 << 20
@@ -89,8 +89,11 @@ def holdout_mask(citing: np.ndarray, cited: np.ndarray, fraction: float, seed: i
 
 
 def _batches(citations: str, columns=("citing", "cited")):
-    dataset = ds.dataset(citations, format="parquet", ignore_prefixes=[".", "_"])
-    for batch in dataset.to_batches(columns=list(columns), batch_size=BATCH_ROWS):
+    """The table's edges in batches, as its readers read it: a merge-on-read table (build_graph's `citations`
+    when merged from a release diff, citeflow/tables.py) without the rows its deletion file names."""
+    from citeflow.tables import batches
+
+    for batch in batches(pafs.LocalFileSystem(), str(citations), list(columns), BATCH_ROWS):
         yield (
             batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64),
             batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64),

@@ -2,8 +2,9 @@
 tables over a committed version's files, and a stage's staging files.
 
 Reads the tables it has just written back (so the degrees count exactly the written edges of exactly the written
-papers) and writes through whatever filesystem Spark was given the paths on. Used by build_graph, build_graph's diff
-path and filter_leakage.
+papers) and writes through whatever filesystem Spark was given the paths on. Used by build_graph (its diff path
+writes every table with `write_merge_on_read`, `write_graph` only when it writes every row again) and
+filter_leakage.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def write_graph(
 ) -> None:
     """Write `citations`, then `papers` (None: the caller writes them, e.g. as a merge-on-read table, before
     `write_degrees`), then `degrees` (`write_degrees`), each in at most `files` files. Every stage that outputs a
-    graph writes it this way. No global sort: no reader needs one, and it would cost a sampling pass and a shuffle
+    graph in full writes it this way (a build from a diff that links its base's files writes its tables with
+    `write_merge_on_read`). No global sort: no reader needs one, and it would cost a sampling pass and a shuffle
     of the papers' text."""
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
     edges.coalesce(files).write.mode("error").parquet(out("citations"))
