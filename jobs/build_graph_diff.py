@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import logging
 import posixpath
+from collections.abc import Callable
+from functools import reduce
 from typing import Any
 
 from citeflow import diffs as D
@@ -146,12 +148,26 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     in_place = {t: _links_base(base, t, share) for t in LINKED}
     if all(in_place.values()):
         log.info("%s: linking the base's files; writing the rows the diff changes", STAGE)
-        removed = {
-            "papers": touched_base,
-            "rejected": decided_again.select(*R.POSITION).unionByName(split.gone.select(*R.POSITION)),
-            "citations": split.gone_kept,
+        new_edges = G.kept_edges(labelled)
+        # each table's (new rows, the base rows that go with their POSITION), made where it is written: the
+        # degrees stage the base rows they read, in the thread that writes them after the citations
+        tables = {
+            "papers": lambda: (changed, touched_base),
+            "citations": lambda: (new_edges, split.gone_kept),
+            "degrees": lambda: I.changed_degrees(
+                read("degrees", with_position=True),
+                new_edges,
+                split.gone_kept.select("citing", "cited"),
+                touched_base.select("corpus_id"),
+                changed.select("corpus_id"),
+                materialize=stage,
+            ),
+            "rejected": lambda: (
+                reduce(lambda a, b: a.unionByName(b), [*new_rejected, G.rejected_edges(labelled)]),
+                decided_again.select(*R.POSITION).unionByName(split.gone.select(*R.POSITION)),
+            ),
         }
-        metrics = _finish_in_place(spark, store, path, config, base, changed, labelled, new_rejected, removed)
+        metrics = _finish_in_place(spark, store, path, config, base, tables)
     else:
         why = (
             "build_graph.max_deleted_share is 0"
@@ -200,70 +216,43 @@ def _links_base(base: Manifest, table: str, share: float) -> bool:
 
 
 def _finish_in_place(
-    spark,
-    store: ArtifactStore,
-    path: str,
-    config: RunConfig,
-    base: Manifest,
-    changed,
-    labelled,
-    new_rejected: list,
-    removed: dict[str, Any],
+    spark, store: ArtifactStore, path: str, config: RunConfig, base: Manifest, tables: dict[str, Callable]
 ) -> dict[str, Any]:
     """Write every table but the histogram as a merge-on-read table over the base's (citeflow/tables.py,
     `output.write_merge_on_read`): the base's data files linked, new files of the rows this release changes, and
     the base rows it no longer holds named in `_deleted/`; then the statistics of a full build (`summarize`).
 
-    `labelled`: the edges labelled again (the kept ones are new `citations` rows, the others new `rejected` rows).
-    `removed` holds the base rows that go, with their `POSITION`: papers: every touched key's row; rejected: those
-    the merge decided again; citations: the kept edges labelled again or gone (`split_edges`' `gone_kept`, with
-    their ends). The base's own removed rows stay removed. `degrees` changes only for the papers whose row was
-    replaced or whose edges arrived or left (`incremental.changed_degrees`); a paper nobody touched keeps its row,
-    in `papers` and in `degrees`. The papers' text counts (`graph.TEXT_COUNTS`) are the base's, less those of the
-    touched keys' base rows, plus those of their new rows, so the statistics read no text."""
+    `tables`: for `papers`, `citations`, `degrees` and `rejected`, a function that gives (the new rows, the base rows
+    that go with their `POSITION`), called just before the table is written. Papers: the merged rows of the
+    touched keys, every touched key's base row going; citations: the kept edges among those labelled again, the
+    base's kept edges labelled again or gone (`split_edges`' `gone_kept`); degrees: those of the papers whose row
+    was replaced or whose edges arrived or left (`incremental.changed_degrees`); rejected: the new rejected rows,
+    those the merge decided again going. The base's own removed rows stay removed; a paper nobody touched keeps its
+    row, in `papers` and in `degrees`. The papers' text counts (`graph.TEXT_COUNTS`) are the base's, less those of
+    the touched keys' base rows, plus those of their new rows, so the statistics read no text."""
     from jobs.build_graph import summarize
     from spark import graph as G
-    from spark import incremental as I
     from spark import output as O
     from spark import readers as R
     from spark.session import concurrently
 
+    changed, touched_base = tables["papers"]()
     # the new rows' files: the base's file count in proportion to the papers the diff touched (at least one),
     # so that release after release adds few files to each table
     stored = base.tables["papers"]["rows"] + base.tables["papers"].get("deleted_rows", 0)
     most = config.build_graph.output_files
     files = max(1, min(most, -(-changed.count() * most // max(stored, 1))))
-    stage = lambda frame, name: O.stage(spark, frame, store.engine_uri(posixpath.join(path, "_staging", name)))  # noqa: E731
 
-    def merge_on_read(table: str, new_rows, gone) -> None:
-        O.write_merge_on_read(spark, store, base.table_path(table), posixpath.join(path, table), gone, new_rows, files)
+    def merge_on_read(*names: str) -> None:
+        for table in names:
+            new_rows, gone = tables[table]()
+            source, target = base.table_path(table), posixpath.join(path, table)
+            O.write_merge_on_read(spark, store, source, target, gone.select(*R.POSITION), new_rows, files)
 
-    def write_graph() -> None:
-        new_edges = G.kept_edges(labelled)
-        merge_on_read("papers", changed, removed["papers"].select(*R.POSITION))
-        merge_on_read("citations", new_edges, removed["citations"].select(*R.POSITION))
-        base_degrees = R.read_stored(
-            spark, store, base.table_path("degrees"), config.spark.broadcast_rows, with_position=True
-        )
-        gone, rows = I.changed_degrees(
-            base_degrees,
-            new_edges,
-            removed["citations"].select("citing", "cited"),
-            removed["papers"].select("corpus_id"),
-            changed.select("corpus_id"),
-            materialize=stage,
-        )
-        merge_on_read("degrees", rows, gone)
-
-    def write_rejected() -> None:
-        rows = new_rejected[0]
-        for frame in [*new_rejected[1:], G.rejected_edges(labelled)]:
-            rows = rows.unionByName(frame)
-        merge_on_read("rejected", rows, removed["rejected"])
-
-    concurrently(spark, write_graph, write_rejected)
+    # the rejected rows beside the graph's three tables
+    concurrently(spark, lambda: merge_on_read("papers", "citations", "degrees"), lambda: merge_on_read("rejected"))
     text = None
     if all(k in base.metrics for k in G.TEXT_COUNTS):
-        gone, added = (G.text_counts(G.summary_stats(f)) for f in (removed["papers"], changed))
+        gone, added = (G.text_counts(G.summary_stats(f)) for f in (touched_base, changed))
         text = {k: base.metrics[k] - gone[k] + added[k] for k in G.TEXT_COUNTS}
     return summarize(spark, store, path, config, text)

@@ -382,8 +382,8 @@ def changed_degrees(
     added: DataFrame,
     materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
 ) -> tuple[DataFrame, DataFrame]:
-    """The rows of `degrees` a merge changes: (the base's rows that go, with their `POSITION`; the new rows,
-    `corpus_id`, `out_degree`, `in_degree` as int), so that the base's other rows stay where they are.
+    """The rows of `degrees` a merge changes: (the new rows, `corpus_id`, `out_degree`, `in_degree` as int; the
+    base's rows that go, with their `POSITION`), so that the base's other rows stay where they are.
 
     `base_degrees`: the base's `degrees` (one row per base paper, read with `POSITION`); `new_edges` and
     `gone_edges` (`citing`, `cited`): the kept edges the new release adds and the base's kept edges it drops
@@ -425,4 +425,4 @@ def changed_degrees(
             ],
         )
     )
-    return base_rows.select(*R.POSITION), rows
+    return rows, base_rows.select(*R.POSITION)

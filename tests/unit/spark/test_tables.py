@@ -117,7 +117,7 @@ def test_a_merge_rewrites_the_degrees_of_the_papers_it_touches_only(spark):
     added = spark.createDataFrame([(3,), (6,)], "corpus_id long")
     new_edges = spark.createDataFrame([(6, 2), (5, 6)], "citing long, cited long")
     gone_edges = spark.createDataFrame([(4, 1), (2, 3)], "citing long, cited long")
-    gone, rows = I.changed_degrees(base, new_edges, gone_edges, removed, added)
+    rows, gone = I.changed_degrees(base, new_edges, gone_edges, removed, added)
     assert index_of(gone) == [0, 1, 2, 3, 4]  # papers 7 and 8 keep their rows
     got = sorted(tuple(r) for r in rows.collect())
     assert got == [(1, 1, 1), (2, 0, 2), (3, 1, 0), (5, 1, 0), (6, 1, 1)]
