@@ -63,6 +63,59 @@ def test_extra_id_lists(tmp_path):
     assert table.to_pydict()["task"] == ["scirepeval_test", "scirepeval_test", "more"]
 
 
+def test_every_column_of_every_layout_is_read_row_by_row(tmp_path):
+    """Titles and external ids as each layout states them (top level, in an external-ids object, absent, an
+    entry that is no object), splits per line, rows in the order the files give them."""
+    original = tmp_path / "original"
+    original.mkdir()
+    (original / "paper_metadata_recomm.json").write_text(
+        json.dumps(
+            {
+                A: {"title": "T a", "doi": "10.1/a", "externalids": {"ArXiv": "2101.00001", "PubMed": ""}},
+                B: {"title": "T b", "pmid": 77, "external_ids": {"DOI": "10.1/b2"}},
+                C: "not an object",
+            }
+        )
+    )
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    (beir / "qrels_test.tsv").write_text(f"query-id\tcorpus-id\tscore\n{C}\t{D}\t1\n\n{A}\t{B}\t0\n")
+    (beir / "corpus.jsonl").write_text(
+        json.dumps({"_id": D, "title": "T d", "metadata": {"DOI": "10.1/d"}}) + "\n" + json.dumps({"_id": A}) + "\n"
+    )
+    listed = tmp_path / "listed.jsonl"
+    listed.write_text(
+        "\n".join(
+            json.dumps(entry)
+            for entry in (
+                {"corpusid": 5, "split": "test", "externalids": {"ArXiv": "x5"}},
+                {"paper_id": "p6", "title": "T 6"},
+                {"id": 7, "split": "test", "pubmed_id": "pm7"},
+            )
+        )
+    )
+    columns = ["id", "task", "split", "title", "doi", "pubmed_id", "arxiv_id"]
+    rows = lambda table: list(zip(*(table[c].to_pylist() for c in columns), strict=True))  # noqa: E731
+    assert rows(collect(str(original))[0]) == [
+        (A, "recomm", "metadata", "T a", "10.1/a", None, "2101.00001"),
+        (B, "recomm", "metadata", "T b", "10.1/b2", "77", None),
+        (C, "recomm", "metadata", None, None, None, None),
+    ]
+    assert rows(collect(str(beir))[0]) == [
+        (C, "beir", "test:query", None, None, None, None),
+        (D, "beir", "test:corpus", None, None, None, None),
+        (A, "beir", "test:query", None, None, None, None),
+        (B, "beir", "test:corpus", None, None, None, None),
+        (D, "beir", "corpus", "T d", "10.1/d", None, None),
+        (A, "beir", "corpus", None, None, None, None),
+    ]
+    assert rows(collect(None, (str(listed),))[0]) == [
+        ("5", "listed", "test", None, None, None, "x5"),
+        ("p6", "listed", "list", "T 6", None, None, None),
+        ("7", "listed", "test", None, None, "pm7", None),
+    ]
+
+
 @pytest.mark.parametrize(
     "setup, message",
     [
