@@ -13,7 +13,8 @@ R2; both kept under `--snapshots` (as `<root>/releases/2024-01-01` and `2024-02-
    - full: R2's build_graph from its shards (`--set build_graph.diffs=off`) and filter_leakage.
    Seconds, peak memory of the process tree and load average as bench_stages.py measures them; the report
    gives the medians, the ratio incremental / full (the issue's goal: at most 0.25) and whether the two
-   builds' tables are equal (order-free digests of papers, citations and degrees of both stages).
+   builds' tables are equal (order-free digests of papers, citations and degrees of both stages, and
+   filter_leakage's benchmark_ids and paper_keys).
 2. PBG warm start, leak-free: 1% of R2's filtered edges are held out (`models.pbg_import`, seeded); R1's
    embeddings are trained on R1's filtered edges *minus those held-out edges* (full epochs), then R2 is
    trained cold (full epochs) and warm-started from R1's embeddings (`--warm-epochs` of the epochs, PBG
@@ -45,6 +46,7 @@ from bench_stages import measure  # noqa: E402
 R1, R2 = "2024-01-01", "2024-02-01"
 SEED = 5
 GRAPH = ("papers", "citations", "degrees")  # the tables of both stages compared, as their readers read them
+TABLES = {"build_graph": GRAPH, "filter_leakage": (*GRAPH, "benchmark_ids", "paper_keys")}
 
 
 def releases(root: Path, papers: int, change: float) -> Path:
@@ -71,17 +73,22 @@ def citeflow_run(rel: Path, release: str, artifacts: Path, *overrides: str) -> l
 
 
 def manifest(artifacts: Path, release: str, stage: str) -> dict:
-    (path,) = (artifacts / release / stage).glob("*/_manifest.json")
-    data = json.loads(path.read_text())
-    data["path"] = str(path.parent)
-    return data
+    """The manifest of the stage's version of the release in `artifacts` (the latest finished, where a base
+    root kept a version of earlier code beside it)."""
+    found = []
+    for path in (artifacts / release / stage).glob("*/_manifest.json"):
+        data = json.loads(path.read_text())
+        found.append(data | {"path": str(path.parent)})
+    if not found:
+        raise SystemExit(f"no {stage} version of {release} in {artifacts}")
+    return max(found, key=lambda m: m["finished_at"])
 
 
 def digests(artifacts: Path, release: str) -> dict:
     from tests.e2e.contents import table_digest
 
     out = {}
-    for stage, tables in (("build_graph", GRAPH), ("filter_leakage", GRAPH)):
+    for stage, tables in TABLES.items():
         m = manifest(artifacts, release, stage)
         out.update({f"{stage}.{t}": table_digest(f"{m['path']}/{t}") for t in tables})
     return out
@@ -94,8 +101,9 @@ def stage_seconds(artifacts: Path, release: str) -> dict[str, float]:
 
 def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str]) -> dict:
     base = work / "base"
-    if not (base / R1 / "filter_leakage").exists():
-        measure(citeflow_run(rel, R1, base, *overrides))
+    # every time: a base built by other code has its stale stages built again (filter_leakage's paper_keys,
+    # which R2's filter_leakage carries over, came with its stage version 3); a current one is reused
+    measure(citeflow_run(rel, R1, base, *overrides))
     runs: dict[str, list[dict]] = {"incremental": [], "full": []}
     equal = []
     for i in range(repeat):
@@ -113,6 +121,7 @@ def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str]) -> di
         runs["full"].append(r | {"stages": stage_seconds(full, R2)})
         equal.append(digests(inc, R2) == digests(full, R2))
         keep = manifest(inc, R2, "build_graph")["metrics"]["from_diff"]
+        keys = manifest(inc, R2, "filter_leakage")["metrics"]["paper_keys"]
         shutil.rmtree(inc)
         shutil.rmtree(full)
     med = {k: round(statistics.median(r["seconds"] for r in v), 2) for k, v in runs.items()}
@@ -122,6 +131,7 @@ def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str]) -> di
         "ratio": round(med["incremental"] / med["full"], 3),
         "tables_equal": all(equal),
         "from_diff": keep,
+        "paper_keys": keys,
         "base_artifacts": str(base),
     }
 
@@ -224,7 +234,8 @@ def report(result: dict) -> str:
             for kind, name in (("incremental", "from the diff onto R1's build"), ("full", "in full from the shards"))
         ),
         "",
-        f"Ratio incremental / full: **{s['ratio']}** (goal <= 0.25); tables equal: {s['tables_equal']}.",
+        f"Ratio incremental / full: **{s['ratio']}** (goal <= 0.25); tables equal: {s['tables_equal']}; "
+        f"filter_leakage's paper keys carried from: {s['paper_keys']['carried_from']}.",
     ]
     if "pbg" in result:
         p = result["pbg"]

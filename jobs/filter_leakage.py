@@ -14,8 +14,13 @@ Writes `ARTIFACTS/<snapshot>/filter_leakage/<version>/`:
   own data files, hard-linked, less the benchmark's rows, which its deletion
   file names (with those the graph's own names): no paper's text is written
   again (issue 19). Read it through `citeflow.tables` or `spark.readers`.
-- `_manifest.json`: mode, counts of removed papers and edges, the report, and `paper_ids`: every line of
-  the paper-ids table counted (those that gave a sha -> corpus id pair, the others by reason).
+- `paper_keys`: corpus_id and the keys the mapping compares (`_key_doi`, `_key_pubmed_id`, `_key_arxiv_id`:
+  lower-cased and trimmed; `_folded`: the title's fold) of every paper of the graph, so that the next
+  release's filter_leakage, on a graph built from a diff, keys only the papers the diff wrote (a
+  merge-on-read table over this one's, issue 19).
+- `_manifest.json`: mode, counts of removed papers and edges, the report, `paper_ids`: every line of
+  the paper-ids table counted (those that gave a sha -> corpus id pair, the others by reason), and
+  `paper_keys`: the version its keys were carried over from (null: every paper keyed).
 
 The stage fails when more than `filter_leakage.max_unmapped_share` of the
 benchmark ids map to nothing: SciNCL's public code let those through silently.
@@ -38,8 +43,9 @@ from citeflow.stage import execute
 STAGE = "filter_leakage"
 # Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
 NEEDS_LOCAL_ROOT = False
-STAGE_VERSION = 2  # 2: papers a merge-on-read table over the graph's files, the degrees in a table of their own
-TABLES = ["benchmark_ids", "leakage_report", "papers", "citations", "degrees"]
+# 2: papers a merge-on-read table over the graph's files, the degrees in a table of their own; 3: paper_keys
+STAGE_VERSION = 3
+TABLES = ["benchmark_ids", "leakage_report", "papers", "citations", "degrees", "paper_keys"]
 
 log = logging.getLogger("citeflow")
 
@@ -72,6 +78,7 @@ def run(config: RunConfig) -> Manifest:
             "spark": to_dict(config.spark),
             "scidocs": config.scidocs,
             "paper_ids": config.paper_ids,
+            "stage_version": STAGE_VERSION,  # whether a later release may carry this version's paper_keys over
         },
         inputs=inputs,
         tables=TABLES,
@@ -147,9 +154,11 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     distinct = distinct_ids(bench_table)
     ids = staged("ids", distinct)
     papers = read_upstream("papers")
+    metrics: dict[str, Any] = {"mode": cfg.mode, "layouts": layouts}
+    metrics["paper_keys"] = _write_paper_keys(spark, store, config, upstream, path, papers, materialize)
+    paper_keys = R.read_stored(spark, store, posixpath.join(path, "paper_keys"), config.spark.broadcast_rows)
 
     by_sha = None
-    metrics: dict[str, Any] = {"mode": cfg.mode, "layouts": layouts}
     if config.paper_ids:
         files = discover_jsonl(config.paper_ids)
         parsed = R.parse_lines(spark.read.text(files), L.PAPER_IDS_SCHEMA)
@@ -187,6 +196,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         broadcast_keys=bench_table.num_rows <= config.spark.broadcast_rows,
         first=first,
         from_arrow=lambda table, name: staged(name, table),  # `mapped`, its rows made in this process
+        paper_keys=paper_keys,
     )
     mapped_table = pq.read_table(posixpath.join(path, "_staging", "mapped"), filesystem=store.fs)
     in_snapshot = pc.sum(mapped_table["in_snapshot"]).as_py() or 0
@@ -254,6 +264,110 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         metrics["removed_citations"],
     )
     return metrics
+
+
+def _write_paper_keys(
+    spark, store: ArtifactStore, config: RunConfig, upstream: Manifest, path: str, papers, materialize
+) -> dict[str, Any]:
+    """Write `paper_keys` (`spark.leakage.paper_key_rows` of every paper of the graph); its manifest entry.
+
+    Of a graph built from a diff (`build_graph` `from_diff`, its tables linking the base's files), when the
+    artifact root holds a filter_leakage version on the base graph (`_keys_to_carry`), the table is a
+    merge-on-read table over that version's `paper_keys` (citeflow/tables.py): only the papers the diff wrote
+    (the graph's data files the base has not) are keyed, and the base's keys of the papers whose base row the
+    graph removes are named in the deletion file. The rows are those of keying every paper (the keys of a paper
+    are a function of its row: tests/e2e/test_incremental.py), without folding every title again (issue 19)."""
+    from citeflow import tables as T
+    from spark import leakage as L
+    from spark import output as O
+    from spark import readers as R
+
+    target = posixpath.join(path, "paper_keys")
+    carried = _keys_to_carry(store, config, upstream)
+    if carried is None:
+        rows = L.paper_key_rows(papers, materialize)
+        rows.coalesce(config.build_graph.output_files).write.mode("error").parquet(store.engine_uri(target))
+        return {"carried_from": None}
+    keys, graph = carried
+    graph_papers = upstream.table_path("papers")
+    known = {info.base_name for info in T.data_files(store.fs, graph.table_path("papers"))}
+    written = [info.path for info in T.data_files(store.fs, graph_papers) if info.base_name not in known]
+    # the papers the diff wrote: the graph's new files (its deletion file names only rows of the base's files)
+    new_rows = None
+    if written:
+        new_rows = L.paper_key_rows(spark.read.parquet(*[store.engine_uri(p) for p in written]), materialize)
+    gone = None
+    removed = T.deleted_files(store.fs, graph_papers)
+    if removed:
+        # the base graph's live rows the new graph removes, by position; their papers' keys go
+        base_rows = R.read_stored(
+            spark, store, graph.table_path("papers"), config.spark.broadcast_rows, with_position=True
+        ).select("corpus_id", *R.POSITION)
+        now = R.deleted_positions(spark, [store.engine_uri(p) for p in removed])
+        gone_ids = base_rows.join(now, R.POSITION, "left_semi").select("corpus_id")
+        base_keys = R.read_stored(
+            spark, store, keys.table_path("paper_keys"), config.spark.broadcast_rows, with_position=True
+        )
+        gone = base_keys.join(gone_ids, "corpus_id", "left_semi").select(*R.POSITION)
+    O.write_merge_on_read(spark, store, keys.table_path("paper_keys"), target, gone, new_rows)
+    keyed = T.footer_rows(store.fs, written)
+    log.info(
+        "%s: paper keys carried over from %s version %s of %s; %d papers keyed, those the diff wrote",
+        STAGE,
+        STAGE,
+        keys.version,
+        keys.snapshot,
+        keyed,
+    )
+    return {"carried_from": {"snapshot": keys.snapshot, "version": keys.version}, "papers_keyed": keyed}
+
+
+def _keys_to_carry(store: ArtifactStore, config: RunConfig, upstream: Manifest) -> tuple[Manifest, Manifest] | None:
+    """(filter_leakage version, its graph) whose `paper_keys` the version on `upstream` can be merged over: the
+    graph is the base `upstream` was built from with a diff, every table linking its files, and the version is
+    one of this stage version on it whose `paper_keys` removes at most `build_graph.max_deleted_share` of the
+    rows it stores (as a graph's tables: past it, every paper is keyed again). None otherwise, with one log line
+    for a graph built from a diff."""
+    from_diff = upstream.metrics.get("from_diff")
+    if not from_diff:
+        return None
+    base = from_diff["base"]
+    share = config.build_graph.max_deleted_share
+    why = None
+    if not from_diff.get("merge_on_read"):
+        why = f"the graph was written in full from its diff, not over {base['snapshot']}'s files"
+    elif share == 0:
+        why = "build_graph.max_deleted_share is 0"
+    else:
+        graph = store.read_manifest(base["snapshot"], "build_graph", base["version"])
+        versions = [
+            m
+            for m in store.list_versions(base["snapshot"], STAGE)
+            if graph is not None
+            and m.config.get("stage_version") == STAGE_VERSION
+            and any(i.get("stage") == "build_graph" and i.get("version") == graph.version for i in m.inputs)
+        ]
+        fit = [
+            m
+            for m in versions
+            if m.tables["paper_keys"].get("deleted_rows", 0)
+            <= share * (m.tables["paper_keys"]["rows"] + m.tables["paper_keys"].get("deleted_rows", 0))
+        ]
+        if fit:
+            return min(fit, key=lambda m: m.version), graph  # any: their paper_keys hold the same rows
+        why = (
+            f"its paper_keys remove more than build_graph.max_deleted_share ({share}) of their rows"
+            if versions
+            else "the artifact root holds none on that graph"
+        )
+    log.info(
+        "%s: no %s version of %s to carry paper keys over from (%s); keying every paper",
+        STAGE,
+        STAGE,
+        base["snapshot"],
+        why,
+    )
+    return None
 
 
 def _benchmark_side(store: ArtifactStore, path: str, bench_table, mapped_table) -> list[dict]:

@@ -288,6 +288,65 @@ def folded_other_titles(papers: DataFrame, materialize: Callable[[DataFrame, str
     return materialize(other.select("corpus_id", fold_title_udf(title).alias("_folded")), "other_folded")
 
 
+def paper_key_rows(
+    papers: DataFrame,
+    materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
+    *,
+    titles: bool = True,
+) -> DataFrame:
+    """(`corpus_id`, `_key_doi`, `_key_pubmed_id`, `_key_arxiv_id`, `_folded`) of every paper: its keys as the
+    cascade's steps after the sha step compare them (each external id's `cascade_key`; the title's fold: Spark's
+    own functions on ASCII titles, the Python fold on the others, `folded_other_titles`, given `materialize`;
+    null where a paper has no such key). Without `titles`, `_folded` is left out (no title is folded).
+
+    filter_leakage writes these rows as its `paper_keys` table, so that the next release's build from a diff
+    keys only the papers its diff wrote (issue 19); `papers_sharing_keys` finds a benchmark's keys among them.
+    """
+    external = [column for _, column in EXTERNAL_STEPS]
+    light = papers.select("corpus_id", "title", *external)
+    keys = [cascade_key(column).alias(key_column(column)) for column in external]
+    if not titles:
+        return light.select("corpus_id", *keys)
+    title = F.col("title")
+    # the fold of `with_folded_title` on ASCII titles, null (no key) for the others and for no title
+    native_fold = F.when(is_ascii(title), ascii_fold(title))
+    other = folded_other_titles(light, materialize)
+    if other is None:
+        return light.select("corpus_id", *keys, native_fold.alias("_folded"))
+    return light.join(other.withColumnRenamed("_folded", "_other"), "corpus_id", "left").select(
+        "corpus_id", *keys, F.coalesce(native_fold, F.col("_other")).alias("_folded")
+    )
+
+
+def sharing_keys(paper_keys: DataFrame, ids: DataFrame, *, match_titles: bool = True, broadcast: bool = True):
+    """The rows of `paper_keys` (`paper_key_rows`) that share a DOI, PubMed id, arXiv id or, with
+    `match_titles`, a folded title with one of `ids` (`citeflow.leakage.distinct_ids` rows): every paper that
+    `map_ids`' steps after the sha step can count or pick for these ids. `broadcast` ships the benchmark's keys
+    and the papers found to the tasks instead of shuffling the papers' keys (the benchmark's side is small;
+    without it, both sides are shuffled, as a cluster needs for a benchmark beyond `spark.broadcast_rows`).
+
+    Every key of a paper becomes a (kind, key) row of one frame, matched against the benchmark's keys in one
+    join; the keys are read once for that and once for the rows found."""
+    small = F.broadcast if broadcast else (lambda df: df)
+    external = [column for _, column in EXTERNAL_STEPS]
+    kinds = [(column, key_column(column)) for column in external] + ([("title", "_folded")] if match_titles else [])
+    pairs = [F.struct(F.lit(kind).alias("kind"), F.col(column).alias("key")) for kind, column in kinds]
+    found = (
+        paper_keys.select("corpus_id", F.explode(F.array(*pairs)).alias("k"))
+        .select("corpus_id", "k.kind", "k.key")
+        .where(F.col("key").isNotNull())
+    )
+    wanted = [ids.select(F.lit(column).alias("kind"), cascade_key(column).alias("key")) for column in external]
+    if match_titles:
+        wanted.append(ids.select(F.lit("title").alias("kind"), F.col("folded_title").alias("key")))
+    bench_keys = wanted[0]
+    for more in wanted[1:]:
+        bench_keys = bench_keys.unionByName(more)
+    bench_keys = bench_keys.where(F.col("key").isNotNull()).distinct()
+    matched = found.join(small(bench_keys), ["kind", "key"], "left_semi").select("corpus_id").distinct()
+    return paper_keys.join(small(matched), "corpus_id", "left_semi")
+
+
 def papers_sharing_keys(
     papers: DataFrame,
     ids: DataFrame,
@@ -296,63 +355,10 @@ def papers_sharing_keys(
     broadcast: bool = True,
     materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
 ) -> DataFrame:
-    """The papers (`corpus_id`, `title` and the external ids) that share a DOI, PubMed id, arXiv id or, with
-    `match_titles`, a folded title with one of `ids` (`citeflow.leakage.distinct_ids` rows): every paper
-    that `map_ids`' steps after the sha step can count or pick for these ids, keys normalised as those steps
-    normalise them. With `match_titles` they carry their titles' fold too (`_folded`, `map_ids` takes it).
-    `broadcast` ships the benchmark's keys and the papers found to the tasks instead of shuffling the
-    papers (the benchmark's side is small; without it, both sides are shuffled, as a cluster needs for
-    a benchmark beyond `spark.broadcast_rows`).
-
-    Every key of a paper becomes a (kind, key) row of one frame, matched against the benchmark's keys in
-    one join: the papers are read once for the external ids and the ASCII titles, once for the other
-    titles (folded by Python only if there are any: `folded_other_titles`, given `materialize`) and once
-    for the rows found (six reads and four joins before).
-    """
-    small = F.broadcast if broadcast else (lambda df: df)
-    light = papers.select("corpus_id", "title", "doi", "pubmed_id", "arxiv_id")
-    external = [column for _, column in EXTERNAL_STEPS]
-    key = cascade_key
-    pair = lambda kind, value: F.struct(F.lit(kind).alias("kind"), value.alias("key"))  # noqa: E731
-
-    def keys_of(frame: DataFrame, title: Column | None) -> DataFrame:
-        """(kind, key) rows of `frame`'s rows: one per non-null external id, and `title` (a fold) if given."""
-        pairs = [pair(col, key(col)) for col in external] + ([pair("title", title)] if title is not None else [])
-        return (
-            frame.select("corpus_id", F.explode(F.array(*pairs)).alias("k"))
-            .select("corpus_id", "k.kind", "k.key")
-            .where(F.col("key").isNotNull())
-        )
-
-    wanted = [ids.select(F.lit(col).alias("kind"), key(col).alias("key")) for col in external]
-    other = None
-    title = F.col("title")
-    # the fold of `with_folded_title` on ASCII titles, null (no key) for the others and for no title
-    native_fold = F.when(is_ascii(title), ascii_fold(title))
-    if match_titles:
-        wanted.append(ids.select(F.lit("title").alias("kind"), F.col("folded_title").alias("key")))
-        found = keys_of(light, native_fold)
-        other = folded_other_titles(light, materialize)
-        if other is not None:
-            found = found.unionByName(
-                other.select("corpus_id", F.lit("title").alias("kind"), F.col("_folded").alias("key"))
-            )
-    else:
-        found = keys_of(light, None)
-    bench_keys = wanted[0]
-    for more in wanted[1:]:
-        bench_keys = bench_keys.unionByName(more)
-    bench_keys = bench_keys.where(F.col("key").isNotNull()).distinct()
-    matched = found.join(small(bench_keys), ["kind", "key"], "left_semi").select("corpus_id").distinct()
-    sharing = light.join(small(matched), "corpus_id", "left_semi")
-    if not match_titles:
-        return sharing
-    if other is None:
-        return sharing.withColumn("_folded", native_fold)
-    other_found = other.join(small(matched), "corpus_id", "left_semi").withColumnRenamed("_folded", "_other")
-    return sharing.join(other_found, "corpus_id", "left").select(
-        *light.columns, F.coalesce(native_fold, F.col("_other")).alias("_folded")
-    )
+    """`sharing_keys` on the keys of `papers` (`paper_key_rows`, materialised as `paper_keys`): the rows
+    (`corpus_id`, the keys, `_folded` with `match_titles`) of the papers that share a key with one of `ids`."""
+    keys = materialize(paper_key_rows(papers, materialize, titles=match_titles), "paper_keys")
+    return sharing_keys(keys, ids, match_titles=match_titles, broadcast=broadcast)
 
 
 def map_ids_narrow(
@@ -366,19 +372,21 @@ def map_ids_narrow(
     shas: DataFrame | None = None,
     first: DataFrame | None = None,
     from_arrow: Callable[[pa.Table, str], DataFrame] | None = None,
+    paper_keys: DataFrame | None = None,
 ) -> DataFrame:
     """`map_ids`, with the steps that read the papers run only where they can decide something (`shas`: see
-    `id_steps`; `first`: those steps' rows, made already, `citeflow.leakage.first_steps`).
+    `id_steps`; `first`: those steps' rows, made already, `citeflow.leakage.first_steps`; `paper_keys`: the
+    papers' keys, made already, `paper_key_rows` of `papers`: filter_leakage's `paper_keys` table).
 
-    The cascade takes the first method that maps an id, and the first two (`corpus_id`, `sha`) read no
-    papers: they run on every id first. The ids they leave unmapped go through the later steps, on only the
-    papers that share a key with them (`papers_sharing_keys`): a key's uniqueness and a title's ambiguity
-    are counted over all the papers that have that key, which are all there. Those rows (bounded by the
-    benchmark) come to the driver, keys made here (`with_keys`), and `citeflow.leakage.later_steps` takes
-    the steps; `from_arrow(table, name)` hands its rows back to Spark (default: `createDataFrame`; the
-    stage writes them to its staging folder). `in_snapshot` is then looked up among all papers. The result
-    equals `map_ids(ids, papers, paper_ids, ...)` (tests/unit/spark/test_leakage.py), for the cost of a scan
-    of the papers' light columns instead of groupings over every paper.
+    The cascade takes the first method that maps an id, and the first two (`corpus_id`, `sha`) read no papers: they
+    run on every id first. The ids they leave unmapped go through the later steps, on only the papers that share a
+    key with them (`papers_sharing_keys`): a key's uniqueness and a title's ambiguity are counted over all the
+    papers that have that key, which are all there. Those rows (bounded by the benchmark) come to the driver, with
+    their keys (the papers' by `paper_key_rows`, the ids' by `with_keys`), and `citeflow.leakage.later_steps` takes
+    the steps; `from_arrow(table, name)` hands its rows back to Spark (default: `createDataFrame`; the stage writes
+    them to its staging folder). `in_snapshot` is then looked up among all papers. The result equals `map_ids(ids,
+    papers, paper_ids, ...)` (tests/unit/spark/test_leakage.py), for the cost of a scan of the papers' light columns
+    instead of groupings over every paper.
     """
     if from_arrow is None:
         from_arrow = lambda table, name: ids.sparkSession.createDataFrame(table)  # noqa: E731
@@ -388,14 +396,13 @@ def map_ids_narrow(
     rest = materialize(
         with_keys(ids.join(first.where(F.col("method").isNull()).select("id"), "id", "left_semi")), "unmapped"
     )
-    sharing = materialize(
-        with_keys(
-            papers_sharing_keys(
-                papers, rest, match_titles=match_titles, broadcast=broadcast_keys, materialize=materialize
-            )
-        ),
-        "sharing_papers",
-    )
+    if paper_keys is None:
+        found = papers_sharing_keys(
+            papers, rest, match_titles=match_titles, broadcast=broadcast_keys, materialize=materialize
+        )
+    else:
+        found = sharing_keys(paper_keys, rest, match_titles=match_titles, broadcast=broadcast_keys)
+    sharing = materialize(found, "sharing_papers")
     keys = [key_column(c) for _, c in EXTERNAL_STEPS]
     title = ["_folded"] if match_titles else []
     sharing_rows = sharing.select("corpus_id", *keys, *title).toArrow()

@@ -7,6 +7,9 @@ writes each release's diff). The oracle is build_graph's full build of the same 
 - a chain of two diffs (release 3 from release 1's build, release 2 never built);
 - a diff whose start release is not built: a full build, with one log line, the same version as a full build;
 - dirt in the diff's files: quarantined and counted like dirt in shards, the graph unchanged.
+filter_leakage on a graph merged from a diff equals filter_leakage on the full build, table for table and
+metric for metric, whether it keys every paper (no filter_leakage of the base release) or carries the base
+release's `paper_keys` over (two releases in a row, the second over keys that the first merged).
 
 Which parts must match (README "Backfilling a release from its diff"): the papers, citations, degrees and
 degree_histogram tables, every manifest count (papers, citations, degree statistics, text flags, rejected rows
@@ -37,6 +40,7 @@ pytestmark = pytest.mark.slow
 R1, R2, R3 = "2024-01-01", "2024-02-01", "2024-03-01"
 # Metrics that say how a version was made rather than what it holds.
 HOW = {"input_files", "from_diff"}
+LEAKAGE_HOW = {"paper_keys"}
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +105,7 @@ def full(releases, tmp_path_factory):
     out = {}
     for release in (R2, R3):
         config = cfg(releases, release, artifacts, "build_graph.diffs=off")
-        out[release] = (build_graph.run(config), filter_leakage.run(config) if release == R2 else None)
+        out[release] = (build_graph.run(config), filter_leakage.run(config))
     return out
 
 
@@ -134,11 +138,13 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     assert merged.version != full[R2][0].version  # content address of (base version, diff), not of the shards
     assert_links_base(merged, base)
 
-    leak = filter_leakage.run(cfg(releases, R2, artifacts))
-    want = full[R2][1]
-    for table in leak.tables:
-        assert table_digest(leak.table_path(table)) == table_digest(want.table_path(table)), table
-    assert leak.metrics == want.metrics
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="citeflow"):
+        leak = filter_leakage.run(cfg(releases, R2, artifacts))
+    # release 1 has no filter_leakage version: every paper keyed, as in a full build
+    assert f"no filter_leakage version of {R1} to carry paper keys over from" in caplog.text
+    assert leak.metrics["paper_keys"] == {"carried_from": None}
+    assert_same_leakage(leak, full[R2][1])
 
     # run again: the same version, skipped (idempotent); nothing rebuilt
     again = build_graph.run(cfg(releases, R2, artifacts))
@@ -148,6 +154,18 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     shutil.rmtree(artifacts / R1 / "build_graph" / base.version)  # this test's copy (`base` is the fixture's)
     assert ArtifactStore(str(artifacts)).verify(merged) == []
     assert_same_build(merged, full[R2][0])
+
+
+def assert_same_leakage(got, want):
+    """filter_leakage `got` (on a graph merged from a diff) holds the rows and counts of `want` (on the full
+    build): every table (`paper_keys` too) as its readers read it, every metric but how the keys were made."""
+    assert sorted(got.tables) == sorted(want.tables)
+    for table in got.tables:
+        assert table_digest(got.table_path(table)) == table_digest(want.table_path(table)), table
+    assert {k: v for k, v in got.metrics.items() if k not in LEAKAGE_HOW} == {
+        k: v for k, v in want.metrics.items() if k not in LEAKAGE_HOW
+    }
+    assert want.metrics["paper_keys"] == {"carried_from": None}
 
 
 def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tmp_path):
@@ -168,6 +186,20 @@ def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tm
     assert_same_build(stepwise, full[R3][0])
     assert_links_base(middle, base)
     assert_links_base(stepwise, middle)  # onto a merge-on-read base: its links, its files and its removals
+
+    # filter_leakage of each release in turn: releases 2 and 3 carry the keys of the release before over,
+    # release 3 onto keys that release 2 merged (their files and their removals)
+    first = filter_leakage.run(cfg(releases, R1, artifacts))
+    second = filter_leakage.run(cfg(releases, R2, artifacts))
+    third = filter_leakage.run(cfg(releases, R3, artifacts))
+    assert second.metrics["paper_keys"]["carried_from"] == {"snapshot": R1, "version": first.version}
+    assert third.metrics["paper_keys"]["carried_from"] == {"snapshot": R2, "version": second.version}
+    for leak, before in ((second, first), (third, second)):
+        keys = leak.tables["paper_keys"]
+        assert 0 < leak.metrics["paper_keys"]["papers_keyed"] < keys["rows"]  # the papers the diff wrote
+        assert keys["deleted_rows"] > before.tables["paper_keys"].get("deleted_rows", 0)
+    assert_same_leakage(second, full[R2][1])
+    assert_same_leakage(third, full[R3][1])
 
 
 def test_a_diff_from_a_release_not_built_falls_back_to_a_full_build(releases, full, tmp_path, caplog):

@@ -155,6 +155,17 @@ def test_the_narrow_mapping_equals_the_whole_cascade_on_colliding_keys(spark, ma
     )
     narrow = narrow.select(columns).collect()
     assert sorted(narrow) == sorted(whole)
+    # filter_leakage's way: the papers' keys made (and stored) first, every title folded (match_titles or not)
+    checkpoint = lambda f, name: f.localCheckpoint()  # noqa: E731
+    keyed = L.map_ids_narrow(
+        ids_of(bench),
+        papers,
+        paper_ids,
+        match_titles=match_titles,
+        materialize=checkpoint,
+        paper_keys=L.paper_key_rows(papers, checkpoint).localCheckpoint(),
+    )
+    assert sorted(keyed.select(columns).collect()) == sorted(whole)
     methods = {r["method"] for r in whole}
     assert {"doi", "pubmed", "arxiv"} <= methods and (("title" in methods) == match_titles)
     assert any(r["unmapped_reason"] == "ambiguous_title" for r in whole) == match_titles
@@ -390,21 +401,26 @@ def test_each_line_is_parsed_once_and_each_title_folded_once(spark, papers, benc
         steps[name] = python_folds(frame)
         return frame.localCheckpoint()
 
+    titles = {r["corpus_id"]: r["title"] for r in papers.collect()}
     sharing = L.papers_sharing_keys(papers, ids_of(bench), broadcast=True, materialize=materialize)
-    assert steps == {"other_titles": 0, "other_folded": 1} and python_folds(sharing) == 0
+    assert steps == {"other_titles": 0, "other_folded": 1, "paper_keys": 0} and python_folds(sharing) == 0
     rows = sharing.collect()
     assert sorted(r["corpus_id"] for r in rows) == [2, 3, 4, 5, 6]
-    assert {r["corpus_id"]: r["_folded"] for r in rows} == {r["corpus_id"]: fold_title(r["title"]) for r in rows}
+    assert {r["corpus_id"]: r["_folded"] for r in rows} == {
+        r["corpus_id"]: fold_title(titles[r["corpus_id"]]) for r in rows
+    }
 
     steps.clear()
     ascii_only = papers.where("corpus_id != 2").unionByName(
         spark.createDataFrame([(9, None, "10.9/x", None, None)], papers.schema)
     )
     sharing = L.papers_sharing_keys(ascii_only, ids_of(bench), broadcast=False, materialize=materialize)
-    assert steps == {"other_titles": 0} and python_folds(sharing) == 0
+    assert steps == {"other_titles": 0, "paper_keys": 0} and python_folds(sharing) == 0
     rows = sharing.collect()
     assert sorted(r["corpus_id"] for r in rows) == [3, 4, 5, 6]
-    assert {r["corpus_id"]: r["_folded"] for r in rows} == {r["corpus_id"]: fold_title(r["title"]) for r in rows}
+    assert {r["corpus_id"]: r["_folded"] for r in rows} == {
+        r["corpus_id"]: fold_title(titles[r["corpus_id"]]) for r in rows
+    }
 
 
 def test_the_benchmark_titles_are_folded_as_fold_title_folds_them(spark, bench):
