@@ -289,7 +289,8 @@ def how_built(manifest) -> tuple[str, str]:
     """How a stage's version came to be, for the task log and the Asset event's `built`: `cached` (up to
     date, not re-run), `reused` (copied from another snapshot's identical version), `from_diff` (build_graph
     merged a base release's build with a release diff), `warm_start` (embed_graph started from a previous
-    release's embeddings) or `full`; and the words the log line says it with."""
+    release's embeddings), `keys_carried` (filter_leakage on a graph merged from a diff, with the base
+    release's paper keys carried over) or `full`; and the words the log line says it with."""
     if manifest.skipped:
         return "cached", "up to date"
     if manifest.reused_from:
@@ -306,6 +307,13 @@ def how_built(manifest) -> tuple[str, str]:
         return "warm_start", (
             f"warm-started from version {warm.get('version')} of snapshot {warm.get('snapshot')} "
             f"({warm.get('epochs')} epochs)"
+        )
+    keys = manifest.metrics.get("paper_keys")
+    if isinstance(keys, dict) and isinstance(keys.get("carried_from"), dict):
+        source = keys["carried_from"]
+        return "keys_carried", (
+            f"with the paper keys of version {source.get('version')} of snapshot {source.get('snapshot')} "
+            f"carried over ({keys.get('papers_keyed')} papers keyed)"
         )
     return "full", "in full"
 

@@ -138,6 +138,13 @@ def test_a_stage_tasks_xcom_and_asset_event_carry_no_secret(connection, params, 
             "build_graph: built version 0123456789abcdef warm-started from version bbbb of snapshot r1 (6 epochs) at",
         ),
         (
+            {"metrics": {"paper_keys": {"carried_from": {"snapshot": "r1", "version": "cccc"}, "papers_keyed": 40}}},
+            "keys_carried",
+            "build_graph: built version 0123456789abcdef with the paper keys of version cccc of snapshot r1 carried "
+            "over (40 papers keyed) at",
+        ),
+        ({"metrics": {"paper_keys": {"carried_from": None}}}, "full", "built version 0123456789abcdef in full at"),
+        (
             {"reused_from": {"snapshot": "r0", "path": "/a/r0", "bytes": 1}},
             "reused",
             "build_graph: reused version 0123456789abcdef of snapshot r0 (same inputs and settings) at",
