@@ -63,14 +63,21 @@ def _open(path: Path):
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
-def _json_lines(path: Path) -> Iterator[dict]:
+def _json_lines(path: Path, required: str | None = None) -> Iterator[dict]:
+    """The JSON objects of a JSON-lines file (blank lines skipped); a line that is not one, or that lacks
+    `required`, is a one-line error naming it."""
     with _open(path) as fh:
         for n, line in enumerate(fh, 1):
             if line.strip():
                 try:
-                    yield json.loads(line)
+                    entry = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise CiteflowError(f"{path}:{n}: not JSON ({exc.msg})") from None
+                if not isinstance(entry, dict):
+                    raise CiteflowError(f"{path}:{n}: expected a JSON object")
+                if required is not None and required not in entry:
+                    raise CiteflowError(f"{path}:{n}: no {required!r} field")
+                yield entry
 
 
 def _ext(entry: dict, *keys: str) -> str | None:
@@ -153,11 +160,11 @@ def read_scidocs_beir(root: Path) -> Iterator[Chunk]:
         # each line's query id, then its corpus id
         yield (ids, "beir", [f"{split}:query", f"{split}:corpus"] * (len(ids) // 2), None, None, None, None)
     for path in sorted(root.glob("queries.jsonl*")):
-        entries = list(_json_lines(path))
+        entries = list(_json_lines(path, "_id"))
         ids = [str(entry["_id"]) for entry in entries]
         yield (ids, "beir", "queries", [entry.get("text") or entry.get("title") for entry in entries], None, None, None)
     for path in sorted(root.glob("corpus.jsonl*")):
-        entries = list(_json_lines(path))
+        entries = list(_json_lines(path, "_id"))
         metas = [entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {} for entry in entries]
         spelled = (("doi", "DOI"), ("pubmed_id", "PubMed"), ("arxiv_id", "ArXiv"))
         titles = [entry.get("title") for entry in entries]

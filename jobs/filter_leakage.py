@@ -20,7 +20,8 @@ Writes `ARTIFACTS/<snapshot>/filter_leakage/<version>/`:
   merge-on-read table over this one's, issue 19).
 - `_manifest.json`: mode, counts of removed papers and edges, the report, `paper_ids`: every line of
   the paper-ids table counted (those that gave a sha -> corpus id pair, the others by reason), and
-  `paper_keys`: the version its keys were carried over from (null: every paper keyed).
+  `paper_keys`: `carried_from`, the version its keys were carried over from (null: every paper keyed), and
+  with it `papers_keyed`, the papers keyed in this version.
 
 The stage fails when more than `filter_leakage.max_unmapped_share` of the
 benchmark ids map to nothing: SciNCL's public code let those through silently.
@@ -43,7 +44,9 @@ from citeflow.stage import execute
 STAGE = "filter_leakage"
 # Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
 NEEDS_LOCAL_ROOT = False
-# 2: papers a merge-on-read table over the graph's files, the degrees in a table of their own; 3: paper_keys
+# 2: papers a merge-on-read table over the graph's files, the degrees in a table of their own; 3: paper_keys.
+# A change to the keys (`spark.leakage.paper_key_rows`: `cascade_key`, the title fold) needs a new stage version:
+# only a version of this one carries its paper_keys over to the next release.
 STAGE_VERSION = 3
 TABLES = ["benchmark_ids", "leakage_report", "papers", "citations", "degrees", "paper_keys"]
 
@@ -276,23 +279,28 @@ def _write_paper_keys(
     merge-on-read table over that version's `paper_keys` (citeflow/tables.py): only the papers the diff wrote
     (the graph's data files the base has not) are keyed, and the base's keys of the papers whose base row the
     graph removes are named in the deletion file. The rows are those of keying every paper (the keys of a paper
-    are a function of its row: tests/e2e/test_incremental.py), without folding every title again (issue 19)."""
+    are a function of its row: tests/e2e/test_incremental.py), without folding every title again (issue 19).
+    A carried table must hold one row per paper of the graph; if it does not (a base whose files changed under
+    it), every paper is keyed instead, with a warning."""
     from citeflow import tables as T
+    from citeflow.artifacts import table_stats
     from spark import leakage as L
     from spark import output as O
     from spark import readers as R
 
     target = posixpath.join(path, "paper_keys")
-    carried = _keys_to_carry(store, config, upstream)
-    if carried is None:
-        rows = L.paper_key_rows(papers, materialize)
+
+    def key_every_paper(staging: str = "") -> dict[str, Any]:
+        rows = L.paper_key_rows(papers, lambda frame, name: materialize(frame, staging + name))
         rows.coalesce(config.build_graph.output_files).write.mode("error").parquet(store.engine_uri(target))
         return {"carried_from": None}
-    keys, graph = carried
+
+    carried = _keys_to_carry(store, config, upstream)
+    if carried is None:
+        return key_every_paper()
+    keys, graph, written = carried
     graph_papers = upstream.table_path("papers")
-    known = {info.base_name for info in T.data_files(store.fs, graph.table_path("papers"))}
-    written = [info.path for info in T.data_files(store.fs, graph_papers) if info.base_name not in known]
-    # the papers the diff wrote: the graph's new files (its deletion file names only rows of the base's files)
+    # the papers the diff wrote: the graph's own files (its deletion file names only rows of the base's files)
     new_rows = None
     if written:
         new_rows = L.paper_key_rows(spark.read.parquet(*[store.engine_uri(p) for p in written]), materialize)
@@ -310,6 +318,19 @@ def _write_paper_keys(
         )
         gone = base_keys.join(gone_ids, "corpus_id", "left_semi").select(*R.POSITION)
     O.write_merge_on_read(spark, store, keys.table_path("paper_keys"), target, gone, new_rows)
+    rows, papers_rows = table_stats(store, target)["rows"], upstream.tables["papers"]["rows"]
+    if rows != papers_rows:
+        log.warning(
+            "%s: the paper keys carried over from %s version %s hold %d rows for the graph's %d papers; "
+            "keying every paper",
+            STAGE,
+            STAGE,
+            keys.version,
+            rows,
+            papers_rows,
+        )
+        store.fs.delete_dir(target)
+        return key_every_paper("every_")  # staged apart from the carried attempt's files
     keyed = T.footer_rows(store.fs, written)
     log.info(
         "%s: paper keys carried over from %s version %s of %s; %d papers keyed, those the diff wrote",
@@ -322,29 +343,43 @@ def _write_paper_keys(
     return {"carried_from": {"snapshot": keys.snapshot, "version": keys.version}, "papers_keyed": keyed}
 
 
-def _keys_to_carry(store: ArtifactStore, config: RunConfig, upstream: Manifest) -> tuple[Manifest, Manifest] | None:
-    """(filter_leakage version, its graph) whose `paper_keys` the version on `upstream` can be merged over: the
-    graph is the base `upstream` was built from with a diff, every table linking its files, and the version is
-    one of this stage version on it whose `paper_keys` removes at most `build_graph.max_deleted_share` of the
-    rows it stores (as a graph's tables: past it, every paper is keyed again). None otherwise, with one log line
-    for a graph built from a diff."""
+def _keys_to_carry(
+    store: ArtifactStore, config: RunConfig, upstream: Manifest
+) -> tuple[Manifest, Manifest, list[str]] | None:
+    """(filter_leakage version, its graph, the upstream graph's `papers` files that graph has not) when that
+    version's `paper_keys` can be carried over to `upstream`: the graph is the base `upstream` was built from with
+    a diff, every table linking its files (and every `papers` file of the base is still among `upstream`'s: a
+    base built again since has files of other names), and the version is one of this stage version on it whose
+    `paper_keys` removes at most `build_graph.max_deleted_share` of the rows it stores (as a graph's tables:
+    past it, every paper is keyed again). None otherwise, with one log line for a graph built from a diff."""
+    from citeflow import tables as T
+    from citeflow.manifest import DamagedVersion
+
     from_diff = upstream.metrics.get("from_diff")
     if not from_diff:
         return None
     base = from_diff["base"]
     share = config.build_graph.max_deleted_share
     why = None
+    graph = None
+    if from_diff.get("merge_on_read"):
+        try:
+            graph = store.read_manifest(base["snapshot"], "build_graph", base["version"])
+        except DamagedVersion as exc:
+            why = f"its graph is damaged: {exc}"
     if not from_diff.get("merge_on_read"):
         why = f"the graph was written in full from its diff, not over {base['snapshot']}'s files"
     elif share == 0:
         why = "build_graph.max_deleted_share is 0"
+    elif graph is None:
+        why = why or f"its graph, build_graph version {base['version']}, is gone"
     else:
-        graph = store.read_manifest(base["snapshot"], "build_graph", base["version"])
+        ours = {info.base_name: info.path for info in T.data_files(store.fs, upstream.table_path("papers"))}
+        known = {info.base_name for info in T.data_files(store.fs, graph.table_path("papers"))}
         versions = [
             m
             for m in store.list_versions(base["snapshot"], STAGE)
-            if graph is not None
-            and m.config.get("stage_version") == STAGE_VERSION
+            if m.config.get("stage_version") == STAGE_VERSION
             and any(i.get("stage") == "build_graph" and i.get("version") == graph.version for i in m.inputs)
         ]
         fit = [
@@ -353,13 +388,17 @@ def _keys_to_carry(store: ArtifactStore, config: RunConfig, upstream: Manifest) 
             if m.tables["paper_keys"].get("deleted_rows", 0)
             <= share * (m.tables["paper_keys"]["rows"] + m.tables["paper_keys"].get("deleted_rows", 0))
         ]
-        if fit:
-            return min(fit, key=lambda m: m.version), graph  # any: their paper_keys hold the same rows
-        why = (
-            f"its paper_keys remove more than build_graph.max_deleted_share ({share}) of their rows"
-            if versions
-            else "the artifact root holds none on that graph"
-        )
+        if not known <= ours.keys():
+            why = f"build_graph version {graph.version} holds other files than those the graph linked"
+        elif fit:
+            written = [p for name, p in sorted(ours.items()) if name not in known]
+            return min(fit, key=lambda m: m.version), graph, written  # any: their paper_keys hold the same rows
+        else:
+            why = (
+                f"its paper_keys remove more than build_graph.max_deleted_share ({share}) of their rows"
+                if versions
+                else "the artifact root holds none on that graph"
+            )
     log.info(
         "%s: no %s version of %s to carry paper keys over from (%s); keying every paper",
         STAGE,

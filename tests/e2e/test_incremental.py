@@ -138,11 +138,18 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     assert merged.version != full[R2][0].version  # content address of (base version, diff), not of the shards
     assert_links_base(merged, base)
 
+    # release 1's filter_leakage, then release 1's graph built again under the same version (as a deleted and
+    # rebuilt or a repaired version is: files of other names): release 2's filter_leakage must not carry
+    # release 1's keys over a base whose files are not those its graph linked, and keys every paper
+    filter_leakage.run(cfg(releases, R1, artifacts))
+    shutil.rmtree(artifacts / R1 / "build_graph" / base.version)
+    rebuilt = build_graph.run(cfg(releases, R1, artifacts))
+    assert (rebuilt.version, rebuilt.skipped) == (base.version, False)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="citeflow"):
         leak = filter_leakage.run(cfg(releases, R2, artifacts))
-    # release 1 has no filter_leakage version: every paper keyed, as in a full build
     assert f"no filter_leakage version of {R1} to carry paper keys over from" in caplog.text
+    assert "holds other files than those the graph linked" in caplog.text
     assert leak.metrics["paper_keys"] == {"carried_from": None}
     assert_same_leakage(leak, full[R2][1])
 

@@ -128,6 +128,14 @@ def test_every_column_of_every_layout_is_read_row_by_row(tmp_path):
             lambda p: (p / "mag").mkdir() or (p / "mag" / "test.csv").write_text("paper,label\nx,1\n"),
             "header 'pid,class_label'",
         ),
+        (
+            lambda p: (p / "queries.jsonl").write_text('{"_id": "q1"}\n\n{"text": "no id"}\n'),
+            "queries.jsonl:3: no '_id'",
+        ),
+        (
+            lambda p: (p / "queries.jsonl").write_text('{"_id": "q1"}\n[1, 2]\n'),
+            "queries.jsonl:2: expected a JSON object",
+        ),
     ],
 )
 def test_bad_inputs_are_explained(tmp_path, setup, message):
