@@ -76,9 +76,11 @@ BY_AGE = re.compile(r"versions\[-1\]|dirname\(os\.path\.dirname\(manifest")
 
 def test_nothing_reads_the_newest_version():
     """Versions are named by content, never chosen by age: only export-model, build_graph's diff finder and
-    embed_graph's warm start (which match by settings and lineage and refuse to choose between several) and
-    the store itself (its listing for `citeflow artifacts` and `verify`) list versions, and
-    nothing indexes a listing from its end or walks up from a version folder to a file outside versions."""
+    embed_graph's warm start (which match by settings and lineage and refuse to choose between several),
+    filter_leakage's carried paper keys (which match by lineage: every version on one graph holds the same
+    keys, and a carried table must hold one row per paper) and the store itself (its listing for `citeflow
+    artifacts` and `verify`) list versions, and nothing indexes a listing from its end or walks up from a
+    version folder to a file outside versions."""
     listing, by_age = set(), []
     for package in LAYER:
         for path in sorted((REPO / package).rglob("*.py")):
@@ -87,5 +89,11 @@ def test_nothing_reads_the_newest_version():
             if "list_versions(" in text:
                 listing.add(name)
             by_age += [f"{name}: {m.group(0)}" for m in re.finditer(BY_AGE, text)]
-    assert listing == {"citeflow/artifacts.py", "jobs/build_graph.py", "jobs/cli/export_model.py", "models/pbg_warm.py"}
+    assert listing == {
+        "citeflow/artifacts.py",
+        "jobs/build_graph.py",
+        "jobs/cli/export_model.py",
+        "jobs/filter_leakage.py",
+        "models/pbg_warm.py",
+    }
     assert by_age == []
