@@ -246,7 +246,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
     if args.stage == "filter_leakage":
-        merged = [t for t in ("papers", "citations") if os.path.isdir(os.path.join(args.graph, t, "_deleted"))]
+        import pyarrow.fs as pafs
+
+        from citeflow.tables import has_deleted
+
+        local = pafs.LocalFileSystem()
+        merged = [t for t in ("papers", "citations") if has_deleted(local, os.path.join(args.graph, t))]
         if merged:  # read_parquet would return the rows the deletion file removes (citeflow/tables.py)
             parser.error(
                 f"--graph {args.graph}: {' and '.join(merged)} {'have' if len(merged) > 1 else 'has'} a deletion "

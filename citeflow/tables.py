@@ -91,6 +91,15 @@ def deleted_rows(fs: pafs.FileSystem, table: str) -> int:
     return footer_rows(fs, deleted_files(fs, table))
 
 
+def may_extend(stats: dict, share: float) -> bool:
+    """Whether a new table may link the files of a committed table (`stats`: its manifest entry, `rows` and
+    `deleted_rows`) and list more removed rows beside them: the rows it removes already are at most `share`
+    of the rows its files store (`build_graph.max_deleted_share`; 0: never), so that reads do not slow down
+    release after release."""
+    removed = stats.get("deleted_rows", 0)
+    return share > 0 and removed <= share * (stats["rows"] + removed)
+
+
 def _without(part: pa.Table, gone: np.ndarray) -> pa.Table:
     """`part` (a data file's rows) less the rows at the positions `gone`."""
     if not len(gone):

@@ -55,7 +55,9 @@ SCHEMA = pa.schema(
 # per row, transposed at the end, had cost as much again as the reading itself (the 1M-paper bench's SciDocs,
 # 825k rows: 4.6 s, now 2.9 s).
 Chunk = tuple[list[str], str, str | list[str], list | None, list | None, list | None, list | None]
-EXT_KEYS = {"doi": ("doi", "DOI"), "pubmed": ("pubmed_id", "pmid", "PubMed"), "arxiv": ("arxiv_id", "ArXiv")}
+# the spellings of each external id (DOI, PubMed, arXiv) in SciDocs' metadata, and in BEIR and id-list lines
+METADATA_EXT_KEYS = (("doi", "DOI"), ("pubmed_id", "pmid", "PubMed"), ("arxiv_id", "ArXiv"))
+LINE_EXT_KEYS = (("doi", "DOI"), ("pubmed_id", "PubMed"), ("arxiv_id", "ArXiv"))
 EXT_HOLDERS = ("externalids", "external_ids")
 
 
@@ -110,7 +112,7 @@ def _metadata_rows(path: Path, task: str) -> Iterator[Chunk]:
         raise CiteflowError(f"{path}: expected an object keyed by paper id")
     entries = [entry if isinstance(entry, dict) else {} for entry in data.values()]
     titles = [entry.get("title") for entry in entries]
-    yield (list(data), task, "metadata", titles, *_ext_columns(entries, tuple(EXT_KEYS.values())))
+    yield (list(data), task, "metadata", titles, *_ext_columns(entries, METADATA_EXT_KEYS))
 
 
 def read_scidocs_original(root: Path) -> Iterator[Chunk]:
@@ -166,9 +168,9 @@ def read_scidocs_beir(root: Path) -> Iterator[Chunk]:
     for path in sorted(root.glob("corpus.jsonl*")):
         entries = list(_json_lines(path, "_id"))
         metas = [entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {} for entry in entries]
-        spelled = (("doi", "DOI"), ("pubmed_id", "PubMed"), ("arxiv_id", "ArXiv"))
         titles = [entry.get("title") for entry in entries]
-        yield ([str(entry["_id"]) for entry in entries], "beir", "corpus", titles, *_ext_columns(metas, spelled))
+        ids = [str(entry["_id"]) for entry in entries]
+        yield (ids, "beir", "corpus", titles, *_ext_columns(metas, LINE_EXT_KEYS))
     meta_path = root / "metadata.json"
     if meta_path.is_file():
         yield from _metadata_rows(meta_path, "beir")
@@ -185,9 +187,8 @@ def read_id_list(path: Path) -> Iterator[Chunk]:
             ids.append(str(value))
             splits.append(str(entry.get("split") or "list"))
             entries.append(entry)
-        spelled = (("doi", "DOI"), ("pubmed_id", "PubMed"), ("arxiv_id", "ArXiv"))
-        columns = _ext_columns(entries, spelled)
-        yield (ids, task, splits, [entry.get("title") for entry in entries], *columns)
+        titles = [entry.get("title") for entry in entries]
+        yield (ids, task, splits, titles, *_ext_columns(entries, LINE_EXT_KEYS))
         return
     with _open(path) as fh:
         ids = [value.split()[0] for value in (line.split("#", 1)[0].strip() for line in fh) if value]

@@ -210,9 +210,9 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
 def _links_base(base: Manifest, table: str, share: float) -> bool:
     """Whether this version links the base's files of `table`: the rows the base removes from them are at
     most `share` of the rows they store (`build_graph.max_deleted_share`; 0: never)."""
-    stats = base.tables[table]
-    removed = stats.get("deleted_rows", 0)
-    return share > 0 and removed <= share * (stats["rows"] + removed)
+    from citeflow.tables import may_extend
+
+    return may_extend(base.tables[table], share)
 
 
 def _finish_in_place(

@@ -382,12 +382,7 @@ def _keys_to_carry(
             if m.config.get("stage_version") == STAGE_VERSION
             and any(i.get("stage") == "build_graph" and i.get("version") == graph.version for i in m.inputs)
         ]
-        fit = [
-            m
-            for m in versions
-            if m.tables["paper_keys"].get("deleted_rows", 0)
-            <= share * (m.tables["paper_keys"]["rows"] + m.tables["paper_keys"].get("deleted_rows", 0))
-        ]
+        fit = [m for m in versions if T.may_extend(m.tables["paper_keys"], share)]
         if not known <= ours.keys():
             why = f"build_graph version {graph.version} holds other files than those the graph linked"
         elif fit:

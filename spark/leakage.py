@@ -141,10 +141,15 @@ def cascade_key(column: str) -> Column:
     return F.lower(F.trim(F.col(column)))
 
 
+def key_columns() -> list[Column]:
+    """Each external id's `cascade_key`, named as `citeflow.leakage.later_steps` reads it (`key_column`)."""
+    return [cascade_key(c).alias(key_column(c)) for _, c in EXTERNAL_STEPS]
+
+
 def with_keys(frame: DataFrame) -> DataFrame:
-    """`frame` with each external id's `cascade_key` beside it (`citeflow.leakage.key_column`), for the
-    steps that `citeflow.leakage.later_steps` takes in the driver."""
-    return frame.select("*", *[cascade_key(c).alias(key_column(c)) for _, c in EXTERNAL_STEPS])
+    """`frame` with each external id's `cascade_key` beside it (`key_columns`), for the steps that
+    `citeflow.leakage.later_steps` takes in the driver."""
+    return frame.select("*", *key_columns())
 
 
 def id_steps(ids: DataFrame, paper_ids: DataFrame | None, shas: DataFrame | None = None) -> DataFrame:
@@ -304,7 +309,7 @@ def paper_key_rows(
     """
     external = [column for _, column in EXTERNAL_STEPS]
     light = papers.select("corpus_id", "title", *external)
-    keys = [cascade_key(column).alias(key_column(column)) for column in external]
+    keys = key_columns()
     if not titles:
         return light.select("corpus_id", *keys)
     title = F.col("title")
@@ -318,7 +323,9 @@ def paper_key_rows(
     )
 
 
-def sharing_keys(paper_keys: DataFrame, ids: DataFrame, *, match_titles: bool = True, broadcast: bool = True):
+def sharing_keys(
+    paper_keys: DataFrame, ids: DataFrame, *, match_titles: bool = True, broadcast: bool = True
+) -> DataFrame:
     """The rows of `paper_keys` (`paper_key_rows`) that share a DOI, PubMed id, arXiv id or, with
     `match_titles`, a folded title with one of `ids` (`citeflow.leakage.distinct_ids` rows): every paper that
     `map_ids`' steps after the sha step can count or pick for these ids. `broadcast` ships the benchmark's keys
