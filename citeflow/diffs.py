@@ -4,17 +4,18 @@ The Datasets API answers `diffs/{start}/to/{end}/{dataset}` with a manifest
 `{dataset, start_release, end_release, diffs: [{from_release, to_release, update_files, delete_files}]}`:
 one entry per pair of consecutive releases, applied in order. A record of an update file is inserted or
 replaces every record with the same primary key; a record of a delete file removes them. Files are gzipped
-JSON lines. Primary keys (Datasets API documentation): `corpusid` for papers and abstracts; citations are keyed
-here by (`citingcorpusid`, `citedcorpusid`), since the released citation records (see the S2AG sample in
-`shared/data/s2ag/`) carry no `citationid`.
+JSON lines. Primary keys (Datasets API documentation): `corpusid` for papers and abstracts, `sha` for paper-ids;
+citations are keyed here by (`citingcorpusid`, `citedcorpusid`), since the released citation records (see the
+S2AG sample in `shared/data/s2ag/`) carry no `citationid`.
 
 On disk, a release folder holds its diffs beside `corpus/`:
 
     <release>/diffs/<start>/to/<end>/<dataset>.json          the manifest (file names relative to its folder)
     <release>/diffs/<start>/to/<end>/<from>__<to>/<dataset>/updates_0.jsonl.gz, deletes_0.jsonl.gz
 
-`citeflow generate --derive-from` writes them (citeflow/synth/derive_diffs.py); build_graph reads them
-(jobs/build_graph.py, spark/incremental.py). Release ids are snapshot ids (`RELEASE_ID_RE`),
+`citeflow generate --derive-from` writes them (citeflow/synth/derive_diffs.py); build_graph reads the corpus
+datasets' (jobs/build_graph.py, spark/incremental.py), filter_leakage the paper-ids one (jobs/paper_ids_diff.py),
+which a diff may lack. Release ids are snapshot ids (`RELEASE_ID_RE`),
 and every file a manifest names must lie inside the manifest's folder.
 """
 
@@ -31,8 +32,14 @@ from citeflow.errors import CiteflowError
 # A release id (S2AG: a date, 2023-08-29); citeflow's snapshot ids are release ids (citeflow.config).
 RELEASE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
-DATASETS = ("papers", "abstracts", "citations")
-KEYS = {"papers": ("corpusid",), "abstracts": ("corpusid",), "citations": ("citingcorpusid", "citedcorpusid")}
+DATASETS = ("papers", "abstracts", "citations")  # the corpus's, which build_graph reads
+PAPER_IDS = "paper-ids"  # the sha -> corpusid table, which filter_leakage reads
+KEYS = {
+    "papers": ("corpusid",),
+    "abstracts": ("corpusid",),
+    "citations": ("citingcorpusid", "citedcorpusid"),
+    PAPER_IDS: ("sha",),
+}
 FOLDER = "diffs"
 
 
@@ -125,16 +132,17 @@ def read_manifest(path: Path, dataset: str, start: str, end: str) -> list[dict[s
     return entries
 
 
-def read_diff(diffs_root: Path, start: str, end: str) -> Diff:
-    """The diff `start` -> `end` under `diffs_root`, every dataset's manifest checked; the steps must agree."""
+def read_diff(diffs_root: Path, start: str, end: str, datasets: tuple[str, ...] = DATASETS) -> Diff:
+    """The diff `start` -> `end` under `diffs_root` of `datasets` (the corpus's; `(PAPER_IDS,)`: the paper-ids
+    table's), every dataset's manifest checked; the steps must agree. The first dataset's manifest must be there."""
     folder = diff_folder(diffs_root, start, end)
     per_dataset = {}
-    for dataset in DATASETS:
+    for dataset in datasets:
         path = folder / f"{dataset}.json"
         if path.exists():
             per_dataset[dataset] = read_manifest(path, dataset, start, end)
-    if "papers" not in per_dataset:
-        raise CiteflowError(f"diff {folder} has no papers.json manifest")
+    if datasets[0] not in per_dataset:
+        raise CiteflowError(f"diff {folder} has no {datasets[0]}.json manifest")
     pairs = {d: [(e["from_release"], e["to_release"]) for e in es] for d, es in per_dataset.items()}
     if len({tuple(p) for p in pairs.values()}) != 1:
         raise CiteflowError(f"diff {folder}: its datasets' manifests list different steps: {pairs}")
@@ -145,9 +153,31 @@ def read_diff(diffs_root: Path, start: str, end: str) -> Diff:
             update_files={d: per_dataset[d][i]["update_files"] for d in per_dataset},
             delete_files={d: per_dataset[d][i]["delete_files"] for d in per_dataset},
         )
-        for i, e in enumerate(per_dataset["papers"])
+        for i, e in enumerate(per_dataset[datasets[0]])
     ]
     return Diff(start=start, end=end, folder=str(folder), steps=steps)
+
+
+def release_diffs(setting: str, data_path: str, name: str) -> Path | None:
+    """The diffs folder a setting names (`build_graph.diffs`, `name` in errors) for a dataset folder of a
+    release (`data_path`: its corpus/ or paper-ids/): None for off, or for auto without a local diffs/ folder
+    inside `data_path` or beside it (`<release>/corpus`, `<release>/paper-ids` and `<release>/diffs`)."""
+    from citeflow.snapshot import filesystem
+
+    if setting == "off":
+        return None
+    if setting != "auto":
+        fs, root = filesystem(setting)
+        if fs.type_name != "local" or not Path(root).is_dir():
+            raise CiteflowError(f"{name} {setting!r} is not a local folder")
+        return Path(root)
+    fs, root = filesystem(data_path)
+    if fs.type_name != "local":
+        return None
+    for folder in (Path(root) / FOLDER, Path(root).parent / FOLDER):
+        if folder.is_dir():
+            return folder
+    return None
 
 
 def starts(diffs_root: Path, end: str) -> list[str]:

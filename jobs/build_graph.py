@@ -49,7 +49,6 @@ from typing import Any
 from citeflow import diffs as D
 from citeflow.artifacts import ArtifactStore, Manifest, table_stats
 from citeflow.config import RunConfig, to_dict, versioned_dict
-from citeflow.errors import CiteflowError
 from citeflow.snapshot import Snapshot, discover, filesystem, fingerprint
 from citeflow.stage import execute
 
@@ -106,24 +105,8 @@ def run(config: RunConfig) -> Manifest:
 
 
 def diffs_folder(config: RunConfig) -> Path | None:
-    """The diffs folder `build_graph.diffs` names: None for off, or for auto without a local diffs/ folder
-    beside the corpus folder (`<release>/corpus` and `<release>/diffs`) or inside it."""
-    setting = config.build_graph.diffs
-    if setting == "off":
-        return None
-    if setting != "auto":
-        fs, root = filesystem(setting)
-        if fs.type_name != "local" or not Path(root).is_dir():
-            raise CiteflowError(f"build_graph.diffs {setting!r} is not a local folder")
-        return Path(root)
-    fs, root = filesystem(config.corpus)
-    if fs.type_name != "local":
-        return None
-    # the release folder's diffs/: inside a release folder that is the corpus, or beside its corpus/ folder
-    for folder in (Path(root) / D.FOLDER, Path(root).parent / D.FOLDER):
-        if folder.is_dir():
-            return folder
-    return None
+    """The diffs folder `build_graph.diffs` names for the corpus (`citeflow.diffs.release_diffs`)."""
+    return D.release_diffs(config.build_graph.diffs, config.corpus, "build_graph.diffs")
 
 
 def find_diff(

@@ -28,13 +28,14 @@ folder beside it that is renamed into place at the end (generator.json written l
   the end of release 1's shards. S2ORC inbound lists and S2AG citation / reference counts of the papers they
   touch follow.
 - S2AG: the diff from release 1 to release 2 in the Datasets API layout (`diffs/<R1>/to/<R2>/`, where R1 and R2
-  are the two folders' names; derive_diffs.py), consistent with release 2's shards, plus the chained
+  are the two folders' names; derive_diffs.py), consistent with release 2's shards and paper-ids (DERIVE_VERSION
+  4: the paper-ids dataset, by sha, in the diff too), plus the chained
   `diffs/<R0>/to/<R2>/` when release 1 holds a diff from R0.
   About `missing_abstract_rate` of them have no abstract; they carry no other dirt.
 - release 1's other dirt (duplicate and malformed lines, self-, duplicate and external citations, null ids)
   stays as it was, except the records of a removed paper. Malformed lines stay even when they show a removed
   id: they have no primary key, so no diff could remove them, and a release must equal its predecessor plus its
-  diff (DERIVE_VERSION 3; version 2 dropped them). Unchanged papers whose citations did not change keep their
+  diff (since DERIVE_VERSION 3; version 2 dropped them). Unchanged papers whose citations did not change keep their
   exact bytes.
 - `paper-ids/` without the removed papers' shas, plus a primary sha per added paper; `paper_topics.parquet`
   without removed rows, added rows appended; `release_diff.parquet`: corpus_id, change (added / removed /
@@ -74,7 +75,8 @@ from citeflow.synth.vocabulary import build_vocabulary
 log = logging.getLogger("citeflow")
 
 # Bump when the same release 1, counts and seed would give different files.
-DERIVE_VERSION = 3  # 3: S2AG diffs written; malformed lines naming a removed id kept
+# 3: S2AG diffs written; malformed lines naming a removed id kept. 4: the diffs hold paper-ids too
+DERIVE_VERSION = 4
 DEFAULT_SHARES = {"added": 0.05, "removed": 0.01, "changed": 0.02}
 _OURS = (*OUTPUTS, "release_diff.parquet", "diffs")
 
@@ -237,13 +239,13 @@ def run(config: DeriveConfig) -> dict[str, Any]:
         stats: collections.Counter[str] = collections.Counter()
         keys = DiffKeys()
         release2 = write_corpus(release1 / "corpus", tmp / "corpus", fmt, plan, edits, level, stats, keys)
+        paper_ids = write_paper_ids(release1 / "paper-ids", tmp / "paper-ids", plan, edits, release2.ids, level, keys)
         diffs = None
         names = (release1.resolve().name, out.resolve().name)
         if fmt == "s2ag" and all(RELEASE_ID_RE.fullmatch(n) for n in names):
             diffs = write_diffs(release1, tmp, *names, keys, level)
         elif fmt == "s2ag":
             log.warning("derive: folder names %s are not release ids (letters, digits, . _ -): no diffs written", names)
-        paper_ids = write_paper_ids(release1 / "paper-ids", tmp / "paper-ids", plan, edits, release2.ids, level)
         shutil.copytree(release1 / "scidocs", tmp / "scidocs")
         shutil.copy2(release1 / "scidocs_truth.jsonl", tmp / "scidocs_truth.jsonl")
         write_topics(topics_table, plan, tmp / "paper_topics.parquet")

@@ -1,32 +1,37 @@
 """The diff a derived S2AG release ships with (`citeflow generate --derive-from`), in the Datasets API layout.
 
-Reads release 2's written `corpus/` shards (in the temporary folder, after derive_rewrite.py wrote them) and
-the keys pass 2 touched (`DiffKeys`); writes `diffs/<R1>/to/<R2>/` (layout: citeflow/diffs.py) and, when
+Reads release 2's written `corpus/` and `paper-ids/` shards (in the temporary folder, after derive_rewrite.py
+wrote them) and the keys pass 2 touched (`DiffKeys`); writes `diffs/<R1>/to/<R2>/` (layout: citeflow/diffs.py) and, when
 release 1 has diffs of its own ending at R1 (`diffs/<R0>/to/<R1>/`), the chained `diffs/<R0>/to/<R2>/`: R0's
 steps copied, this one appended.
 
 What the diff holds, so that applying it to release 1 gives release 2 exactly:
 - update files: for every key that pass 2 added or edited, *every* release-2 record of that key (a paper's
   duplicate records too, edited or not), so that the records of a touched key in release 2 are those of the
-  diff; keys: papers and abstracts by corpusid, citations by (citingcorpusid, citedcorpusid);
+  diff; keys: papers and abstracts by corpusid, citations by (citingcorpusid, citedcorpusid), paper-ids by sha;
 - delete files: one record per key whose records release 2 lost (removed papers' papers and abstracts rows,
-  and their citation rows, each key once).
+  their citation rows and their paper-ids rows, each key once).
 Malformed lines have no key and are not part of any diff (release 1's stay in release 2, derive.py).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from citeflow.diffs import DATASETS, FOLDER, diff_folder, read_diff, starts, step_folder, write_manifest
+from citeflow.diffs import DATASETS, FOLDER, PAPER_IDS, diff_folder, read_diff, starts, step_folder, write_manifest
 from citeflow.synth.derive_census import read_lines, shard_files
 from citeflow.synth.generate import write_gzip
 
-Key = int | tuple[str | None, str | None]
+log = logging.getLogger("citeflow")
+
+Key = int | str | tuple[str | None, str | None]
+# every dataset a derived release's diff holds: the corpus's and the paper-ids table
+DIFF_DATASETS = (*DATASETS, PAPER_IDS)
 
 
 @dataclass
@@ -34,13 +39,17 @@ class DiffKeys:
     """Keys pass 2 touched, per dataset: `updated` (edited or added), `edited` (release 1's keys among them)
     and `deleted` (keys whose records were dropped)."""
 
-    updated: dict[str, set[Key]] = field(default_factory=lambda: {d: set() for d in DATASETS})
-    deleted: dict[str, set[Key]] = field(default_factory=lambda: {d: set() for d in DATASETS})
-    edited: dict[str, set[Key]] = field(default_factory=lambda: {d: set() for d in DATASETS})
+    updated: dict[str, set[Key]] = field(default_factory=lambda: {d: set() for d in DIFF_DATASETS})
+    deleted: dict[str, set[Key]] = field(default_factory=lambda: {d: set() for d in DIFF_DATASETS})
+    edited: dict[str, set[Key]] = field(default_factory=lambda: {d: set() for d in DIFF_DATASETS})
 
 
 def record_key(dataset: str, rec: dict[str, Any]) -> Key | None:
-    """A record's primary key (None when it has none usable)."""
+    """A record's primary key (None when it has none usable). A paper-ids record's is its `sha` as written (a
+    string, as filter_leakage reads it: spark/leakage.py `paper_id_lines`)."""
+    if dataset == PAPER_IDS:
+        value = rec.get("sha")
+        return value if isinstance(value, str) else None
     if dataset == "citations":
         a, b = rec.get("citingcorpusid"), rec.get("citedcorpusid")
         return (None if a is None else str(a), None if b is None else str(b))
@@ -52,13 +61,17 @@ def record_key(dataset: str, rec: dict[str, Any]) -> Key | None:
 
 
 def _delete_record(dataset: str, key: Key) -> dict[str, Any]:
+    if dataset == PAPER_IDS:
+        return {"sha": key}
     if dataset == "citations":
         return {"citingcorpusid": key[0], "citedcorpusid": key[1]}
     return {"corpusid": key}
 
 
 def _sort_key(key: Key) -> tuple:
-    return (0, key, "") if isinstance(key, int) else (1, key[0] or "", key[1] or "")
+    if isinstance(key, tuple):
+        return (2, key[0] or "", key[1] or "")
+    return (0, key, "") if isinstance(key, int) else (1, key, "")
 
 
 def write_diffs(
@@ -70,16 +83,22 @@ def write_diffs(
     step = step_folder(from_release, to_release)
     truth: dict[str, Any] = {}
     entries: dict[str, dict[str, Any]] = {}
-    for dataset in DATASETS:
-        wanted = keys.updated[dataset]
+    for dataset in DIFF_DATASETS:
+        wanted, deleted = keys.updated[dataset], keys.deleted[dataset]
         lines: list[bytes] = []
-        for path in shard_files(tmp / "corpus" / dataset, dataset):
+        kept: set[Key] = set()  # deleted keys with records left in release 2: updated, not deleted
+        shards = tmp / PAPER_IDS if dataset == PAPER_IDS else tmp / "corpus" / dataset
+        for path in shard_files(shards, dataset):
             for line, rec in read_lines(path):
-                if rec is not None and record_key(dataset, rec) in wanted:
+                key = record_key(dataset, rec) if rec is not None else None
+                if key is not None and (key in wanted or key in deleted):
                     lines.append(line)
+                    if key in deleted:
+                        kept.add(key)
+        gone = deleted - kept
         deletes = [
             (json.dumps(_delete_record(dataset, k), separators=(",", ":")) + "\n").encode()
-            for k in sorted(keys.deleted[dataset], key=_sort_key)
+            for k in sorted(gone, key=_sort_key)
         ]
         names = {"update_files": f"{step}/{dataset}/updates_0.jsonl.gz"}
         names["delete_files"] = f"{step}/{dataset}/deletes_0.jsonl.gz"
@@ -92,10 +111,11 @@ def write_diffs(
             "delete_files": [names["delete_files"]],
         }
         write_manifest(folder, dataset, from_release, to_release, [entries[dataset]])
+        changed = (wanted & keys.edited[dataset]) | kept
         truth[dataset] = {
-            "added": len(wanted - keys.edited[dataset]),
-            "changed": len(wanted & keys.edited[dataset]),
-            "deleted": len(keys.deleted[dataset]),
+            "added": len(wanted - changed),
+            "changed": len(changed),
+            "deleted": len(gone),
             "update_records": len(lines),
             "delete_records": len(deletes),
         }
@@ -108,8 +128,12 @@ def write_diffs(
             name = step_folder(s.from_release, s.to_release)
             shutil.copytree(Path(earlier.folder) / name, chained / name)
         shutil.copytree(folder / step, chained / step)
-        for dataset in DATASETS:
-            doc = json.loads((Path(earlier.folder) / f"{dataset}.json").read_text(encoding="utf-8"))
+        for dataset in DIFF_DATASETS:
+            manifest = Path(earlier.folder) / f"{dataset}.json"
+            if not manifest.is_file():  # a release derived before its diffs held paper-ids
+                log.warning("derive: %s has no %s; the chained diff has none either", earlier.folder, manifest.name)
+                continue
+            doc = json.loads(manifest.read_text(encoding="utf-8"))
             write_manifest(chained, dataset, start, to_release, [*doc["diffs"], entries[dataset]])
         written.append(str(chained.relative_to(tmp)))
     return {"datasets": truth, "folders": sorted(written)}

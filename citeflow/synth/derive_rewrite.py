@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from citeflow.diffs import PAPER_IDS
 from citeflow.synth.arrays import index_mask
 from citeflow.synth.derive_census import DATASETS, LOC, Census, Corpus, as_id, read_lines, shard_files
 from citeflow.synth.derive_diffs import DiffKeys, record_key
@@ -200,11 +201,18 @@ def write_corpus(
     return tally.result()
 
 
-def write_paper_ids(src: Path, dst: Path, plan: Plan, e: Edits, corpus_ids: np.ndarray, level: int) -> dict[str, int]:
+def write_paper_ids(
+    src: Path, dst: Path, plan: Plan, e: Edits, corpus_ids: np.ndarray, level: int, keys: DiffKeys
+) -> dict[str, int]:
+    """Release 2's `paper-ids/`: release 1's lines less the removed papers', a primary sha per added paper
+    appended, shard by shard. `keys` gets the paper-ids keys (shas) the diff names: the removed lines' as
+    deleted, the added papers' as updated (and as edited where release 1 has the sha too)."""
     paths = shard_files(src, "paper-ids")
     world = plan.added
     count = world.papers.n if world is not None else 0
     bounds = (np.arange(len(paths) + 1) * count) // len(paths)
+    added = set(world.primary_sha.to_pylist()) if count else set()
+    keys.updated[PAPER_IDS] |= added
     rows = primary = 0
     ids: list[np.ndarray] = []
     for s, path in enumerate(paths):
@@ -212,8 +220,13 @@ def write_paper_ids(src: Path, dst: Path, plan: Plan, e: Edits, corpus_ids: np.n
         shard_ids: list[int] = []
         for line, rec in read_lines(path):
             cid = as_id(rec.get("corpusid")) if rec is not None else -1
+            key = record_key(PAPER_IDS, rec) if rec is not None else None
             if cid in e.removed:
+                if key is not None:
+                    keys.deleted[PAPER_IDS].add(key)
                 continue
+            if key in added:
+                keys.edited[PAPER_IDS].add(key)
             kept.append(line)
             shard_ids.append(cid)
             primary += bool(rec and rec.get("primary"))

@@ -67,10 +67,15 @@ class Release:
         }
         self.year = {pid: r["year"] for pid, r in self.papers.items()}
         self.title = {pid: r["title"] for pid, r in self.papers.items()}
-        ids, bad = parse(lines_of(root / "paper-ids"))
+        self.paper_id_lines = lines_of(root / "paper-ids")
+        ids, bad = parse(self.paper_id_lines)
         assert bad == 0
         self.paper_ids = ids
         self.topics = pq.read_table(root / "paper_topics.parquet").to_pylist()
+
+    def lines(self, dataset: str) -> list[str]:
+        """The raw lines of a corpus dataset, or of `paper-ids`."""
+        return self.paper_id_lines if dataset == "paper-ids" else self.raw[dataset]
 
 
 def derive(root: Path, release1: Path, **kw) -> tuple[Path, dict]:
@@ -143,18 +148,18 @@ def test_removed_papers_appear_nowhere(releases):
 
 
 def _by_key(dataset: str, lines: list[str]) -> dict:
-    """Each parseable line under its primary key (papers, abstracts: corpusid; citations: the id pair)."""
+    """Each parseable line under its primary key (papers, abstracts: corpusid; citations: the id pair;
+    paper-ids: sha)."""
     out = collections.defaultdict(list)
     for line in lines:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue
-        key = (
-            (rec.get("citingcorpusid"), rec.get("citedcorpusid"))
-            if dataset == "citations"
-            else str(rec.get("corpusid"))
-        )
+        if dataset == "citations":
+            key = (rec.get("citingcorpusid"), rec.get("citedcorpusid"))
+        else:
+            key = rec.get("sha") if dataset == "paper-ids" else str(rec.get("corpusid"))
         out[json.dumps(key)].append(line)
     return out
 
@@ -181,28 +186,34 @@ def test_s2ag_diff_applied_to_release_1_gives_release_2(releases):
     folder = r2.root / "diffs" / "r1" / "to" / "r2"
     truth = r2.truth["diff"]["diffs"]
     assert truth["folders"] == ["diffs/r1/to/r2"]
-    for dataset in ("papers", "abstracts", "citations"):
+    for dataset in ("papers", "abstracts", "citations", "paper-ids"):
         manifest = json.loads((folder / f"{dataset}.json").read_text())
         assert (manifest["dataset"], manifest["start_release"], manifest["end_release"]) == (dataset, "r1", "r2")
         (step,) = manifest["diffs"]
         assert (step["from_release"], step["to_release"]) == ("r1", "r2")
         updates = _by_key(dataset, _diff_lines(folder, step["update_files"]))
         deletes = _by_key(dataset, _diff_lines(folder, step["delete_files"]))
-        state = _by_key(dataset, r1.raw[dataset])
+        state = _by_key(dataset, r1.lines(dataset))
         before = set(state)
         for key in deletes:
             assert key in before, key  # a delete names a key release 1 has
             state.pop(key)
         for key, lines in updates.items():
             state[key] = lines
-        after = _by_key(dataset, r2.raw[dataset])
+        after = _by_key(dataset, r2.lines(dataset))
         assert {k: sorted(v) for k, v in state.items()} == {k: sorted(v) for k, v in after.items()}, dataset
         counts = truth["datasets"][dataset]
         assert counts["added"] == len(set(updates) - before)
         assert counts["changed"] == len(set(updates) & before)
         assert counts["deleted"] == len(deletes) == counts["delete_records"]
         assert counts["update_records"] == sum(len(v) for v in updates.values())
-        if dataset != "citations":
+        if dataset == "paper-ids":  # the removed papers' shas go, each added paper's primary sha comes
+            removed = {json.loads(k) for k in deletes}
+            assert removed == {r["sha"] for r in r1.paper_ids if r["corpusid"] in sets["removed"]}
+            assert {json.loads(k) for k in updates} == {
+                r["sha"] for r in r2.paper_ids if r["corpusid"] in sets["added"]
+            }
+        elif dataset != "citations":
             changed = {int(json.loads(k)) for k in set(updates) & before}
             column = "title_changed" if dataset == "papers" else "abstract_changed"
             assert {d["corpus_id"] for d in diff if d[column]} <= changed

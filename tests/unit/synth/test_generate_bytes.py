@@ -1,6 +1,7 @@
 """`citeflow generate` keeps its bytes: small snapshots (both formats) and releases derived from them, made
 through the command line, hashed file by file and compared with recorded hashes (GENERATOR_VERSION 2,
-DERIVE_VERSION 3: the calibrated generator of issue 22, derived S2AG releases with their diffs (issue 19);
+DERIVE_VERSION 4: the calibrated generator of issue 22, derived S2AG releases with their diffs, paper-ids
+included (issue 19);
 version 1's were recorded from commit 98fa7f7).
 
 Two hashes per file:
@@ -107,7 +108,7 @@ HASHES: dict[str, tuple[str, str]] = {
     "s2orc-r2/corpus/metadata/metadata_0.jsonl.gz": ("c5bc53af02a0ce36", "024a1370b75fc5a7"),
     "s2orc-r2/corpus/metadata/metadata_1.jsonl.gz": ("d7d619d984788fe3", "f2298ac899d96590"),
     "s2orc-r2/corpus/metadata/metadata_2.jsonl.gz": ("9c84acc0e6ba2e12", "f3ea93ba7bd830bc"),
-    "s2orc-r2/generator.json": ("c0d27c6cb0c77ee3", "c0d27c6cb0c77ee3"),
+    "s2orc-r2/generator.json": ("8a23775539ae0bda", "8a23775539ae0bda"),
     "s2orc-r2/paper-ids/paper-ids_0.jsonl.gz": ("f64263e65f3e4270", "ecbe0d8f2e178982"),
     "s2orc-r2/paper_topics.parquet": ("d97bd754e27e1d74", "e6920179feb08f0a"),
     "s2orc-r2/release_diff.parquet": ("5183d6e53d3f569f", "35eb60e667eef12d"),
@@ -141,6 +142,7 @@ HASHES: dict[str, tuple[str, str]] = {
     "s2ag-r2/corpus/papers/papers_1.jsonl.gz": ("eb7b7ab4b3160e1c", "343eb4a8f6ed0977"),
     "s2ag-r2/diffs/s2ag/to/s2ag-r2/abstracts.json": ("8dee2f3566b1e72e", "8dee2f3566b1e72e"),
     "s2ag-r2/diffs/s2ag/to/s2ag-r2/citations.json": ("3a59332632c139fe", "3a59332632c139fe"),
+    "s2ag-r2/diffs/s2ag/to/s2ag-r2/paper-ids.json": ("77b5c95846ae1cc5", "77b5c95846ae1cc5"),
     "s2ag-r2/diffs/s2ag/to/s2ag-r2/papers.json": ("442185611cc3096d", "442185611cc3096d"),
     "s2ag-r2/diffs/s2ag/to/s2ag-r2/s2ag__s2ag-r2/abstracts/deletes_0.jsonl.gz": (
         "5fddc64183c16fe5",
@@ -158,9 +160,17 @@ HASHES: dict[str, tuple[str, str]] = {
         "928a8c2796904e63",
         "62729972e9f66cf6",
     ),  # noqa: E501
+    "s2ag-r2/diffs/s2ag/to/s2ag-r2/s2ag__s2ag-r2/paper-ids/deletes_0.jsonl.gz": (
+        "edab00303a3936cf",
+        "259cf7bd8767ff8d",
+    ),  # noqa: E501
+    "s2ag-r2/diffs/s2ag/to/s2ag-r2/s2ag__s2ag-r2/paper-ids/updates_0.jsonl.gz": (
+        "a134c84cd0a7bc50",
+        "6f96ac3ed838ad7e",
+    ),  # noqa: E501
     "s2ag-r2/diffs/s2ag/to/s2ag-r2/s2ag__s2ag-r2/papers/deletes_0.jsonl.gz": ("264c242fe54275de", "29c4333753525ef9"),
     "s2ag-r2/diffs/s2ag/to/s2ag-r2/s2ag__s2ag-r2/papers/updates_0.jsonl.gz": ("ce352bbad61867b0", "c233f33841627b62"),
-    "s2ag-r2/generator.json": ("86a0356fd4f2cdb4", "86a0356fd4f2cdb4"),
+    "s2ag-r2/generator.json": ("c8fa4357f616f0bf", "c8fa4357f616f0bf"),
     "s2ag-r2/paper-ids/paper-ids_0.jsonl.gz": ("2f64a502701f05f6", "23460e04dd9f657a"),
     "s2ag-r2/paper_topics.parquet": ("a953f40d828d8b9b", "06ece29214b1293a"),
     "s2ag-r2/release_diff.parquet": ("a00368cc34e39676", "d38e045b956f0699"),
@@ -194,6 +204,7 @@ HASHES: dict[str, tuple[str, str]] = {
     "s2ag-r3/corpus/papers/papers_1.jsonl.gz": ("adb51529c0f00bb1", "6eef3606d1cdc044"),
     "s2ag-r3/diffs/s2ag/to/s2ag-r3/abstracts.json": ("f7d91c9bccb5268c", "f7d91c9bccb5268c"),
     "s2ag-r3/diffs/s2ag/to/s2ag-r3/citations.json": ("51f5db95c693334a", "51f5db95c693334a"),
+    "s2ag-r3/diffs/s2ag/to/s2ag-r3/paper-ids.json": ("ae0f74b2e9118838", "ae0f74b2e9118838"),
     "s2ag-r3/diffs/s2ag/to/s2ag-r3/papers.json": ("90eff4167715d20b", "90eff4167715d20b"),
     "s2ag-r3/diffs/s2ag/to/s2ag-r3/s2ag-r2__s2ag-r3/abstracts/deletes_0.jsonl.gz": (
         "c243a58962548900",
@@ -210,6 +221,14 @@ HASHES: dict[str, tuple[str, str]] = {
     "s2ag-r3/diffs/s2ag/to/s2ag-r3/s2ag-r2__s2ag-r3/citations/updates_0.jsonl.gz": (
         "dd0cfcb4ecb62001",
         "1abe3500f3520dbe",
+    ),  # noqa: E501
+    "s2ag-r3/diffs/s2ag/to/s2ag-r3/s2ag-r2__s2ag-r3/paper-ids/deletes_0.jsonl.gz": (
+        "dc7f695288800df8",
+        "53d8dfd22dd4d5e9",
+    ),  # noqa: E501
+    "s2ag-r3/diffs/s2ag/to/s2ag-r3/s2ag-r2__s2ag-r3/paper-ids/updates_0.jsonl.gz": (
+        "5fc790c90f58f24f",
+        "357ea81a205e5bef",
     ),  # noqa: E501
     "s2ag-r3/diffs/s2ag/to/s2ag-r3/s2ag-r2__s2ag-r3/papers/deletes_0.jsonl.gz": (
         "66239faddf5cae2b",
@@ -235,10 +254,19 @@ HASHES: dict[str, tuple[str, str]] = {
         "928a8c2796904e63",
         "62729972e9f66cf6",
     ),  # noqa: E501
+    "s2ag-r3/diffs/s2ag/to/s2ag-r3/s2ag__s2ag-r2/paper-ids/deletes_0.jsonl.gz": (
+        "edab00303a3936cf",
+        "259cf7bd8767ff8d",
+    ),  # noqa: E501
+    "s2ag-r3/diffs/s2ag/to/s2ag-r3/s2ag__s2ag-r2/paper-ids/updates_0.jsonl.gz": (
+        "a134c84cd0a7bc50",
+        "6f96ac3ed838ad7e",
+    ),  # noqa: E501
     "s2ag-r3/diffs/s2ag/to/s2ag-r3/s2ag__s2ag-r2/papers/deletes_0.jsonl.gz": ("264c242fe54275de", "29c4333753525ef9"),
     "s2ag-r3/diffs/s2ag/to/s2ag-r3/s2ag__s2ag-r2/papers/updates_0.jsonl.gz": ("ce352bbad61867b0", "c233f33841627b62"),
     "s2ag-r3/diffs/s2ag-r2/to/s2ag-r3/abstracts.json": ("b207361b7659ce22", "b207361b7659ce22"),
     "s2ag-r3/diffs/s2ag-r2/to/s2ag-r3/citations.json": ("f3c703eda778e868", "f3c703eda778e868"),
+    "s2ag-r3/diffs/s2ag-r2/to/s2ag-r3/paper-ids.json": ("a762e38dde2bc321", "a762e38dde2bc321"),
     "s2ag-r3/diffs/s2ag-r2/to/s2ag-r3/papers.json": ("5d41dfe39889e029", "5d41dfe39889e029"),
     "s2ag-r3/diffs/s2ag-r2/to/s2ag-r3/s2ag-r2__s2ag-r3/abstracts/deletes_0.jsonl.gz": (
         "c243a58962548900",
@@ -256,6 +284,14 @@ HASHES: dict[str, tuple[str, str]] = {
         "dd0cfcb4ecb62001",
         "1abe3500f3520dbe",
     ),  # noqa: E501
+    "s2ag-r3/diffs/s2ag-r2/to/s2ag-r3/s2ag-r2__s2ag-r3/paper-ids/deletes_0.jsonl.gz": (
+        "dc7f695288800df8",
+        "53d8dfd22dd4d5e9",
+    ),  # noqa: E501
+    "s2ag-r3/diffs/s2ag-r2/to/s2ag-r3/s2ag-r2__s2ag-r3/paper-ids/updates_0.jsonl.gz": (
+        "5fc790c90f58f24f",
+        "357ea81a205e5bef",
+    ),  # noqa: E501
     "s2ag-r3/diffs/s2ag-r2/to/s2ag-r3/s2ag-r2__s2ag-r3/papers/deletes_0.jsonl.gz": (
         "66239faddf5cae2b",
         "2782c152cbebbde7",
@@ -264,7 +300,7 @@ HASHES: dict[str, tuple[str, str]] = {
         "aa6d2e214da7eeb6",
         "66ffaddcda689ff0",
     ),  # noqa: E501
-    "s2ag-r3/generator.json": ("7333d95ac4a096d3", "7333d95ac4a096d3"),
+    "s2ag-r3/generator.json": ("c897f9d968472cc2", "c897f9d968472cc2"),
     "s2ag-r3/paper-ids/paper-ids_0.jsonl.gz": ("10def76f0d5efe89", "1bd6b99e6ea95113"),
     "s2ag-r3/paper_topics.parquet": ("e8a640d8ebee7d18", "44dac2ad3c5e9ed0"),
     "s2ag-r3/release_diff.parquet": ("9715d46414dd6600", "e08266bd6018d98b"),
