@@ -14,7 +14,8 @@ R2; both kept under `--snapshots` (as `<root>/releases/2024-01-01` and `2024-02-
    Seconds, peak memory of the process tree and load average as bench_stages.py measures them; the report
    gives the medians, the ratio incremental / full (the issue's goal: at most 0.25) and whether the two
    builds' tables are equal (order-free digests of papers, citations and degrees of both stages, and
-   filter_leakage's benchmark_ids and paper_keys).
+   filter_leakage's benchmark_ids, paper_keys and paper_id_lines, whose paper-ids diff the incremental run
+   applies).
 2. PBG warm start, leak-free: 1% of R2's filtered edges are held out (`models.pbg_import`, seeded); R1's
    embeddings are trained on R1's filtered edges *minus those held-out edges* (full epochs), then R2 is
    trained cold (full epochs) and warm-started from R1's embeddings (`--warm-epochs` of the epochs, PBG
@@ -46,16 +47,20 @@ from bench_stages import measure  # noqa: E402
 R1, R2 = "2024-01-01", "2024-02-01"
 SEED = 5
 GRAPH = ("papers", "citations", "degrees")  # the tables of both stages compared, as their readers read them
-TABLES = {"build_graph": GRAPH, "filter_leakage": (*GRAPH, "benchmark_ids", "paper_keys")}
+TABLES = {"build_graph": GRAPH, "filter_leakage": (*GRAPH, "benchmark_ids", "paper_keys", "paper_id_lines")}
 
 
 def releases(root: Path, papers: int, change: float) -> Path:
-    """R1 and R2 under `root/releases`, generated when absent."""
+    """R1 and R2 under `root/releases`, generated when absent (R2 also when an older generator derived it: its
+    diff may lack a dataset, DERIVE_VERSION 4 added paper-ids)."""
     rel = root / "releases"
     if not (rel / R1 / "generator.json").exists():
         cmd = [sys.executable, "-m", "jobs.cli", "generate", "--papers", str(papers), "--seed", str(SEED)]
         measure([*cmd, "--format", "s2ag", "--out", str(rel / R1), "--overwrite"])
-    if not (rel / R2 / "generator.json").exists():
+    from citeflow.synth.derive import DERIVE_VERSION
+
+    made = rel / R2 / "generator.json"
+    if not made.exists() or json.loads(made.read_text()).get("derive_version") != DERIVE_VERSION:
         n = round(change * papers)
         counts = ["--added", str(round(0.4 * n)), "--removed", str(round(0.2 * n)), "--changed", str(round(0.4 * n))]
         cmd = [sys.executable, "-m", "jobs.cli", "generate", "--derive-from", str(rel / R1), "--out", str(rel / R2)]
@@ -121,7 +126,10 @@ def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str]) -> di
         runs["full"].append(r | {"stages": stage_seconds(full, R2)})
         equal.append(digests(inc, R2) == digests(full, R2))
         keep = manifest(inc, R2, "build_graph")["metrics"]["from_diff"]
-        keys = manifest(inc, R2, "filter_leakage")["metrics"]["paper_keys"]
+        leak = manifest(inc, R2, "filter_leakage")["metrics"]
+        keys, lines = leak["paper_keys"], leak["paper_id_lines"]
+        if lines["from_diff"] is None:
+            raise SystemExit("the incremental run's filter_leakage did not apply the paper-ids diff")
         shutil.rmtree(inc)
         shutil.rmtree(full)
     med = {k: round(statistics.median(r["seconds"] for r in v), 2) for k, v in runs.items()}
@@ -132,6 +140,7 @@ def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str]) -> di
         "tables_equal": all(equal),
         "from_diff": keep,
         "paper_keys": keys,
+        "paper_id_lines": lines,
         "base_artifacts": str(base),
     }
 
@@ -235,7 +244,9 @@ def report(result: dict) -> str:
         ),
         "",
         f"Ratio incremental / full: **{s['ratio']}** (goal <= 0.25); tables equal: {s['tables_equal']}; "
-        f"filter_leakage's paper keys carried from: {s['paper_keys']['carried_from']}.",
+        f"filter_leakage's paper keys carried from: {s['paper_keys']['carried_from']}; its paper-ids lines: "
+        f"the diff applied to {s['paper_id_lines']['from_diff']['base']} "
+        f"({s['paper_id_lines']['from_diff']['keys_named']:,} shas named).",
     ]
     if "pbg" in result:
         p = result["pbg"]

@@ -288,9 +288,10 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
 def how_built(manifest) -> tuple[str, str]:
     """How a stage's version came to be, for the task log and the Asset event's `built`: `cached` (up to
     date, not re-run), `reused` (copied from another snapshot's identical version), `from_diff` (build_graph
-    merged a base release's build with a release diff), `warm_start` (embed_graph started from a previous
-    release's embeddings), `keys_carried` (filter_leakage on a graph merged from a diff, with the base
-    release's paper keys carried over) or `full`; and the words the log line says it with."""
+    merged a base release's build with a release diff, or filter_leakage applied a paper-ids diff to a base
+    release's lines), `warm_start` (embed_graph started from a previous release's embeddings), `keys_carried`
+    (filter_leakage on a graph merged from a diff, with the base release's paper keys carried over, its
+    paper-ids table parsed) or `full`; and the words the log line says it with."""
     if manifest.skipped:
         return "cached", "up to date"
     if manifest.reused_from:
@@ -309,12 +310,24 @@ def how_built(manifest) -> tuple[str, str]:
             f"({warm.get('epochs')} epochs)"
         )
     keys = manifest.metrics.get("paper_keys")
+    carried = None
     if isinstance(keys, dict) and isinstance(keys.get("carried_from"), dict):
         source = keys["carried_from"]
-        return "keys_carried", (
-            f"with the paper keys of version {source.get('version')} of snapshot {source.get('snapshot')} "
+        carried = (
+            f"the paper keys of version {source.get('version')} of snapshot {source.get('snapshot')} "
             f"carried over ({keys.get('papers_keyed')} papers keyed)"
         )
+    lines = manifest.metrics.get("paper_id_lines")
+    applied = lines.get("from_diff") if isinstance(lines, dict) else None
+    if isinstance(applied, dict):
+        base = applied.get("base", {})
+        words = (
+            f"with the paper-ids diff {applied.get('start')} -> {applied.get('end')} applied onto the lines of "
+            f"version {base.get('version')} of snapshot {base.get('snapshot')}"
+        )
+        return "from_diff", words + (f" and {carried}" if carried else "")
+    if carried:
+        return "keys_carried", f"with {carried}"
     return "full", "in full"
 
 

@@ -18,8 +18,14 @@ Writes `ARTIFACTS/<snapshot>/filter_leakage/<version>/`:
   lower-cased and trimmed; `_folded`: the title's fold) of every paper of the graph, so that the next
   release's filter_leakage, on a graph built from a diff, keys only the papers the diff wrote (a
   merge-on-read table over this one's, issue 19).
+- `paper_id_lines`: every line of the paper-ids table (`key`: its sha as written; `corpus_id` where it gives a
+  (sha, corpus id) pair; `reason` where it gives none), on which the benchmark's shas are looked up; the next
+  release applies its paper-ids diff to it instead of parsing its whole table (jobs/paper_ids_diff.py). Empty
+  without `--paper-ids`.
 - `_manifest.json`: mode, counts of removed papers and edges, the report, `paper_ids`: every line of
-  the paper-ids table counted (those that gave a sha -> corpus id pair, the others by reason), and
+  the paper-ids table counted (those that gave a sha -> corpus id pair, the others by reason);
+  `paper_id_lines`: `source` (what its lines were made from) and `from_diff` (the base version and diff
+  applied; null: the table parsed); and
   `paper_keys`: `carried_from`, the version its keys were carried over from (null: every paper keyed), and
   with it `papers_keyed`, the papers keyed in this version.
 
@@ -40,15 +46,16 @@ from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.snapshot import fingerprint_path
 from citeflow.stage import execute
+from jobs import paper_ids_diff as P
 
 STAGE = "filter_leakage"
 # Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
 NEEDS_LOCAL_ROOT = False
 # 2: papers a merge-on-read table over the graph's files, the degrees in a table of their own; 3: paper_keys.
 # A change to the keys (`spark.leakage.paper_key_rows`: `cascade_key`, the title fold) needs a new stage version:
-# only a version of this one carries its paper_keys over to the next release.
-STAGE_VERSION = 3
-TABLES = ["benchmark_ids", "leakage_report", "papers", "citations", "degrees", "paper_keys"]
+# only a version of this one carries its paper_keys over to the next release. 4: paper_id_lines.
+STAGE_VERSION = 4
+TABLES = ["benchmark_ids", "leakage_report", "papers", "citations", "degrees", "paper_keys", "paper_id_lines"]
 
 log = logging.getLogger("citeflow")
 
@@ -66,10 +73,20 @@ def run(config: RunConfig) -> Manifest:
     inputs = [upstream.lineage()]
     if config.scidocs:
         inputs.append(fingerprint_path("scidocs", config.scidocs))
-    if config.paper_ids:
-        inputs.append(fingerprint_path("paper_ids", config.paper_ids))
-    inputs += [fingerprint_path("id_list", path) for path in cfg.extra_ids]
     store = ArtifactStore(config.artifacts, config.store)
+    # the paper-ids lines: the base's with a diff applied (jobs/paper_ids_diff.py), or the table parsed
+    paper_ids = source = None
+    if config.paper_ids:
+        paper_ids = P.find(config, store, STAGE, STAGE_VERSION)
+        if paper_ids is not None:
+            base, diff = paper_ids
+            lineage = build_graph.diff_fingerprint(diff)
+            inputs += [{**base.lineage(), "snapshot": base.snapshot}, lineage]
+        else:
+            lineage = fingerprint_path("paper_ids", config.paper_ids)
+            inputs.append(lineage)
+        source = P.source_of(paper_ids[0] if paper_ids else None, lineage)
+    inputs += [fingerprint_path("id_list", path) for path in cfg.extra_ids]
     return execute(
         store=store,
         snapshot=config.snapshot,
@@ -81,22 +98,34 @@ def run(config: RunConfig) -> Manifest:
             "spark": to_dict(config.spark),
             "scidocs": config.scidocs,
             "paper_ids": config.paper_ids,
+            "paper_ids_diff": paper_ids[1].folder if paper_ids else None,
             "stage_version": STAGE_VERSION,  # whether a later release may carry this version's paper_keys over
         },
         inputs=inputs,
         tables=TABLES,
-        build=lambda path: _build_explained(config, upstream, store, path),
+        build=lambda path: _build_explained(config, upstream, store, path, paper_ids, source),
     )
 
 
-def _build_explained(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str) -> dict[str, Any]:
+def _build_explained(
+    config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str, paper_ids, source
+) -> dict[str, Any]:
     """`build`, with an unreadable paper-ids shard as one line naming it."""
     from spark.readers import explaining_unreadable_files
 
-    return explaining_unreadable_files(lambda: build(config, upstream, store, path), "input file")
+    return explaining_unreadable_files(lambda: build(config, upstream, store, path, paper_ids, source), "input file")
 
 
-def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str) -> dict[str, Any]:
+def build(
+    config: RunConfig,
+    upstream: Manifest,
+    store: ArtifactStore,
+    path: str,
+    paper_ids: tuple[Manifest, Any] | None = None,
+    source: str | None = None,
+) -> dict[str, Any]:
+    """Write the version's tables into `path`; its metrics. `paper_ids`: (base version, diff) when the paper-ids
+    lines come from a diff (jobs/paper_ids_diff.py `find`); `source`: their `source_of`."""
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow.compute as pc
@@ -162,14 +191,22 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
     paper_keys = R.read_stored(spark, store, posixpath.join(path, "paper_keys"), config.spark.broadcast_rows)
 
     by_sha = None
+    lines_path = posixpath.join(path, P.TABLE)
     if config.paper_ids:
-        files = discover_jsonl(config.paper_ids)
-        parsed = R.parse_lines(spark.read.text(files), L.PAPER_IDS_SCHEMA)
+        if paper_ids is not None:
+            applied = P.write(spark, store, config, *paper_ids, lines_path, materialize)
+            metrics[P.TABLE] = {"source": source, "from_diff": applied}
+        else:
+            # every line of the table, stored for the next release's diff, then looked up (one parse)
+            parsed = R.parse_lines(spark.read.text(discover_jsonl(config.paper_ids)), L.PAPER_IDS_SCHEMA)
+            L.paper_id_lines(parsed).write.mode("error").parquet(out(P.TABLE))
+            metrics[P.TABLE] = {"source": source, "from_diff": None}
+        lines = R.read_stored(spark, store, lines_path, config.spark.broadcast_rows)
         # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
         shas = staged("shas", sha_candidates(distinct))
-        # one pass over the table looks the shas up and counts the lines that give no pair, by reason; the
+        # one pass over the lines looks the shas up and counts the lines that give no pair, by reason; the
         # result (bounded by the benchmark) is read here only, by pyarrow
-        lookup = L.sha_lookup(parsed, shas, broadcast=distinct.num_rows <= config.spark.broadcast_rows)
+        lookup = L.sha_lookup(lines, shas, broadcast=distinct.num_rows <= config.spark.broadcast_rows)
         looked_up = pq.read_table(spark_staged(lookup, "sha_lookup"), filesystem=store.fs)
         counts = metrics["paper_ids"] = paper_ids_counts(looked_up)
         if counts["unusable"]:
@@ -183,6 +220,7 @@ def build(config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str
         by_sha = looked_up_shas(looked_up)
     else:
         log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
+        spark.createDataFrame([], L.PAPER_ID_LINES_SCHEMA).write.mode("error").parquet(out(P.TABLE))
 
     # The cascade's steps that read the papers run only for the ids the corpus_id and sha steps leave
     # unmapped (`map_ids_narrow`: the same rows as `map_ids`, issue 19), on the keys they state (issue 21).

@@ -81,7 +81,7 @@ def ascii_fold(col: Column) -> Column:
 
 def paper_id_pairs(parsed: DataFrame) -> DataFrame:
     """(sha, corpus_id) from parsed `paper-ids` lines (`parse_lines` rows); a line without one gives no row
-    (`sha_lookup` counts those lines by reason: the stage's path).
+    (the stage's path: `paper_id_lines`, whose lines `sha_lookup` looks up and counts).
 
     A line gives its pair, or nothing, in one projection (a 1-element array or null, inlined): a filter
     above the parse would be pushed below it with `from_json` copied into it once per field it tests,
@@ -101,8 +101,27 @@ def _pair_parts() -> tuple[Column, Column, Column]:
     return sha, corpus_id, sha.rlike("^[0-9a-f]{40}$") & corpus_id.isNotNull()
 
 
-def sha_lookup(parsed: DataFrame, shas: DataFrame, *, broadcast: bool = True) -> DataFrame:
-    """One pass over parsed `paper-ids` lines (`parse_lines` rows) that both looks up and counts: rows
+PAPER_ID_LINES_SCHEMA = "key string, corpus_id long, reason string"  # `paper_id_lines`' columns
+
+
+def paper_id_lines(parsed: DataFrame) -> DataFrame:
+    """One row per parsed paper-ids line (`parse_lines` rows), as filter_leakage stores them (its
+    `paper_id_lines` table, which the next release's diff is applied to): `key` (the line's `sha` as written,
+    its primary key, which a diff's records name; null for a line that is no JSON object), `corpus_id` (where
+    the line gives a (sha, corpus id) pair, else null) and `reason` (null where it gives one; else
+    `parse_lines`' blank_line, malformed_json, bad_field_type, or `NO_PAIR`). One projection from the parse:
+    Spark keeps `from_json` in it once (a filter would copy it, see `paper_id_pairs`)."""
+    _, corpus_id, usable = _pair_parts()
+    ok = F.coalesce(usable, F.lit(False))
+    return parsed.select(
+        F.col("rec.sha").alias("key"),
+        F.when(ok, corpus_id).alias("corpus_id"),
+        F.when(~ok, F.coalesce(F.col("parse_error"), F.lit(NO_PAIR))).alias("reason"),
+    )
+
+
+def sha_lookup(lines: DataFrame, shas: DataFrame, *, broadcast: bool = True) -> DataFrame:
+    """One pass over the paper-ids table's lines (`paper_id_lines` rows) that both looks up and counts: rows
     (`key`, `corpus_id`, `lines`).
 
     - `key` a sha of `shas` (the spellings the benchmark's ids can have, `citeflow.leakage.sha_candidates`):
@@ -112,14 +131,11 @@ def sha_lookup(parsed: DataFrame, shas: DataFrame, *, broadcast: bool = True) ->
     - `key` `!<reason>`: how many lines give none, by reason (`parse_lines`' blank_line, malformed_json,
       bad_field_type, or `NO_PAIR`).
 
-    So no paper-ids line is dropped uncounted (`citeflow.leakage.paper_ids_counts` reads the counts), for no
-    second parse: the lines a pair came from are looked up and grouped as `id_steps` groups them, and the
-    others are counted in the same grouping. `broadcast` ships `shas` to the tasks.
+    So no paper-ids line is dropped uncounted (`citeflow.leakage.paper_ids_counts` reads the counts): the
+    lines a pair came from are looked up and grouped as `id_steps` groups them, and the others are counted in
+    the same grouping. `broadcast` ships `shas` to the tasks.
     """
-    sha, corpus_id, usable = _pair_parts()
-    reason = F.when(~F.coalesce(usable, F.lit(False)), F.coalesce(F.col("parse_error"), F.lit(NO_PAIR)))
-    # one projection from the parse: Spark keeps `from_json` in it once (a filter would copy it, see above)
-    lines = parsed.select(sha.alias("sha"), corpus_id.alias("corpus_id"), reason.alias("_reason"))
+    rows = lines.select(F.lower(F.trim(F.col("key"))).alias("sha"), "corpus_id", F.col("reason").alias("_reason"))
     small = F.broadcast if broadcast else (lambda df: df)
     wanted = small(shas.select("sha", F.lit(True).alias("_wanted")))
     key = (
@@ -128,11 +144,9 @@ def sha_lookup(parsed: DataFrame, shas: DataFrame, *, broadcast: bool = True) ->
         .otherwise(F.lit(COUNTED + USABLE))
     )
     return (
-        lines.join(wanted, "sha", "left")
+        rows.join(wanted, "sha", "left")
         .groupBy(key.alias("key"))
-        .agg(
-            F.min(F.when(F.col("_reason").isNull(), F.col("corpus_id"))).alias("corpus_id"), F.count("*").alias("lines")
-        )
+        .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("lines"))
     )
 
 

@@ -22,7 +22,8 @@ the pin and refuses when any table or metric differs. It was run once: when
 the degrees left `papers` for a table of their own (issue 19; build_graph 3,
 filter_leakage 2), whose join is digested as the pinned `papers`
 (`papers_with_degrees`), and again when filter_leakage wrote its papers'
-match keys as a table of their own (filter_leakage 3: `UNPINNED_TABLES`).
+match keys as a table of their own (filter_leakage 3: `UNPINNED_TABLES`), and when it stored its paper-ids
+lines (filter_leakage 4).
 """
 
 from __future__ import annotations
@@ -42,11 +43,13 @@ from citeflow.tables import read_table
 PIN = Path(__file__).with_name("pinned_contents.json")
 # Manifest metrics that depend on where a run happened rather than on what it wrote: `paper_keys` names the
 # filter_leakage version the keys were carried over from, if the artifact root held one.
-VOLATILE_METRICS = {"layouts", "paper_keys"}
+VOLATILE_METRICS = {"layouts", "paper_keys", "paper_id_lines"}
 # Tables newer than the pin: filter_leakage's `paper_keys` (stage version 3, issue 19), the papers' match keys,
 # which the mapping's tests hold (tests/unit/spark/test_leakage.py: the mapping on them is the cascade's;
-# tests/e2e/test_incremental.py: carried over from a release's diff, they are the keys of every paper).
-UNPINNED_TABLES = {"paper_keys"}
+# tests/e2e/test_incremental.py: carried over from a release's diff, they are the keys of every paper), and its
+# `paper_id_lines` (stage version 4), the paper-ids lines the sha lookup reads (the `paper_ids` metric, pinned,
+# counts them; tests/e2e/test_incremental.py: with a diff applied, they are the lines of the table parsed).
+UNPINNED_TABLES = {"paper_keys", "paper_id_lines"}
 
 
 def _plain(value: Any) -> Any:

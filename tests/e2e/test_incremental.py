@@ -40,7 +40,7 @@ pytestmark = pytest.mark.slow
 R1, R2, R3 = "2024-01-01", "2024-02-01", "2024-03-01"
 # Metrics that say how a version was made rather than what it holds.
 HOW = {"input_files", "from_diff"}
-LEAKAGE_HOW = {"paper_keys"}
+LEAKAGE_HOW = {"paper_keys", "paper_id_lines"}
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +151,16 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     assert f"no filter_leakage version of {R1} to carry paper keys over from" in caplog.text
     assert "holds other files than those the graph linked" in caplog.text
     assert leak.metrics["paper_keys"] == {"carried_from": None}
+    # the paper-ids lines: release 1's with the diff's paper-ids records applied, not the table parsed
+    applied = leak.metrics["paper_id_lines"]["from_diff"]
+    assert applied["base"]["snapshot"] == R1 and applied["steps"] == [[R1, R2]] and applied["merge_on_read"]
+    truth = json.loads((releases / R2 / "generator.json").read_text())["diff"]["diffs"]["datasets"]["paper-ids"]
+    assert applied["keys_named"] == truth["added"] + truth["changed"] + truth["deleted"] > 0
+    assert (
+        leak.tables["paper_id_lines"]["rows"]
+        == truth_rows(releases, R2)
+        == full[R2][1].tables["paper_id_lines"]["rows"]
+    )
     assert_same_leakage(leak, full[R2][1])
 
     # run again: the same version, skipped (idempotent); nothing rebuilt
@@ -173,6 +183,12 @@ def assert_same_leakage(got, want):
         k: v for k, v in want.metrics.items() if k not in LEAKAGE_HOW
     }
     assert want.metrics["paper_keys"] == {"carried_from": None}
+    assert want.metrics["paper_id_lines"]["from_diff"] is None  # the oracle parsed its paper-ids table
+
+
+def truth_rows(releases, release) -> int:
+    """The generator's count of a release's paper-ids lines."""
+    return json.loads((releases / release / "generator.json").read_text())["counts"]["paper_ids_rows"]
 
 
 def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tmp_path):
@@ -205,6 +221,12 @@ def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tm
         keys = leak.tables["paper_keys"]
         assert 0 < leak.metrics["paper_keys"]["papers_keyed"] < keys["rows"]  # the papers the diff wrote
         assert keys["deleted_rows"] > before.tables["paper_keys"].get("deleted_rows", 0)
+        # the paper-ids lines of the release before, its diff applied (release 3: onto release 2's merged lines)
+        applied = leak.metrics["paper_id_lines"]["from_diff"]
+        assert applied["base"] == {"snapshot": before.snapshot, "version": before.version}
+        lines = leak.tables["paper_id_lines"]
+        assert lines["deleted_rows"] > before.tables["paper_id_lines"].get("deleted_rows", 0)
+    assert first.metrics["paper_id_lines"]["from_diff"] is None  # release 1 has no diff
     assert_same_leakage(second, full[R2][1])
     assert_same_leakage(third, full[R3][1])
 
@@ -257,6 +279,47 @@ def test_dirt_in_a_diff_is_quarantined_and_counted(releases, full, built_r1, tmp
         ("citation", "malformed_json", "deletes_0.jsonl.gz"),
         ("abstract", "missing_id", "updates_0.jsonl.gz"),
     }
+
+
+def test_paper_ids_dirt_in_a_diff_is_counted_and_a_missing_base_parses_the_table(
+    releases, full, built_r1, tmp_path, caplog
+):
+    """filter_leakage applies the paper-ids diff only onto a filter_leakage version of its start release (else
+    it parses the table, saying why); a diff's update line that is no JSON object becomes a line of the table,
+    counted by reason; a delete line without a sha removes nothing and is counted; past
+    `build_graph.max_deleted_share` every line is written again."""
+    root = tmp_path / "releases"
+    shutil.copytree(releases / R1, root / R1)
+    shutil.copytree(releases / R2, root / R2)
+    step = root / R2 / "diffs" / R1 / "to" / R2 / f"{R1}__{R2}"
+    _rewrite_gz(step / "paper-ids" / "updates_0.jsonl.gz", b"{not json\n")
+    _rewrite_gz(step / "paper-ids" / "deletes_0.jsonl.gz", b'[1]\n{"corpusid": 5}\n')
+    artifacts, _ = root_with_r1(built_r1, tmp_path)
+    with caplog.at_level(logging.INFO, logger="citeflow"):
+        parsed = filter_leakage.run(cfg(root, R2, artifacts))
+    assert "holds no filter_leakage version with its paper-ids lines; parsing the paper-ids table" in caplog.text
+    assert parsed.metrics["paper_id_lines"]["from_diff"] is None
+    for table in parsed.tables:  # the release copied elsewhere: its paths in the metrics differ, not its rows
+        assert table_digest(parsed.table_path(table)) == table_digest(full[R2][1].table_path(table)), table
+    assert parsed.metrics["paper_ids"] == full[R2][1].metrics["paper_ids"]
+
+    first = filter_leakage.run(cfg(root, R1, artifacts))
+    for overrides in ((), ("build_graph.max_deleted_share=0",)):
+        applied = filter_leakage.run(cfg(root, R2, artifacts, *overrides))
+        entry = applied.metrics["paper_id_lines"]["from_diff"]
+        assert entry["base"] == {"snapshot": R1, "version": first.version} and applied.version != parsed.version
+        assert entry["unusable_deletes"] == {"malformed_json": 1, "no_sha_or_corpus_id": 1} and entry[
+            "merge_on_read"
+        ] is not bool(overrides)
+        want = dict(parsed.metrics["paper_ids"])
+        want["lines"] += 1
+        want["unusable"] = {**want["unusable"], "malformed_json": want["unusable"].get("malformed_json", 0) + 1}
+        assert applied.metrics["paper_ids"] == want
+        assert applied.tables["paper_id_lines"]["rows"] == parsed.tables["paper_id_lines"]["rows"] + 1
+        assert ("deleted_rows" in applied.tables["paper_id_lines"]) is not bool(overrides)
+        for table in ("benchmark_ids", "leakage_report", "papers", "citations"):
+            assert table_digest(applied.table_path(table)) == table_digest(parsed.table_path(table)), table
+        shutil.rmtree(applied.path)  # the next run builds the same version the other way
 
 
 PBG = [

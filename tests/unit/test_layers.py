@@ -78,7 +78,8 @@ def test_nothing_reads_the_newest_version():
     """Versions are named by content, never chosen by age: only export-model, build_graph's diff finder and
     embed_graph's warm start (which match by settings and lineage and refuse to choose between several),
     filter_leakage's carried paper keys (which match by lineage: every version on one graph holds the same
-    keys, and a carried table must hold one row per paper) and the store itself (its listing for `citeflow
+    keys, and a carried table must hold one row per paper), its paper-ids diff (which matches by the lines'
+    source and refuses to choose between several) and the store itself (its listing for `citeflow
     artifacts` and `verify`) list versions, and nothing indexes a listing from its end or walks up from a
     version folder to a file outside versions."""
     listing, by_age = set(), []
@@ -94,6 +95,7 @@ def test_nothing_reads_the_newest_version():
         "jobs/build_graph.py",
         "jobs/cli/export_model.py",
         "jobs/filter_leakage.py",
+        "jobs/paper_ids_diff.py",
         "models/pbg_warm.py",
     }
     assert by_age == []

@@ -143,6 +143,26 @@ def test_a_stage_tasks_xcom_and_asset_event_carry_no_secret(connection, params, 
             "build_graph: built version 0123456789abcdef with the paper keys of version cccc of snapshot r1 carried "
             "over (40 papers keyed) at",
         ),
+        (
+            {
+                "metrics": {
+                    "paper_keys": {"carried_from": {"snapshot": "r1", "version": "cccc"}, "papers_keyed": 40},
+                    "paper_id_lines": {
+                        "source": "x",
+                        "from_diff": {"base": {"snapshot": "r1", "version": "dddd"}, "start": "r1", "end": "s1"},
+                    },
+                }
+            },
+            "from_diff",
+            "build_graph: built version 0123456789abcdef with the paper-ids diff r1 -> s1 applied onto the lines of "
+            "version dddd of snapshot r1 and the paper keys of version cccc of snapshot r1 carried over (40 papers "
+            "keyed) at",
+        ),
+        (
+            {"metrics": {"paper_keys": {"carried_from": None}, "paper_id_lines": {"source": "x", "from_diff": None}}},
+            "full",
+            "built version 0123456789abcdef in full at",
+        ),
         ({"metrics": {"paper_keys": {"carried_from": None}}}, "full", "built version 0123456789abcdef in full at"),
         (
             {"reused_from": {"snapshot": "r0", "path": "/a/r0", "bytes": 1}},

@@ -252,8 +252,23 @@ def test_the_sha_lookup_finds_what_the_pairs_find_and_counts_every_line(spark, t
     parsed = R.parse_lines(spark.read.text(str(path)), L.PAPER_IDS_SCHEMA)
     ids = spark.createDataFrame([(SHA_A,), (SHA_B + " ",), (SHA_C,), (SHA_F.upper(),), ("12",), ("nope",)], "id string")
     shas = spark.createDataFrame(sha_candidates(pa.table({"id": [r["id"] for r in ids.collect()]})))
-    lookup = L.sha_lookup(parsed, shas).localCheckpoint()
-    assert lookup._jdf.queryExecution().executedPlan().toString().count("from_json") <= 1
+    stored = L.paper_id_lines(parsed)
+    assert stored._jdf.queryExecution().executedPlan().toString().count("from_json") == 1
+    # every line's key is its sha as written (what a diff names), whatever else the line holds; none without JSON
+    assert [r["key"] for r in stored.collect()] == [
+        f"{SHA_A.upper()} ",
+        SHA_A,
+        SHA_B,
+        SHA_E,
+        "short",
+        SHA_C,
+        SHA_D,
+        None,
+        None,
+        None,
+        SHA_F,
+    ]
+    lookup = L.sha_lookup(stored.localCheckpoint(), shas).localCheckpoint()
     table = lookup.toArrow()
 
     first = first_steps(pa.table({"id": [r["id"] for r in ids.collect()]}), looked_up_shas(table))
