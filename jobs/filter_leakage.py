@@ -8,15 +8,12 @@ Writes `ARTIFACTS/<snapshot>/filter_leakage/<version>/`:
   in_snapshot, unmapped_reason: one row per (id, task, split).
 - `leakage_report`: per task and split (and all/all) the total ids, how many
   each method mapped, how many stayed unmapped, how many are in the snapshot.
-- `papers`, `citations`, `degrees`: the graph without benchmark papers and every
-  edge that touches one (mode exclude) or unchanged (mode report_only); the
-  degrees those of the kept citations. Each is a merge-on-read table
-  (citeflow/tables.py): the graph's own data files, hard-linked, less the
-  benchmark's papers, their edges and their degree rows, which its deletion
-  file names (with those the graph's own names), plus a file of the degrees
-  that changed (the removed edges' other ends, `spark.incremental.changed_degrees`):
-  no paper, edge or unchanged degree row is written again (issue 19, 21). Read
-  them through `citeflow.tables` or `spark.readers`.
+- `papers`, `citations`, `degrees`: the graph without benchmark papers (mode
+  exclude) or unchanged (mode report_only); degrees counted again on the kept
+  citations. `papers` is a merge-on-read table (citeflow/tables.py): the graph's
+  own data files, hard-linked, less the benchmark's rows, which its deletion
+  file names (with those the graph's own names): no paper's text is written
+  again (issue 19). Read it through `citeflow.tables` or `spark.readers`.
 - `paper_keys`: corpus_id and the keys the mapping compares (`_key_doi`, `_key_pubmed_id`, `_key_arxiv_id`:
   lower-cased and trimmed; `_folded`: the title's fold) of every paper of the graph, so that the next
   release's filter_leakage, on a graph built from a diff, keys only the papers the diff wrote (a
@@ -139,7 +136,6 @@ def build(
     from citeflow.leakage import METHODS, distinct_ids, first_steps, looked_up_shas, paper_ids_counts, sha_candidates
     from citeflow.snapshot import discover_jsonl
     from evaluation.benchmark_ids import Collecting, collect
-    from spark import incremental as I
     from spark import leakage as L
     from spark import output as O
     from spark import readers as R
@@ -250,37 +246,31 @@ def build(
     # which needs only `mapped` (issue 21: 1.3 s of driver work that had both cores idle).
     with ThreadPoolExecutor(1, thread_name_prefix="citeflow-report") as pool:
         side = pool.submit(_benchmark_side, store, path, bench_table, mapped_table)
-        # The graph's tables less the benchmark's papers, every edge touching one, and their degrees: each a
-        # merge-on-read table over the graph's files (their rows named in its deletion file), so that neither
-        # a paper nor an edge is written again; only the degrees of the removed edges' other ends are.
-        tables: dict[str, tuple] = {t: (None, None) for t in ("papers", "citations", "degrees")}
+        citations = read_upstream("citations")
+        gone = None
         if cfg.mode == "exclude":
             excluded = mapped.where(F.col("in_snapshot")).select("corpus_id")
-            graph = lambda table: R.read_stored(  # noqa: E731
-                spark, store, upstream.table_path(table), config.spark.broadcast_rows, with_position=True
+            # the papers' ids and places only: the kept papers are the graph's own rows, not written again
+            positions = R.read_stored(
+                spark, store, upstream.table_path("papers"), config.spark.broadcast_rows, with_position=True
+            ).select("corpus_id", *R.POSITION)
+            _, kept_edges, gone = L.remove_papers(
+                positions, citations, excluded, broadcast=in_snapshot <= config.spark.broadcast_rows
             )
-            papers_gone, edges_gone = L.removed_rows(
-                graph("papers").select("corpus_id", *R.POSITION),
-                graph("citations"),
-                excluded,
-                broadcast=in_snapshot <= config.spark.broadcast_rows,
-            )
-            edges_gone = materialize(edges_gone, "edges_gone")  # read by the citations and the degrees
-            tables["papers"] = (None, papers_gone.select(*R.POSITION))
-            tables["citations"] = (None, edges_gone.select(*R.POSITION))
-            none = lambda schema: spark.createDataFrame([], schema)  # noqa: E731
-            tables["degrees"] = I.changed_degrees(
-                graph("degrees"),
-                none("citing long, cited long"),
-                edges_gone.select("citing", "cited"),
-                papers_gone.select("corpus_id"),
-                none("corpus_id long"),
-                materialize=materialize,
-            )
+        else:
+            kept_edges = citations
         try:
-            for table, (rows, gone) in tables.items():
-                source, target = upstream.table_path(table), posixpath.join(path, table)
-                O.write_merge_on_read(spark, store, source, target, gone, rows)
+            O.write_merge_on_read(spark, store, upstream.table_path("papers"), posixpath.join(path, "papers"), gone)
+            O.write_graph(
+                spark,
+                store,
+                path,
+                None,
+                kept_edges,
+                config.build_graph.output_files,
+                config.spark.broadcast_rows,
+                upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows,
+            )
         finally:
             report = side.result()  # its error, if any, before Spark's
     overall = next(r for r in report if r["task"] == "all")

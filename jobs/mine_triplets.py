@@ -374,12 +374,13 @@ def _vectors(store: ArtifactStore, embeddings: str, pool):
 def _citation_index(store: ArtifactStore, citations: str, pool):
     """Citations among pool papers, as CSR over pool positions."""
     import numpy as np
+    import pyarrow.dataset as ds
 
     from models.specter_sampling import CitationIndex
 
     src, dst = [], []
-    # a deletion file applied: filter_leakage's `citations` is a merge-on-read table (citeflow/tables.py)
-    for batch in tables.batches(store.fs, citations, ["citing", "cited"], 1 << 20):
+    dataset = ds.dataset(citations, format="parquet", filesystem=store.fs)
+    for batch in dataset.to_batches(columns=["citing", "cited"], batch_size=1 << 20):
         citing, cited = batch.column("citing").to_numpy(), batch.column("cited").to_numpy()
         a = np.minimum(np.searchsorted(pool, citing), len(pool) - 1)
         b = np.minimum(np.searchsorted(pool, cited), len(pool) - 1)

@@ -31,13 +31,9 @@ import json
 import logging
 from typing import Any
 
-import pyarrow.fs as pafs
-
 from citeflow import diffs as D
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig
-from citeflow.errors import CiteflowError
-from citeflow.snapshot import filesystem
 
 TABLE = "paper_id_lines"
 log = logging.getLogger("citeflow")
@@ -51,9 +47,6 @@ def find(config: RunConfig, store: ArtifactStore, stage: str, stage_version: int
     version is never chosen by age)."""
     if not config.paper_ids:
         return None
-    fs, root = filesystem(config.paper_ids)
-    if fs.get_file_info(root).type == pafs.FileType.NotFound:  # not read on a diff, but named by the user
-        raise CiteflowError(f"paper_ids path {config.paper_ids!r} does not exist")
     folder = D.release_diffs(config.build_graph.diffs, config.paper_ids, "build_graph.diffs")
     if folder is None:
         return None
@@ -111,6 +104,7 @@ def write(
     from pyspark.sql import functions as F
 
     from citeflow import tables as T
+    from citeflow.snapshot import filesystem
     from spark import incremental as I
     from spark import leakage as L
     from spark import output as O

@@ -270,25 +270,23 @@ def map_ids(
     )
 
 
-def removed_rows(
+def remove_papers(
     papers: DataFrame, citations: DataFrame, excluded: DataFrame, *, broadcast: bool = False
-) -> tuple[DataFrame, DataFrame]:
-    """(the rows of `papers` whose `corpus_id` is in `excluded`, the rows of `citations` with an end in it, each
-    edge once), with whatever columns the tables have: a stage that keeps the graph's files names the removed
-    rows by their positions (`readers.POSITION`). The graph without them holds no excluded paper and no edge
-    that touches one.
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(kept papers, kept citations, removed papers): the graph without any paper in `excluded` (a `corpus_id`
+    column), and the rows of `papers` it took out (with whatever columns `papers` has: a stage that keeps the
+    papers' files names the removed rows by their positions).
 
     `broadcast` ships `excluded` (a benchmark's papers: small) to the graph instead of shuffling the graph.
     """
     ex = excluded.select("corpus_id").distinct()
     small = F.broadcast if broadcast else (lambda df: df)
+    kept_papers = papers.join(small(ex), "corpus_id", "left_anti")
     removed_papers = papers.join(small(ex), "corpus_id", "left_semi")
-    end = lambda name, flag: small(ex.select(F.col("corpus_id").alias(name), F.lit(True).alias(flag)))  # noqa: E731
-    flagged = citations.join(end("citing", "_gone_citing"), "citing", "left").join(
-        end("cited", "_gone_cited"), "cited", "left"
+    kept = citations.join(small(ex.withColumnRenamed("corpus_id", "citing")), "citing", "left_anti").join(
+        small(ex.withColumnRenamed("corpus_id", "cited")), "cited", "left_anti"
     )
-    touching = flagged.where(F.col("_gone_citing").isNotNull() | F.col("_gone_cited").isNotNull())
-    return removed_papers, touching.select(*citations.columns)
+    return kept_papers, kept.select("citing", "cited"), removed_papers
 
 
 def folded_other_titles(papers: DataFrame, materialize: Callable[[DataFrame, str], DataFrame]) -> DataFrame | None:

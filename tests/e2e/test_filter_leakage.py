@@ -60,7 +60,7 @@ def test_filtered_graph_holds_no_benchmark_paper(excluded):
     snap, truth, _, m = excluded
     mapped = {r["corpus_id"] for r in map(json.loads, open(snap / "scidocs_truth.jsonl")) if r["corpus_id"]}
     papers = read_table(LOCAL, m.table_path("papers"))  # its deletion file applied
-    cites = read_table(LOCAL, m.table_path("citations"))  # its deletion file applied
+    cites = pq.read_table(m.table_path("citations"))
     assert not mapped & set(papers["corpus_id"].to_pylist())
     assert not mapped & (set(cites["citing"].to_pylist()) | set(cites["cited"].to_pylist()))
     # removed counts recomputed from the unfiltered graph
@@ -76,16 +76,8 @@ def test_filtered_graph_holds_no_benchmark_paper(excluded):
         f.name: f.stat().st_ino for f in Path(graph).glob("*.parquet")
     }
     assert pq.read_table(m.table_path("papers")).num_rows == papers.num_rows + len(mapped)  # a plain reader: all
-    # the edges and degrees too: the graph's files linked, the removed edges and the removed papers' degrees named
-    # in the deletion files, the changed degrees (the removed edges' other ends) in a file of their own
-    for table in ("citations", "degrees"):
-        own = {f.name: f.stat().st_ino for f in Path(upstream["path"], table).glob("*.parquet")}
-        linked = {f.name: f.stat().st_ino for f in Path(m.table_path(table)).glob("*.parquet")}
-        assert own and {n: linked.get(n) for n in own} == own, table
-    assert m.tables["citations"]["deleted_rows"] == touching and len(linked) > len(own)
-    assert pq.read_table(m.table_path("citations")).num_rows == cites.num_rows + touching
     # degrees are those of the filtered graph, one row per kept paper
-    degrees = read_table(LOCAL, m.table_path("degrees")).to_pydict()
+    degrees = pq.read_table(m.table_path("degrees")).to_pydict()
     assert sorted(degrees["corpus_id"]) == sorted(papers["corpus_id"].to_pylist())
     counted_out, counted_in = {}, {}
     for a, b in zip(cites["citing"].to_pylist(), cites["cited"].to_pylist(), strict=True):

@@ -128,7 +128,7 @@ def test_specter_follows_the_citations(mined):
     _, cfg, _, specter = mined
     t = pq.read_table(specter.table_path("triplets")).to_pydict()
     leak = next(i for i in specter.inputs if i["stage"] == "filter_leakage")
-    cites = read_table(pafs.LocalFileSystem(), leak["path"] + "/citations").to_pydict()
+    cites = pq.read_table(leak["path"] + "/citations").to_pydict()
     cited = set(zip(cites["citing"], cites["cited"], strict=True))
     papers = read_table(
         pafs.LocalFileSystem(), leak["path"] + "/papers", ["corpus_id", "title", "abstract"]
