@@ -246,11 +246,17 @@ def _rewrite_gz(path, extra: bytes):
     path.write_bytes(gzip.compress(data))
 
 
-def test_dirt_in_a_diff_is_quarantined_and_counted(releases, full, built_r1, tmp_path):
+def copied_releases(releases, tmp_path):
+    """Releases 1 and 2 copied under `tmp_path` (a test's own to make dirty); the copy's root and the folder
+    of release 2's diff step."""
     root = tmp_path / "releases"
     shutil.copytree(releases / R1, root / R1)
     shutil.copytree(releases / R2, root / R2)
-    step = root / R2 / "diffs" / R1 / "to" / R2 / f"{R1}__{R2}"
+    return root, root / R2 / "diffs" / R1 / "to" / R2 / f"{R1}__{R2}"
+
+
+def test_dirt_in_a_diff_is_quarantined_and_counted(releases, full, built_r1, tmp_path):
+    root, step = copied_releases(releases, tmp_path)
     _rewrite_gz(step / "papers" / "updates_0.jsonl.gz", b'{"corpusid": "12x", "title": "bad id"}\n{not json\n')
     _rewrite_gz(step / "citations" / "deletes_0.jsonl.gz", b"[1, 2]\n")
     _rewrite_gz(step / "abstracts" / "updates_0.jsonl.gz", b'{"corpusid": "", "abstract": "no id"}\n')
@@ -288,10 +294,7 @@ def test_paper_ids_dirt_in_a_diff_is_counted_and_a_missing_base_parses_the_table
     it parses the table, saying why); a diff's update line that is no JSON object becomes a line of the table,
     counted by reason; a delete line without a sha removes nothing and is counted; past
     `build_graph.max_deleted_share` every line is written again."""
-    root = tmp_path / "releases"
-    shutil.copytree(releases / R1, root / R1)
-    shutil.copytree(releases / R2, root / R2)
-    step = root / R2 / "diffs" / R1 / "to" / R2 / f"{R1}__{R2}"
+    root, step = copied_releases(releases, tmp_path)
     _rewrite_gz(step / "paper-ids" / "updates_0.jsonl.gz", b"{not json\n")
     _rewrite_gz(step / "paper-ids" / "deletes_0.jsonl.gz", b'[1]\n{"corpusid": 5}\n')
     artifacts, _ = root_with_r1(built_r1, tmp_path)
