@@ -31,9 +31,13 @@ import json
 import logging
 from typing import Any
 
+import pyarrow.fs as pafs
+
 from citeflow import diffs as D
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig
+from citeflow.errors import CiteflowError
+from citeflow.snapshot import filesystem
 
 TABLE = "paper_id_lines"
 log = logging.getLogger("citeflow")
@@ -47,6 +51,9 @@ def find(config: RunConfig, store: ArtifactStore, stage: str, stage_version: int
     version is never chosen by age)."""
     if not config.paper_ids:
         return None
+    fs, root = filesystem(config.paper_ids)
+    if fs.get_file_info(root).type == pafs.FileType.NotFound:  # not read from a diff, but named by the user
+        raise CiteflowError(f"paper_ids path {config.paper_ids!r} does not exist")
     folder = D.release_diffs(config.build_graph.diffs, config.paper_ids, "build_graph.diffs")
     if folder is None:
         return None
@@ -104,7 +111,6 @@ def write(
     from pyspark.sql import functions as F
 
     from citeflow import tables as T
-    from citeflow.snapshot import filesystem
     from spark import incremental as I
     from spark import leakage as L
     from spark import output as O
@@ -151,10 +157,10 @@ def write(
         ).parquet(store.engine_uri(target))
     counts = {
         r["kind"]: r
-        for r in updates.select(F.lit("updates").alias("kind"), "reason", "key")
-        .unionByName(deletes.select(F.lit("deletes").alias("kind"), "reason", "key"))
+        for r in updates.select(F.lit("updates").alias("kind"))
+        .unionByName(deletes.select(F.lit("deletes").alias("kind")))
         .groupBy("kind")
-        .agg(F.count("*").alias("lines"), F.count_if(F.col("key").isNull()).alias("keyless"))
+        .agg(F.count("*").alias("lines"))
         .collect()
     }
     unusable = {

@@ -81,3 +81,25 @@ def test_a_manifest_must_name_its_own_place_and_every_dataset_the_same_steps(tmp
     (tmp_path / "c" / "r1" / "to" / "r2").mkdir(parents=True)
     with pytest.raises(CiteflowError, match="no papers.json"):
         D.read_diff(tmp_path / "c", "r1", "r2")
+
+
+def test_a_missing_paper_ids_folder_is_one_line_even_beside_a_diffs_folder(tmp_path):
+    """filter_leakage's paper-ids diff finder reads no paper-ids line on a diff, but the folder the user named
+    must exist (jobs/paper_ids_diff.py `find`); the diffs folder beside it is the release's."""
+    from citeflow.artifacts import ArtifactStore
+    from citeflow.config import RunConfig
+    from jobs import paper_ids_diff as P
+
+    (tmp_path / "r2" / "diffs").mkdir(parents=True)
+    config = RunConfig(
+        snapshot="r2",
+        corpus=str(tmp_path / "r2" / "corpus"),
+        paper_ids=str(tmp_path / "r2" / "paper-ids"),
+        artifacts=str(tmp_path / "a"),
+    )
+    with pytest.raises(CiteflowError, match=r"paper_ids path .*paper-ids' does not exist"):
+        P.find(config, ArtifactStore(str(tmp_path / "a")), "filter_leakage", 4)
+    (tmp_path / "r2" / "paper-ids").mkdir()
+    assert P.find(config, ArtifactStore(str(tmp_path / "a")), "filter_leakage", 4) is None  # no diff to r2
+    assert D.release_diffs("auto", str(tmp_path / "r2" / "paper-ids"), "build_graph.diffs") == tmp_path / "r2" / "diffs"
+    assert D.release_diffs("off", str(tmp_path / "r2" / "paper-ids"), "build_graph.diffs") is None
