@@ -39,7 +39,6 @@ from typing import Any
 from citeflow import diffs as D
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig
-from citeflow.snapshot import filesystem
 
 STAGE = "build_graph"
 # the tables a version built from a diff links from its base (merge-on-read); the histogram is written anew
@@ -60,7 +59,6 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
-    fs, _ = filesystem(diff.folder)
     schemas = {
         "papers": R.S2AG_PAPERS_SCHEMA,
         "abstracts": R.S2AG_ABSTRACTS_SCHEMA,
@@ -69,22 +67,11 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     lines_read = {d: {"updates": 0, "deletes": 0} for d in D.DATASETS}
 
     def lines_of(dataset: str, kind: str, transform):
-        """The steps' lines of one dataset (its update or delete files), parsed, through `transform`, with
-        `_step` (the step's index); an empty frame of the same columns when no step has such files."""
-        frames = []
-        for i, step in enumerate(diff.steps):
-            files = (step.update_files if kind == "updates" else step.delete_files).get(dataset, [])
-            if files:
-                sizes = [fs.get_file_info(f).size for f in files]
-                lines = R.read_lines(spark, ["file://" + f for f in files], sizes)
-                lines_read[dataset][kind] += len(files)
-            else:
-                lines = spark.createDataFrame([], "value string, source string")
-            frames.append(transform(R.parse_lines(lines, schemas[dataset])).withColumn("_step", F.lit(i)))
-        frame = frames[0]
-        for other in frames[1:]:
-            frame = frame.unionByName(other)
-        return frame
+        """`readers.diff_lines` of one dataset, its files counted for the manifest's `input_files`."""
+        lines_read[dataset][kind] += sum(
+            len((s.update_files if kind == "updates" else s.delete_files).get(dataset, [])) for s in diff.steps
+        )
+        return R.diff_lines(spark, diff, dataset, kind, schemas[dataset], transform)
 
     def stage(frame, name: str):
         return O.stage(spark, frame, store.engine_uri(posixpath.join(path, "_staging", name)))

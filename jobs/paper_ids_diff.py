@@ -116,23 +116,8 @@ def write(
     from spark import output as O
     from spark import readers as R
 
-    fs, _ = filesystem(diff.folder)
-
     def lines_of(kind: str):
-        frames = []
-        for i, step in enumerate(diff.steps):
-            files = (step.update_files if kind == "updates" else step.delete_files).get(D.PAPER_IDS, [])
-            if files:
-                sizes = [fs.get_file_info(f).size for f in files]
-                lines = R.read_lines(spark, ["file://" + f for f in files], sizes)
-            else:
-                lines = spark.createDataFrame([], "value string, source string")
-            parsed = L.paper_id_lines(R.parse_lines(lines, L.PAPER_IDS_SCHEMA))
-            frames.append(parsed.withColumn("_step", F.lit(i)))
-        frame = frames[0]
-        for other in frames[1:]:
-            frame = frame.unionByName(other)
-        return frame
+        return R.diff_lines(spark, diff, D.PAPER_IDS, kind, L.PAPER_IDS_SCHEMA, L.paper_id_lines)
 
     updates = materialize(lines_of("updates"), "paper_id_updates")
     deletes = materialize(lines_of("deletes"), "paper_id_deletes")

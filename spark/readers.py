@@ -208,6 +208,27 @@ def read_lines(spark, files: list[str], sizes: list[int]) -> DataFrame:
     return with_source(spark.read.text(files))
 
 
+def diff_lines(spark, diff, dataset: str, kind: str, schema, transform=lambda parsed: parsed) -> DataFrame:
+    """The lines of one dataset's `kind` files ("updates" or "deletes") over a release diff's steps
+    (`citeflow.diffs.Diff`), parsed (`parse_lines` with `schema`), through `transform`, with `_step` (the step's
+    index); an empty frame of the same columns for a step without such files. Each gzip file in its own task."""
+    import pyarrow.fs as pafs
+
+    fs = pafs.LocalFileSystem()  # diffs are local folders (citeflow.diffs.release_diffs)
+    frames = []
+    for i, step in enumerate(diff.steps):
+        files = (step.update_files if kind == "updates" else step.delete_files).get(dataset, [])
+        if files:
+            lines = read_lines(spark, ["file://" + f for f in files], [fs.get_file_info(f).size for f in files])
+        else:
+            lines = spark.createDataFrame([], "value string, source string")
+        frames.append(transform(parse_lines(lines, schema)).withColumn("_step", F.lit(i)))
+    frame = frames[0]
+    for other in frames[1:]:
+        frame = frame.unionByName(other)
+    return frame
+
+
 def _task_size_is_ours(spark) -> bool:
     """Whether the session's `maxPartitionBytes` is Spark's default or a value citeflow set (not the user's)."""
     current = spark.conf.get(MAX_TASK_BYTES, None)
