@@ -28,18 +28,57 @@ FIXTURE_GROUPS = {
 }
 
 
+# What the longest scopes (a group or a file) took under `make test`, whole seconds of one worker's time
+# (2026-11-28, `--durations=0` summed per scope, 2 workers, load about 4): they are handed out first, the
+# longest first, and the many short files fill in behind them. xdist's own order (the most tests first) had
+# left one worker on a long file while the other waited, some 90 s of a 20-minute run. A scope not listed
+# keeps its place after these; `tests/unit/test_suite_groups.py` checks that every one listed exists.
+SCOPE_SECONDS = {
+    "airflow": 520,
+    "topics": 335,
+    "tests/e2e/test_incremental.py": 316,
+    "world": 137,
+    "tests/e2e/test_pbg_distributed.py": 136,
+    "tests/e2e/test_spark_cluster.py": 132,
+    "tests/unit/test_encoder.py": 90,
+    "tests/unit/test_reference_fixture.py": 69,
+    "tests/e2e/test_build_graph.py": 51,
+    "tests/unit/spark/test_graph.py": 49,
+    "tests/unit/spark/test_leakage.py": 48,
+    "tests/unit/spark/test_class_archive.py": 42,
+    "tests/e2e/test_filter_leakage.py": 38,
+    "tests/e2e/test_embed_graph.py": 37,
+    "tests/unit/test_pbg_train.py": 30,
+}
+
+
+def scope_of(nodeid: str) -> str:
+    """The scope a test is scheduled in: its file, or the FIXTURE_GROUPS group its file is in."""
+    path = nodeid.split("::", 1)[0]
+    return FIXTURE_GROUPS.get(path, path)
+
+
+def pytest_collection_modifyitems(config, items):
+    """In an xdist worker (whose collection the scheduler hands out), the longest scopes first (`SCOPE_SECONDS`),
+    each scope's tests in their order."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: -SCOPE_SECONDS.get(scope_of(item.nodeid), 0))
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """pytest-xdist's loadfile, with each of FIXTURE_GROUPS' groups as one file. (xdist's own `xdist_group`
-    mark needs `--dist loadgroup`, whose renaming of test ids pytest 9 ignores.)"""
+    """pytest-xdist's loadfile, with each of FIXTURE_GROUPS' groups as one file, handed out in collection order
+    (`pytest_collection_modifyitems`: the longest first). (xdist's own `xdist_group` mark needs `--dist
+    loadgroup`, whose renaming of test ids pytest 9 ignores.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False  # xdist would put the scopes with the most tests first
+
     class LoadFileGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return FIXTURE_GROUPS.get(path, path)
+            return scope_of(nodeid)
 
     return LoadFileGroups(config, log)
 

@@ -31,3 +31,10 @@ def test_every_user_of_a_shared_fixture_is_in_its_group():
 
 def test_every_listed_file_exists():
     assert all((REPO / path).is_file() for path in FIXTURE_GROUPS)
+
+
+def test_every_timed_scope_exists():
+    from tests.conftest import SCOPE_SECONDS
+
+    groups = set(FIXTURE_GROUPS.values())
+    assert all(scope in groups or (REPO / scope).is_file() for scope in SCOPE_SECONDS)
