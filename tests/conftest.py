@@ -30,9 +30,10 @@ FIXTURE_GROUPS = {
 
 # What the longest scopes (a group or a file) took under `make test`, whole seconds of one worker's time
 # (2026-11-28, `--durations=0` summed per scope, 2 workers, load about 4): they are handed out first, the
-# longest first, and the many short files fill in behind them. xdist's own order (the most tests first) had
-# left one worker on a long file while the other waited, some 90 s of a 20-minute run. A scope not listed
-# keeps its place after these; `tests/unit/test_suite_groups.py` checks that every one listed exists.
+# longest first, and the many short files fill in behind them: xdist's own order (the most tests first) can
+# start a long file last, with one worker on it while the other has nothing left. The suite is bound by the
+# cores (README, Development), so the order only shortens its tail. A scope not listed keeps its place after
+# these; `tests/unit/test_suite_groups.py` checks that every one listed exists.
 SCOPE_SECONDS = {
     "airflow": 520,
     "topics": 335,
