@@ -61,6 +61,10 @@ class Step:
     update_files: dict[str, list[str]]
     delete_files: dict[str, list[str]]
 
+    def files_of(self, kind: str, dataset: str) -> list[str]:
+        """The step's `kind` files ("updates" or "deletes") of one dataset (none: an empty list)."""
+        return (self.update_files if kind == "updates" else self.delete_files).get(dataset, [])
+
 
 @dataclass(frozen=True)
 class Diff:

@@ -68,9 +68,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
 
     def lines_of(dataset: str, kind: str, transform):
         """`readers.diff_lines` of one dataset, its files counted for the manifest's `input_files`."""
-        lines_read[dataset][kind] += sum(
-            len((s.update_files if kind == "updates" else s.delete_files).get(dataset, [])) for s in diff.steps
-        )
+        lines_read[dataset][kind] += sum(len(step.files_of(kind, dataset)) for step in diff.steps)
         return R.diff_lines(spark, diff, dataset, kind, schemas[dataset], transform)
 
     def stage(frame, name: str):

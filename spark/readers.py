@@ -217,7 +217,7 @@ def diff_lines(spark, diff, dataset: str, kind: str, schema, transform=lambda pa
     fs = pafs.LocalFileSystem()  # diffs are local folders (citeflow.diffs.release_diffs)
     frames = []
     for i, step in enumerate(diff.steps):
-        files = (step.update_files if kind == "updates" else step.delete_files).get(dataset, [])
+        files = step.files_of(kind, dataset)
         if files:
             lines = read_lines(spark, ["file://" + f for f in files], [fs.get_file_info(f).size for f in files])
         else:
