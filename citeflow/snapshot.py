@@ -170,12 +170,19 @@ def fingerprint(snapshot: Snapshot) -> dict[str, object]:
     }
 
 
-def fingerprint_path(kind: str, path: str) -> dict[str, object]:
-    """Lineage entry for any input folder or file (SciDocs, paper-ids, id lists)."""
+def existing(kind: str, path: str) -> tuple[pafs.FileSystem, str, pafs.FileInfo]:
+    """(filesystem, root, file info) of an input folder or file that the user named as `kind`; one line when
+    it does not exist."""
     fs, root = filesystem(path)
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.NotFound:
         raise CiteflowError(f"{kind} path {path!r} does not exist")
+    return fs, root, info
+
+
+def fingerprint_path(kind: str, path: str) -> dict[str, object]:
+    """Lineage entry for any input folder or file (SciDocs, paper-ids, id lists)."""
+    fs, root, info = existing(kind, path)
     if info.type == pafs.FileType.File:
         files = [info]
     else:

@@ -31,13 +31,10 @@ import json
 import logging
 from typing import Any
 
-import pyarrow.fs as pafs
-
 from citeflow import diffs as D
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig
-from citeflow.errors import CiteflowError
-from citeflow.snapshot import filesystem
+from citeflow.snapshot import existing
 
 TABLE = "paper_id_lines"
 log = logging.getLogger("citeflow")
@@ -51,9 +48,7 @@ def find(config: RunConfig, store: ArtifactStore, stage: str, stage_version: int
     version is never chosen by age)."""
     if not config.paper_ids:
         return None
-    fs, root = filesystem(config.paper_ids)
-    if fs.get_file_info(root).type == pafs.FileType.NotFound:  # not read from a diff, but named by the user
-        raise CiteflowError(f"paper_ids path {config.paper_ids!r} does not exist")
+    existing("paper_ids", config.paper_ids)  # not read from a diff, but named by the user
     folder = D.release_diffs(config.build_graph.diffs, config.paper_ids, "build_graph.diffs")
     if folder is None:
         return None
