@@ -169,3 +169,43 @@ def test_with_the_archive_in_place_what_other_jvms_wrote_meanwhile_is_deleted(tm
         (tmp_path / f"{name}.{pid}.tmp").write_bytes(b"written too")
     assert CA.plan("", "1g").options.startswith("-XX:SharedArchiveFile=")
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{name}.8.json", f"{name}.8.tmp", f"{name}.jsa"]
+
+
+def test_the_folder_keeps_the_archives_used_last(tmp_path, monkeypatch):
+    monkeypatch.setattr(CA, "cache_dir", lambda: tmp_path)
+    name = CA.archive_name(CA.java_binary(), CA.spark_home(), "", "1g", "")
+    now = time.time()
+
+    def archive(file: str, age_h: float, jvm: int | None = None) -> None:
+        (tmp_path / file).write_bytes(b"an archive")
+        os.utime(tmp_path / file, (now - age_h * 3600, now - age_h * 3600))
+        if jvm is not None:
+            (tmp_path / file).with_suffix(".json").write_text(json.dumps({"jvm_pid": jvm}))
+
+    archive(f"{name}.jsa", 10)  # this install's: used now, so kept however old its last use
+    archive("spark-other1.jsa", 1)
+    archive("spark-other2.jsa", 2)
+    archive("spark-other3.jsa", 3)  # the fourth used last: deleted
+    archive("spark-gone.11.tmp", 0.5, dead_pid())  # written by a JVM now gone, never checked: counts
+    archive("spark-running.12.tmp", 20, os.getpid())  # a running JVM's: left alone
+    archive("spark-x.13.tmp", 23, None)  # no note: its writer is gone too
+    (tmp_path / "spark-other1.failed").write_text("x\n")  # not an archive
+
+    assert CA.plan("", "1g").options.startswith("-XX:SharedArchiveFile=")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"{name}.jsa",
+        "spark-gone.11.json",
+        "spark-gone.11.tmp",
+        "spark-other1.failed",
+        "spark-other1.jsa",
+        "spark-running.12.json",
+        "spark-running.12.tmp",
+    ]
+    assert CA.MAX_ARCHIVES == 3
+
+    # a session that will write its own archive prunes the folder too
+    (tmp_path / f"{name}.jsa").unlink()
+    archive("spark-other4.jsa", 0.1)
+    assert CA.plan("", "1g").options.startswith("-XX:ArchiveClassesAtExit=")
+    kept = {p.name for p in tmp_path.iterdir() if p.suffix in (".jsa", ".tmp")}
+    assert kept == {"spark-other4.jsa", "spark-gone.11.tmp", "spark-other1.jsa", "spark-running.12.tmp"}
