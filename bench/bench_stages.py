@@ -12,9 +12,12 @@ and interleaved so that both engines see the same machine load:
    times filter_leakage alone, JVM start included),
 4. `bench/duckdb_stages.py filter_leakage` on citeflow's build_graph version.
 
-Each step is its own process; its peak memory is the highest sum of resident
-memory over the process and all its children (the Spark JVM included),
-sampled every 0.2 s. The one-minute load average is read before and after
+First, two untimed runs on a 1,000-paper snapshot write and check the Spark
+driver's class archive for these settings (`warm_up`). Each step is its own
+process, and the next starts only once every process it started has exited
+(`lingering_s`: the JVM outlives Python by about 2 s); its peak memory is the
+highest sum of resident memory over the process and all its children (the
+Spark JVM included), sampled every 0.2 s. The one-minute load average is read before and after
 each step. Per stage the report gives the median seconds of each engine, the
 ratio citeflow / DuckDB of the medians, both engines' peak memory, and
 whether their counts (papers, citations; benchmark ids mapped) agree.
@@ -42,33 +45,73 @@ import psutil
 
 HERE = Path(__file__).resolve().parent
 SEED = 5
+LINGER_TIMEOUT_S = 300.0
 
 
 def measure(cmd: list[str]) -> dict[str, float]:
-    """Run `cmd`; wall seconds, peak RSS (GiB) of its whole process tree, load average around it."""
+    """Run `cmd`; wall seconds, peak RSS (GiB) of its whole process tree, load average around it.
+
+    A process the command started may outlive it: the Spark driver's JVM shuts down for about 2 s after
+    Python exits, and 12-20 s, at more than one core, when it writes its class archive (spark/class_archive.py).
+    The next step is not started until every process of the tree has exited (`lingering_s`, outside
+    `seconds`), so that it never runs beside this one's leftovers."""
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     root = psutil.Process(proc.pid)
     peak = 0
+    seen: dict[int, psutil.Process] = {}
     while proc.poll() is None:
         try:
             tree = [root] + root.children(recursive=True)
+            seen.update((p.pid, p) for p in tree[1:])
             peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
         except psutil.Error:
             pass
         time.sleep(0.2)
     seconds = time.monotonic() - t0
     output = proc.stdout.read()
+    wait_for_exit(list(seen.values()))
+    lingering = time.monotonic() - t0 - seconds
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output[-4000:]}")
     return {
         "seconds": round(seconds, 1),
+        "lingering_s": round(lingering, 1),
         "peak_rss_gib": round(peak / 2**30, 2),
         "load_before": round(load_before, 2),
         "load_after": round(os.getloadavg()[0], 2),
         "output": output,
     }
+
+
+def wait_for_exit(procs: list[psutil.Process], timeout: float = LINGER_TIMEOUT_S) -> None:
+    """Wait until none of `procs` runs: exited, or a zombie (exited; only waiting for its new parent, init, to
+    collect it)."""
+
+    def running(p: psutil.Process) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    deadline = time.monotonic() + timeout
+    while any(running(p) for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def warm_up(snapshots: Path, work: Path, extra: list[str]) -> None:
+    """Two untimed `citeflow run --until build_graph` on a 1,000-paper snapshot (kept in `snapshots`), with the
+    `citeflow run` arguments `extra` that the timed runs take: the first run's JVM writes the class archive for
+    these Spark settings as it exits (that run starts about 5 s slower), the second has it checked, so no timed
+    run writes or checks one (spark/class_archive.py)."""
+    snap, _ = snapshot(snapshots, 1000, "s2orc")
+    for rep in range(2):
+        artifacts = work / f"warm-up-{rep}"
+        shutil.rmtree(artifacts, ignore_errors=True)
+        cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", "warm-up", "--artifacts", str(artifacts)]
+        measure([*cmd, "--corpus", str(snap / "corpus"), "--until", "build_graph", *extra])
+        shutil.rmtree(artifacts, ignore_errors=True)
 
 
 def snapshot(root: Path, n: int, fmt: str) -> tuple[Path, dict | None]:
@@ -136,6 +179,7 @@ def run_size(n: int, args, work: Path) -> dict:
                 summary[engine] = {
                     "median_s": round(statistics.median(m["seconds"] for m in measured), 1),
                     "seconds": [m["seconds"] for m in measured],
+                    "lingering_s": [m["lingering_s"] for m in measured],
                     "peak_rss_gib": max(m["peak_rss_gib"] for m in measured),
                     "peaks_gib": [m["peak_rss_gib"] for m in measured],
                     "load": round(statistics.mean(x for m in measured for x in (m["load_before"], m["load_after"])), 2),
@@ -178,6 +222,7 @@ def main() -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="citeflow-bench-"))
     rows = []
     try:
+        warm_up(Path(args.snapshots) if args.snapshots else work, work, shlex.split(args.citeflow_args))
         for n in args.sizes:
             rows.append(run_size(n, args, work))
             print(json.dumps(rows[-1]), flush=True)
