@@ -15,12 +15,13 @@ and interleaved so that both engines see the same machine load:
 First, two untimed runs on a 1,000-paper snapshot write and check the Spark
 driver's class archive for these settings (`warm_up`). Each step is its own
 process, and the next starts only once every process it started has exited
-(`lingering_s`: the JVM outlives Python by about 2 s); its peak memory is the
+(`lingering_s`: the JVM outlives Python by 0.4-2 s); its peak memory is the
 highest sum of resident memory over the process and all its children (the
-Spark JVM included), sampled every 0.2 s. The one-minute load average is read before and after
-each step. Per stage the report gives the median seconds of each engine, the
-ratio citeflow / DuckDB of the medians, both engines' peak memory, and
-whether their counts (papers, citations; benchmark ids mapped) agree.
+Spark JVM included), sampled every 0.2 s. The one-minute load average is read
+before and after each step. Per stage the report gives the median seconds of
+each engine, the ratio citeflow / DuckDB of the medians, both engines' peak
+memory, and whether their counts (papers, citations; benchmark ids mapped)
+agree.
 Results: OUT/stages.json and the Markdown table OUT/stages.md.
 
 `--no-duckdb` times citeflow alone; `--stages` picks stages.
@@ -51,8 +52,9 @@ LINGER_TIMEOUT_S = 300.0
 def measure(cmd: list[str]) -> dict[str, float]:
     """Run `cmd`; wall seconds, peak RSS (GiB) of its whole process tree, load average around it.
 
-    A process the command started may outlive it: the Spark driver's JVM shuts down for about 2 s after
-    Python exits, and 12-20 s, at more than one core, when it writes its class archive (spark/class_archive.py).
+    A process the command started may outlive it: the Spark driver's JVM shuts down for 0.4-2.3 s after
+    Python exits, and for about 12 s, at more than one core, when it writes its class archive
+    (spark/class_archive.py).
     The next step is not started until every process of the tree has exited (`lingering_s`, outside
     `seconds`), so that it never runs beside this one's leftovers."""
     load_before = os.getloadavg()[0]
