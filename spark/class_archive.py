@@ -53,7 +53,9 @@ SUFFIX = ".jsa"
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
 LEFTOVER_S = 86_400.0  # unpromoted files of this age are removed
 CHECK_TIMEOUT_S = 60.0
-MAX_ARCHIVES = 3  # archives kept, those used last (each about 200 MB)
+# archives kept, those used last (each about 200 MB): one checkout's runs use up to three (the CLI's default 4g
+# driver, the test suite's 2g and 1g drivers), and one more leaves room for a second checkout's
+MAX_ARCHIVES = 4
 MAX_FAILURES = 3  # JVMs in a day that ended without a sound archive, after which none is written for a day
 
 
