@@ -149,8 +149,8 @@ sys.path.insert(0, sys.argv[1])
 from citeflow.config import SparkConfig
 from spark.session import get_spark
 settings = json.loads(sys.argv[2])
-class_path = (f"spark.driver.extraClassPath={settings['class_path']}",) if settings["class_path"] else ()
-get_spark(SparkConfig(driver_memory=settings["memory"], conf=class_path), "citeflow-class-archive").range(1).count()
+config = SparkConfig(driver_memory=settings["memory"], conf=tuple(settings["conf"]))
+get_spark(config, "citeflow-class-archive").range(1).count()
 """
 
 
@@ -168,15 +168,14 @@ def prepare_class_archive(config: SparkConfig, timeout_s: float = 300.0) -> bool
     if config.remote or config.class_archive != "auto" or "spark.driver.extraJavaOptions" in user:
         return False
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    class_path = user.get("spark.driver.extraClassPath", "")
-    # what the archive's name depends on, and only that: the user's other settings (credentials among them)
-    # never reach a command line
-    settings = json.dumps({"memory": config.driver_memory, "class_path": class_path})
+    settings = json.dumps({"memory": config.driver_memory, "conf": list(config.conf)})
 
     def write() -> None:
         subprocess.run([sys.executable, "-c", _ARCHIVE_WRITER, root, settings], capture_output=True, timeout=timeout_s)
 
-    return CA.prepare(driver_java_options(), config.driver_memory, class_path, write, timeout_s)
+    return CA.prepare(
+        driver_java_options(), config.driver_memory, user.get("spark.driver.extraClassPath", ""), write, timeout_s
+    )
 
 
 def start_failure(exc: BaseException) -> str:

@@ -243,15 +243,3 @@ def test_prepare_class_archive_is_off_where_the_archive_is(monkeypatch):
     assert not session.prepare_class_archive(SparkConfig(class_archive="off"))
     assert not session.prepare_class_archive(SparkConfig(conf=("spark.driver.extraJavaOptions=-Xss4m",)))
     assert not session.prepare_class_archive(SparkConfig(remote="sc://localhost:15002"))
-
-
-def test_prepare_class_archive_puts_only_what_the_name_depends_on_on_a_command_line(monkeypatch):
-    commands = []
-    monkeypatch.setattr(session.subprocess, "run", lambda cmd, **kwargs: commands.append(cmd))
-    monkeypatch.setattr(CA, "prepare", lambda options, memory, class_path, write, timeout_s: write() or True)
-    secret = "S3CR3T-" + "prepare"
-    conf = ("spark.driver.extraClassPath=/opt/extra.jar", f"spark.hadoop.fs.s3a.secret.key={secret}")
-    assert session.prepare_class_archive(SparkConfig(driver_memory="1g", conf=conf))
-    (command,) = commands
-    assert json.loads(command[-1]) == {"memory": "1g", "class_path": "/opt/extra.jar"}
-    assert secret not in " ".join(command)
