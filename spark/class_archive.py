@@ -43,7 +43,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,36 +135,6 @@ def plan(options: str, memory: str, class_path: str = "", folder: Path | None = 
     except OSError as exc:
         log.debug("no JVM class archive: %s", exc)
         return Plan("")
-
-
-def prepare(options: str, memory: str, class_path: str, write: Callable[[], None], timeout_s: float = 300.0) -> bool:
-    """Have the archive for a local driver started with `options` and heap `memory` (`plan`'s arguments) in place
-    now: when there is none, `write()` runs a session whose JVM writes one as it exits, that JVM is waited for,
-    and `plan` has Java check what it wrote. Whether the archive is in place afterwards (not where `write`
-    failed, where another JVM was writing one, or with no java)."""
-    java = java_binary()
-    if java is None:
-        return False
-    folder = cache_dir()
-    name = archive_name(java, spark_home(), options, memory, class_path)
-    archive = folder / (name + SUFFIX)
-    if not archive.exists():
-        earlier = set(folder.glob(f"{name}.*.json"))
-        try:
-            write()
-        except (OSError, subprocess.SubprocessError) as exc:
-            log.debug("no JVM class archive written: %s", exc)
-            return False
-        deadline = time.monotonic() + timeout_s
-        for note in set(folder.glob(f"{name}.*.json")) - earlier:  # its session's (none: another JVM writes one)
-            try:
-                pid = json.loads(note.read_text())["jvm_pid"]
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.2)
-    plan(options, memory, class_path)
-    return archive.exists()
 
 
 def jvm_running() -> bool:

@@ -14,7 +14,6 @@ SparkContext, which Spark Connect does not have.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -109,8 +108,12 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
     )
     for key, value in SESSION_SQL.items():
         builder = builder.config(key, value)
-    java_options = driver_java_options()
-    user = user_conf(config)
+    log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+    # The throughput collector: the stages are batch jobs, and on a small machine G1's concurrent work
+    # competes with the tasks for the cores (S2ORC build_graph at 1M papers on 2 cores: 61.4/62.3 s against
+    # 65.9/67.5 s with G1, interleaved). Executors of a cluster keep their own settings.
+    java_options = f"-Dlog4j2.configurationFile=file:{log4j} -XX:+UseParallelGC {LATER_C2}"
+    user = dict((k.strip(), v.strip()) for k, v in (item.split("=", 1) for item in config.conf))
     archive = class_archive_plan(config, java_options, user)
     builder = builder.config("spark.driver.extraJavaOptions", f"{java_options} {archive.options}".strip())
     if config.local_dir:
@@ -125,57 +128,6 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
         raise CiteflowError(f"Spark's driver did not start: {start_failure(exc)}") from exc
     CA.note_written(archive, spark, java_options, config.driver_memory)
     return spark
-
-
-def driver_java_options() -> str:
-    """citeflow's JVM options for a local driver: Spark's logging (`log4j2.properties`), the collector, `LATER_C2`.
-
-    The throughput collector: the stages are batch jobs, and on a small machine G1's concurrent work competes
-    with the tasks for the cores (S2ORC build_graph at 1M papers on 2 cores: 61.4/62.3 s against 65.9/67.5 s
-    with G1, interleaved). Executors of a cluster keep their own settings."""
-    log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
-    return f"-Dlog4j2.configurationFile=file:{log4j} -XX:+UseParallelGC {LATER_C2}"
-
-
-def user_conf(config: SparkConfig) -> dict[str, str]:
-    """The user's own Spark settings (`spark.conf`), by key."""
-    return dict((k.strip(), v.strip()) for k, v in (item.split("=", 1) for item in config.conf))
-
-
-# A throwaway local session: its JVM writes the class archive as it exits (`prepare_class_archive`).
-_ARCHIVE_WRITER = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from citeflow.config import SparkConfig
-from spark.session import get_spark
-settings = json.loads(sys.argv[2])
-config = SparkConfig(driver_memory=settings["memory"], conf=tuple(settings["conf"]))
-get_spark(config, "citeflow-class-archive").range(1).count()
-"""
-
-
-def prepare_class_archive(config: SparkConfig, timeout_s: float = 300.0) -> bool:
-    """Have the class archive of `config`'s local driver (spark/class_archive.py) written and checked now, when it
-    is not in place: a session in a child process writes it as its JVM exits, then Java checks it. Whether it is
-    in place afterwards (never with Spark Connect, `spark.class_archive=off` or the user's own JVM options).
-
-    For a process that keeps its session for long, the test suite's workers: the first session of a Spark
-    install writes the archive as its JVM exits, and until then no other session is started with one. A
-    worker's session, the first, lived as long as the suite, so none of the suite's JVMs mapped an archive."""
-    from spark import class_archive as CA
-
-    user = user_conf(config)
-    if config.remote or config.class_archive != "auto" or "spark.driver.extraJavaOptions" in user:
-        return False
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    settings = json.dumps({"memory": config.driver_memory, "conf": list(config.conf)})
-
-    def write() -> None:
-        subprocess.run([sys.executable, "-c", _ARCHIVE_WRITER, root, settings], capture_output=True, timeout=timeout_s)
-
-    return CA.prepare(
-        driver_java_options(), config.driver_memory, user.get("spark.driver.extraClassPath", ""), write, timeout_s
-    )
 
 
 def start_failure(exc: BaseException) -> str:

@@ -89,27 +89,6 @@ def pytest_configure(config):
     os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
-# The driver heaps of the suite's Spark sessions: TEST_SPARK_OVERRIDES and the Airflow tests' (2g), the fault suite
-# and the Spark cluster test (1g).
-SUITE_DRIVER_MEMORY = ("2g", "1g")
-
-
-def pytest_sessionstart(session):
-    """Before any test (once, in the controller of `pytest -n`): the JVM class archive of each of the suite's
-    driver heaps written and checked (`spark.session.prepare_class_archive`), where it is not in place (a fresh
-    checkout). Otherwise the first session of a heap writes it as its JVM exits: a worker's `spark` fixture,
-    which lives as long as the suite, and until it exits no JVM of the suite maps one."""
-    if hasattr(session.config, "workerinput"):
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    from citeflow.config import SparkConfig
-    from spark.session import prepare_class_archive
-
-    with ThreadPoolExecutor(len(SUITE_DRIVER_MEMORY)) as pool:
-        list(pool.map(prepare_class_archive, [SparkConfig(driver_memory=m) for m in SUITE_DRIVER_MEMORY]))
-
-
 @pytest.fixture(scope="session")
 def spark():
     from citeflow.config import SparkConfig

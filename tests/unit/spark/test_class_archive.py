@@ -209,37 +209,3 @@ def test_the_folder_keeps_the_archives_used_last(tmp_path, monkeypatch):
     assert CA.plan("", "1g").options.startswith("-XX:ArchiveClassesAtExit=")
     kept = {p.name for p in tmp_path.iterdir() if p.suffix in (".jsa", ".tmp")}
     assert kept == {"spark-other4.jsa", "spark-gone.11.tmp", "spark-other1.jsa", "spark-running.12.tmp"}
-
-
-def test_prepare_has_a_session_write_it_waits_for_that_jvm_and_has_it_checked(tmp_path, monkeypatch):
-    monkeypatch.setattr(CA, "cache_dir", lambda: tmp_path)
-    monkeypatch.setattr(CA, "check", lambda archive, note: archive.read_bytes() == b"classes")
-    name = CA.archive_name(CA.java_binary(), CA.spark_home(), "-XX:+UseParallelGC", "1g", "")
-    writes = []
-
-    def write() -> None:  # a session's JVM, gone once write returns, wrote its archive as it exited
-        writes.append(1)
-        (tmp_path / f"{name}.41.json").write_text(json.dumps({"jvm_pid": dead_pid()}))
-        (tmp_path / f"{name}.41.tmp").write_bytes(b"classes")
-
-    assert CA.prepare("-XX:+UseParallelGC", "1g", "", write)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{name}.jsa"] and writes == [1]
-    assert CA.prepare("-XX:+UseParallelGC", "1g", "", write) and writes == [1]  # in place: no session started
-
-    # another JVM is writing one: the session started writes none, and nothing is in place
-    (tmp_path / f"{name}.jsa").unlink()
-    (tmp_path / f"{name}.42.json").write_text(json.dumps({"jvm_pid": os.getpid()}))
-    assert not CA.prepare("-XX:+UseParallelGC", "1g", "", lambda: None, timeout_s=1)
-
-    def fails() -> None:
-        raise subprocess.TimeoutExpired("python", 1)
-
-    (tmp_path / f"{name}.42.json").unlink()
-    assert not CA.prepare("-XX:+UseParallelGC", "1g", "", fails)
-
-
-def test_prepare_class_archive_is_off_where_the_archive_is(monkeypatch):
-    monkeypatch.setattr(CA, "prepare", lambda *args, **kwargs: pytest.fail("no archive to prepare"))
-    assert not session.prepare_class_archive(SparkConfig(class_archive="off"))
-    assert not session.prepare_class_archive(SparkConfig(conf=("spark.driver.extraJavaOptions=-Xss4m",)))
-    assert not session.prepare_class_archive(SparkConfig(remote="sc://localhost:15002"))
