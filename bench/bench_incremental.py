@@ -13,11 +13,14 @@ R2; both kept under `--snapshots` (as `<root>/releases/2024-01-01` and `2024-02-
    - incremental: the base root hard-linked into a fresh one, then R2's build_graph from the diff and
      filter_leakage (`citeflow run --snapshot 2024-02-01 --until filter_leakage`);
    - full: R2's build_graph from its shards (`--set build_graph.diffs=off`) and filter_leakage.
+   - floor (unless `--no-floor`): the same as incremental, for a release EMPTY (`2024-01-15`) whose shards
+     are R1's (hard links) and whose diff from R1 changes nothing (each dataset's manifest lists no file):
+     what the diff path costs before any row is merged, its fixed cost.
    Seconds, peak memory of the process tree and load average as bench_stages.py measures them; the report
-   gives the medians, the ratio incremental / full (the issue's goal: at most 0.25) and whether the two
-   builds' tables are equal (order-free digests of papers, citations and degrees of both stages, and
-   filter_leakage's benchmark_ids, paper_keys and paper_id_lines, whose paper-ids diff the incremental run
-   applies).
+   gives the medians, the ratio incremental / full (the issue's goal: at most 0.25), the floor's ratio, and
+   whether the two builds' tables are equal (order-free digests of papers, citations and degrees of both
+   stages, and filter_leakage's benchmark_ids, paper_keys and paper_id_lines, whose paper-ids diff the
+   incremental run applies), and whether the empty diff's tables equal R1's.
 2. PBG warm start, leak-free: 1% of R2's filtered edges are held out (`models.pbg_import`, seeded); R1's
    embeddings are trained on R1's filtered edges *minus those held-out edges* (full epochs), then R2 is
    trained cold (full epochs) and warm-started from R1's embeddings (`--warm-epochs` of the epochs, PBG
@@ -47,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_stages import measure, warm_up  # noqa: E402
 
 R1, R2 = "2024-01-01", "2024-02-01"
+EMPTY = "2024-01-15"  # R1's shards again, with a diff from R1 that changes nothing
 SEED = 5
 GRAPH = ("papers", "citations", "degrees")  # the tables of both stages compared, as their readers read them
 TABLES = {"build_graph": GRAPH, "filter_leakage": (*GRAPH, "benchmark_ids", "paper_keys", "paper_id_lines")}
@@ -68,6 +72,20 @@ def releases(root: Path, papers: int, change: float) -> Path:
         cmd = [sys.executable, "-m", "jobs.cli", "generate", "--derive-from", str(rel / R1), "--out", str(rel / R2)]
         measure([*cmd, *counts, "--seed", "1", "--overwrite"])
     return rel
+
+
+def empty_release(rel: Path) -> None:
+    """`rel/EMPTY`: R1's corpus, paper-ids and SciDocs files hard-linked, and a diff R1 -> EMPTY of every dataset
+    (the corpus's and paper-ids) whose one step lists no update and no delete file. Made again each run."""
+    from citeflow import diffs as D
+
+    target = rel / EMPTY
+    shutil.rmtree(target, ignore_errors=True)
+    for folder in ("corpus", "paper-ids", "scidocs"):
+        shutil.copytree(rel / R1 / folder, target / folder, copy_function=os.link)
+    step = {"from_release": R1, "to_release": EMPTY, "update_files": [], "delete_files": []}
+    for dataset in (*D.DATASETS, D.PAPER_IDS):
+        D.write_manifest(target / "diffs" / R1 / "to" / EMPTY, dataset, R1, EMPTY, [step])
 
 
 def settings(*overrides: str) -> list[str]:
@@ -108,24 +126,39 @@ def stage_seconds(artifacts: Path, release: str) -> dict[str, float]:
     return {stage: manifest(artifacts, release, stage)["duration_s"] for stage in ("build_graph", "filter_leakage")}
 
 
-def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str]) -> dict:
+def from_diff(artifacts: Path, release: str) -> None:
+    """Stop the bench unless the release's build_graph in `artifacts` was built from its diff."""
+    if "from_diff" not in manifest(artifacts, release, "build_graph")["metrics"]:
+        raise SystemExit(f"the run of {release} did not build from the diff")
+
+
+def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str], floor: bool = True) -> dict:
     base = work / "base"
     # every time: a base built by other code has its stale stages built again (filter_leakage's paper_keys,
     # which R2's filter_leakage carries over, came with its stage version 3); a current one is reused
     measure(citeflow_run(rel, R1, base, *overrides))
     warm_up(rel.parent, work, settings(*overrides))
-    runs: dict[str, list[dict]] = {"incremental": [], "full": []}
-    equal = []
+    if floor:
+        empty_release(rel)
+    runs: dict[str, list[dict]] = {"incremental": [], "full": []} | ({"floor": []} if floor else {})
+    equal, empty_equal = [], []
     for i in range(repeat):
-        inc, full = work / f"inc-{i}", work / f"full-{i}"
-        for folder in (inc, full):
+        inc, full, none = work / f"inc-{i}", work / f"full-{i}", work / f"floor-{i}"
+        for folder in (inc, full, none):
             shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(base, inc, copy_function=os.link)
         r = measure(citeflow_run(rel, R2, inc, *overrides))
         r.pop("output")
         runs["incremental"].append(r | {"stages": stage_seconds(inc, R2)})
-        if "from_diff" not in manifest(inc, R2, "build_graph")["metrics"]:
-            raise SystemExit("the incremental run did not build from the diff")
+        from_diff(inc, R2)
+        if floor:
+            shutil.copytree(base, none, copy_function=os.link)
+            r = measure(citeflow_run(rel, EMPTY, none, *overrides))
+            r.pop("output")
+            runs["floor"].append(r | {"stages": stage_seconds(none, EMPTY)})
+            from_diff(none, EMPTY)
+            empty_equal.append(digests(none, EMPTY) == digests(base, R1))
+            shutil.rmtree(none)
         r = measure(citeflow_run(rel, R2, full, *overrides, "build_graph.diffs=off"))
         r.pop("output")
         runs["full"].append(r | {"stages": stage_seconds(full, R2)})
@@ -142,6 +175,9 @@ def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str]) -> di
         "runs": runs,
         "median_seconds": med,
         "ratio": round(med["incremental"] / med["full"], 3),
+        **(
+            {"floor_ratio": round(med["floor"] / med["full"], 3), "empty_diff_equal": all(empty_equal)} if floor else {}
+        ),
         "tables_equal": all(equal),
         "from_diff": keep,
         "paper_keys": keys,
@@ -245,7 +281,12 @@ def report(result: dict) -> str:
                 for r in s["runs"][kind]
             )
             + " |"
-            for kind, name in (("incremental", "from the diff onto R1's build"), ("full", "in full from the shards"))
+            for kind, name in (
+                ("incremental", "from the diff onto R1's build"),
+                ("full", "in full from the shards"),
+                ("floor", f"floor: an empty diff onto R1's build ({EMPTY})"),
+            )
+            if kind in s["runs"]
         ),
         "",
         f"Ratio incremental / full: **{s['ratio']}** (goal <= 0.25); tables equal: {s['tables_equal']}; "
@@ -253,6 +294,12 @@ def report(result: dict) -> str:
         f"the diff applied to {s['paper_id_lines']['from_diff']['base']} "
         f"({s['paper_id_lines']['from_diff']['keys_named']:,} shas named).",
     ]
+    if "floor_ratio" in s:
+        lines += [
+            "",
+            f"Floor / full: **{s['floor_ratio']}**: the diff path's cost when the diff changes nothing; "
+            f"its tables equal R1's: {s['empty_diff_equal']}.",
+        ]
     if "pbg" in result:
         p = result["pbg"]
         lines += [
@@ -281,6 +328,7 @@ def main() -> int:
     parser.add_argument("--dim", type=int, default=64, help="PBG dimension (SciNCL: 768)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-pbg", action="store_true", help="time the Spark stages only")
+    parser.add_argument("--no-floor", action="store_true", help="skip the runs of an empty diff (the fixed cost)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="citeflow setting")
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
@@ -295,7 +343,7 @@ def main() -> int:
     rel = releases(root, args.papers, args.change)
     work = root / "work"
     work.mkdir(parents=True, exist_ok=True)
-    spark = spark_stages(rel, work, args.repeat, args.overrides)
+    spark = spark_stages(rel, work, args.repeat, args.overrides, floor=not args.no_floor)
     result = {
         "papers": args.papers,
         "change": args.change,
