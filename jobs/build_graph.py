@@ -20,7 +20,7 @@ Every input line ends up in exactly one place: papers rows + rejected rows of
 kind `paper` = lines of the papers files (a test holds the stage to it).
 
 How the work is laid out (issue 21): the corpus text is read and parsed once
-into a staging copy (no shuffle, lz4, no dictionary encoding), duplicates are
+into a staging copy (no shuffle, Snappy, no dictionary encoding), duplicates are
 ranked on light columns only, S2ORC edges are labelled inside each paper's list
 with a broadcast look-up of the corpus ids, and the text moves once more, into
 `papers`; the degrees are counted on the written citations for the written
