@@ -10,6 +10,7 @@
     citeflow benchmark --embeddings E.parquet --scidocs DIR [--scirepeval scirepeval_tasks.jsonl] --out DIR
     citeflow export-model --snapshot demo --strategy scincl --out DIR [--artifacts ROOT]
     citeflow report --snapshot demo --benchmark V1 --benchmark V2 --out DIR [--artifacts ROOT]
+    citeflow spark-server [--host 127.0.0.1] [--port 15002] [--set spark.key=value ...]   # until Ctrl-C
 
 User mistakes (bad ids, missing paths, unknown settings) print one line and
 exit with status 2; a traceback means a bug.
@@ -25,7 +26,7 @@ import os
 import sys
 
 from citeflow.errors import CiteflowError
-from jobs.cli.commands import cmd_artifacts, cmd_generate, cmd_run, cmd_settings, cmd_verify
+from jobs.cli.commands import cmd_artifacts, cmd_generate, cmd_run, cmd_settings, cmd_spark_server, cmd_verify
 from jobs.cli.parser import build_parser
 from jobs.cli.results import cmd_benchmark, cmd_export_model, cmd_report
 
@@ -38,6 +39,7 @@ COMMANDS = {
     "report": cmd_report,
     "benchmark": cmd_benchmark,
     "export-model": cmd_export_model,
+    "spark-server": cmd_spark_server,
 }
 
 

@@ -12,6 +12,7 @@ from citeflow.config import (
     SNAPSHOT_ID_RE,
     STAGES,
     RunConfig,
+    SparkConfig,
     apply_overrides,
     describe,
     profile_overrides,
@@ -277,3 +278,44 @@ def cmd_settings(_args: argparse.Namespace) -> int:
         for name, type_name, default, help_text in describe(type(value)):
             print(f"  {f.name}.{name} ({type_name}, default {default!r})\n      {help_text}")
     return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class _ServerSettings:
+    """What `citeflow spark-server --set` may set: the spark section only."""
+
+    spark: SparkConfig = dataclasses.field(default_factory=SparkConfig)
+
+
+def cmd_spark_server(args: argparse.Namespace) -> int:
+    """Run a Spark Connect server (spark/connect_server.py) in the foreground until Ctrl-C or SIGTERM."""
+    import signal
+
+    from spark import connect_server as CS
+
+    spark = apply_overrides(_ServerSettings(), args.overrides).spark
+    CS.check_address(args.host, args.port)
+    if not CS.is_loopback(args.host):
+        print(
+            f"citeflow: warning: listening on {args.host}: anyone who reaches it can run Spark jobs as this user "
+            "(Spark Connect has no login)",
+            file=sys.stderr,
+        )
+
+    def terminated(*_: object) -> None:
+        raise SystemExit(143)
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        with CS.running(spark, args.host, args.port) as server:
+            print(
+                f"Spark Connect server at {server.remote} (master {spark.master}, driver memory "
+                f"{spark.driver_memory}); run stages with --set spark.remote={server.remote}; Ctrl-C stops it",
+                flush=True,
+            )
+            code = server.process.wait()
+    except KeyboardInterrupt:
+        print("citeflow: Spark Connect server stopped", file=sys.stderr)
+        return 0
+    print(f"citeflow: the Spark Connect server exited on its own ({code})", file=sys.stderr)
+    return 1

@@ -167,6 +167,26 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
 
 
+def _add_spark_server(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "spark-server",
+        help="run a Spark Connect server with citeflow's driver settings until interrupted; stages run as its "
+        "clients with --set spark.remote=sc://HOST:PORT, without a JVM start or warm-up of their own",
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: Spark Connect has no login)"
+    )
+    p.add_argument("--port", type=int, default=15002, help="port to listen on (default 15002)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="spark.KEY=VALUE",
+        help="a spark setting (citeflow settings), e.g. spark.driver_memory=8g or spark.master=local[4]",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="citeflow",
@@ -182,4 +202,5 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export_model(sub)
     _add_report(sub)
     sub.add_parser("settings", help="list every setting --set accepts")
+    _add_spark_server(sub)
     return parser

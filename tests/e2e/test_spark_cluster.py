@@ -140,72 +140,19 @@ def test_build_graph_runs_on_a_standalone_cluster(standalone_cluster, shared_dat
     assert manifest["metrics"]["rejected"] == {"citation.cited_not_in_corpus": 3103, "citation.self_citation": 4}
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the Spark Connect server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise AssertionError(f"no Spark Connect server on port {port} after {timeout}s:\n{log.read_text()[-3000:]}")
-
-
 @pytest.fixture
 def connect_server(tmp_path):
-    """A Spark Connect server started from the installed pyspark (`sbin/start-connect-server.sh --wait`).
+    """A Spark Connect server as `citeflow spark-server` starts one (spark/connect_server.py), on 2 cores with
+    1 GB; stopped after the test, with its process group and its private settings folder gone."""
+    from citeflow.config import SparkConfig
+    from spark import connect_server as CS
 
-    Its logs and pid file stay under tmp_path (not in the pyspark package); its Python workers run this
-    interpreter with this checkout importable (filter_leakage's title-folding UDF imports citeflow).
-    """
-    import pyspark
-
-    from tests.conftest import REPO
-
-    spark_home = os.path.dirname(pyspark.__file__)
-    port = free_port()
-    env = {
-        **os.environ,
-        "SPARK_HOME": spark_home,
-        "SPARK_LOG_DIR": str(tmp_path / "connect-logs"),
-        "SPARK_PID_DIR": str(tmp_path / "connect-pid"),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
-    }
     log = tmp_path / "connect-server.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [
-                os.path.join(spark_home, "sbin", "start-connect-server.sh"),
-                "--wait",
-                "--master",
-                "local[2]",
-                "--driver-memory",
-                "1g",
-                "--conf",
-                f"spark.connect.grpc.binding.port={port}",
-                "--conf",
-                "spark.connect.grpc.binding.address=127.0.0.1",
-                "--conf",
-                "spark.ui.enabled=false",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    try:
-        wait_for_port(port, proc, log)
-        yield {"remote": f"sc://127.0.0.1:{port}", "log": log}
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+    config = SparkConfig(master="local[2]", driver_memory="1g")
+    with open(log, "w") as out, CS.running(config, port=CS.free_port(), output=out) as server:
+        yield {"remote": server.remote, "log": log}
+    assert server.process.poll() is not None
+    assert not os.path.exists(server.folder)
 
 
 def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc, generated_s2ag, tmp_path):
