@@ -27,6 +27,11 @@ R2; both kept under `--snapshots` (as `<root>/releases/2024-01-01` and `2024-02-
    init_path via models/pbg_warm.py), both on R2's training edges; each scored on the held-out edges
    (evaluation/link_prediction.py: MRR against 1,000 random candidates). Goal: warm MRR within 2% of cold
    with at most 30% of the epochs.
+`--spark-connect`: the runs of R2 (and of the empty release) go through a Spark Connect server the bench
+starts (spark/connect_server.py, as `citeflow spark-server` runs it); before the timed runs each path runs once
+through it untimed (`first_runs`: the fresh server's JVM compiles the stages' code there, as a long-running
+server did on earlier releases), and the server's memory counts in every run's peak. R1's base is built with a
+local driver.
 Results: OUT/incremental.json and OUT/incremental.md. Timings mean something only on a quiet machine: the
 load average before and after each step is in the JSON.
 """
@@ -34,6 +39,7 @@ load average before and after each step is in the JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -132,37 +138,51 @@ def from_diff(artifacts: Path, release: str) -> None:
         raise SystemExit(f"the run of {release} did not build from the diff")
 
 
-def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str], floor: bool = True) -> dict:
+def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str], floor: bool = True, server=None) -> dict:
+    """Section 1 of the module docstring. `server`: a Spark Connect server (spark/connect_server.py `Server`)
+    that every run after the base's goes through as its client (`--spark-connect`): each path runs once
+    through it untimed first (`first_runs`), and the server's memory counts in each run's peak."""
     base = work / "base"
     # every time: a base built by other code has its stale stages built again (filter_leakage's paper_keys,
     # which R2's filter_leakage carries over, came with its stage version 3); a current one is reused
     measure(citeflow_run(rel, R1, base, *overrides))
+    beside = None
+    if server is not None:
+        import psutil
+
+        overrides = [*overrides, f"spark.remote={server.remote}"]
+        beside = psutil.Process(server.process.pid)
     warm_up(rel.parent, work, settings(*overrides))
     if floor:
         empty_release(rel)
         base_digests = digests(base, R1)  # what every floor run must equal
     runs: dict[str, list[dict]] = {"incremental": [], "full": []} | ({"floor": []} if floor else {})
     equal, empty_equal = [], []
-    for i in range(repeat):
+    first_runs: dict[str, dict] = {}
+    for i in range(repeat + (server is not None)):
+        first = server is not None and i == 0  # the server's first run of each path: untimed in the medians
+        times = {k: [] for k in runs} if first else runs
         inc, full, none = work / f"inc-{i}", work / f"full-{i}", work / f"floor-{i}"
         for folder in (inc, full, none):
             shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(base, inc, copy_function=os.link)
-        r = measure(citeflow_run(rel, R2, inc, *overrides))
+        r = measure(citeflow_run(rel, R2, inc, *overrides), beside)
         r.pop("output")
-        runs["incremental"].append(r | {"stages": stage_seconds(inc, R2)})
+        times["incremental"].append(r | {"stages": stage_seconds(inc, R2)})
         from_diff(inc, R2)
         if floor:
             shutil.copytree(base, none, copy_function=os.link)
-            r = measure(citeflow_run(rel, EMPTY, none, *overrides))
+            r = measure(citeflow_run(rel, EMPTY, none, *overrides), beside)
             r.pop("output")
-            runs["floor"].append(r | {"stages": stage_seconds(none, EMPTY)})
+            times["floor"].append(r | {"stages": stage_seconds(none, EMPTY)})
             from_diff(none, EMPTY)
             empty_equal.append(digests(none, EMPTY) == base_digests)
             shutil.rmtree(none)
-        r = measure(citeflow_run(rel, R2, full, *overrides, "build_graph.diffs=off"))
+        r = measure(citeflow_run(rel, R2, full, *overrides, "build_graph.diffs=off"), beside)
         r.pop("output")
-        runs["full"].append(r | {"stages": stage_seconds(full, R2)})
+        times["full"].append(r | {"stages": stage_seconds(full, R2)})
+        if first:
+            first_runs = {k: v[0] for k, v in times.items()}
         equal.append(digests(inc, R2) == digests(full, R2))
         keep = manifest(inc, R2, "build_graph")["metrics"]["from_diff"]
         leak = manifest(inc, R2, "filter_leakage")["metrics"]
@@ -180,6 +200,7 @@ def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str], floor
             {"floor_ratio": round(med["floor"] / med["full"], 3), "empty_diff_equal": all(empty_equal)} if floor else {}
         ),
         "tables_equal": all(equal),
+        **({"spark_connect": server.remote, "first_runs": first_runs} if server is not None else {}),
         "from_diff": keep,
         "paper_keys": keys,
         "paper_id_lines": lines,
@@ -295,6 +316,13 @@ def report(result: dict) -> str:
         f"the diff applied to {s['paper_id_lines']['from_diff']['base']} "
         f"({s['paper_id_lines']['from_diff']['keys_named']:,} shas named).",
     ]
+    if "spark_connect" in s:
+        firsts = ", ".join(f"{kind} {r['seconds']}" for kind, r in s["first_runs"].items())
+        lines += [
+            "",
+            f"R2's runs went through a Spark Connect server ({s['spark_connect']}); its first run of each path, "
+            f"untimed in the medians: {firsts} s.",
+        ]
     if "floor_ratio" in s:
         lines += [
             "",
@@ -331,6 +359,11 @@ def main() -> int:
     parser.add_argument("--no-pbg", action="store_true", help="time the Spark stages only")
     parser.add_argument("--no-floor", action="store_true", help="skip the runs of an empty diff (the fixed cost)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="citeflow setting")
+    parser.add_argument(
+        "--spark-connect",
+        action="store_true",
+        help="run R2's stages as clients of a Spark Connect server the bench starts (module docstring)",
+    )
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
 
@@ -344,7 +377,15 @@ def main() -> int:
     rel = releases(root, args.papers, args.change)
     work = root / "work"
     work.mkdir(parents=True, exist_ok=True)
-    spark = spark_stages(rel, work, args.repeat, args.overrides, floor=not args.no_floor)
+    with contextlib.ExitStack() as stack:
+        server = None
+        if args.spark_connect:
+            from citeflow.config import SparkConfig
+            from spark import connect_server as CS
+
+            log = stack.enter_context(open(work / "connect-server.log", "w"))
+            server = stack.enter_context(CS.running(SparkConfig(), port=CS.free_port(), output=log))
+        spark = spark_stages(rel, work, args.repeat, args.overrides, floor=not args.no_floor, server=server)
     result = {
         "papers": args.papers,
         "change": args.change,

@@ -25,11 +25,20 @@ agree.
 Results: OUT/stages.json and the Markdown table OUT/stages.md.
 
 `--no-duckdb` times citeflow alone; `--stages` picks stages.
+
+`--spark-connect` also times citeflow as the client of a Spark Connect server that the bench starts once
+(spark/connect_server.py, the server `citeflow spark-server` runs: the local driver's settings), in each repeat
+right after the local run of the same stage (its own artifact root). Before the timed runs, the server runs
+each stage once on the timed snapshot, untimed (`first_run` in the JSON: a fresh server's JVM compiles the
+stage's code on that run, as a long-running server did on its earlier ones). Its peak memory adds the server's
+(the JVM holds what it reached in earlier runs) to the client's. The server idles beside the other engines'
+runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -49,14 +58,15 @@ SEED = 5
 LINGER_TIMEOUT_S = 300.0
 
 
-def measure(cmd: list[str]) -> dict[str, float]:
+def measure(cmd: list[str], beside: psutil.Process | None = None) -> dict[str, float]:
     """Run `cmd`; wall seconds, peak RSS (GiB) of its whole process tree, load average around it.
 
     A process the command started may outlive it: the Spark driver's JVM shuts down for 0.4-2.3 s after
     Python exits, and for about 12 s, at more than one core, when it writes its class archive
     (spark/class_archive.py).
     The next step is not started until every process of the tree has exited (`lingering_s`, outside
-    `seconds`), so that it never runs beside this one's leftovers."""
+    `seconds`), so that it never runs beside this one's leftovers. `beside`: a process that does the command's
+    work without being its child (a Spark Connect server), its tree's memory counted in the peak."""
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -67,6 +77,8 @@ def measure(cmd: list[str]) -> dict[str, float]:
         try:
             tree = [root] + root.children(recursive=True)
             seen.update((p.pid, p) for p in tree[1:])
+            if beside is not None:
+                tree += [beside] + beside.children(recursive=True)
             peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
         except psutil.Error:
             pass
@@ -132,25 +144,50 @@ def manifest_metrics(artifacts: Path, snap_id: str, stage: str) -> tuple[Path, d
     return manifest.parent, json.loads(manifest.read_text())["metrics"]
 
 
-def run_size(n: int, args, work: Path) -> dict:
+def run_size(n: int, args, work: Path, server=None) -> dict:
+    """One size's runs; `server`: a Spark Connect server (spark/connect_server.py `Server`) to time citeflow
+    through as well."""
     snap, gen = snapshot(Path(args.snapshots) if args.snapshots else work, n, args.format)
     truth = json.loads((snap / "generator.json").read_text())
     corpus_bytes = sum(f.stat().st_size for f in (snap / "corpus").rglob("*.gz"))
-    runs: dict[str, dict[str, list[dict]]] = {s: {"citeflow": [], "duckdb": []} for s in args.stages}
+    engines = ["citeflow", "duckdb"] + (["citeflow_connect"] if server else [])
+    runs: dict[str, dict[str, list[dict]]] = {s: {e: [] for e in engines} for s in args.stages}
     agree: dict[str, bool] = {}
     snap_id = f"bench-{n}"
-    for rep in range(args.repeat):
-        artifacts = work / f"artifacts-{n}-{rep}"
+    server_process = psutil.Process(server.process.pid) if server else None
+
+    def citeflow(stage: str, artifacts: Path, connect: bool) -> dict:
+        cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", snap_id, "--artifacts", str(artifacts)]
+        cmd += ["--corpus", str(snap / "corpus"), "--scidocs", str(snap / "scidocs")]
+        cmd += ["--paper-ids", str(snap / "paper-ids"), "--until", stage, *shlex.split(args.citeflow_args)]
+        if connect:
+            cmd += ["--set", f"spark.remote={server.remote}"]
+        cf = measure(cmd, beside=server_process if connect else None)
+        cf.pop("output")
+        _, metrics = manifest_metrics(artifacts, snap_id, stage)
+        cf["metrics"] = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str))}
+        return cf
+
+    first_runs = {}
+    if server:  # the server's first run of each stage, untimed in the medians (module docstring)
+        artifacts = work / f"artifacts-connect-{n}-first"
         shutil.rmtree(artifacts, ignore_errors=True)
         for stage in args.stages:
-            cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", snap_id, "--artifacts", str(artifacts)]
-            cmd += ["--corpus", str(snap / "corpus"), "--scidocs", str(snap / "scidocs")]
-            cmd += ["--paper-ids", str(snap / "paper-ids"), "--until", stage, *shlex.split(args.citeflow_args)]
-            cf = measure(cmd)
-            cf.pop("output")
-            _, metrics = manifest_metrics(artifacts, snap_id, stage)
-            cf["metrics"] = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str))}
+            first_runs[stage] = citeflow(stage, artifacts, connect=True)
+        shutil.rmtree(artifacts, ignore_errors=True)
+    for rep in range(args.repeat):
+        artifacts = work / f"artifacts-{n}-{rep}"
+        connect_artifacts = work / f"artifacts-connect-{n}-{rep}"
+        shutil.rmtree(artifacts, ignore_errors=True)
+        shutil.rmtree(connect_artifacts, ignore_errors=True)
+        for stage in args.stages:
+            cf = citeflow(stage, artifacts, connect=False)
+            metrics = cf["metrics"]
             runs[stage]["citeflow"].append(cf)
+            if server:
+                cc = citeflow(stage, connect_artifacts, connect=True)
+                runs[stage]["citeflow_connect"].append(cc)
+                agree[stage] = agree.get(stage, True) and cc["metrics"] == cf["metrics"]
             if args.no_duckdb:
                 continue
             out = work / f"duckdb-{n}-{rep}-{stage}"
@@ -170,6 +207,7 @@ def run_size(n: int, args, work: Path) -> dict:
             agree[stage] = agree.get(stage, True) and all(dd["counts"][k] == metrics[k] for k in keys)
             shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(artifacts, ignore_errors=True)
+        shutil.rmtree(connect_artifacts, ignore_errors=True)
 
     row = {"papers": n, "format": args.format, "corpus_gz_mib": round(corpus_bytes / 2**20, 1)}
     if gen:
@@ -188,7 +226,16 @@ def run_size(n: int, args, work: Path) -> dict:
                 }
         if summary.get("duckdb"):
             summary["ratio"] = round(summary["citeflow"]["median_s"] / summary["duckdb"]["median_s"], 2)
+            if summary.get("citeflow_connect"):
+                summary["ratio_connect"] = round(
+                    summary["citeflow_connect"]["median_s"] / summary["duckdb"]["median_s"], 2
+                )
+        if stage in agree:
             summary["counts_agree"] = agree[stage]
+        if stage in first_runs:
+            summary["citeflow_connect"]["first_run"] = {
+                k: first_runs[stage][k] for k in ("seconds", "peak_rss_gib", "load_before", "load_after")
+            }
         summary["metrics"] = engines["citeflow"][-1]["metrics"]
         row[stage] = summary
     if "build_graph" in row:
@@ -209,6 +256,11 @@ def main() -> int:
         default="",
         help="extra `citeflow run` arguments, one quoted string: --citeflow-args '--set spark.master=local[3]'",
     )
+    parser.add_argument(
+        "--spark-connect",
+        action="store_true",
+        help="also time citeflow as the client of a Spark Connect server the bench starts (module docstring)",
+    )
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--workdir", default=None, help="scratch folder (default: a temp dir, removed after)")
     args = parser.parse_args()
@@ -224,10 +276,18 @@ def main() -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="citeflow-bench-"))
     rows = []
     try:
-        warm_up(Path(args.snapshots) if args.snapshots else work, work, shlex.split(args.citeflow_args))
-        for n in args.sizes:
-            rows.append(run_size(n, args, work))
-            print(json.dumps(rows[-1]), flush=True)
+        with contextlib.ExitStack() as stack:
+            warm_up(Path(args.snapshots) if args.snapshots else work, work, shlex.split(args.citeflow_args))
+            server = None
+            if args.spark_connect:
+                from citeflow.config import SparkConfig
+                from spark import connect_server as CS
+
+                log = stack.enter_context(open(work / "connect-server.log", "w"))
+                server = stack.enter_context(CS.running(SparkConfig(), port=CS.free_port(), output=log))
+            for n in args.sizes:
+                rows.append(run_size(n, args, work, server))
+                print(json.dumps(rows[-1]), flush=True)
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -246,14 +306,20 @@ def main() -> int:
     for r in rows:
         for stage in args.stages:
             s = r[stage]
-            cf = f"{s['citeflow']['median_s']} s, peak {s['citeflow']['peak_rss_gib']} GiB"
             dd = f"{s['duckdb']['median_s']} s, peak {s['duckdb']['peak_rss_gib']} GiB" if "duckdb" in s else "-"
-            loads = [s[e]["load"] for e in ("citeflow", "duckdb") if e in s]
-            load = round(sum(loads) / len(loads), 2)
-            lines.append(
-                f"| {r['papers']:,} | {stage} | {cf} | {dd} | {s.get('ratio', '-')} | {load} | "
-                f"{s.get('counts_agree', '-')} |"
-            )
+            for engine, label, ratio in (
+                ("citeflow", "", "ratio"),
+                ("citeflow_connect", " (Spark Connect server)", "ratio_connect"),
+            ):
+                if engine not in s:
+                    continue
+                cf = f"{s[engine]['median_s']} s, peak {s[engine]['peak_rss_gib']} GiB"
+                loads = [s[e]["load"] for e in (engine, "duckdb") if e in s]
+                load = round(sum(loads) / len(loads), 2)
+                lines.append(
+                    f"| {r['papers']:,} | {stage}{label} | {cf} | {dd} | {s.get(ratio, '-')} | {load} | "
+                    f"{s.get('counts_agree', '-')} |"
+                )
     text = f"Machine: {machine['cpus']} CPUs, {machine['memory_gib']} GiB; medians of {args.repeat} run(s)\n\n"
     (out / "stages.md").write_text(text + "\n".join(lines) + "\n")
     print("\n".join(lines))
