@@ -27,7 +27,8 @@ Results: OUT/stages.json and the Markdown table OUT/stages.md.
 `--no-duckdb` times citeflow alone; `--stages` picks stages.
 
 `--spark-connect` also times citeflow as the client of a Spark Connect server that the bench starts once
-(spark/connect_server.py, the server `citeflow spark-server` runs: the local driver's settings), in each repeat
+(spark/connect_server.py, the server `citeflow spark-server` runs, with citeflow's default Spark settings:
+`--citeflow-args` reach the clients only), in each repeat
 right after the local run of the same stage (its own artifact root). Before the timed runs, the server runs
 each stage once on the timed snapshot, untimed (`first_run` in the JSON: a fresh server's JVM compiles the
 stage's code on that run, as a long-running server did on its earlier ones). Its peak memory adds the server's
