@@ -53,7 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_stages import measure, warm_up  # noqa: E402
+from bench_stages import connect_server, measure, warm_up  # noqa: E402
 
 R1, R2 = "2024-01-01", "2024-02-01"
 EMPTY = "2024-01-15"  # R1's shards again, with a diff from R1 that changes nothing
@@ -378,13 +378,7 @@ def main() -> int:
     work = root / "work"
     work.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        server = None
-        if args.spark_connect:
-            from citeflow.config import SparkConfig
-            from spark import connect_server as CS
-
-            log = stack.enter_context(open(work / "connect-server.log", "w"))
-            server = stack.enter_context(CS.running(SparkConfig(), port=CS.free_port(), output=log))
+        server = connect_server(stack, work) if args.spark_connect else None
         spark = spark_stages(rel, work, args.repeat, args.overrides, floor=not args.no_floor, server=server)
     result = {
         "papers": args.papers,

@@ -115,6 +115,16 @@ def wait_for_exit(procs: list[psutil.Process], timeout: float = LINGER_TIMEOUT_S
         time.sleep(0.1)
 
 
+def connect_server(stack: contextlib.ExitStack, work: Path):
+    """A Spark Connect server (spark/connect_server.py, citeflow's default Spark settings) on a free port, its log
+    in `work`, stopped when `stack` closes."""
+    from citeflow.config import SparkConfig
+    from spark import connect_server as CS
+
+    log = stack.enter_context(open(work / "connect-server.log", "w"))
+    return stack.enter_context(CS.running(SparkConfig(), port=CS.free_port(), output=log))
+
+
 def warm_up(snapshots: Path, work: Path, extra: list[str]) -> None:
     """Two untimed `citeflow run --until build_graph` on a 1,000-paper snapshot (kept in `snapshots`), with the
     `citeflow run` arguments `extra` that the timed runs take: the first run's JVM writes the class archive for
@@ -279,13 +289,7 @@ def main() -> int:
     try:
         with contextlib.ExitStack() as stack:
             warm_up(Path(args.snapshots) if args.snapshots else work, work, shlex.split(args.citeflow_args))
-            server = None
-            if args.spark_connect:
-                from citeflow.config import SparkConfig
-                from spark import connect_server as CS
-
-                log = stack.enter_context(open(work / "connect-server.log", "w"))
-                server = stack.enter_context(CS.running(SparkConfig(), port=CS.free_port(), output=log))
+            server = connect_server(stack, work) if args.spark_connect else None
             for n in args.sizes:
                 rows.append(run_size(n, args, work, server))
                 print(json.dumps(rows[-1]), flush=True)

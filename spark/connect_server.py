@@ -131,10 +131,14 @@ def environment(spark_home: str) -> dict[str, str]:
     return {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": path}
 
 
+def _reachable(host: str) -> str:
+    """The address a client on this machine reaches a server listening on `host` at (a wildcard: loopback)."""
+    return "127.0.0.1" if host in ("0.0.0.0", "::") else host
+
+
 def _listening(host: str, port: int) -> bool:
-    target = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     try:
-        with socket.create_connection((target, port), timeout=1):
+        with socket.create_connection((_reachable(host), port), timeout=1):
             return True
     except OSError:
         return False
@@ -167,7 +171,7 @@ def start(config: SparkConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_POR
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
-    server = Server(process, f"sc://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}", folder)
+    server = Server(process, f"sc://{_reachable(host)}:{port}", folder)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not _listening(host, port):
         if process.poll() is not None:

@@ -8,7 +8,6 @@ artifact version with the same counts.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,15 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from spark.connect_server import free_port
 from tests.unit.test_tables import make_table
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(path: Path, text: str, timeout: float = 90) -> None:
