@@ -259,6 +259,7 @@ class Collecting:
     def __init__(self, scidocs: str | None, extra: tuple[str, ...] = ()):
         from citeflow.process import start_guarded
 
+        self._answered = False
         request = json.dumps({"scidocs": scidocs, "extra": list(extra)})
         # under a guard, as every process a stage starts: a killed stage takes it along (citeflow/process.py)
         self._proc = start_guarded(
@@ -274,6 +275,7 @@ class Collecting:
         except BaseException:  # interrupted while waiting: the child goes too
             self.cancel()
             raise
+        self._answered = True
         message = err.decode("utf-8", "replace").strip()
         if self._proc.returncode == USER_MISTAKE:
             raise CiteflowError(message)
@@ -285,8 +287,13 @@ class Collecting:
         return table.replace_schema_metadata(None), layouts
 
     def cancel(self) -> None:
+        """Stop the child and everything under it; nothing once it has answered (its group's id may be
+        another's by then)."""
         from citeflow.process import stop_guarded
 
+        if self._answered:
+            return
+        self._answered = True
         stop_guarded(self._proc)
         self._proc.communicate()  # closes the pipes
 

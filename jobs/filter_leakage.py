@@ -126,6 +126,27 @@ def build(
 ) -> dict[str, Any]:
     """Write the version's tables into `path`; its metrics. `paper_ids`: (base version, diff) when the paper-ids
     lines come from a diff (jobs/paper_ids_diff.py `find`); `source`: their `source_of`."""
+    from evaluation.benchmark_ids import Collecting, collect
+    from spark.session import get_spark_meanwhile
+
+    cfg = config.filter_leakage
+    scidocs, extra = config.scidocs or None, tuple(cfg.extra_ids)
+    # the benchmark is read in a child process while Spark starts and carries the keys and paper-ids lines over
+    spark, benchmark = get_spark_meanwhile(
+        config.spark,
+        f"citeflow-{STAGE}-{config.snapshot}",
+        lambda: collect(scidocs, extra),
+        apart=lambda: Collecting(scidocs, extra),
+    )
+    try:
+        return _build(config, upstream, store, path, paper_ids, source, spark, benchmark)
+    finally:
+        benchmark.cancel()  # a child still reading after an error goes too; nothing once it has answered
+
+
+def _build(config, upstream, store, path, paper_ids, source, spark, benchmark) -> dict[str, Any]:
+    """`build`'s work, `benchmark` (pending: the benchmark ids table and its layouts) taken when the mapping
+    needs it."""
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow.compute as pc
@@ -135,20 +156,12 @@ def build(
     from citeflow.artifacts import table_stats
     from citeflow.leakage import METHODS, distinct_ids, first_steps, looked_up_shas, paper_ids_counts, sha_candidates
     from citeflow.snapshot import discover_jsonl
-    from evaluation.benchmark_ids import Collecting, collect
     from spark import leakage as L
     from spark import output as O
     from spark import readers as R
-    from spark.session import get_spark_beside
+    from spark.session import Done
 
     cfg = config.filter_leakage
-    scidocs, extra = config.scidocs or None, tuple(cfg.extra_ids)
-    spark, (bench_table, layouts) = get_spark_beside(
-        config.spark,
-        f"citeflow-{STAGE}-{config.snapshot}",
-        lambda: collect(scidocs, extra),
-        apart=lambda: Collecting(scidocs, extra),  # read by a child process while this one starts the JVM
-    )
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
 
@@ -157,13 +170,6 @@ def build(
         write of the kept papers each ran a task alone after the others, issue 21), its deletion file applied
         (a graph merged from a diff, citeflow/tables.py)."""
         return R.read_stored(spark, store, upstream.table_path(table), config.spark.broadcast_rows)
-
-    log.info(
-        "%s: %d benchmark id rows from %s",
-        STAGE,
-        bench_table.num_rows,
-        ", ".join(f"{k} ({v})" for k, v in layouts.items()),
-    )
 
     # One row per benchmark id, made here and written through the store for Spark to read: a local relation
     # of a few hundred thousand rows would go through pandas and the driver's serializer, and grouping the
@@ -183,14 +189,16 @@ def build(
     def materialize(frame, name: str):
         return O.stage(spark, frame, out(f"_staging/{name}"))
 
-    distinct = distinct_ids(bench_table)
-    ids = staged("ids", distinct)
+    # The graph's side needs no benchmark: the papers' keys and the paper-ids lines. On a graph merged from a
+    # diff they are carried over in a few seconds, while the child reads the benchmark (issue 19). A full build
+    # keys every paper and parses the paper-ids table, which grow with the corpus: the benchmark is taken first,
+    # so that a mistake in it is one line at once rather than after those passes.
+    if not upstream.metrics.get("from_diff"):
+        benchmark = Done(benchmark.result())
     papers = read_upstream("papers")
-    metrics: dict[str, Any] = {"mode": cfg.mode, "layouts": layouts}
+    metrics: dict[str, Any] = {"mode": cfg.mode}
     metrics["paper_keys"] = _write_paper_keys(spark, store, config, upstream, path, papers, materialize)
     paper_keys = R.read_stored(spark, store, posixpath.join(path, "paper_keys"), config.spark.broadcast_rows)
-
-    by_sha = None
     lines_path = posixpath.join(path, P.TABLE)
     if config.paper_ids:
         if paper_ids is not None:
@@ -201,6 +209,22 @@ def build(
             parsed = R.parse_lines(spark.read.text(discover_jsonl(config.paper_ids)), L.PAPER_IDS_SCHEMA)
             L.paper_id_lines(parsed).write.mode("error").parquet(out(P.TABLE))
             metrics[P.TABLE] = {"source": source, "from_diff": None}
+    else:
+        log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
+        spark.createDataFrame([], L.PAPER_ID_LINES_SCHEMA).write.mode("error").parquet(out(P.TABLE))
+
+    bench_table, layouts = benchmark.result()
+    metrics["layouts"] = layouts
+    log.info(
+        "%s: %d benchmark id rows from %s",
+        STAGE,
+        bench_table.num_rows,
+        ", ".join(f"{k} ({v})" for k, v in layouts.items()),
+    )
+    distinct = distinct_ids(bench_table)
+    ids = staged("ids", distinct)
+    by_sha = None
+    if config.paper_ids:
         lines = R.read_stored(spark, store, lines_path, config.spark.broadcast_rows)
         # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
         shas = staged("shas", sha_candidates(distinct))
@@ -218,9 +242,6 @@ def build(
                 ", ".join(f"{reason} {n}" for reason, n in counts["unusable"].items()),
             )
         by_sha = looked_up_shas(looked_up)
-    else:
-        log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
-        spark.createDataFrame([], L.PAPER_ID_LINES_SCHEMA).write.mode("error").parquet(out(P.TABLE))
 
     # The cascade's steps that read the papers run only for the ids the corpus_id and sha steps leave
     # unmapped (`map_ids_narrow`: the same rows as `map_ids`, issue 19), on the keys they state (issue 21).
@@ -260,12 +281,13 @@ def build(
         else:
             kept_edges = citations
         try:
-            O.write_merge_on_read(spark, store, upstream.table_path("papers"), posixpath.join(path, "papers"), gone)
+            graph_papers, kept_papers = upstream.table_path("papers"), posixpath.join(path, "papers")
             O.write_graph(
                 spark,
                 store,
                 path,
-                None,
+                # the graph's files linked, the benchmark's rows named in the deletion file: beside the citations
+                lambda: O.write_merge_on_read(spark, store, graph_papers, kept_papers, gone),
                 kept_edges,
                 config.build_graph.output_files,
                 config.spark.broadcast_rows,

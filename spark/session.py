@@ -21,7 +21,7 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
@@ -174,26 +174,55 @@ class Pending(Protocol[T_co]):
     def cancel(self) -> None: ...
 
 
-def get_spark_beside(
-    config: SparkConfig, app_name: str, work: Callable[[], T], apart: Callable[[], Pending[T]] | None = None
-) -> tuple[Any, T]:
-    """(`get_spark(config, app_name)`, `work()`), the local JVM starting while `work` runs.
+class Done(Generic[T_co]):
+    """Work already done: `result()` gives its value."""
 
-    A local driver takes seconds to start (3-3.5 s on 2 cores, issue 21) and mostly waits on the JVM; a
-    stage that first reads its inputs in Python (filter_leakage's benchmark ids: 4 s at 1M papers)
-    overlaps the two. `apart` starts the same work in another process: in a thread of this one, Python
-    work holds the GIL that the start's own Python calls wait for (filter_leakage's benchmark ids: both
-    ready 9 s after the stage began in a thread, 7.3 s one after the other, 6-6.7 s in a child process).
-    Without `apart` (or when it cannot start a process), `work` runs here while a thread starts the JVM.
-    When there is no JVM to start (a Spark Connect client, which also tags its session in the calling
-    thread; a session this process holds already), the session comes first, then `work` here. An error
-    of `work` is raised after the JVM has started (a user mistake stays one line).
+    def __init__(self, value: T_co):
+        self._value = value
+
+    def result(self) -> T_co:
+        return self._value
+
+    def cancel(self) -> None:
+        pass
+
+
+class Later(Generic[T_co]):
+    """Work not started: `result()` runs it here (once) and gives its value."""
+
+    def __init__(self, work: Callable[[], T_co]):
+        self._work: Callable[[], T_co] | None = work
+        self._value: Any = None
+
+    def result(self) -> T_co:
+        if self._work is not None:
+            self._value, self._work = self._work(), None
+        return self._value
+
+    def cancel(self) -> None:
+        self._work = None
+
+
+def get_spark_meanwhile(
+    config: SparkConfig, app_name: str, work: Callable[[], T], apart: Callable[[], Pending[T]] | None = None
+) -> tuple[Any, Pending[T]]:
+    """(`get_spark(config, app_name)`, `work` under way): the stage takes the result when it needs it.
+
+    `apart` starts the work in another process before the session is asked for, so it runs while a local JVM
+    starts (3-3.5 s on 2 cores, issue 21) and then beside the stage's first Spark jobs, until the stage calls
+    `result()`. That holds with no JVM to start too: a Spark Connect client, or a session this process holds
+    already (`citeflow run`'s stages after the first). filter_leakage reads its benchmark ids this way (4 s at
+    1M papers); on a graph merged from a diff, Spark carries its paper keys and paper-ids lines over meanwhile
+    (issue 19). In a thread of this
+    process, Python work holds the GIL that the JVM's start waits for (the benchmark ids and a started JVM: 9 s
+    in a thread, 7.3 s one after the other, 6-6.7 s in a child process). Without `apart` (or when it cannot
+    start a process), `work` runs here while a thread starts the JVM, or, with no JVM to start, when the stage
+    asks for its result (a Spark Connect client tags its session in the calling thread, so it comes first).
+    If the session does not start, the work apart is stopped. An error of `work` is raised by `result()` (a
+    user mistake stays one line); a caller that does not get that far calls `cancel()`.
     """
     from spark import class_archive as CA
 
-    if config.remote or CA.jvm_running():
-        spark = get_spark(config, app_name)
-        return spark, work()
     pending = None
     if apart is not None:
         try:
@@ -206,13 +235,15 @@ def get_spark_beside(
         except BaseException:
             pending.cancel()
             raise
-        return spark, pending.result()
+        return spark, pending
+    if config.remote or CA.jvm_running():
+        return get_spark(config, app_name), Later(work)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
         starting = pool.submit(get_spark, config, app_name)
-        result = work()
-        return starting.result(), result
+        result = work()  # an error of the work is raised once the start has ended (leaving the pool waits)
+        return starting.result(), Done(result)
 
 
 def concurrently(spark, *calls: Callable[[], Any]) -> list[Any]:

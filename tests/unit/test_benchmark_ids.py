@@ -163,7 +163,12 @@ def test_a_child_process_reads_what_collect_reads(tmp_path, monkeypatch):
     extra = tmp_path / "list.txt"
     extra.write_text("123\n")
     monkeypatch.chdir(tmp_path)  # the child finds the project wherever the stage runs
-    table, layouts = Collecting(str(scidocs), (str(extra),)).result()
+    child = Collecting(str(scidocs), (str(extra),))
+    table, layouts = child.result()
+    stopped = []
+    monkeypatch.setattr("citeflow.process.stop_guarded", stopped.append)
+    child.cancel()  # filter_leakage cancels on its way out: nothing to stop once the child has answered
+    assert stopped == []
     expected, expected_layouts = collect(str(scidocs), (str(extra),))
     assert table.equals(expected) and table.schema == expected.schema
     assert layouts == expected_layouts
@@ -176,3 +181,11 @@ def test_a_child_process_reads_what_collect_reads(tmp_path, monkeypatch):
     assert str(in_child.value) == str(here.value)
     with pytest.raises(CiteflowError, match="does not exist"):
         Collecting(str(tmp_path / "missing")).result()
+
+    # a stage that fails before it asks for the ids stops the child
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    running = Collecting(str(scidocs), (str(extra),))
+    running.cancel()
+    assert running._proc.returncode is not None
+    running.cancel()  # once

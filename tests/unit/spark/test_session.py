@@ -331,20 +331,35 @@ def test_the_jvm_starts_while_the_stage_reads_its_inputs(monkeypatch):
 
     monkeypatch.setattr(session, "get_spark", slow_start)
     monkeypatch.setattr(CA, "jvm_running", lambda: False)
-    assert session.get_spark_beside(SparkConfig(), "app", lambda: events.append("work") or 42) == ("session", 42)
+    spark, pending = session.get_spark_meanwhile(SparkConfig(), "app", lambda: events.append("work") or 42)
+    assert (spark, pending.result()) == ("session", 42)
     assert events == ["work", "spark"]  # the work ended while the session was still starting
 
     def bad_input():
         raise CiteflowError("no benchmark here")
 
+    # raised once the JVM is up, as one line
+    events.clear()
     with pytest.raises(CiteflowError, match="no benchmark here"):
-        session.get_spark_beside(SparkConfig(), "app", bad_input)
+        session.get_spark_meanwhile(SparkConfig(), "app", bad_input)
+    assert events == ["spark"]
 
-    # a Spark Connect client tags its session in the calling thread: it connects first, in this thread
+    # a Spark Connect client tags its session in the calling thread: it connects first, in this thread, and
+    # the work runs here when the stage asks for its result, once
     events.clear()
     remote = SparkConfig(remote="sc://localhost:15002")
-    assert session.get_spark_beside(remote, "app", lambda: events.append("work") or 1) == ("session", 1)
+    spark, pending = session.get_spark_meanwhile(remote, "app", lambda: events.append("work") or 1)
+    assert events == ["spark"]
+    assert (pending.result(), pending.result()) == (1, 1)
     assert events == ["spark", "work"]
+    spark, pending = session.get_spark_meanwhile(remote, "app", bad_input)
+    with pytest.raises(CiteflowError, match="no benchmark here"):
+        pending.result()
+    # cancelled before it ran: it never runs
+    events.clear()
+    spark, pending = session.get_spark_meanwhile(remote, "app", lambda: events.append("work") or 1)
+    pending.cancel()
+    assert events == ["spark"]
 
 
 class FakePending:
@@ -362,7 +377,7 @@ class FakePending:
         self.events.append("apart cancelled")
 
 
-def test_work_apart_starts_before_the_jvm_and_is_stopped_when_the_jvm_fails(monkeypatch):
+def test_work_apart_starts_before_the_session_and_is_stopped_when_the_jvm_fails(monkeypatch):
     from spark import session
 
     events = []
@@ -375,14 +390,17 @@ def test_work_apart_starts_before_the_jvm_and_is_stopped_when_the_jvm_fails(monk
     monkeypatch.setattr(CA, "jvm_running", lambda: False)
     here = lambda: events.append("here") or 0  # noqa: E731
     apart = lambda: FakePending(events, 7)  # noqa: E731
-    assert session.get_spark_beside(SparkConfig(), "app", here, apart=apart) == ("session", 7)
+    spark, pending = session.get_spark_meanwhile(SparkConfig(), "app", here, apart=apart)
+    assert events == ["apart started", "spark"]  # the stage goes on while the work runs apart
+    assert (spark, pending.result()) == ("session", 7)
     assert events == ["apart started", "spark", "apart result"]
 
-    # the user's mistake, found apart, is raised once the JVM is up, as it would be here
+    # the user's mistake, found apart, is raised when the stage asks for the result, as it would be here
     events.clear()
     bad = lambda: FakePending(events, CiteflowError("no benchmark here"))  # noqa: E731
+    _, pending = session.get_spark_meanwhile(SparkConfig(), "app", here, apart=bad)
     with pytest.raises(CiteflowError, match="no benchmark here"):
-        session.get_spark_beside(SparkConfig(), "app", here, apart=bad)
+        pending.result()
 
     # the JVM does not start: the child is stopped, the start's error raised
     events.clear()
@@ -392,7 +410,7 @@ def test_work_apart_starts_before_the_jvm_and_is_stopped_when_the_jvm_fails(monk
 
     monkeypatch.setattr(session, "get_spark", no_jvm)
     with pytest.raises(CiteflowError, match="did not start"):
-        session.get_spark_beside(SparkConfig(), "app", here, apart=apart)
+        session.get_spark_meanwhile(SparkConfig(), "app", here, apart=apart)
     assert events == ["apart started", "apart cancelled"]
 
     # no child process can start here: the work runs in this process, the JVM starting in a thread
@@ -402,14 +420,18 @@ def test_work_apart_starts_before_the_jvm_and_is_stopped_when_the_jvm_fails(monk
     def no_process():
         raise OSError("no fork here")
 
-    assert session.get_spark_beside(SparkConfig(), "app", here, apart=no_process) == ("session", 0)
+    spark, pending = session.get_spark_meanwhile(SparkConfig(), "app", here, apart=no_process)
+    assert (spark, pending.result()) == ("session", 0)
     assert sorted(events) == ["here", "spark"]
 
-    # a session this process holds already: nothing to overlap, nothing started apart
-    events.clear()
-    monkeypatch.setattr(CA, "jvm_running", lambda: True)
-    assert session.get_spark_beside(SparkConfig(), "app", here, apart=apart) == ("session", 0)
-    assert events == ["spark", "here"]
+    # a session this process holds already (a stage after the first of `citeflow run`), or a Spark Connect
+    # client: no JVM to start, and the work still runs apart, beside the stage's first jobs
+    for jvm, config in ((True, SparkConfig()), (False, SparkConfig(remote="sc://localhost:15002"))):
+        events.clear()
+        monkeypatch.setattr(CA, "jvm_running", lambda jvm=jvm: jvm)
+        spark, pending = session.get_spark_meanwhile(config, "app", here, apart=apart)
+        assert events == ["apart started", "spark"]
+        assert pending.result() == 7
 
 
 def test_the_local_driver_runs_the_throughput_collector(spark):
