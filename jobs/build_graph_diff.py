@@ -101,12 +101,15 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     paper_keys = stage(
         I.last_steps(paper_updates.where(F.col("reason").isNull()), good_deletes, ["corpus_id"]), "paper_keys"
     )
-    touched = stage(I.touched_papers(base_rejected, abstract_updates, abstract_deletes, paper_keys), "touched")
+    abstracts = I.abstract_inputs(base_rejected, abstract_updates, abstract_deletes, materialize=stage)
+    touched = stage(I.touched_papers(abstracts, paper_keys), "touched")
     # the base's rows of the touched keys: the merge decides every touched key from these and the diff alone
     touched_base = stage(base_papers.join(F.broadcast(touched), "corpus_id", "left_semi"), "touched_base")
-    merged, _, paper_rejects, _ = I.merge_papers(touched_base, paper_updates, good_deletes, broadcast=True)
+    merged, _, paper_rejects, _ = I.merge_papers(
+        touched_base, paper_updates, good_deletes, broadcast=True, steps=paper_keys, materialize=stage
+    )
     changed, abstract_rejects, abstract_keys = I.merge_abstracts(
-        touched_base, base_rejected, abstract_updates, abstract_deletes, merged, paper_keys
+        touched_base, abstracts, merged, paper_keys, materialize=stage
     )
     changed = stage(changed.select(*G.PAPERS_COLUMNS), "changed")
 

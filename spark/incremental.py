@@ -70,18 +70,27 @@ def edge_key(df: DataFrame) -> DataFrame:
 
 
 def merge_papers(
-    base_papers: DataFrame, staged_updates: DataFrame, deletes: DataFrame, *, broadcast: bool = True
+    base_papers: DataFrame,
+    staged_updates: DataFrame,
+    deletes: DataFrame,
+    *,
+    broadcast: bool = True,
+    steps: DataFrame | None = None,
+    materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
 ) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
     """(papers, keys the diff names, rejected rows of the diff's paper lines, the diff's kept records).
 
     `staged_updates`: the update lines through `graph.stage_papers`, plus `_step`; `deletes`: `corpus_id`,
-    `_step` of usable delete lines. Returned papers have `PAPERS_COLUMNS`: untouched rows as the base wrote
-    them, the diff's records with a null abstract (merge_abstracts fills it).
+    `_step` of usable delete lines; `steps`: their `last_steps` where the caller has them. Returned papers have
+    `PAPERS_COLUMNS`: untouched rows as the base wrote them, the diff's records with a null abstract
+    (merge_abstracts fills it). `materialize(frame, name)` computes the duplicates' ranking once for the plans
+    of the papers and of the rejected rows.
     """
     usable = staged_updates.where(F.col("reason").isNull())
-    steps = last_steps(usable, deletes, ["corpus_id"])
+    if steps is None:
+        steps = last_steps(usable, deletes, ["corpus_id"])
     final = final_updates(usable, steps, ["corpus_id"])
-    duplicates = G.duplicate_rows(final)
+    duplicates = materialize(G.duplicate_rows(final), "paper_duplicates")
     kept = G.kept_papers(final, duplicates, broadcast=broadcast).select(*G.PAPERS_COLUMNS)
     touched = steps.select("corpus_id")
     untouched = base_papers.join(F.broadcast(touched) if broadcast else touched, "corpus_id", "left_anti")
@@ -125,16 +134,31 @@ def _abstract_rank(winner_first: Column) -> Column:
     return F.row_number().over(Window.partitionBy("corpus_id").orderBy(winner_first, *G.abstract_order()))
 
 
-def _abstract_inputs(
-    base_rejected: DataFrame, updates: DataFrame, deletes: DataFrame
-) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
-    """(usable update lines with `corpus_id`, last steps per key, the base's quarantined abstract lines
-    parsed again, rejected rows of unparseable diff lines)."""
+class AbstractInputs(NamedTuple):
+    """What the abstracts' merge reads (`abstract_inputs`), made once for `touched_papers` and
+    `merge_abstracts`."""
+
+    good: DataFrame  # usable update lines with `corpus_id`
+    steps: DataFrame  # the last step naming each key (`last_steps`)
+    base_lines: DataFrame  # the base's quarantined abstract lines, parsed again
+    bad: DataFrame  # rejected rows of unparseable diff lines
+
+
+def abstract_inputs(
+    base_rejected: DataFrame,
+    updates: DataFrame,
+    deletes: DataFrame,
+    materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
+) -> AbstractInputs:
+    """The abstracts diff's lines (`updates`, `deletes`: parsed lines plus `_step`) and the base's quarantined
+    abstract lines, ready for the merge. `materialize(frame, name)` computes each once for the plans that read
+    it (three: the touched keys, the merged rows, the rejected rows), so neither the diff's files nor the
+    base's quarantined lines are parsed again by each (issue 19)."""
     good, bad_updates = G.split_unparseable(updates, kind="abstract")
     good_deletes, bad_deletes = G.split_unparseable(deletes, kind="abstract")
-    good = good.withColumn("corpus_id", F.col("id_raw").try_cast("long"))
+    good = materialize(good.withColumn("corpus_id", F.col("id_raw").try_cast("long")), "abstract_updates")
     good_deletes = good_deletes.withColumn("corpus_id", F.col("id_raw").try_cast("long"))
-    steps = last_steps(good, good_deletes, ["corpus_id"])
+    steps = materialize(last_steps(good, good_deletes, ["corpus_id"]), "abstract_steps")
     quarantined = base_rejected.where(
         (F.col("kind") == "abstract") & F.col("reason").isin(R.DUPLICATE_ABSTRACT, R.ABSTRACT_WITHOUT_PAPER)
     )
@@ -153,7 +177,8 @@ def _abstract_inputs(
         "source",
         "_loser",
     )
-    return good, steps, base_lines, bad_updates.unionByName(bad_deletes)
+    base_lines = materialize(base_lines, "abstract_base_lines")
+    return AbstractInputs(good, steps, base_lines, bad_updates.unionByName(bad_deletes))
 
 
 def _redo(steps: DataFrame, paper_keys: DataFrame, base_lines: DataFrame) -> DataFrame:
@@ -166,36 +191,33 @@ def _redo(steps: DataFrame, paper_keys: DataFrame, base_lines: DataFrame) -> Dat
     )
 
 
-def touched_papers(
-    base_rejected: DataFrame, abstract_updates: DataFrame, abstract_deletes: DataFrame, paper_keys: DataFrame
-) -> DataFrame:
+def touched_papers(abstracts: AbstractInputs, paper_keys: DataFrame) -> DataFrame:
     """`corpus_id` of every paper whose row the merge decides again (`merge_abstracts`' redo set): keys either
     diff names and keys whose abstract the base quarantined. Every other paper keeps its base row (its
     degrees aside), so `merge_papers` and `merge_abstracts` given only these base rows return exactly the
     new rows of these keys."""
-    _, steps, base_lines, _ = _abstract_inputs(base_rejected, abstract_updates, abstract_deletes)
-    return _redo(steps, paper_keys, base_lines)
+    return _redo(abstracts.steps, paper_keys, abstracts.base_lines)
 
 
 def merge_abstracts(
     base_papers: DataFrame,
-    base_rejected: DataFrame,
-    updates: DataFrame,
-    deletes: DataFrame,
+    abstracts: AbstractInputs,
     papers: DataFrame,
     paper_keys: DataFrame,
+    materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
 ) -> tuple[DataFrame, DataFrame, DataFrame]:
     """(papers with `abstract`, rejected abstract rows, keys the abstracts diff names).
 
-    `updates`: parsed abstract update lines (`s2ag_abstracts` columns plus `_step`); `deletes`: parsed
-    delete lines (same); `papers`: the merged papers, whose untouched rows carry the base's abstract;
-    `paper_keys`: corpus ids the papers diff names. Only the abstracts of a small set of keys are decided
-    again (`touched_papers`): those either diff names and those the base quarantined (duplicates, orphans,
-    which a new paper may adopt). The base's abstracts are its papers' (already chosen) and its quarantined
-    lines; for keys the abstracts diff names, the last step's lines are ranked as in a full build. The rest
-    keep their abstract without a shuffle of the abstracts' text.
+    `abstracts`: `abstract_inputs` of the abstracts diff's parsed update and delete lines (`s2ag_abstracts`
+    columns plus `_step`) and the base's rejected rows; `papers`: the merged papers, whose untouched rows
+    carry the base's abstract; `paper_keys`: corpus ids the papers diff names; `materialize(frame, name)`
+    computes the ranked abstracts once for the plans of the papers and of the rejected rows. Only the
+    abstracts of a small set of keys are decided again (`touched_papers`): those either diff names and those
+    the base quarantined (duplicates, orphans, which a new paper may adopt). The base's abstracts are its
+    papers' (already chosen) and its quarantined lines; for keys the abstracts diff names, the last step's
+    lines are ranked as in a full build. The rest keep their abstract without a shuffle of the abstracts' text.
     """
-    good, steps, base_lines, bad = _abstract_inputs(base_rejected, updates, deletes)
+    good, steps, base_lines, bad = abstracts
     named = steps.select("corpus_id")
     from_diff = final_updates(good, steps, ["corpus_id"]).select(
         "corpus_id", "abstract", "value", "source", F.lit(False).alias("_loser")
@@ -210,7 +232,9 @@ def merge_abstracts(
     redo_b = F.broadcast(_redo(steps, paper_keys, base_lines))
     base_kept = base_kept.join(redo_b, "corpus_id", "left_semi")
     base = base_kept.unionByName(base_lines).join(named, "corpus_id", "left_anti")
-    ranked = base.unionByName(from_diff).withColumn("_rank", _abstract_rank(F.col("_loser")))
+    ranked = materialize(
+        base.unionByName(from_diff).withColumn("_rank", _abstract_rank(F.col("_loser"))), "abstract_ranks"
+    )
     redone, rejected = G.best_abstracts(ranked, papers.join(redo_b, "corpus_id", "left_semi"))
     redone = redone.select(*G.PAPERS_COLUMNS)
     joined = papers.join(redo_b, "corpus_id", "left_anti").select(*G.PAPERS_COLUMNS).unionByName(redone)
@@ -229,7 +253,8 @@ def _edge_inputs(
     final candidates, rejected rows of unparseable diff lines, keys the diff names). With `flag_named` the
     candidates the diff names stay, flagged by `_named` (true). Each base candidate keeps its `POSITION` in the
     table it comes from (`base_citations` for a kept edge, `base_rejected` for a rejected one) when that table
-    has them; null where its table has none."""
+    has them; null where its table has none. Base candidates carry their ids as numbers too (`_c1`, `_c2`:
+    null where the id is none), which `graph.label_edges` reads."""
 
     def split(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
         good = edge_key(lines.where(F.col("parse_error").isNull()))
@@ -254,9 +279,12 @@ def _edge_inputs(
         have = R.positions(frame)
         return [F.col(c) if c in have else F.lit(None).cast(R.POSITION_TYPES[c]).alias(c) for c in position]
 
+    # The base's kept edges (every edge of the graph) keep their ids as numbers: they match the keys the diff
+    # names that are written as a number's own spelling (`cast(id as string)`, which a kept edge's raw ids are),
+    # so no id of the whole table goes to a string and back (issue 19: the scan of the base's edges).
     kept = base_citations.select(
-        F.col("citing").cast("string").alias("citing_raw"),
-        F.col("cited").cast("string").alias("cited_raw"),
+        F.col("citing").alias("_c1"),
+        F.col("cited").alias("_c2"),
         F.lit(None).cast("string").alias("source"),
         F.lit(None).cast("string").alias("reason"),
         *positions_of(base_citations),
@@ -269,12 +297,31 @@ def _edge_inputs(
         *positions_of(base_rejected),
     )
     keys = steps.select("_k1", "_k2")
-    base = edge_key(kept.unionByName(labelled))
+    as_numbers = keys.select(
+        F.col("_k1").try_cast("long").alias("_c1"), F.col("_k2").try_cast("long").alias("_c2"), "_k1", "_k2"
+    )
+    number_keys = as_numbers.where(
+        (F.col("_c1").cast("string") == F.col("_k1")) & (F.col("_c2").cast("string") == F.col("_k2"))
+    ).select("_c1", "_c2")
+    labelled = edge_key(labelled)
     if flag_named:
-        base = base.join(keys.withColumn("_named", F.lit(True)), ["_k1", "_k2"], "left").fillna(False, ["_named"])
+        kept = kept.join(number_keys.withColumn("_named", F.lit(True)), ["_c1", "_c2"], "left")
+        labelled = labelled.join(keys.withColumn("_named", F.lit(True)), ["_k1", "_k2"], "left")
     else:
-        base = base.join(keys, ["_k1", "_k2"], "left_anti")
-    return base.drop("_k1", "_k2"), from_diff, bad_updates.unionByName(bad_deletes), keys
+        kept = kept.join(number_keys, ["_c1", "_c2"], "left_anti")
+        labelled = labelled.join(keys, ["_k1", "_k2"], "left_anti")
+    kept = kept.withColumn("citing_raw", F.col("_c1").cast("string")).withColumn(
+        "cited_raw", F.col("_c2").cast("string")
+    )
+    labelled = (
+        labelled.drop("_k1", "_k2")
+        .withColumn("_c1", F.col("citing_raw").try_cast("long"))
+        .withColumn("_c2", F.col("cited_raw").try_cast("long"))
+    )
+    base = kept.unionByName(labelled)
+    if flag_named:
+        base = base.fillna(False, ["_named"])
+    return base, from_diff, bad_updates.unionByName(bad_deletes), keys
 
 
 def merge_edges(
@@ -287,7 +334,7 @@ def merge_edges(
     first among copies of an edge, as their first copy ranked in the base build.
     """
     base, from_diff, bad, named = _edge_inputs(base_citations, base_rejected, updates, deletes)
-    return base.drop("reason", *R.POSITION).unionByName(from_diff), bad, named
+    return base.drop("reason", "_c1", "_c2", *R.POSITION).unionByName(from_diff), bad, named
 
 
 # Labels an edge gets from its own ids whatever the corpus holds (label_edges' first checks).
@@ -339,9 +386,7 @@ def split_edges(
     )
     ends = moved.select("corpus_id").distinct()
     base = (
-        base.withColumn("_c1", F.col("citing_raw").try_cast("long"))
-        .withColumn("_c2", F.col("cited_raw").try_cast("long"))
-        .join(F.broadcast(ends.select(F.col("corpus_id").alias("_c1"), F.lit(True).alias("_m1"))), "_c1", "left")
+        base.join(F.broadcast(ends.select(F.col("corpus_id").alias("_c1"), F.lit(True).alias("_m1"))), "_c1", "left")
         .join(F.broadcast(ends.select(F.col("corpus_id").alias("_c2"), F.lit(True).alias("_m2"))), "_c2", "left")
         .join(F.broadcast(pairs), ["_c1", "_c2"], "left")
     )

@@ -34,6 +34,8 @@ def test_edges_named_by_the_diff_replace_the_bases_and_null_ends_still_match(spa
     deletes = spark.createDataFrame(
         [
             ("1", "3", None, "deletes_0.jsonl.gz", "", 0),
+            # keys are compared as written: "01" is not the kept edge (1, 2)'s spelling, which stays
+            ("01", "2", None, "deletes_0.jsonl.gz", "", 0),
             ("4", None, None, "deletes_0.jsonl.gz", "", 0),
             (None, None, R.MALFORMED, "deletes_0.jsonl.gz", "[1, 2]", 0),
         ],
@@ -45,4 +47,4 @@ def test_edges_named_by_the_diff_replace_the_bases_and_null_ends_still_match(spa
     assert [(r["kind"], r["reason"], r["source"], r["raw"]) for r in bad.collect()] == [
         ("citation", R.MALFORMED, "deletes_0.jsonl.gz", b"[1, 2]")
     ]
-    assert named.count() == 3
+    assert named.count() == 4
