@@ -259,7 +259,7 @@ class Collecting:
     def __init__(self, scidocs: str | None, extra: tuple[str, ...] = ()):
         from citeflow.process import start_guarded
 
-        self._answered = False
+        self._over = False  # answered or stopped: nothing left to stop
         request = json.dumps({"scidocs": scidocs, "extra": list(extra)})
         # under a guard, as every process a stage starts: a killed stage takes it along (citeflow/process.py)
         self._proc = start_guarded(
@@ -275,7 +275,7 @@ class Collecting:
         except BaseException:  # interrupted while waiting: the child goes too
             self.cancel()
             raise
-        self._answered = True
+        self._over = True
         message = err.decode("utf-8", "replace").strip()
         if self._proc.returncode == USER_MISTAKE:
             raise CiteflowError(message)
@@ -291,9 +291,9 @@ class Collecting:
         another's by then)."""
         from citeflow.process import stop_guarded
 
-        if self._answered:
+        if self._over:
             return
-        self._answered = True
+        self._over = True
         stop_guarded(self._proc)
         self._proc.communicate()  # closes the pipes
 

@@ -144,7 +144,16 @@ def build(
         benchmark.cancel()  # a child still reading after an error goes too; nothing once it has answered
 
 
-def _build(config, upstream, store, path, paper_ids, source, spark, benchmark) -> dict[str, Any]:
+def _build(
+    config: RunConfig,
+    upstream: Manifest,
+    store: ArtifactStore,
+    path: str,
+    paper_ids: tuple[Manifest, Any] | None,
+    source: str | None,
+    spark,
+    benchmark,
+) -> dict[str, Any]:
     """`build`'s work, `benchmark` (pending: the benchmark ids table and its layouts) taken when the mapping
     needs it."""
     from concurrent.futures import ThreadPoolExecutor

@@ -213,13 +213,13 @@ def get_spark_meanwhile(
     `result()`. That holds with no JVM to start too: a Spark Connect client, or a session this process holds
     already (`citeflow run`'s stages after the first). filter_leakage reads its benchmark ids this way (4 s at
     1M papers); on a graph merged from a diff, Spark carries its paper keys and paper-ids lines over meanwhile
-    (issue 19). In a thread of this
-    process, Python work holds the GIL that the JVM's start waits for (the benchmark ids and a started JVM: 9 s
-    in a thread, 7.3 s one after the other, 6-6.7 s in a child process). Without `apart` (or when it cannot
-    start a process), `work` runs here while a thread starts the JVM, or, with no JVM to start, when the stage
-    asks for its result (a Spark Connect client tags its session in the calling thread, so it comes first).
-    If the session does not start, the work apart is stopped. An error of `work` is raised by `result()` (a
-    user mistake stays one line); a caller that does not get that far calls `cancel()`.
+    (issue 19). In a thread of this process, Python work holds the GIL that the JVM's start waits for (the
+    benchmark ids and a started JVM: 9 s in a thread, 7.3 s one after the other, 6-6.7 s in a child process).
+    Without `apart` (or when it cannot start a process), `work` runs here while a thread starts the JVM, or,
+    with no JVM to start, when the stage asks for its result (a Spark Connect client tags its session in the
+    calling thread, so it comes first). If the session does not start, the work apart is stopped. An error of
+    `work` is raised by `result()` (a user mistake stays one line); a caller that does not get that far calls
+    `cancel()`.
     """
     from spark import class_archive as CA
 
