@@ -119,11 +119,12 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     corpus_ids = (
         base_papers.select("corpus_id").join(F.broadcast(touched), "corpus_id", "left_anti").unionByName(new_ids)
     )
+    # the diff's citation lines parsed once: the keys it names, its pairs and its rejected lines read them
     split = I.split_edges(
         base_citations,
         base_rejected,
-        lines_of("citations", "updates", R.s2ag_citation_pairs),
-        lines_of("citations", "deletes", R.s2ag_citation_pairs),
+        stage(lines_of("citations", "updates", R.s2ag_citation_pairs), "citation_updates"),
+        stage(lines_of("citations", "deletes", R.s2ag_citation_pairs), "citation_deletes"),
         stage(moved, "moved"),
         materialize=stage,
     )

@@ -371,7 +371,7 @@ def split_edges(
     that do not stay, kept or rejected, keep their `POSITION` in their own table when it has them (a
     merge-on-read table of the new version names them removed). `materialize(frame, name)` computes the rows
     that do not stay once (one scan of the base's edges) for the frames read from them: `to_label`, `gone`,
-    `gone_kept`.
+    `gone_kept`. `updates` and `deletes` are best staged by the caller: several plans read them.
     """
     base, from_diff, bad, named = _edge_inputs(base_citations, base_rejected, updates, deletes, flag_named=True)
     as_ids = lambda df, a, b: df.select(  # noqa: E731  the ids label_edges reads from the raw ends
