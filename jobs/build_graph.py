@@ -345,8 +345,6 @@ def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=No
     as every reader reads them (their deletion files applied, citeflow/tables.py); `text` (no_title,
     no_abstract per paper, or their `graph.text_counts`) defaults to reading the written papers. Removes the
     version's staging folder."""
-    import pyarrow.parquet as pq
-
     from spark import graph as G
     from spark import readers as R
     from spark.session import concurrently
@@ -356,25 +354,41 @@ def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=No
     if text is None:
         text = G.summary_stats(written("papers"))
 
-    def histogram_written_and_plotted() -> None:
-        # a few hundred rows: written and plotted by the driver (matplotlib's object API: no pyplot state is
-        # shared with the threads beside it), while the statistics' jobs run
-        histogram = G.degree_histogram(degrees).toArrow()
-        store.fs.create_dir(posixpath.join(path, "degree_histogram"))
-        pq.write_table(histogram, posixpath.join(path, "degree_histogram", "part-00000.parquet"), filesystem=store.fs)
-        _plot_degrees(store, path, histogram, config.snapshot)
-
-    # The statistics' small jobs run at once (issue 21: one after another they had a core idle most of 3 s).
-    _, reasons, metrics = concurrently(
+    # The statistics' small jobs run at once (issue 21: one after another they had a core idle most of 3 s);
+    # the histogram (a few hundred rows) is written and plotted by the driver while the others run
+    histogram, reasons, nodes, flags = concurrently(
         spark,
-        histogram_written_and_plotted,
+        lambda: write_histogram(store, path, config, G.degree_histogram(degrees).toArrow()),
         lambda: written("rejected").groupBy("kind", "reason").count().collect(),
-        lambda: G.degree_summary(degrees.select("out_degree", "in_degree"), text),
+        lambda: G.graph_nodes(degrees),
+        lambda: text if isinstance(text, dict) else G.text_counts(text),
     )
+    rejected = {f"{r['kind']}.{r['reason']}": int(r["count"]) for r in reasons}
+    return metrics_of(store, path, histogram, nodes, flags, rejected)
+
+
+def write_histogram(store: ArtifactStore, path: str, config: RunConfig, histogram):
+    """Write `histogram` (a pyarrow table of `graph.degree_histogram` rows) as the `degree_histogram` table and
+    plot it (matplotlib's object API: no pyplot state is shared with the threads beside it); returns it."""
+    import pyarrow.parquet as pq
+
+    store.fs.create_dir(posixpath.join(path, "degree_histogram"))
+    pq.write_table(histogram, posixpath.join(path, "degree_histogram", "part-00000.parquet"), filesystem=store.fs)
+    _plot_degrees(store, path, histogram, config.snapshot)
+    return histogram
+
+
+def metrics_of(
+    store: ArtifactStore, path: str, histogram, nodes: int, text: dict[str, int], rejected: dict[str, int]
+) -> dict[str, Any]:
+    """The manifest metrics of a version's graph (`graph.histogram_summary` of its degree histogram, papers with
+    an edge and text counts; `rejected`: its rejected rows counted by `kind.reason`); removes the version's
+    staging folder."""
+    from spark import graph as G
+
     store.fs.delete_dir(posixpath.join(path, "_staging"))
-    metrics["rejected"] = {
-        f"{r['kind']}.{r['reason']}": int(r["count"]) for r in sorted(reasons, key=lambda r: (r["kind"], r["reason"]))
-    }
+    metrics = G.histogram_summary(histogram, nodes, text)
+    metrics["rejected"] = {k: n for k, n in sorted(rejected.items()) if n}
     metrics["rejected_total"] = sum(metrics["rejected"].values())
     return metrics
 

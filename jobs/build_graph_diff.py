@@ -21,9 +21,11 @@ rows the diff changes are written as new files beside them, and the base rows th
 named in the table's deletion file, so no table's untouched rows are written again. Once the base's deletion
 files remove more than `build_graph.max_deleted_share` of the rows one of these tables stores, the version
 writes every row again (as it does with 0; degrees then counted from the written tables as in a full build), so
-reads do not slow down release after release. The degree histogram and the metrics are computed from the
-written tables as in a full build (jobs/build_graph.py `summarize`): all of it in Spark, so the diff path runs
-where a full build runs (a cluster, Spark Connect) and holds no table in this process.
+reads do not slow down release after release. The degree histogram and the metrics are counts: the base's, less
+those of the rows that go, plus those of the rows written (`_summarize_changes`; a version that writes every
+row counts them in its written tables as a full build does, jobs/build_graph.py `summarize`). All of it runs in
+Spark, so the diff path runs where a full build runs (a cluster, Spark Connect) and holds no table in this
+process beyond the histogram's few hundred rows.
 
 The result equals a full build of the release (tests/e2e/test_incremental.py).
 """
@@ -138,7 +140,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     if all(in_place.values()):
         log.info("%s: linking the base's files; writing the rows the diff changes", STAGE)
         new_edges = G.kept_edges(labelled)
-        # each table's (new rows, the base rows that go with their POSITION), made where it is written: the
+        # each table's (new rows, the base rows that go, with their POSITION), made where it is written: the
         # degrees stage the base rows they read, in the thread that writes them after the citations
         tables = {
             "papers": lambda: (changed, touched_base),
@@ -151,9 +153,15 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
                 changed.select("corpus_id"),
                 materialize=stage,
             ),
+            # the base rows that go, with what the rejected counts need (staged: written and counted)
             "rejected": lambda: (
                 reduce(lambda a, b: a.unionByName(b), [*new_rejected, G.rejected_edges(labelled)]),
-                decided_again.select(*R.POSITION).unionByName(split.gone.select(*R.POSITION)),
+                stage(
+                    decided_again.select("kind", "reason", *R.POSITION).unionByName(
+                        split.gone.select("kind", "reason", *R.POSITION)
+                    ),
+                    "rejected_gone",
+                ),
             ),
         }
         metrics = _finish_in_place(spark, store, path, config, base, tables)
@@ -209,10 +217,12 @@ def _finish_in_place(
 ) -> dict[str, Any]:
     """Write every table but the histogram as a merge-on-read table over the base's (citeflow/tables.py,
     `output.write_merge_on_read`): the base's data files linked, new files of the rows this release changes, and
-    the base rows it no longer holds named in `_deleted/`; then the statistics of a full build (`summarize`).
+    the base rows it no longer holds named in `_deleted/`; then the statistics of a full build, from the base's and
+    the changed rows' (`_summarize_changes`; `summarize` of the written tables where it cannot).
 
     `tables`: for `papers`, `citations`, `degrees` and `rejected`, a function that gives (the new rows, the base rows
-    that go with their `POSITION`), called just before the table is written. Papers: the merged rows of the
+    that go, with their `POSITION`: the degrees' and rejected rows' with their columns too), called just before
+    the table is written. Papers: the merged rows of the
     touched keys, every touched key's base row going; citations: the kept edges among those labelled again, the
     base's kept edges labelled again or gone (`split_edges`' `gone_kept`); degrees: those of the papers whose row
     was replaced or whose edges arrived or left (`incremental.changed_degrees`); rejected: the new rejected rows,
@@ -231,10 +241,12 @@ def _finish_in_place(
     stored = base.tables["papers"]["rows"] + base.tables["papers"].get("deleted_rows", 0)
     most = config.build_graph.output_files
     files = max(1, min(most, -(-changed.count() * most // max(stored, 1))))
+    gone_rows: dict[str, Any] = {}
 
     def merge_on_read(*names: str) -> None:
         for table in names:
             new_rows, gone = tables[table]()
+            gone_rows[table] = gone
             source, target = base.table_path(table), posixpath.join(path, table)
             O.write_merge_on_read(spark, store, source, target, gone.select(*R.POSITION), new_rows, files)
 
@@ -244,4 +256,89 @@ def _finish_in_place(
     if all(k in base.metrics for k in G.TEXT_COUNTS):
         gone, added = (G.text_counts(G.summary_stats(f)) for f in (touched_base, changed))
         text = {k: base.metrics[k] - gone[k] + added[k] for k in G.TEXT_COUNTS}
-    return summarize(spark, store, path, config, text)
+    changes = {
+        t: (O.new_rows(spark, store, base.table_path(t), posixpath.join(path, t)), gone_rows[t])
+        for t in ("degrees", "rejected")
+    }
+    metrics = _summarize_changes(spark, store, path, config, base, text, changes)
+    return metrics if metrics is not None else summarize(spark, store, path, config, text)
+
+
+def _summarize_changes(
+    spark, store: ArtifactStore, path: str, config: RunConfig, base: Manifest, text: dict | None, changes: dict
+) -> dict[str, Any] | None:
+    """jobs/build_graph.py `summarize`'s histogram and metrics, from the base's and the rows this version changes:
+    the base's degree histogram, papers with an edge and rejected counts, less those of the base rows it removes,
+    plus those of the rows it writes (`changes`: per table `degrees` and `rejected`, (the new rows, the base rows
+    that go)). Every one of them is a count, so the result is `summarize`'s, for three small aggregations over the
+    changed rows instead of three over every row (tests/e2e/test_incremental.py compares the manifests). None where
+    the base holds no histogram or `text` is unknown, or when the counts come out negative (a base whose tables
+    and manifest disagree): then the caller summarizes the written tables."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from citeflow import tables as T
+    from jobs.build_graph import metrics_of, write_histogram
+    from spark.session import concurrently
+
+    if text is None or "degree_histogram" not in base.tables or "rejected" not in base.metrics:
+        return None
+
+    def signed(table: str, columns: list[str]):
+        new_rows, gone = changes[table]
+        frames = [gone.select(*columns, F.lit(-1).alias("_sign"))]
+        if new_rows is not None:
+            frames.append(new_rows.select(*columns, F.lit(1).alias("_sign")))
+        return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+
+    degrees = signed("degrees", ["out_degree", "in_degree"])
+    by_direction = degrees.select(
+        F.explode(
+            F.array(
+                F.struct(F.lit("out").alias("direction"), F.col("out_degree").alias("degree"), "_sign"),
+                F.struct(F.lit("in").alias("direction"), F.col("in_degree").alias("degree"), "_sign"),
+            )
+        ).alias("d")
+    ).select("d.*")
+    has_edge = ((F.col("out_degree") + F.col("in_degree")) > 0).cast("long")
+    histogram_delta, nodes_delta, rejected_delta = concurrently(
+        spark,
+        lambda: by_direction.groupBy("direction", "degree").agg(F.sum("_sign").alias("n")).collect(),
+        lambda: degrees.agg(F.sum(F.col("_sign") * has_edge).alias("n")).first()["n"] or 0,
+        lambda: (
+            signed("rejected", ["kind", "reason"]).groupBy("kind", "reason").agg(F.sum("_sign").alias("n")).collect()
+        ),
+    )
+    base_histogram = T.read_table(store.fs, base.table_path("degree_histogram"))
+    counts: dict[tuple[str, int], int] = {}
+    for r in base_histogram.to_pylist():
+        counts[(r["direction"], r["degree"])] = r["papers"]
+    for r in histogram_delta:
+        key = (r["direction"], r["degree"])
+        counts[key] = counts.get(key, 0) + r["n"]
+    rejected = dict(base.metrics["rejected"])
+    for r in rejected_delta:
+        key = f"{r['kind']}.{r['reason']}"
+        rejected[key] = rejected.get(key, 0) + r["n"]
+    nodes = base.metrics["graph_nodes"] + nodes_delta
+    if min([*counts.values(), *rejected.values(), nodes]) < 0:
+        log.warning(
+            "%s: the base version %s's histogram or rejected counts disagree with its tables; counting every row",
+            STAGE,
+            base.version,
+        )
+        return None
+    kept = sorted((k for k, n in counts.items() if n), key=lambda k: (k[0] != "out", k[1]))
+    histogram = pa.table(
+        {
+            "direction": [k[0] for k in kept],
+            "degree": [k[1] for k in kept],
+            "papers": [counts[k] for k in kept],
+        },
+        schema=base_histogram.schema,
+    )
+    write_histogram(store, path, config, histogram)
+    log.info(
+        "%s: degree histogram and counts: base version %s's, with the rows this version changes", STAGE, base.version
+    )
+    return metrics_of(store, path, histogram, nodes, text, rejected)

@@ -363,47 +363,66 @@ def text_counts(text: DataFrame) -> dict[str, int]:
     return {k: int(row[k] or 0) for k in TEXT_COUNTS}
 
 
-def degree_summary(degrees: DataFrame, text: DataFrame | dict[str, int]) -> dict[str, float]:
-    """Node, edge and degree statistics for the manifest (two small aggregations, run at once).
+def graph_nodes(degrees: DataFrame) -> int:
+    """How many papers of `degrees` (one row per paper, `out_degree` and `in_degree`) have an edge."""
+    row = degrees.agg(F.count_if((F.col("out_degree") + F.col("in_degree")) > 0).alias("n")).first()
+    return int(row["n"] or 0)
 
-    `degrees` has one row per paper with `out_degree` and `in_degree`; `text` one row per paper with
-    `no_title` and `no_abstract` (booleans), so the papers' text need not be read again, or its
-    `text_counts` when they are known.
-    """
-    from spark.session import concurrently
 
-    by_degree = degrees.agg(
-        F.count("*").alias("papers"),
-        F.sum("out_degree").alias("edges"),
-        F.sum(((F.col("out_degree") + F.col("in_degree")) > 0).cast("int")).alias("graph_nodes"),
-        F.max("out_degree").alias("max_out_degree"),
-        F.max("in_degree").alias("max_in_degree"),
-        F.percentile_approx("out_degree", [0.5, 0.9, 0.99], 10000).alias("out_q"),
-        F.percentile_approx("in_degree", [0.5, 0.9, 0.99], 10000).alias("in_q"),
-    )
-    if isinstance(text, dict):
-        row, flags = by_degree.first(), text
-    else:
-        row, flags = concurrently(degrees.sparkSession, by_degree.first, lambda: text_counts(text))
-    papers = int(row["papers"] or 0)
-    edges = int(row["edges"] or 0)
-    out_q, in_q = row["out_q"] or [0, 0, 0], row["in_q"] or [0, 0, 0]
+DEGREE_QUANTILES = (0.5, 0.9, 0.99)
+
+
+def histogram_summary(histogram, nodes: int, text: dict[str, int]) -> dict[str, float]:
+    """The manifest's node, edge and degree statistics from a degree histogram (`degree_histogram` rows, a
+    pyarrow table), `nodes`: how many papers have an edge (`graph_nodes`), and the `text_counts`: papers and citations
+    counted from the out-degrees, the largest degrees, and `DEGREE_QUANTILES` of each direction, exact
+    (`degree_quantiles`). A build of a release from a diff updates its base's histogram with the rows it changes
+    (jobs/build_graph_diff.py), with the same result as a full build's."""
+    rows = histogram.to_pydict()
+    by_direction: dict[str, list[tuple[int, int]]] = {"out": [], "in": []}
+    for direction, degree, papers in zip(rows["direction"], rows["degree"], rows["papers"], strict=True):
+        by_direction[direction].append((int(degree), int(papers)))
+    out, into = sorted(by_direction["out"]), sorted(by_direction["in"])
+    papers = sum(n for _, n in out)
+    edges = sum(d * n for d, n in out)
     return {
         "papers": papers,
         "citations": edges,
-        "graph_nodes": int(row["graph_nodes"] or 0),
-        "isolated_papers": papers - int(row["graph_nodes"] or 0),
+        "graph_nodes": nodes,
+        "isolated_papers": papers - nodes,
         "mean_out_degree": round(edges / papers, 4) if papers else 0.0,
-        "max_out_degree": int(row["max_out_degree"] or 0),
-        "max_in_degree": int(row["max_in_degree"] or 0),
-        "out_degree_p50_p90_p99": [int(x) for x in out_q],
-        "in_degree_p50_p90_p99": [int(x) for x in in_q],
-        **{k: int(flags[k]) for k in TEXT_COUNTS},
+        "max_out_degree": out[-1][0] if out else 0,
+        "max_in_degree": into[-1][0] if into else 0,
+        "out_degree_p50_p90_p99": degree_quantiles(out, DEGREE_QUANTILES),
+        "in_degree_p50_p90_p99": degree_quantiles(into, DEGREE_QUANTILES),
+        **{k: int(text[k]) for k in TEXT_COUNTS},
     }
 
 
+def degree_quantiles(counts: list[tuple[int, int]], quantiles) -> list[int]:
+    """Of papers counted by degree (`counts`: (degree, papers), ascending degrees), per quantile `q` the least
+    degree that at least `ceil(q * papers)` papers (at least one) have at most: the papers' degrees sorted, the
+    one at that rank. Spark's `percentile_approx` gives the same where it is exact (tests/unit/spark/
+    test_graph.py); on a corpus past its accuracy it may not, and the histogram a release from a diff updates
+    gives these exactly. 0 for no papers."""
+    import math
+
+    total = sum(n for _, n in counts)
+    result = []
+    for q in quantiles:
+        rank, seen = max(1, math.ceil(q * total)), 0
+        for degree, papers in counts:
+            seen += papers
+            if seen >= rank:
+                result.append(degree)
+                break
+        else:
+            result.append(0)
+    return result
+
+
 def summary_stats(papers: DataFrame) -> DataFrame:
-    """`degree_summary`'s `text` input from a papers table."""
+    """`text_counts`' input from a papers table."""
     return papers.select(F.col("title").isNull().alias("no_title"), F.col("abstract").isNull().alias("no_abstract"))
 
 

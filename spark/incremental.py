@@ -428,7 +428,7 @@ def changed_degrees(
     materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
 ) -> tuple[DataFrame, DataFrame]:
     """The rows of `degrees` a merge changes: (the new rows, `corpus_id`, `out_degree`, `in_degree` as int; the
-    base's rows that go, with their `POSITION`), so that the base's other rows stay where they are.
+    base's rows that go, as they were, with their `POSITION`), so that the base's other rows stay where they are.
 
     `base_degrees`: the base's `degrees` (one row per base paper, read with `POSITION`); `new_edges` and
     `gone_edges` (`citing`, `cited`): the kept edges the new release adds and the base's kept edges it drops
@@ -470,4 +470,4 @@ def changed_degrees(
             ],
         )
     )
-    return rows, base_rows.select(*R.POSITION)
+    return rows, base_rows

@@ -77,6 +77,14 @@ def write_merge_on_read(
     ).write.mode("error").parquet(f"{uri}/{T.DELETED}")
 
 
+def new_rows(spark, store: ArtifactStore, source: str, target: str):
+    """The rows of the merge-on-read table `target` (`write_merge_on_read` over `source`) in its own data files, those
+    it does not link from `source`, as a DataFrame; None when it has none."""
+    linked = {info.base_name for info in T.data_files(store.fs, source)}
+    own = [info.path for info in T.data_files(store.fs, target) if info.base_name not in linked]
+    return spark.read.parquet(*[store.engine_uri(p) for p in own]) if own else None
+
+
 def write_staging(frame, uri: str) -> None:
     """Write `frame` at `uri` (a folder that must not exist yet, in the stage's `_staging`) as staging files:
     Parquet cheap to write and read back within the run (`readers.STAGING_OPTIONS`)."""

@@ -131,6 +131,8 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     assert merged.metrics["from_diff"]["base"] == {"snapshot": R1, "version": base.version}
     assert merged.metrics["from_diff"]["steps"] == [[R1, R2]]
     assert f"building from the diff {R1} -> {R2}" in caplog.text
+    # the statistics counted from the base's and the changed rows' (equal to the full build's: assert_same_build)
+    assert f"degree histogram and counts: base version {base.version}'s, with the rows this version" in caplog.text
     truth = json.loads((releases / R2 / "generator.json").read_text())
     assert merged.tables["papers"]["rows"] == truth["counts"]["papers"]
     assert merged.tables["citations"]["rows"] == truth["counts"]["citations"]

@@ -224,15 +224,36 @@ def test_degrees_and_summary(spark):
     assert got == {1: (2, 0), 2: (1, 1), 3: (0, 2), 4: (0, 0)}
     shipped = G.with_degrees(papers, edges, broadcast=True).collect()
     assert {r["corpus_id"]: (r["out_degree"], r["in_degree"]) for r in shipped} == got
-    summary = G.degree_summary(with_deg.select("out_degree", "in_degree"), G.summary_stats(with_deg))
+    histogram = G.degree_histogram(with_deg).toArrow()
+    summary = G.histogram_summary(histogram, G.graph_nodes(with_deg), G.text_counts(G.summary_stats(with_deg)))
     assert summary["papers"] == 4 and summary["citations"] == 3
     assert summary["graph_nodes"] == 3 and summary["isolated_papers"] == 1
     assert summary["max_out_degree"] == 2 and summary["max_in_degree"] == 2
     assert summary["mean_out_degree"] == 0.75
     assert summary["papers_without_title"] == 1 and summary["papers_without_abstract"] == 2
     assert summary["papers_without_text"] == 1
-    hist = {(r["direction"], r["degree"]): r["papers"] for r in G.degree_histogram(with_deg).collect()}
+    assert summary["out_degree_p50_p90_p99"] == [0, 2, 2] and summary["in_degree_p50_p90_p99"] == [0, 2, 2]
+    hist = {(r["direction"], r["degree"]): r["papers"] for r in histogram.to_pylist()}
     assert hist == {("out", 0): 2, ("out", 1): 1, ("out", 2): 1, ("in", 0): 2, ("in", 1): 1, ("in", 2): 1}
+
+
+def test_degree_quantiles_from_the_histogram_are_sparks_percentile_approx_where_it_is_exact(spark):
+    """`graph.degree_quantiles` (what the manifest's p50/p90/p99 are, computed from the degree histogram so that
+    a build from a diff can update them) against Spark's own `percentile_approx` on columns small enough for its
+    accuracy to make it exact: counts where `q * n` is a whole number, ties, one value, skewed degrees."""
+    import random
+
+    rng = random.Random(7)
+    columns = [[0] * 7 + [1, 1, 3], list(range(1, 11)), [5], [0, 0, 0, 0], list(range(100)), list(range(200))]
+    columns += [[int(rng.paretovariate(1.2)) for _ in range(n)] for n in (17, 250, 1000, 3001)]
+    for values in columns:
+        counts: dict[int, int] = {}
+        for v in values:
+            counts[v] = counts.get(v, 0) + 1
+        frame = spark.createDataFrame([(v,) for v in values], "d int")
+        want = frame.agg(F.percentile_approx("d", list(G.DEGREE_QUANTILES), 10000).alias("q")).first()["q"]
+        assert G.degree_quantiles(sorted(counts.items()), G.DEGREE_QUANTILES) == want, values[:20]
+    assert G.degree_quantiles([], G.DEGREE_QUANTILES) == [0, 0, 0]
 
 
 def test_s2ag_abstracts_are_attached_and_orphans_rejected(spark):
