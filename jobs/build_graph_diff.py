@@ -222,13 +222,13 @@ def _finish_in_place(
 
     `tables`: for `papers`, `citations`, `degrees` and `rejected`, a function that gives (the new rows, the base rows
     that go, with their `POSITION`: the degrees' and rejected rows' with their columns too), called just before
-    the table is written. Papers: the merged rows of the
-    touched keys, every touched key's base row going; citations: the kept edges among those labelled again, the
-    base's kept edges labelled again or gone (`split_edges`' `gone_kept`); degrees: those of the papers whose row
-    was replaced or whose edges arrived or left (`incremental.changed_degrees`); rejected: the new rejected rows,
-    those the merge decided again going. The base's own removed rows stay removed; a paper nobody touched keeps its
-    row, in `papers` and in `degrees`. The papers' text counts (`graph.TEXT_COUNTS`) are the base's, less those of
-    the touched keys' base rows, plus those of their new rows, so the statistics read no text."""
+    the table is written. Papers: the merged rows of the touched keys, every touched key's base row going;
+    citations: the kept edges among those labelled again, the base's kept edges labelled again or gone
+    (`split_edges`' `gone_kept`); degrees: those of the papers whose row was replaced or whose edges arrived or
+    left (`incremental.changed_degrees`); rejected: the new rejected rows, those the merge decided again going.
+    The base's own removed rows stay removed; a paper nobody touched keeps its row, in `papers` and in `degrees`.
+    The papers' text counts (`graph.TEXT_COUNTS`) are the base's, less those of the touched keys' base rows, plus
+    those of their new rows, so the statistics read no text."""
     from jobs.build_graph import summarize
     from spark import graph as G
     from spark import output as O
