@@ -406,19 +406,13 @@ def degree_quantiles(counts: list[tuple[int, int]], quantiles) -> list[int]:
     test_graph.py); on a corpus past its accuracy it may not, and the histogram a release from a diff updates
     gives these exactly. 0 for no papers."""
     import math
+    from bisect import bisect_left
+    from itertools import accumulate
 
-    total = sum(n for _, n in counts)
-    result = []
-    for q in quantiles:
-        rank, seen = max(1, math.ceil(q * total)), 0
-        for degree, papers in counts:
-            seen += papers
-            if seen >= rank:
-                result.append(degree)
-                break
-        else:
-            result.append(0)
-    return result
+    at_most = list(accumulate(n for _, n in counts))  # papers of each degree or less
+    if not at_most or not at_most[-1]:
+        return [0 for _ in quantiles]
+    return [counts[bisect_left(at_most, max(1, math.ceil(q * at_most[-1])))][0] for q in quantiles]
 
 
 def summary_stats(papers: DataFrame) -> DataFrame:

@@ -242,14 +242,13 @@ def test_degree_quantiles_from_the_histogram_are_sparks_percentile_approx_where_
     a build from a diff can update them) against Spark's own `percentile_approx` on columns small enough for its
     accuracy to make it exact: counts where `q * n` is a whole number, ties, one value, skewed degrees."""
     import random
+    from collections import Counter
 
     rng = random.Random(7)
     columns = [[0] * 7 + [1, 1, 3], list(range(1, 11)), [5], [0, 0, 0, 0], list(range(100)), list(range(200))]
     columns += [[int(rng.paretovariate(1.2)) for _ in range(n)] for n in (17, 250, 1000, 3001)]
     for values in columns:
-        counts: dict[int, int] = {}
-        for v in values:
-            counts[v] = counts.get(v, 0) + 1
+        counts = Counter(values)
         frame = spark.createDataFrame([(v,) for v in values], "d int")
         want = frame.agg(F.percentile_approx("d", list(G.DEGREE_QUANTILES), 10000).alias("q")).first()["q"]
         assert G.degree_quantiles(sorted(counts.items()), G.DEGREE_QUANTILES) == want, values[:20]
