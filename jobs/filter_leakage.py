@@ -168,7 +168,7 @@ def _build(
     from spark import leakage as L
     from spark import output as O
     from spark import readers as R
-    from spark.session import Done
+    from spark.session import Done, concurrently
 
     cfg = config.filter_leakage
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
@@ -206,23 +206,43 @@ def _build(
         benchmark = Done(benchmark.result())
     papers = read_upstream("papers")
     metrics: dict[str, Any] = {"mode": cfg.mode}
-    metrics["paper_keys"] = _write_paper_keys(spark, store, config, upstream, path, papers, materialize)
-    paper_keys = R.read_stored(spark, store, posixpath.join(path, "paper_keys"), config.spark.broadcast_rows)
     lines_path = posixpath.join(path, P.TABLE)
-    if config.paper_ids:
-        if paper_ids is not None:
-            applied = P.write(spark, store, config, *paper_ids, lines_path, materialize)
-            metrics[P.TABLE] = {"source": source, "from_diff": applied}
-        else:
-            # every line of the table, stored for the next release's diff, then looked up (one parse)
-            parsed = R.parse_lines(spark.read.text(discover_jsonl(config.paper_ids)), L.PAPER_IDS_SCHEMA)
-            L.paper_id_lines(parsed).write.mode("error").parquet(out(P.TABLE))
-            metrics[P.TABLE] = {"source": source, "from_diff": None}
-    else:
-        log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
-        spark.createDataFrame([], L.PAPER_ID_LINES_SCHEMA).write.mode("error").parquet(out(P.TABLE))
 
-    bench_table, layouts = benchmark.result()
+    def write_lines() -> dict[str, Any] | None:
+        """`paper_id_lines` written; its manifest entry (None without a paper-ids table)."""
+        if not config.paper_ids:
+            spark.createDataFrame([], L.PAPER_ID_LINES_SCHEMA).write.mode("error").parquet(out(P.TABLE))
+            return None
+        if paper_ids is not None:
+            return {"source": source, "from_diff": P.write(spark, store, config, *paper_ids, lines_path, materialize)}
+        # every line of the table, stored for the next release's diff, then looked up (one parse)
+        parsed = R.parse_lines(spark.read.text(discover_jsonl(config.paper_ids)), L.PAPER_IDS_SCHEMA)
+        L.paper_id_lines(parsed).write.mode("error").parquet(out(P.TABLE))
+        return {"source": source, "from_diff": None}
+
+    def take_benchmark():
+        """(the benchmark ids table, its layouts, one row per distinct id, the ids staged for Spark, the sha
+        spellings staged, or None without a paper-ids table): the benchmark's side of the mapping's input, made
+        here with pyarrow."""
+        bench_table, layouts = benchmark.result()
+        distinct = distinct_ids(bench_table)
+        # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
+        shas = staged("shas", sha_candidates(distinct)) if config.paper_ids else None
+        return bench_table, layouts, distinct, staged("ids", distinct), shas
+
+    # Three independent parts at once (`session.concurrently`): the papers' keys, the paper-ids lines and the
+    # benchmark's ids; each alone leaves a core idle between its small queries (issue 19).
+    metrics["paper_keys"], lines_entry, (bench_table, layouts, distinct, ids, shas) = concurrently(
+        spark,
+        lambda: _write_paper_keys(spark, store, config, upstream, path, papers, materialize),
+        write_lines,
+        take_benchmark,
+    )
+    if lines_entry is None:
+        log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
+    else:
+        metrics[P.TABLE] = lines_entry
+    paper_keys = R.read_stored(spark, store, posixpath.join(path, "paper_keys"), config.spark.broadcast_rows)
     metrics["layouts"] = layouts
     log.info(
         "%s: %d benchmark id rows from %s",
@@ -230,13 +250,9 @@ def _build(
         bench_table.num_rows,
         ", ".join(f"{k} ({v})" for k, v in layouts.items()),
     )
-    distinct = distinct_ids(bench_table)
-    ids = staged("ids", distinct)
     by_sha = None
     if config.paper_ids:
         lines = R.read_stored(spark, store, lines_path, config.spark.broadcast_rows)
-        # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
-        shas = staged("shas", sha_candidates(distinct))
         # one pass over the lines looks the shas up and counts the lines that give no pair, by reason; the
         # result (bounded by the benchmark) is read here only, by pyarrow
         lookup = L.sha_lookup(lines, shas, broadcast=distinct.num_rows <= config.spark.broadcast_rows)
