@@ -299,4 +299,49 @@ def _connect(config: SparkConfig, app_name: str):
             f"cannot reach the Spark Connect server {redact_uri(config.remote).split('/;')[0]}: "
             f"{str(exc).strip().splitlines()[0][:300]}"
         ) from None
+    _release_at_exit(spark)
     return spark
+
+
+# How long a Spark Connect client that exits waits for the server to release its session (`_release_at_exit`).
+RELEASE_WAIT_S = 10.0
+_releasing: set[int] = set()  # the sessions `_release_at_exit` will release, by id()
+
+
+def _release_at_exit(spark) -> None:
+    """Release `spark`'s session on the Spark Connect server when this process exits.
+
+    pyspark's client leaves its session on the server when its process ends (it releases it only on `stop()`,
+    or at exit with `SPARK_CONNECT_RELEASE_SESSION_ON_EXIT`), and the server keeps an idle session with what it
+    holds (its cached plans and relations, its settings) until `spark.connect.session.manager.defaultSessionTimeout`,
+    an hour by default: every `citeflow run` and every Airflow task left one behind on a shared server. Stages of
+    one process share the session, so it is released once, at the end: `stop()` (the server's ReleaseSession),
+    waited on for at most `RELEASE_WAIT_S`, so that a server gone meanwhile never holds the exit up. Registered
+    after the client's own exit hook, so it runs first (atexit is last in, first out) and that one finds the
+    client closed."""
+    import atexit
+
+    if id(spark) in _releasing:
+        return
+    _releasing.add(id(spark))
+    atexit.register(_release, spark)
+
+
+def _release(spark, wait_s: float | None = None) -> None:
+    """`spark.stop()`, given at most `wait_s` (`RELEASE_WAIT_S`); a failure is logged at DEBUG only: the server
+    drops the session at its idle timeout anyway."""
+    import threading
+
+    def stop() -> None:
+        try:
+            spark.stop()
+        except Exception as exc:  # a server gone or restarted: nothing is left to release
+            logging.getLogger("citeflow").debug("Spark Connect session not released", exc_info=exc)
+
+    worker = threading.Thread(target=stop, name="spark-connect-release", daemon=True)
+    try:
+        worker.start()
+    except RuntimeError:  # no new thread during the interpreter's shutdown (Python 3.12+)
+        stop()
+        return
+    worker.join(RELEASE_WAIT_S if wait_s is None else wait_s)

@@ -213,6 +213,42 @@ def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc,
     )
 
 
+def test_a_clients_session_is_released_on_the_server_when_it_exits(connect_server):
+    """A client process that exits releases its Spark Connect session (`spark.session._release_at_exit`): a
+    client that names the same session id afterwards is refused with SESSION_CLOSED. pyspark's own client,
+    the control, leaves its session on the server, where a later client finds it open."""
+    import uuid
+
+    outcomes = {}
+    for name, code in (("pyspark", CONNECT_PLAIN), ("citeflow", CONNECT_CITEFLOW)):
+        remote = f"{connect_server['remote']}/;session_id={uuid.uuid4()}"
+        first = subprocess.run([sys.executable, "-c", code, remote], capture_output=True, text=True, timeout=300)
+        assert first.returncode == 0, first.stderr[-4000:] + connect_server["log"].read_text()[-3000:]
+        assert first.stdout.strip().splitlines()[-1] == "3"
+        again = subprocess.run(
+            [sys.executable, "-c", CONNECT_PLAIN, remote], capture_output=True, text=True, timeout=300
+        )
+        outcomes[name] = "SESSION_CLOSED" if "INVALID_HANDLE.SESSION_CLOSED" in again.stderr else again.returncode
+    assert outcomes == {"pyspark": 0, "citeflow": "SESSION_CLOSED"}
+
+
+CONNECT_PLAIN = """
+import sys
+from pyspark.sql import SparkSession
+
+print(SparkSession.builder.remote(sys.argv[1]).getOrCreate().range(3).count())
+"""
+
+
+CONNECT_CITEFLOW = """
+import sys
+from citeflow.config import SparkConfig
+from spark.session import get_spark
+
+print(get_spark(SparkConfig(remote=sys.argv[1])).range(3).count())
+"""
+
+
 CONNECT_READ = """
 import sys
 from pyspark.sql import SparkSession

@@ -507,3 +507,38 @@ def test_concurrent_jobs_carry_a_connect_sessions_tags():
     spark.addTag("citeflow-build_graph-s1")
     seen = session.concurrently(spark, spark.getTags, spark.getTags, spark.getTags)
     assert seen == [{"citeflow-build_graph-s1"}] * 3
+
+
+def test_a_connect_session_is_released_once_and_a_hung_server_never_holds_the_exit_up(monkeypatch):
+    import atexit
+    import threading
+
+    from spark import session
+
+    class Hangs:
+        def __init__(self):
+            self.asked, self.go = threading.Event(), threading.Event()
+
+        def stop(self):
+            self.asked.set()
+            self.go.wait(30)
+
+    hung = Hangs()
+    started = time.monotonic()
+    session._release(hung, wait_s=0.2)
+    assert hung.asked.is_set() and time.monotonic() - started < 5
+    hung.go.set()
+
+    class Fails:
+        def stop(self):
+            raise RuntimeError("server gone")
+
+    session._release(Fails(), wait_s=5)  # logged, not raised: the process is exiting
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda *args: registered.append(args))
+    monkeypatch.setattr(session, "_releasing", set())
+    spark = object()
+    session._release_at_exit(spark)
+    session._release_at_exit(spark)  # a second stage of the same process: the same session
+    assert registered == [(session._release, spark)]
