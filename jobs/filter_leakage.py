@@ -293,16 +293,17 @@ def _build(
     with ThreadPoolExecutor(1, thread_name_prefix="citeflow-report") as pool:
         side = pool.submit(_benchmark_side, store, path, bench_table, mapped_table)
         citations = read_upstream("citations")
-        gone = None
+        gone = degrees = None
         if cfg.mode == "exclude":
             excluded = mapped.where(F.col("in_snapshot")).select("corpus_id")
+            few = in_snapshot <= config.spark.broadcast_rows
             # the papers' ids and places only: the kept papers are the graph's own rows, not written again
             positions = R.read_stored(
                 spark, store, upstream.table_path("papers"), config.spark.broadcast_rows, with_position=True
             ).select("corpus_id", *R.POSITION)
-            _, kept_edges, gone = L.remove_papers(
-                positions, citations, excluded, broadcast=in_snapshot <= config.spark.broadcast_rows
-            )
+            _, kept_edges, gone = L.remove_papers(positions, citations, excluded, broadcast=few)
+            # the graph's degrees less the edges that go: no count of every kept edge, no read of the papers
+            degrees = L.filtered_degrees(read_upstream("degrees"), citations, excluded, broadcast=few)
         else:
             kept_edges = citations
         try:
@@ -317,6 +318,7 @@ def _build(
                 config.build_graph.output_files,
                 config.spark.broadcast_rows,
                 upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows,
+                degrees,
             )
         finally:
             report = side.result()  # its error, if any, before Spark's

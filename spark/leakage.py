@@ -289,6 +289,43 @@ def remove_papers(
     return kept_papers, kept.select("citing", "cited"), removed_papers
 
 
+def filtered_degrees(
+    degrees: DataFrame, citations: DataFrame, excluded: DataFrame, *, broadcast: bool = False
+) -> DataFrame:
+    """(corpus_id, out_degree, in_degree) of every paper of the graph but those in `excluded`, counted on the
+    edges `remove_papers` keeps: the graph's own `degrees` rows (`degrees`, counted on its `citations`), less,
+    for each edge with one end excluded, one at its other end (out at a citing paper, in at a cited one).
+
+    A kept paper's kept edges are its graph edges less those whose other end is excluded (the graph holds no
+    self-citation), so this equals counting the kept edges (`spark.output.write_degrees` on the filtered
+    graph's tables; tests/unit/spark/test_leakage.py compares them) while it groups only the edges that go,
+    not every edge that stays, and reads no paper row. `broadcast` ships `excluded` to the tasks."""
+    ex = excluded.select("corpus_id").distinct()
+    small = F.broadcast if broadcast else (lambda df: df)
+    marked = (
+        citations.select("citing", "cited")
+        .join(small(ex.select(F.col("corpus_id").alias("citing"), F.lit(True).alias("_x_citing"))), "citing", "left")
+        .join(small(ex.select(F.col("corpus_id").alias("cited"), F.lit(True).alias("_x_cited"))), "cited", "left")
+    )
+    x_citing, x_cited = F.col("_x_citing").isNotNull(), F.col("_x_cited").isNotNull()
+    lost = (
+        marked.where(x_citing != x_cited)  # one end excluded: the other end loses this edge
+        .select(
+            F.when(x_cited, F.col("citing")).otherwise(F.col("cited")).alias("corpus_id"),
+            x_cited.cast("int").alias("_out"),
+            x_citing.cast("int").alias("_in"),
+        )
+        .groupBy("corpus_id")
+        .agg(F.sum("_out").alias("_lost_out"), F.sum("_in").alias("_lost_in"))
+    )
+    kept = degrees.select("corpus_id", "out_degree", "in_degree").join(small(ex), "corpus_id", "left_anti")
+    return kept.join(lost, "corpus_id", "left").select(
+        "corpus_id",
+        (F.col("out_degree") - F.coalesce(F.col("_lost_out"), F.lit(0))).cast("int").alias("out_degree"),
+        (F.col("in_degree") - F.coalesce(F.col("_lost_in"), F.lit(0))).cast("int").alias("in_degree"),
+    )
+
+
 def folded_other_titles(papers: DataFrame, materialize: Callable[[DataFrame, str], DataFrame]) -> DataFrame | None:
     """(`corpus_id`, `_folded`) of the papers whose title is not ASCII, folded by the Python fold
     (`fold_title_udf`); None when no title is, and then no Python worker starts.

@@ -18,23 +18,44 @@ from spark import readers as R
 
 
 def write_graph(
-    spark, store: ArtifactStore, path: str, papers, edges, files: int, broadcast_rows: int, broadcast: bool
+    spark,
+    store: ArtifactStore,
+    path: str,
+    papers,
+    edges,
+    files: int,
+    broadcast_rows: int,
+    broadcast: bool,
+    degrees=None,
 ) -> None:
     """Write `citations`, then `papers`, then `degrees` (`write_degrees`), each in at most `files` files.
     `papers` may instead be a function that writes the table itself (filter_leakage's merge-on-read table over
-    the graph's): it runs beside the citations' write (`session.concurrently`), before the degrees. Every stage
-    that outputs a graph in full writes it this way (a build from a diff that links its base's files writes its
-    tables with `write_merge_on_read`). No global sort: no reader needs one, and it would cost a sampling pass
-    and a shuffle of the papers' text."""
+    the graph's): it runs beside the citations' write (`session.concurrently`), before the degrees. `degrees`,
+    where given, are the degrees' rows, made without the written tables (filter_leakage's, from its graph's:
+    `spark.leakage.filtered_degrees`): they are written beside the other two instead of counted after them.
+    Every stage that outputs a graph in full writes it this way (a build from a diff that links its base's files
+    writes its tables with `write_merge_on_read`). No global sort: no reader needs one, and it would cost a
+    sampling pass and a shuffle of the papers' text."""
     from spark.session import concurrently
 
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
     write_edges = lambda: edges.coalesce(files).write.mode("error").parquet(out("citations"))  # noqa: E731
+
+    def write_papers() -> None:
+        if callable(papers):
+            papers()
+        else:
+            papers.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("papers"))
+
+    if degrees is not None:
+        write_rows = lambda: degrees.coalesce(files).write.mode("error").parquet(out("degrees"))  # noqa: E731
+        concurrently(spark, write_edges, write_papers, write_rows)
+        return
     if callable(papers):
-        concurrently(spark, write_edges, papers)
+        concurrently(spark, write_edges, write_papers)
     else:
         write_edges()
-        papers.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("papers"))
+        write_papers()
     write_degrees(spark, store, path, files, broadcast_rows, broadcast)
 
 

@@ -210,6 +210,29 @@ def test_remove_papers_drops_every_edge_touching_them(spark):
     assert [tuple(r) for r in removed.collect()] == [(2, 20)]  # once, with the columns the papers had
 
 
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_the_filtered_degrees_equal_the_degrees_counted_on_the_kept_graph(spark, broadcast):
+    """`filtered_degrees` (the graph's degrees less the edges that go) against counting the kept edges of the
+    kept papers, as `spark.output.write_degrees` counts them: isolated papers, papers whose every edge goes,
+    edges between two excluded papers, an excluded paper without edges, an id excluded but not in the graph."""
+    from spark import graph as G
+
+    rng = random.Random(19)
+    ids = list(range(1, 301))
+    pairs = {(rng.choice(ids[:250]), rng.choice(ids[:250])) for _ in range(1500)}  # 251..300 isolated
+    edges = spark.createDataFrame(sorted((a, b) for a, b in pairs if a != b), "citing long, cited long")
+    papers = spark.createDataFrame([(i,) for i in ids], "corpus_id long")
+    excluded_ids = [*rng.sample(ids[:250], 40), 260, 9999]
+    excluded = spark.createDataFrame([(i,) for i in excluded_ids], "corpus_id long")
+    graph_degrees = G.with_degrees(papers, edges)
+    kept_papers, kept_edges, _ = L.remove_papers(papers, edges, excluded)
+    want = sorted(G.with_degrees(kept_papers, kept_edges).collect())
+    got = sorted(L.filtered_degrees(graph_degrees, edges, excluded, broadcast=broadcast).collect())
+    assert got == want
+    assert len(got) == 300 - 41 and any(r.out_degree == 0 and r.in_degree == 0 for r in got)
+    assert {type(r.out_degree) for r in got} == {int}
+
+
 def test_paper_id_pairs_skip_unusable_lines(spark):
     from spark import readers as R
 
