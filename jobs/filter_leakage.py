@@ -8,12 +8,12 @@ Writes `ARTIFACTS/<snapshot>/filter_leakage/<version>/`:
   in_snapshot, unmapped_reason: one row per (id, task, split).
 - `leakage_report`: per task and split (and all/all) the total ids, how many
   each method mapped, how many stayed unmapped, how many are in the snapshot.
-- `papers`, `citations`, `degrees`: the graph without benchmark papers (mode
-  exclude) or unchanged (mode report_only); degrees counted again on the kept
-  citations. `papers` is a merge-on-read table (citeflow/tables.py): the graph's
-  own data files, hard-linked, less the benchmark's rows, which its deletion
-  file names (with those the graph's own names): no paper's text is written
-  again (issue 19). Read it through `citeflow.tables` or `spark.readers`.
+- `papers`, `citations`, `degrees`: the graph without benchmark papers (mode exclude) or unchanged (mode
+  report_only); the degrees those of the kept citations (in mode exclude the graph's less the edges that go,
+  `spark.leakage.filtered_degrees`). `papers` is a merge-on-read table (citeflow/tables.py): the graph's own
+  data files, hard-linked, less the benchmark's rows, which its deletion file names (with those the graph's
+  own names): no paper's text is written again (issue 19). Read it through `citeflow.tables` or
+  `spark.readers`.
 - `paper_keys`: corpus_id and the keys the mapping compares (`_key_doi`, `_key_pubmed_id`, `_key_arxiv_id`:
   lower-cased and trimmed; `_folded`: the title's fold) of every paper of the graph, so that the next
   release's filter_leakage, on a graph built from a diff, keys only the papers the diff wrote (a
