@@ -3,9 +3,9 @@ tables over a committed version's files, and a stage's staging files.
 
 Counts the degrees on the tables it has just written, read back (so they count exactly the written edges of exactly
 the written papers), unless the caller gives degree rows made another way (filter_leakage's, from its graph's:
-`spark.leakage.filtered_degrees`), and writes through whatever filesystem Spark was given the paths on. Used by build_graph (its diff path
-writes every table with `write_merge_on_read`, `write_graph` only when it writes every row again) and
-filter_leakage.
+`spark.leakage.filtered_degrees`), and writes through whatever filesystem Spark was given the paths on. Used by
+build_graph (its diff path writes every table with `write_merge_on_read`, `write_graph` only when it writes every
+row again) and filter_leakage.
 """
 
 from __future__ import annotations
