@@ -372,15 +372,17 @@ def _vectors(store: ArtifactStore, embeddings: str, pool):
 
 
 def _citation_index(store: ArtifactStore, citations: str, pool):
-    """Citations among pool papers, as CSR over pool positions."""
+    """Citations among pool papers, as CSR over pool positions. The table is read as every stage reads a
+    table folder (citeflow/tables.py `batches`): were it a merge-on-read table, without the rows its deletion
+    file names, which a plain Parquet reader would return (filter_leakage writes its kept citations in full
+    today; its `papers` and build_graph's tables merged from a diff are merge-on-read already)."""
     import numpy as np
-    import pyarrow.dataset as ds
 
+    from citeflow.tables import batches
     from models.specter_sampling import CitationIndex
 
     src, dst = [], []
-    dataset = ds.dataset(citations, format="parquet", filesystem=store.fs)
-    for batch in dataset.to_batches(columns=["citing", "cited"], batch_size=1 << 20):
+    for batch in batches(store.fs, citations, ["citing", "cited"], 1 << 20):
         citing, cited = batch.column("citing").to_numpy(), batch.column("cited").to_numpy()
         a = np.minimum(np.searchsorted(pool, citing), len(pool) - 1)
         b = np.minimum(np.searchsorted(pool, cited), len(pool) - 1)
