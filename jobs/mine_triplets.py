@@ -378,11 +378,10 @@ def _citation_index(store: ArtifactStore, citations: str, pool):
     today; its `papers` and build_graph's tables merged from a diff are merge-on-read already)."""
     import numpy as np
 
-    from citeflow.tables import batches
     from models.specter_sampling import CitationIndex
 
     src, dst = [], []
-    for batch in batches(store.fs, citations, ["citing", "cited"], 1 << 20):
+    for batch in tables.batches(store.fs, citations, ["citing", "cited"], 1 << 20):
         citing, cited = batch.column("citing").to_numpy(), batch.column("cited").to_numpy()
         a = np.minimum(np.searchsorted(pool, citing), len(pool) - 1)
         b = np.minimum(np.searchsorted(pool, cited), len(pool) - 1)
