@@ -3,7 +3,8 @@
 The Datasets API answers `diffs/{start}/to/{end}/{dataset}` with a manifest
 `{dataset, start_release, end_release, diffs: [{from_release, to_release, update_files, delete_files}]}`:
 one entry per pair of consecutive releases, applied in order. A record of an update file is inserted or
-replaces every record with the same primary key; a record of a delete file removes them. Files are gzipped
+replaces every record with the same primary key; a record of a delete file removes them; a step's delete files
+apply after its update files (the API documentation's example code; `APPLY_RULES`). Files are gzipped
 JSON lines. Primary keys (Datasets API documentation): `corpusid` for papers and abstracts, `sha` for paper-ids;
 citations are keyed here by (`citingcorpusid`, `citedcorpusid`), since the released citation records (see the
 S2AG sample in `shared/data/s2ag/`) carry no `citationid`.
@@ -34,6 +35,10 @@ RELEASE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 DATASETS = ("papers", "abstracts", "citations")  # the corpus's, which build_graph reads
 PAPER_IDS = "paper-ids"  # the sha -> corpusid table, which filter_leakage reads
+# How a diff's records apply, part of the lineage of every version built from a diff (build_graph, the paper-ids
+# lines), so a change of these rules never reuses a version built under the old ones. 2: a key that one step both
+# updates and deletes is deleted, as in the Datasets API's own example code (update files, then delete files).
+APPLY_RULES = 2
 KEYS = {
     "papers": ("corpusid",),
     "abstracts": ("corpusid",),
@@ -91,10 +96,23 @@ def _release_id(value: Any, what: str, where: Path) -> str:
     return value
 
 
+# Characters a file name may not hold: Spark reads * ? [ ] { } as a glob pattern (which could match files the
+# check below never saw), Hadoop's paths cannot take ':', and control characters are no file names.
+UNSAFE_NAME_RE = re.compile(r"[*?\[\]{}:\x00-\x1f\x7f]")
+
+
 def _inside(folder: Path, name: Any, where: Path) -> str:
     if not isinstance(name, str) or not name or name.startswith("/") or "\\" in name:
         raise CiteflowError(f"diff manifest {where}: file name {name!r} must be a path relative to its folder")
-    path = (folder / name).resolve()
+    if UNSAFE_NAME_RE.search(name):
+        raise CiteflowError(
+            f"diff manifest {where}: file name {name!r} holds one of * ? [ ] {{ }} : or a control character, "
+            "which Spark would read as a pattern or cannot take; rename the file and its entry"
+        )
+    try:
+        path = (folder / name).resolve()
+    except (OSError, ValueError, UnicodeError) as exc:  # a lone surrogate, an unreadable link
+        raise CiteflowError(f"diff manifest {where}: file name {name!r} cannot be used: {exc}") from None
     if not path.is_relative_to(folder.resolve()):
         raise CiteflowError(f"diff manifest {where}: file {name!r} lies outside the diff's folder")
     if not path.is_file():
@@ -136,17 +154,22 @@ def read_manifest(path: Path, dataset: str, start: str, end: str) -> list[dict[s
     return entries
 
 
+def missing_manifests(diffs_root: Path, start: str, end: str, datasets: tuple[str, ...] = DATASETS) -> list[str]:
+    """The datasets of `datasets` whose manifest the diff `start` -> `end` lacks."""
+    folder = diff_folder(diffs_root, start, end)
+    return [d for d in datasets if not (folder / f"{d}.json").is_file()]
+
+
 def read_diff(diffs_root: Path, start: str, end: str, datasets: tuple[str, ...] = DATASETS) -> Diff:
     """The diff `start` -> `end` under `diffs_root` of `datasets` (the corpus's; `(PAPER_IDS,)`: the paper-ids
-    table's), every dataset's manifest checked; the steps must agree. The first dataset's manifest must be there."""
+    table's), every dataset's manifest checked; the steps must agree. Every one of `datasets` must have its
+    manifest: a dataset without one would silently keep the start release's records (`missing_manifests` lets
+    a caller fall back to the shards first)."""
     folder = diff_folder(diffs_root, start, end)
-    per_dataset = {}
-    for dataset in datasets:
-        path = folder / f"{dataset}.json"
-        if path.exists():
-            per_dataset[dataset] = read_manifest(path, dataset, start, end)
-    if datasets[0] not in per_dataset:
-        raise CiteflowError(f"diff {folder} has no {datasets[0]}.json manifest")
+    missing = missing_manifests(diffs_root, start, end, datasets)
+    if missing:
+        raise CiteflowError(f"diff {folder} has no {', '.join(f'{d}.json' for d in missing)} manifest")
+    per_dataset = {dataset: read_manifest(folder / f"{dataset}.json", dataset, start, end) for dataset in datasets}
     pairs = {d: [(e["from_release"], e["to_release"]) for e in es] for d, es in per_dataset.items()}
     if len({tuple(p) for p in pairs.values()}) != 1:
         raise CiteflowError(f"diff {folder}: its datasets' manifests list different steps: {pairs}")

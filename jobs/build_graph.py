@@ -118,9 +118,22 @@ def find_diff(
     folder = diffs_folder(config)
     if folder is None:
         return None
-    starts = D.starts(folder, config.snapshot)
+    starts = []
+    for start in D.starts(folder, config.snapshot):
+        missing = D.missing_manifests(folder, start, config.snapshot)
+        if not missing:
+            starts.append(start)
+        elif len(missing) < len(D.DATASETS):  # a dataset without its diff would keep the start's records
+            log.warning(
+                "%s: the diff %s -> %s has no %s manifest; it applies only with those of %s",
+                STAGE,
+                start,
+                config.snapshot,
+                ", ".join(f"{d}.json" for d in missing),
+                ", ".join(D.DATASETS),
+            )
     if not starts:
-        log.info("%s: %s holds no diff to %s; building from the shards", STAGE, folder, config.snapshot)
+        log.info("%s: %s holds no whole diff to %s; building from the shards", STAGE, folder, config.snapshot)
         return None
     if snapshot.format != "s2ag":
         log.info(
@@ -162,10 +175,13 @@ def diff_fingerprint(diff: D.Diff) -> dict[str, Any]:
     groups = diff.files()
     fs, _ = filesystem(diff.folder)
     sizes = {p: fs.get_file_info(p).size for paths in groups.values() for p in paths}
-    digest, total = _digest(fs, diff.folder, groups, sizes)
+    # file names relative to the folder as resolved (their paths are): the same files, the same fingerprint,
+    # whatever link the diffs folder was reached through
+    digest, total = _digest(fs, str(Path(diff.folder).resolve()), groups, sizes)
     return {
         "kind": "diff",
         "path": diff.folder,
+        "rules": D.APPLY_RULES,
         "steps": [[s.from_release, s.to_release] for s in diff.steps],
         "files": len(sizes),
         "bytes": total,

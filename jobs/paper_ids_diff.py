@@ -63,7 +63,8 @@ def find(config: RunConfig, store: ArtifactStore, stage: str, stage_version: int
         found = [
             m
             for m in store.list_versions(start, stage)
-            if m.config.get("stage_version") == stage_version and TABLE in m.tables
+            # a version made without a paper-ids table holds an empty one, with no source: not a base
+            if m.config.get("stage_version") == stage_version and TABLE in m.tables and m.metrics.get(TABLE)
         ]
         sources = {m.metrics.get(TABLE, {}).get("source") for m in found}
         if len(sources) > 1:
@@ -94,7 +95,11 @@ def source_of(base: Manifest | None, lineage: dict[str, Any]) -> str:
     """What a version's `paper_id_lines` were made from, as a short digest: the paper-ids folder's fingerprint
     (parsed), or the base's source and the diff's fingerprint (`lineage`). Versions of one release with the same
     source hold the same lines; `find` refuses to choose between different ones."""
-    parts = [lineage["fingerprint"]] if base is None else [base.metrics[TABLE]["source"], lineage["fingerprint"]]
+    parts = (
+        [lineage["fingerprint"]]
+        if base is None
+        else [base.metrics[TABLE]["source"], lineage["fingerprint"], lineage["rules"]]
+    )
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 

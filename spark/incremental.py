@@ -6,7 +6,9 @@ of a full build of the new release (tests/e2e/test_incremental.py holds them to 
 
 - Keys: papers and abstracts by corpus id, citations by the (citing, cited) id pair as written. A diff's
   steps apply in order; a key's records in the new release are those of the *last* step that names it (its
-  update lines, or none when that step deletes it; within a step deletes go first). Keys no step names keep
+  update lines, or none when that step deletes it; within a step the delete files apply after the update files,
+  as in the Datasets API's example code, so a key a step both updates and deletes is deleted:
+  `citeflow.diffs.APPLY_RULES`). Keys no step names keep
   the base's decisions: its kept paper, its abstract, its quarantined duplicates.
 - The update lines of a touched key are ranked like shard lines (spark/graph.py: most complete paper, longest
   abstract, then line hashes), so the kept record and the quarantined duplicates are those a full build
@@ -18,7 +20,8 @@ of a full build of the new release (tests/e2e/test_incremental.py holds them to 
 
 Limits, by construction: a paper deleted while its abstract stays leaves an `abstract_without_paper` row
 with no `raw` (the base kept the abstract, not its line); a base edge kept and later rejected names its ids
-as numbers, not as the line spelled them.
+as numbers, not as the line spelled them; a line whose key reads but whose record does not (`bad_field_type`)
+names no key, so the base's record of that key stays where a full build would hold none (README, Backfilling).
 """
 
 from __future__ import annotations
@@ -46,13 +49,15 @@ NULL_KEY = "\u0000"  # stands for a null id in an edge key, so that keys with nu
 
 def last_steps(updates: DataFrame, deletes: DataFrame, key: list[str]) -> DataFrame:
     """Per key named by the diff: `_last` (the last step naming it) and `_updated` (whether that step
-    updates it; False: deleted). `updates` and `deletes` hold `key` columns and `_step`."""
-    named = updates.select(*key, "_step", F.lit(True).alias("_upd")).unionByName(
-        deletes.select(*key, "_step", F.lit(False).alias("_upd"))
+    updates it; False: deleted, also when the step updates it too: its delete files apply last, as the Datasets
+    API's `diffs` documentation applies `update_files`, then `delete_files`). `updates` and `deletes` hold `key`
+    columns and `_step`."""
+    named = updates.select(*key, "_step", F.lit(False).alias("_del")).unionByName(
+        deletes.select(*key, "_step", F.lit(True).alias("_del"))
     )
     return named.groupBy(*key).agg(
         F.max("_step").alias("_last"),
-        F.max(F.struct("_step", "_upd"))["_upd"].alias("_updated"),
+        (~F.max(F.struct("_step", "_del"))["_del"]).alias("_updated"),
     )
 
 

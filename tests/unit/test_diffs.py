@@ -1,6 +1,7 @@
 """citeflow/diffs.py: a diff's manifests are checked before any file is read (ids, paths, step order)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,86 @@ def test_a_missing_paper_ids_folder_is_one_line_even_beside_a_diffs_folder(tmp_p
     assert P.find(config, ArtifactStore(str(tmp_path / "a")), "filter_leakage", 4) is None  # no diff to r2
     assert D.release_diffs("auto", str(tmp_path / "r2" / "paper-ids"), "build_graph.diffs") == tmp_path / "r2" / "diffs"
     assert D.release_diffs("off", str(tmp_path / "r2" / "paper-ids"), "build_graph.diffs") is None
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("r1__r2/papers/updates_*.jsonl.gz", "rename the file"),  # Spark would glob it
+        ("r1__r2/papers/updates[0].jsonl.gz", "rename the file"),
+        ("r1__r2/papers/updates_{0,1}.jsonl.gz", "rename the file"),
+        ("r1__r2/papers/a:b.jsonl.gz", "rename the file"),
+        ("r1__r2/papers/updates\u0000.jsonl.gz", "rename the file"),
+        ("r1__r2/papers/\ud800.jsonl.gz", "cannot be used"),  # a lone surrogate, as JSON's \\ud800 reads
+    ],
+)
+def test_a_file_name_spark_would_read_as_a_pattern_or_cannot_take_is_one_line(tmp_path, name, message):
+    folder = D.diff_folder(tmp_path, "r1", "r2")
+    for dataset in D.DATASETS:
+        D.write_manifest(
+            folder, dataset, "r1", "r2", [{"from_release": "r1", "to_release": "r2", "update_files": [name]}]
+        )
+    with pytest.raises(CiteflowError, match=message):
+        D.read_diff(tmp_path, "r1", "r2")
+
+
+def test_a_diff_without_every_corpus_manifest_is_not_applied(tmp_path, caplog):
+    """A dataset without its manifest would keep the start release's records: build_graph warns and builds
+    from the shards (jobs/build_graph.py `find_diff`), and `read_diff` refuses it."""
+    from citeflow.artifacts import ArtifactStore
+    from citeflow.config import RunConfig
+    from citeflow.snapshot import Snapshot
+    from jobs import build_graph
+
+    diffs = tmp_path / "r2" / "diffs"
+    layout(diffs, "r1", "r2", datasets=("papers", "citations"))  # no abstracts.json
+    assert D.missing_manifests(diffs, "r1", "r2") == ["abstracts"]
+    with pytest.raises(CiteflowError, match="has no abstracts.json manifest"):
+        D.read_diff(diffs, "r1", "r2")
+    config = RunConfig(snapshot="r2", corpus=str(tmp_path / "r2" / "corpus"), artifacts=str(tmp_path / "a"))
+    snapshot = Snapshot(format="s2ag", root=str(tmp_path / "r2" / "corpus"), datasets={}, sizes={})
+    with caplog.at_level("INFO", logger="citeflow"):
+        assert build_graph.find_diff(config, snapshot, ArtifactStore(str(tmp_path / "a")), {}) is None
+    assert "the diff r1 -> r2 has no abstracts.json manifest" in caplog.text
+    assert "holds no whole diff to r2; building from the shards" in caplog.text
+
+
+def test_a_version_made_without_paper_ids_is_no_base_for_the_paper_ids_diff(tmp_path, caplog):
+    """filter_leakage without --paper-ids stores an empty `paper_id_lines` with no source: applying the next
+    release's paper-ids diff onto it would lose every line the diff does not name (jobs/paper_ids_diff.py)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from citeflow.artifacts import ArtifactStore
+    from citeflow.config import RunConfig
+    from citeflow.stage import execute
+    from jobs import paper_ids_diff as P
+
+    def build(path: str):
+        (Path(path) / P.TABLE).mkdir(parents=True)
+        pq.write_table(pa.table({"key": pa.array([], pa.string())}), Path(path) / P.TABLE / "part-0.parquet")
+        return {"mode": "exclude"}  # no paper_id_lines entry: made without a paper-ids table
+
+    store = ArtifactStore(str(tmp_path / "a"))
+    execute(
+        store=store,
+        snapshot="r1",
+        stage="filter_leakage",
+        stage_version=4,
+        config={},
+        resolved_config={"stage_version": 4},
+        inputs=[{"kind": "corpus", "fingerprint": "abc"}],
+        tables=[P.TABLE],
+        build=build,
+    )
+    layout(tmp_path / "r2" / "diffs", "r1", "r2", datasets=(D.PAPER_IDS,))
+    (tmp_path / "r2" / "paper-ids").mkdir()
+    config = RunConfig(
+        snapshot="r2",
+        corpus=str(tmp_path / "r2" / "corpus"),
+        paper_ids=str(tmp_path / "r2" / "paper-ids"),
+        artifacts=str(tmp_path / "a"),
+    )
+    with caplog.at_level("INFO", logger="citeflow"):
+        assert P.find(config, store, "filter_leakage", 4) is None
+    assert "holds no filter_leakage version with its paper-ids lines; parsing the paper-ids table" in caplog.text

@@ -4,17 +4,20 @@ from spark import incremental as I
 from spark import readers as R
 
 
-def test_the_last_step_naming_a_key_decides_it_and_deletes_go_first_within_a_step(spark):
+def test_the_last_step_naming_a_key_decides_it_and_its_deletes_apply_after_its_updates(spark):
+    """Within a step the Datasets API's example code (`GET /diffs/...` documentation) upserts every record
+    of the update files, then deletes every key of the delete files: a key both updated and deleted in one
+    step is gone (`citeflow.diffs.APPLY_RULES` 2; before, the update won)."""
     updates = spark.createDataFrame(
-        [(1, 0), (2, 0), (2, 1), (3, 1), (4, 0)], "corpus_id long, _step int"
-    )  # 2 updated twice; 3 deleted and re-added in step 1; 4 updated then deleted
-    deletes = spark.createDataFrame([(3, 1), (4, 1), (5, 0)], "corpus_id long, _step int")
+        [(1, 0), (2, 0), (2, 1), (3, 1), (4, 0), (6, 0), (6, 1)], "corpus_id long, _step int"
+    )  # 2 updated twice; 3 updated and deleted in step 1; 4 updated, then deleted; 6 as 3 in step 0, then updated
+    deletes = spark.createDataFrame([(3, 1), (4, 1), (5, 0), (6, 0)], "corpus_id long, _step int")
     steps = {
         r["corpus_id"]: (r["_last"], r["_updated"]) for r in I.last_steps(updates, deletes, ["corpus_id"]).collect()
     }
-    assert steps == {1: (0, True), 2: (1, True), 3: (1, True), 4: (1, False), 5: (0, False)}
+    assert steps == {1: (0, True), 2: (1, True), 3: (1, False), 4: (1, False), 5: (0, False), 6: (1, True)}
     final = I.final_updates(updates, I.last_steps(updates, deletes, ["corpus_id"]), ["corpus_id"])
-    assert sorted((r["corpus_id"], r["_step"]) for r in final.collect()) == [(1, 0), (2, 1), (3, 1)]
+    assert sorted((r["corpus_id"], r["_step"]) for r in final.collect()) == [(1, 0), (2, 1), (6, 1)]
 
 
 def test_edges_named_by_the_diff_replace_the_bases_and_null_ends_still_match(spark):
