@@ -37,7 +37,8 @@ DATASETS = ("papers", "abstracts", "citations")  # the corpus's, which build_gra
 PAPER_IDS = "paper-ids"  # the sha -> corpusid table, which filter_leakage reads
 # How a diff's records apply, part of the lineage of every version built from a diff (build_graph, the paper-ids
 # lines), so a change of these rules never reuses a version built under the old ones. 2: a key that one step both
-# updates and deletes is deleted, as in the Datasets API's own example code (update files, then delete files).
+# updates and deletes is deleted, as in the Datasets API's own example code (update files, then delete files);
+# a line whose key reads but whose record does not (`bad_field_type`) names its key (spark/incremental.py).
 APPLY_RULES = 2
 KEYS = {
     "papers": ("corpusid",),

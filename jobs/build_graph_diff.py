@@ -96,13 +96,11 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         "paper_updates",
     )
     paper_deletes = lines_of("papers", "deletes", lambda p: R.s2ag_papers(p))
-    good_deletes, bad_deletes = G.split_unparseable(paper_deletes)
-    good_deletes = good_deletes.select(F.col("id_raw").try_cast("long").alias("corpus_id"), "_step")
+    good_deletes, bad_deletes = G.split_keyed(paper_deletes, kind="paper")
+    good_deletes = good_deletes.select("corpus_id", "_step")
     abstract_updates = lines_of("abstracts", "updates", R.s2ag_abstracts)
     abstract_deletes = lines_of("abstracts", "deletes", R.s2ag_abstracts)
-    paper_keys = stage(
-        I.last_steps(paper_updates.where(F.col("reason").isNull()), good_deletes, ["corpus_id"]), "paper_keys"
-    )
+    paper_keys = stage(I.last_steps(I.paper_keys_named(paper_updates), good_deletes, ["corpus_id"]), "paper_keys")
     abstracts = I.abstract_inputs(base_rejected, abstract_updates, abstract_deletes, materialize=stage)
     touched = stage(I.touched_papers(abstracts, paper_keys), "touched")
     # the base's rows of the touched keys: the merge decides every touched key from these and the diff alone
@@ -133,7 +131,9 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     labelled = stage(G.label_edges(split.to_label, corpus_ids, broadcast=few_papers), "edges")
     named = {"papers": paper_keys.count(), "abstracts": abstract_keys.count(), "citations": split.named.count()}
 
-    carried_rows, decided_again = I.carried_rejected(base_rejected, paper_keys.select("corpus_id"))
+    carried_rows, decided_again = I.carried_rejected(
+        base_rejected, paper_keys.select("corpus_id"), abstracts.steps.select("corpus_id"), split.named
+    )
     new_rejected = [paper_rejects, bad_deletes, abstract_rejects, split.bad]
     share = config.build_graph.max_deleted_share
     in_place = {t: _links_base(base, t, share) for t in LINKED}

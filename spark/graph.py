@@ -36,6 +36,23 @@ def split_unparseable(papers: DataFrame, kind: str = "paper") -> tuple[DataFrame
     return good, bad
 
 
+def key_reads() -> Column:
+    """Whether a parsed line's corpus id reads, whatever else is wrong with it (`bad_field_type`: a field of the
+    wrong type). Such a line names its key in a release diff (spark/incremental.py): the new release's record of
+    that key is this line, so a full build of the release holds no usable record of it from this line either."""
+    return R.id_error(F.col("id_raw")).isNull()
+
+
+def split_keyed(lines: DataFrame, kind: str) -> tuple[DataFrame, DataFrame]:
+    """(delete lines whose corpus id reads, with `corpus_id`; rejected rows of the others). A delete line needs
+    its key only: a field of the wrong type beside it changes nothing of what it deletes."""
+    keyed = key_reads()
+    bad = R.rejected_rows(
+        lines.where(~keyed), kind=kind, reason=unusable_reason(), id_col=F.col("id_raw"), raw=F.col("value")
+    )
+    return lines.where(keyed).withColumn("corpus_id", F.col("id_raw").try_cast("long")), bad
+
+
 def completeness(df: DataFrame) -> DataFrame:
     """How complete a paper record is: one point per filled field, plus citations."""
     filled = [

@@ -17,11 +17,14 @@ of a full build of the new release (tests/e2e/test_incremental.py holds them to 
   against the new corpus ids: an edge whose cited paper arrives (or leaves) changes its label.
 - Dirt in diff files (malformed lines, bad ids) is quarantined with its reason and source file, like shard
   dirt; rows of the base's `rejected` table that have no key (malformed lines) are carried over unchanged.
+  A line whose key reads but whose record does not (`bad_field_type`, `graph.key_reads`) names its key: an
+  update line of that kind is quarantined and leaves its key no record from this step (as a full build holds
+  none from it), a delete line deletes its key, and the base's rejected row of such a line goes when the diff
+  names its key (`carried_rejected`).
 
 Limits, by construction: a paper deleted while its abstract stays leaves an `abstract_without_paper` row
 with no `raw` (the base kept the abstract, not its line); a base edge kept and later rejected names its ids
-as numbers, not as the line spelled them; a line whose key reads but whose record does not (`bad_field_type`)
-names no key, so the base's record of that key stays where a full build would hold none (README, Backfilling).
+as numbers, not as the line spelled them.
 """
 
 from __future__ import annotations
@@ -74,6 +77,12 @@ def edge_key(df: DataFrame) -> DataFrame:
     )
 
 
+def paper_keys_named(staged_updates: DataFrame) -> DataFrame:
+    """`corpus_id`, `_step` of every staged paper update line whose key reads (`graph.key_reads`): the keys
+    the lines name, their records usable or not."""
+    return staged_updates.where(G.key_reads()).select(F.col("id_raw").try_cast("long").alias("corpus_id"), "_step")
+
+
 def merge_papers(
     base_papers: DataFrame,
     staged_updates: DataFrame,
@@ -93,7 +102,7 @@ def merge_papers(
     """
     usable = staged_updates.where(F.col("reason").isNull())
     if steps is None:
-        steps = last_steps(usable, deletes, ["corpus_id"])
+        steps = last_steps(paper_keys_named(staged_updates), deletes, ["corpus_id"])
     final = final_updates(usable, steps, ["corpus_id"])
     duplicates = materialize(G.duplicate_rows(final), "paper_duplicates")
     kept = G.kept_papers(final, duplicates, broadcast=broadcast).select(*G.PAPERS_COLUMNS)
@@ -112,21 +121,44 @@ def merge_papers(
     return papers, steps, rejected, kept
 
 
-def carried_rejected(base_rejected: DataFrame, paper_keys: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(base rejected rows that stay as they were, base rejected rows the merge decides again).
+def carried_rejected(
+    base_rejected: DataFrame,
+    paper_keys: DataFrame,
+    abstract_keys: DataFrame | None = None,
+    edge_keys: DataFrame | None = None,
+) -> tuple[DataFrame, DataFrame]:
+    """(base rejected rows that stay as they were, base rejected rows the merge decides again or removes).
 
     Stay: paper rows (malformed lines, bad ids, duplicates of keys the diff does not name) and abstract and
     citation rows that no key governs (parse errors). Decided again: duplicates of keys the papers diff
-    names, and the abstract duplicates and orphans (`merge_abstracts`). Edge labels (the rest of the citation
-    rows) are neither: `split_edges` carries or drops them. Both frames keep the rows' `POSITION` columns
-    when `base_rejected` has them (`readers.read_table`)."""
+    names, and the abstract duplicates and orphans (`merge_abstracts`). Removed: the `bad_field_type` rows of
+    keys the diff names (`paper_keys` `corpus_id`, `abstract_keys` `corpus_id`, `edge_keys` `_k1`, `_k2`):
+    the new release's lines of those keys are the diff's. Edge labels (the rest of the citation rows) are
+    neither: `split_edges` carries or drops them. Both frames keep the rows' `POSITION` columns when
+    `base_rejected` has them (`readers.read_table`)."""
     id_long = F.col("id").try_cast("long")
-    named = paper_keys.select(F.col("corpus_id").alias("_key"), F.lit(True).alias("_named"))
     kind, reason = F.col("kind"), F.col("reason")
-    keyed_abstracts = (R.DUPLICATE_ABSTRACT, R.ABSTRACT_WITHOUT_PAPER)
+    typed = reason == R.BAD_FIELD_TYPE
+    named = paper_keys.select(F.col("corpus_id").alias("_key"), F.lit(True).alias("_named"))
     flagged = base_rejected.join(named, (kind == "paper") & (id_long == F.col("_key")), "left")
-    decided_again = ((kind == "paper") & (reason == R.DUPLICATE_PAPER) & F.col("_named").isNotNull()) | (
-        (kind == "abstract") & reason.isin(*keyed_abstracts)
+    gone = F.lit(False)
+    if abstract_keys is not None:
+        keys = abstract_keys.select(F.col("corpus_id").alias("_akey"), F.lit(True).alias("_anamed"))
+        flagged = flagged.join(keys, (kind == "abstract") & typed & (id_long == F.col("_akey")), "left")
+        gone = gone | F.col("_anamed").isNotNull()
+    if edge_keys is not None:
+        keys = edge_keys.select(F.col("_k1").alias("_e1"), F.col("_k2").alias("_e2"), F.lit(True).alias("_enamed"))
+        ends = (F.coalesce("id", F.lit(NULL_KEY)) == F.col("_e1")) & (
+            F.coalesce("cited_id", F.lit(NULL_KEY)) == F.col("_e2")
+        )
+        flagged = flagged.join(keys, (kind == "citation") & typed & ends, "left")
+        gone = gone | F.col("_enamed").isNotNull()
+    keyed_abstracts = (R.DUPLICATE_ABSTRACT, R.ABSTRACT_WITHOUT_PAPER)
+    paper_named = (kind == "paper") & F.col("_named").isNotNull()
+    decided_again = (
+        (paper_named & ((reason == R.DUPLICATE_PAPER) | typed))
+        | ((kind == "abstract") & reason.isin(*keyed_abstracts))
+        | gone
     )
     edge_label = (kind == "citation") & reason.isin(*EDGE_REASONS)
     keep = [*R.REJECTED_SCHEMA.fieldNames(), *R.positions(base_rejected)]
@@ -160,10 +192,10 @@ def abstract_inputs(
     it (three: the touched keys, the merged rows, the rejected rows), so neither the diff's files nor the
     base's quarantined lines are parsed again by each (issue 19)."""
     good, bad_updates = G.split_unparseable(updates, kind="abstract")
-    good_deletes, bad_deletes = G.split_unparseable(deletes, kind="abstract")
+    good_deletes, bad_deletes = G.split_keyed(deletes, kind="abstract")
     good = materialize(good.withColumn("corpus_id", F.col("id_raw").try_cast("long")), "abstract_updates")
-    good_deletes = good_deletes.withColumn("corpus_id", F.col("id_raw").try_cast("long"))
-    steps = materialize(last_steps(good, good_deletes, ["corpus_id"]), "abstract_steps")
+    keyed = updates.where(G.key_reads()).select(F.col("id_raw").try_cast("long").alias("corpus_id"), "_step")
+    steps = materialize(last_steps(keyed, good_deletes, ["corpus_id"]), "abstract_steps")
     quarantined = base_rejected.where(
         (F.col("kind") == "abstract") & F.col("reason").isin(R.DUPLICATE_ABSTRACT, R.ABSTRACT_WITHOUT_PAPER)
     )
@@ -261,21 +293,26 @@ def _edge_inputs(
     has them; null where its table has none. Base candidates carry their ids as numbers too (`_c1`, `_c2`:
     null where the id is none), which `graph.label_edges` reads."""
 
-    def split(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
-        good = edge_key(lines.where(F.col("parse_error").isNull()))
-        bad = R.rejected_rows(
-            lines.where(F.col("parse_error").isNotNull()),
+    error = F.col("parse_error")
+    keyed = error.isNull() | (error == R.BAD_FIELD_TYPE)  # its ids read (a field beside them may not)
+
+    def rejected(lines: DataFrame) -> DataFrame:
+        return R.rejected_rows(
+            lines,
             kind="citation",
-            reason=F.col("parse_error"),
+            reason=error,
             id_col=F.col("citing_raw"),
             cited=F.col("cited_raw"),
             raw=F.col("value"),
         )
-        return good, bad
 
-    good, bad_updates = split(updates)
-    good_deletes, bad_deletes = split(deletes)
-    steps = last_steps(good, good_deletes, ["_k1", "_k2"])
+    # an update line names its pair if its ids read, and is a record only if it parsed; a delete line needs its
+    # ids only
+    good = edge_key(updates.where(error.isNull()))
+    bad_updates = rejected(updates.where(error.isNotNull()))
+    good_deletes = edge_key(deletes.where(keyed))
+    bad_deletes = rejected(deletes.where(~keyed))
+    steps = last_steps(edge_key(updates.where(keyed)), good_deletes, ["_k1", "_k2"])
     from_diff = final_updates(good, steps, ["_k1", "_k2"]).select("citing_raw", "cited_raw", "source")
     position = R.positions(base_rejected) or R.positions(base_citations)
 

@@ -101,6 +101,33 @@ def test_every_base_rejected_row_is_carried_or_removed_never_both(spark, tmp_pat
     assert staged == ["leaving_edges"]  # the rows that go, computed once for the three frames read from them
 
 
+def test_a_base_line_whose_key_reads_but_record_does_not_goes_when_the_diff_names_its_key(spark):
+    """A `bad_field_type` row of the base's rejected table is a line of its key in the base release: when the
+    diff names that key, the new release's lines of it are the diff's, so the row goes (a full build of the new
+    release never read it); other keys' rows of that kind stay (worked out by hand below)."""
+    base_rejected = spark.createDataFrame(
+        [
+            ("paper", R.BAD_FIELD_TYPE, "1", None, "papers_0", b"{}", "f", 0),  # paper key 1 named: goes
+            ("paper", R.BAD_FIELD_TYPE, "2", None, "papers_0", b"{}", "f", 1),  # key 2 not named: stays
+            ("abstract", R.BAD_FIELD_TYPE, "3", None, "abstracts_0", b"{}", "f", 2),  # abstract key 3 named: goes
+            ("abstract", R.BAD_FIELD_TYPE, "1", None, "abstracts_0", b"{}", "f", 3),  # 1 is a paper key: stays
+            ("citation", R.BAD_FIELD_TYPE, "2", "5", "citations_0", b"{}", "f", 4),  # pair (2, 5) named: goes
+            ("citation", R.BAD_FIELD_TYPE, None, "5", "citations_0", b"{}", "f", 5),  # pair (null, 5) named: goes
+            ("citation", R.BAD_FIELD_TYPE, "5", "2", "citations_0", b"{}", "f", 6),  # (5, 2) not named: stays
+            ("citation", R.MALFORMED, "2", "5", "citations_0", b"[", "f", 7),  # no record at all: stays
+        ],
+        "kind string, reason string, id string, cited_id string, source string, raw binary, "
+        "_file_name string, _row_index long",
+    )
+    paper_keys = spark.createDataFrame([(1,)], "corpus_id long")
+    abstract_keys = spark.createDataFrame([(3,)], "corpus_id long")
+    edge_keys = spark.createDataFrame([("2", "5"), (I.NULL_KEY, "5")], "_k1 string, _k2 string")
+    carried, gone = I.carried_rejected(base_rejected, paper_keys, abstract_keys, edge_keys)
+    index = lambda df: sorted(r["_row_index"] for r in df.select("_row_index").collect())  # noqa: E731
+    assert index(carried) == [1, 3, 6, 7]
+    assert index(gone) == [0, 2, 4, 5]
+
+
 def test_a_merge_rewrites_the_degrees_of_the_papers_it_touches_only(spark):
     """`incremental.changed_degrees`: the base rows of the papers whose row was replaced or whose edges arrived
     or left go, with new rows for those the release still holds; the base rows and the new ones together are
