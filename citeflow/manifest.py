@@ -46,7 +46,11 @@ def sha256_of(data: dict[str, Any]) -> str:
 
 def compute_version(stage: str, stage_version: int, config: dict[str, Any], inputs: list[dict[str, Any]]) -> str:
     """Content address of an artifact: 16 hex chars of a SHA-256 over its definition."""
-    lineage = [{k: v for k, v in sorted(i.items()) if k in ("stage", "version", "kind", "fingerprint")} for i in inputs]
+    # what an input is, not where it lies; `rules`: how a release diff's records apply (citeflow.diffs.APPLY_RULES)
+    lineage = [
+        {k: v for k, v in sorted(i.items()) if k in ("stage", "version", "kind", "fingerprint", "rules")}
+        for i in inputs
+    ]
     payload = json.dumps(
         {"stage": stage, "stage_version": stage_version, "config": config, "inputs": lineage},
         sort_keys=True,
