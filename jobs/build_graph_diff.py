@@ -100,7 +100,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     good_deletes = good_deletes.select("corpus_id", "_step")
     abstract_updates = lines_of("abstracts", "updates", R.s2ag_abstracts)
     abstract_deletes = lines_of("abstracts", "deletes", R.s2ag_abstracts)
-    paper_keys = stage(I.last_steps(I.paper_keys_named(paper_updates), good_deletes, ["corpus_id"]), "paper_keys")
+    paper_keys = stage(I.last_steps(I.keys_named(paper_updates), good_deletes, ["corpus_id"]), "paper_keys")
     abstracts = I.abstract_inputs(base_rejected, abstract_updates, abstract_deletes, materialize=stage)
     touched = stage(I.touched_papers(abstracts, paper_keys), "touched")
     # the base's rows of the touched keys: the merge decides every touched key from these and the diff alone

@@ -77,10 +77,10 @@ def edge_key(df: DataFrame) -> DataFrame:
     )
 
 
-def paper_keys_named(staged_updates: DataFrame) -> DataFrame:
-    """`corpus_id`, `_step` of every staged paper update line whose key reads (`graph.key_reads`): the keys
-    the lines name, their records usable or not."""
-    return staged_updates.where(G.key_reads()).select(F.col("id_raw").try_cast("long").alias("corpus_id"), "_step")
+def keys_named(lines: DataFrame) -> DataFrame:
+    """`corpus_id`, `_step` of every paper or abstract update line (parsed, with `_step`) whose key reads
+    (`graph.key_reads`): the keys the lines name, their records usable or not."""
+    return lines.where(G.key_reads()).select(F.col("id_raw").try_cast("long").alias("corpus_id"), "_step")
 
 
 def merge_papers(
@@ -102,7 +102,7 @@ def merge_papers(
     """
     usable = staged_updates.where(F.col("reason").isNull())
     if steps is None:
-        steps = last_steps(paper_keys_named(staged_updates), deletes, ["corpus_id"])
+        steps = last_steps(keys_named(staged_updates), deletes, ["corpus_id"])
     final = final_updates(usable, steps, ["corpus_id"])
     duplicates = materialize(G.duplicate_rows(final), "paper_duplicates")
     kept = G.kept_papers(final, duplicates, broadcast=broadcast).select(*G.PAPERS_COLUMNS)
@@ -124,8 +124,8 @@ def merge_papers(
 def carried_rejected(
     base_rejected: DataFrame,
     paper_keys: DataFrame,
-    abstract_keys: DataFrame | None = None,
-    edge_keys: DataFrame | None = None,
+    abstract_keys: DataFrame,
+    edge_keys: DataFrame,
 ) -> tuple[DataFrame, DataFrame]:
     """(base rejected rows that stay as they were, base rejected rows the merge decides again or removes).
 
@@ -140,19 +140,17 @@ def carried_rejected(
     kind, reason = F.col("kind"), F.col("reason")
     typed = reason == R.BAD_FIELD_TYPE
     named = paper_keys.select(F.col("corpus_id").alias("_key"), F.lit(True).alias("_named"))
-    flagged = base_rejected.join(named, (kind == "paper") & (id_long == F.col("_key")), "left")
-    gone = F.lit(False)
-    if abstract_keys is not None:
-        keys = abstract_keys.select(F.col("corpus_id").alias("_akey"), F.lit(True).alias("_anamed"))
-        flagged = flagged.join(keys, (kind == "abstract") & typed & (id_long == F.col("_akey")), "left")
-        gone = gone | F.col("_anamed").isNotNull()
-    if edge_keys is not None:
-        keys = edge_keys.select(F.col("_k1").alias("_e1"), F.col("_k2").alias("_e2"), F.lit(True).alias("_enamed"))
-        ends = (F.coalesce("id", F.lit(NULL_KEY)) == F.col("_e1")) & (
-            F.coalesce("cited_id", F.lit(NULL_KEY)) == F.col("_e2")
-        )
-        flagged = flagged.join(keys, (kind == "citation") & typed & ends, "left")
-        gone = gone | F.col("_enamed").isNotNull()
+    abstracts = abstract_keys.select(F.col("corpus_id").alias("_akey"), F.lit(True).alias("_anamed"))
+    edges = edge_keys.select(F.col("_k1").alias("_e1"), F.col("_k2").alias("_e2"), F.lit(True).alias("_enamed"))
+    ends = (F.coalesce("id", F.lit(NULL_KEY)) == F.col("_e1")) & (
+        F.coalesce("cited_id", F.lit(NULL_KEY)) == F.col("_e2")
+    )
+    flagged = (
+        base_rejected.join(named, (kind == "paper") & (id_long == F.col("_key")), "left")
+        .join(abstracts, (kind == "abstract") & typed & (id_long == F.col("_akey")), "left")
+        .join(edges, (kind == "citation") & typed & ends, "left")
+    )
+    gone = F.col("_anamed").isNotNull() | F.col("_enamed").isNotNull()
     keyed_abstracts = (R.DUPLICATE_ABSTRACT, R.ABSTRACT_WITHOUT_PAPER)
     paper_named = (kind == "paper") & F.col("_named").isNotNull()
     decided_again = (
@@ -194,8 +192,7 @@ def abstract_inputs(
     good, bad_updates = G.split_unparseable(updates, kind="abstract")
     good_deletes, bad_deletes = G.split_keyed(deletes, kind="abstract")
     good = materialize(good.withColumn("corpus_id", F.col("id_raw").try_cast("long")), "abstract_updates")
-    keyed = updates.where(G.key_reads()).select(F.col("id_raw").try_cast("long").alias("corpus_id"), "_step")
-    steps = materialize(last_steps(keyed, good_deletes, ["corpus_id"]), "abstract_steps")
+    steps = materialize(last_steps(keys_named(updates), good_deletes, ["corpus_id"]), "abstract_steps")
     quarantined = base_rejected.where(
         (F.col("kind") == "abstract") & F.col("reason").isin(R.DUPLICATE_ABSTRACT, R.ABSTRACT_WITHOUT_PAPER)
     )

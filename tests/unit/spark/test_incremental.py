@@ -80,7 +80,7 @@ def test_a_line_whose_key_reads_but_record_does_not_names_its_key(spark):
     assert [(r["corpus_id"], r["_step"]) for r in keyed.collect()] == [(4, 0)]
     assert [(r["reason"], r["id"]) for r in bad.collect()] == [(R.INVALID_ID, "x")]
     staged = updates.withColumn("corpus_id", F.when(F.col("parse_error").isNull(), F.col("id_raw").cast("long")))
-    steps = I.last_steps(I.paper_keys_named(staged), keyed.select("corpus_id", "_step"), ["corpus_id"])
+    steps = I.last_steps(I.keys_named(staged), keyed.select("corpus_id", "_step"), ["corpus_id"])
     assert sorted((r["corpus_id"], r["_updated"]) for r in steps.collect()) == [
         (1, True),
         (2, True),

@@ -72,7 +72,9 @@ def test_every_base_rejected_row_is_carried_or_removed_never_both(spark, tmp_pat
         "_file_name string, _row_index long",
     )
     paper_keys = spark.createDataFrame([(1,), (9,)], "corpus_id long")
-    carried, again = I.carried_rejected(base_rejected, paper_keys)
+    no_keys = spark.createDataFrame([], "corpus_id long")
+    no_edges = spark.createDataFrame([], "_k1 string, _k2 string")
+    carried, again = I.carried_rejected(base_rejected, paper_keys, no_keys, no_edges)
     lines = "citing_raw string, cited_raw string, parse_error string, source string, value string, _step int"
     deletes = spark.createDataFrame([("2", "5", None, "deletes_0", "", 0)], lines)
     updates = spark.createDataFrame([], lines)
