@@ -54,7 +54,6 @@ def main() -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    # as every reader reads it (a build_graph version merged from a diff has a deletion file)
     table = read_table(pafs.LocalFileSystem(), args.citations, ["citing", "cited"])
     rows = []
     for n in args.edges:

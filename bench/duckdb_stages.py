@@ -245,19 +245,6 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="output folder (created; must not exist)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
-    if args.stage == "filter_leakage":
-        import pyarrow.fs as pafs
-
-        from citeflow.tables import has_deleted
-
-        local = pafs.LocalFileSystem()
-        merged = [t for t in ("papers", "citations") if has_deleted(local, os.path.join(args.graph, t))]
-        if merged:  # read_parquet would return the rows the deletion file removes (citeflow/tables.py)
-            parser.error(
-                f"--graph {args.graph}: {' and '.join(merged)} {'have' if len(merged) > 1 else 'has'} a deletion "
-                "file (a build_graph version merged from a release diff); this bench reads plain tables: give a "
-                "version built from the shards"
-            )
     os.makedirs(args.out)
     if args.stage == "build_graph":
         counts = build_graph(args.corpus, args.out, args.threads)

@@ -51,7 +51,7 @@ from citeflow.manifest import (
     Manifest,
     sha256_of,
 )
-from citeflow.tables import data_files, link_file
+from citeflow.tables import LEGACY_DELETED, data_files, legacy_deletions, link_file
 
 HASH_CHUNK = 1 << 20
 
@@ -178,6 +178,12 @@ class ArtifactStore:
             elif on_disk[rel] != entry["bytes"]:
                 problems.append(f"{rel} has {on_disk[rel]:,} bytes, the manifest says {entry['bytes']:,}")
         problems += [f"{rel} is not in the manifest" for rel in sorted(set(on_disk) - set(manifest.contents))]
+        problems += [
+            f"table {table} holds a `{LEGACY_DELETED}/` deletion folder from an older citeflow, which other Parquet "
+            f"readers do not apply (they read rows the manifest removed): delete the version ({manifest.path}) and "
+            "run again to rebuild it as plain Parquet"
+            for table in legacy_deletions(on_disk)
+        ]
         return problems
 
     def contents_of(self, path: str) -> dict[str, dict[str, Any]]:
@@ -390,8 +396,8 @@ def _fsspec_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 
 
 def table_stats(store: ArtifactStore, path: str) -> dict[str, Any]:
-    """Row count and schema of one Parquet table folder, read from file footers only. A table with a deletion
-    file (`citeflow/tables.py`) counts its rows less the removed ones, and says how many it removes."""
+    """Row count and schema of one Parquet table folder, read from file footers only: the rows any Parquet
+    reader reads from the folder."""
     import pyarrow.dataset as ds
 
     from citeflow import tables
@@ -401,13 +407,9 @@ def table_stats(store: ArtifactStore, path: str) -> dict[str, Any]:
     )
     rows = sum(fragment.metadata.num_rows for fragment in dataset.get_fragments())
     files = sorted(posixpath.basename(f) for f in dataset.files)
-    stats = {
+    return {
         "path": posixpath.basename(path),
         "rows": rows,
         "files": len(files),
         "schema": [{"name": f.name, "type": str(f.type)} for f in dataset.schema],
     }
-    if tables.has_deleted(store.fs, path):
-        stats["deleted_rows"] = tables.deleted_rows(store.fs, path)
-        stats["rows"] -= stats["deleted_rows"]
-    return stats

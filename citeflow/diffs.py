@@ -35,11 +35,13 @@ RELEASE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 DATASETS = ("papers", "abstracts", "citations")  # the corpus's, which build_graph reads
 PAPER_IDS = "paper-ids"  # the sha -> corpusid table, which filter_leakage reads
-# How a diff's records apply, part of the lineage of every version built from a diff (build_graph, the paper-ids
-# lines), so a change of these rules never reuses a version built under the old ones. 2: a key that one step both
-# updates and deletes is deleted, as in the Datasets API's own example code (update files, then delete files);
-# a line whose key reads but whose record does not (`bad_field_type`) names its key (spark/incremental.py).
-APPLY_RULES = 2
+# How a diff's records apply and how the merged tables are stored, part of the lineage of every version built
+# from a diff (build_graph, the paper-ids lines), so a change of these rules never reuses a version built under
+# the old ones: a key that one step both updates and deletes is deleted, as in the Datasets API's own example
+# code (update files, then delete files); a line whose key reads but whose record does not (`bad_field_type`)
+# names its key (spark/incremental.py); a base file holding a row that goes is written again without it
+# (spark/output.py `write_over`). The history of the rules is in CHANGELOG.md.
+APPLY_RULES = 3
 KEYS = {
     "papers": ("corpusid",),
     "abstracts": ("corpusid",),

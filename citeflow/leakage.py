@@ -239,38 +239,110 @@ def sha_candidates(ids: pa.Table) -> pa.Table:
 
 
 def benchmark_id_rows(bench: pa.Table, mapped: pa.Table) -> pa.Table:
-    """filter_leakage's `benchmark_ids` table: one row per distinct (id, task, split) of `bench` with its
+    """filter_leakage's `benchmark_ids` table: one row per distinct (suite, id, task, split) of `bench` with its
     id's mapping from `mapped` (one row per id: corpus_id, method, in_snapshot, unmapped_reason), ordered
-    by task, split, id.
+    by suite, task, split, id.
 
     The benchmark's side of the stage (hundreds of thousands of rows, bounded by the benchmark, not the
     corpus) is joined and sorted here, in the driver that already holds the benchmark's rows: Spark's plans
-    for so few rows cost more than the work (README, issue 21).
+    for so few rows cost more than the work.
     """
-    keys = ["id", "task", "split"]
+    keys = ["suite", "id", "task", "split"]
     rows = bench.select(keys).group_by(keys, use_threads=False).aggregate([])
     columns = ["corpus_id", "method", "in_snapshot", "unmapped_reason"]
     joined = rows.join(mapped.select(["id", *columns]), keys="id", join_type="left outer", use_threads=False)
     # nulls first, as Spark orders them
-    order = [(key, "ascending", "at_start") for key in ("task", "split", "id")]
+    order = [(key, "ascending", "at_start") for key in ("suite", "task", "split", "id")]
     return joined.select([*keys, *columns]).sort_by(order)
 
 
-def leakage_report(rows: pa.Table) -> pa.Table:
-    """Per task and split, then `all`/`all`: total ids, ids mapped by each method, unmapped ids, ids in the
-    snapshot; ordered by task and split. `rows` is a `benchmark_id_rows` table (an id's mapping is the same
-    in each of its rows, so the overall row counts each id once)."""
+def members(rows: pa.Table) -> pa.Table:
+    """(corpus_id, suite, task, split) of every benchmark paper the graph holds, once per group: what Spark
+    counts the edges of (`spark.leakage.reach`)."""
+    found = rows.filter(pc.fill_null(rows["in_snapshot"], False)).select(["corpus_id", "suite", "task", "split"])
+    return found.group_by(found.column_names, use_threads=False).aggregate([])
+
+
+# The levels of the leakage report: per split of a task, per suite, overall ("all" where a level sums up).
+REPORT_LEVELS = (("suite", "task", "split"), ("suite",), ())
+REACH_COLUMNS = ("removed_edges", "one_hop_papers", "one_hop_edges")
+
+
+def leakage_report(rows: pa.Table, reach: pa.Table | None = None) -> pa.Table:
+    """Per suite, task and split, then per suite (`<suite>`/`all`/`all`), then `all`/`all`/`all`: total ids,
+    ids mapped by each method, unmapped ids, ids in the snapshot, `removed_papers` (the distinct papers of the
+    graph they map to: removed in mode exclude), and from `reach` (`spark.leakage.reach` rows, keyed the same
+    way) the edges those papers have (`removed_edges`) and, with `filter_leakage.strict`, the papers one citation
+    away from them that are not benchmark papers and those papers' other edges (`one_hop_*`); 0 without it.
+    `rows` is a `benchmark_id_rows` table; an id (and a paper) counts once at every level, however many of its
+    rows the level holds, so the levels do not sum: a paper in two suites counts in both."""
     flags = {f"mapped_{m}": pc.cast(pc.fill_null(pc.equal(rows["method"], m), False), pa.int64()) for m in METHODS}
     flags["unmapped"] = pc.cast(pc.is_null(rows["method"]), pa.int64())
     flags["in_snapshot"] = pc.cast(pc.fill_null(rows["in_snapshot"], False), pa.int64())
-    counted = pa.table({"id": rows["id"], "task": rows["task"], "split": rows["split"], **flags})
-    sums = [(name, "sum") for name in flags]
-    names = ["task", "split", "id_count_distinct", *(f"{name}_sum" for name in flags)]
-    per_split = counted.group_by(["task", "split"], use_threads=False).aggregate([("id", "count_distinct"), *sums])
-    per_split = per_split.select(names)
-    per_id = counted.group_by("id", use_threads=False).aggregate([(name, "max") for name in flags])
-    overall = {f"{name}_sum": [pc.sum(per_id[f"{name}_max"]).as_py() or 0] for name in flags}
-    overall_table = pa.table({"task": ["all"], "split": ["all"], "id_count_distinct": [per_id.num_rows], **overall})
-    both = pa.concat_tables([per_split, overall_table.select(names).cast(per_split.schema)])
-    report = both.rename_columns(["task", "split", "total", *flags])
-    return report.sort_by([("task", "ascending", "at_start"), ("split", "ascending", "at_start")])
+    in_graph = pc.if_else(pc.fill_null(rows["in_snapshot"], False), rows["corpus_id"], pa.scalar(None, pa.int64()))
+    base = {"suite": rows["suite"], "task": rows["task"], "split": rows["split"], "id": rows["id"]}
+    counted = pa.table({**base, **flags, "_paper": in_graph})
+    names = ["suite", "task", "split", "total", *flags, "removed_papers"]
+    parts = []
+    for level in REPORT_LEVELS:
+        # each id once per group (its flags are the same in all its rows), then summed
+        per_id = counted.group_by([*level, "id"], use_threads=False).aggregate(
+            [(name, "max") for name in flags] + [("_paper", "max")]
+        )
+        if level:
+            summed = per_id.group_by(list(level), use_threads=False).aggregate(
+                [("id", "count"), *((f"{name}_max", "sum") for name in flags), ("_paper_max", "count_distinct")]
+            )
+        else:
+            summed = pa.table(
+                {
+                    "id_count": [per_id.num_rows],
+                    **{f"{name}_max_sum": [pc.sum(per_id[f"{name}_max"]).as_py() or 0] for name in flags},
+                    "_paper_max_count_distinct": [pc.count_distinct(per_id["_paper_max"]).as_py()],
+                }
+            )
+        n = summed.num_rows
+        filled = {
+            key: summed[key] if key in level else pa.repeat(pa.scalar("all", pa.string()), n)
+            for key in ("suite", "task", "split")
+        }
+        values = [summed["id_count"], *(summed[f"{name}_max_sum"] for name in flags)]
+        values.append(summed["_paper_max_count_distinct"])
+        parts.append(pa.table([*filled.values(), *(pc.cast(v, pa.int64()) for v in values)], names=names))
+    report = pa.concat_tables(parts)
+    keys = ["suite", "task", "split"]
+    if reach is None:
+        reach = pa.table(
+            {**{k: pa.array([], pa.string()) for k in keys}, **{c: pa.array([], pa.int64()) for c in REACH_COLUMNS}}
+        )
+    report = report.join(reach.select([*keys, *REACH_COLUMNS]), keys=keys, join_type="left outer", use_threads=False)
+    report = pa.table(
+        {n: pc.fill_null(report[n], 0) if n in REACH_COLUMNS else report[n] for n in [*names, *REACH_COLUMNS]}
+    )
+    # the groups of a suite, its own row, then the next suite; the overall row last
+    last = lambda column: pc.equal(report[column], "all")  # noqa: E731
+    order = pa.table(
+        {"_o1": last("suite"), "_s": report["suite"], "_o2": last("task"), "_t": report["task"], "_sp": report["split"]}
+    )
+    index = pc.sort_indices(
+        order,
+        sort_keys=[
+            ("_o1", "ascending"),
+            ("_s", "ascending"),
+            ("_o2", "ascending"),
+            ("_t", "ascending"),
+            ("_sp", "ascending"),
+        ],
+    )
+    return report.take(index)
+
+
+def suite_totals(report: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per suite (and `all`), from a `leakage_report`'s rows: ids, mapped, unmapped, removed papers and edges
+    (and one-hop ones): the audit's totals a model card and a dataset card carry."""
+    keep = ("total", "unmapped", "in_snapshot", "removed_papers", *REACH_COLUMNS)
+    return {
+        r["suite"]: {**{k: r[k] for k in keep}, "mapped": r["total"] - r["unmapped"]}
+        for r in report
+        if r["task"] == "all" and r["split"] == "all"
+    }

@@ -12,7 +12,8 @@ what it depends on, then hands a `build(path) -> metrics` function to
    that run built, or stops with one line naming the holder;
 3. under the lease: reuses a copy another snapshot holds, or clears the
    remains of a killed run, calls `build`, measures the tables it wrote,
-   hashes every file and commits the manifest last, with secrets redacted.
+   hashes every file and commits the manifest last, with secrets redacted. Each table folder holds its
+   Parquet data files only (`citeflow.tables.tidy`).
 
 With `store.repair` (`citeflow run --repair`) every version the run reads is
 re-hashed, and a damaged one (or one whose manifest predates file lists) is
@@ -34,6 +35,7 @@ from citeflow.lease import Lease
 from citeflow.manifest import MANIFEST_FORMAT, DamagedVersion, Manifest, code_version, compute_version, utcnow
 from citeflow.process import fault_point
 from citeflow.redaction import redact
+from citeflow.tables import tidy
 
 log = logging.getLogger("citeflow")
 
@@ -117,6 +119,8 @@ def execute(
         missing = [t for t in tables if store.fs.get_file_info(posixpath.join(path, t)).type.name != "Directory"]
         if missing:
             raise RuntimeError(f"{stage} did not write tables {missing}")
+        for t in tables:  # data files only, so that every Parquet reader reads each table whole
+            tidy(store.fs, posixpath.join(path, t))
         stats = {t: table_stats(store, posixpath.join(path, t)) for t in tables}
         extra_files = {
             info.base_name: info.base_name

@@ -1,19 +1,16 @@
-"""A table folder whose rows are its data files less the rows its deletion file names (merge-on-read).
+"""Table folders: what a committed table is on disk, and the one way citeflow reads one with pyarrow.
 
-A committed table is a folder of Parquet data files. build_graph's build from a release diff (issue 19) does
-not rewrite every row of `papers`, `citations`, `degrees` and `rejected`: it hard-links the base version's data
-files into the new table folder, writes the rows it changed or added as new files beside them, and lists the
-base rows the new release no longer holds in `_deleted/` (Parquet, one row per removed row: `file_name`, the
-data file's name, and `row_index`, the row's position in that file counted from 0). filter_leakage's `papers`
-links the graph's files and lists the benchmark's papers there. The table's rows are every data file's rows
-except those. This is how Delta Lake's deletion vectors and Iceberg's position deletes describe a table
-(`deletion vectors` in the Delta protocol, `PROTOCOL.md`; Iceberg's `spec.md`, "Position Delete Files"), kept
-to one folder so that the version stays one self-contained folder of the artifact store.
+A committed table is a folder of plain Parquet data files and nothing else: every Parquet reader (pyarrow,
+pandas, DuckDB, Spark, Hugging Face `datasets`) reads exactly the rows the version's manifest counts. No
+table relies on a side file to drop rows. A release built from a diff rewrites each data file that holds a
+row the release removes and links the files whose every row stays (spark/output.py `write_over`), so the
+untouched files of the base version are shared, not copied.
 
-`_deleted/` starts with `_`, so Spark's and pyarrow's own Parquet readers skip it: a table that has one must
-be read through `read_table` or `batches` here (pyarrow) or `spark.readers.read_table` (Spark), which apply
-it; a plain Parquet reader of such a folder would also return the removed rows. `table_stats` (citeflow/artifacts.py)
-counts the rows as these readers do, so a manifest's `rows` is the table's true row count.
+The committers' side files (`_SUCCESS`, Hadoop's `.<name>.crc` checksums) are removed before a version is
+committed (`tidy`): DuckDB's `read_parquet('<table>/*')` reads every file of a folder and would stop at them.
+Versions written by citeflow 0.x before this layout may hold a `_deleted/` folder (a deletion file only
+citeflow's own readers applied); `legacy_deletions` finds it, and the store refuses such a version with one
+line (citeflow/artifacts.py `check_files`).
 
 A linked file is the base's file, not a copy: the store never modifies a committed file in place, and
 deleting or moving the base version leaves the link whole (`link_file`). On a store without hard links
@@ -26,25 +23,14 @@ import os
 import posixpath
 from collections.abc import Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-DELETED = "_deleted"
-FILE_NAME, ROW_INDEX = "file_name", "row_index"
-DELETED_SCHEMA = pa.schema([(FILE_NAME, pa.string()), (ROW_INDEX, pa.int64())])
 IGNORED = [".", "_"]  # names Spark and pyarrow skip in a table folder
-
-
-def deleted_path(table: str) -> str:
-    return posixpath.join(table, DELETED)
-
-
-def has_deleted(fs: pafs.FileSystem, table: str) -> bool:
-    """Whether the table folder at `table` names removed rows (a `_deleted/` folder)."""
-    return fs.get_file_info(deleted_path(table)).type == pafs.FileType.Directory
+LEGACY_DELETED = "_deleted"  # the deletion folder of tables written before every table was plain Parquet
+SIDE_FILES = ("_SUCCESS",)  # a committer's marker files, besides Hadoop's `.<name>.crc` checksums
 
 
 def data_files(fs: pafs.FileSystem, table: str) -> list[pafs.FileInfo]:
@@ -55,30 +41,23 @@ def data_files(fs: pafs.FileSystem, table: str) -> list[pafs.FileInfo]:
     return sorted((i for i in found if i.is_file and not i.base_name.startswith(tuple(IGNORED))), key=lambda i: i.path)
 
 
-def deleted_files(fs: pafs.FileSystem, table: str) -> list[str]:
-    """The Parquet files of the table's deletion file (none when it has none), by name."""
-    if not has_deleted(fs, table):
+def tidy(fs: pafs.FileSystem, table: str) -> list[str]:
+    """Remove the committers' side files from the table folder (`_SUCCESS`, `.<name>.crc`); their names. A
+    folder of data files only reads whole with a reader that takes every file of a folder (DuckDB's `*`)."""
+    if fs.get_file_info(table).type != pafs.FileType.Directory:
         return []
-    return [i.path for i in data_files(fs, deleted_path(table))]
+    removed = []
+    for info in fs.get_file_info(pafs.FileSelector(table, recursive=False)):
+        name = info.base_name
+        if info.is_file and (name in SIDE_FILES or (name.startswith(".") and name.endswith(".crc"))):
+            fs.delete_file(info.path)
+            removed.append(name)
+    return sorted(removed)
 
 
-def read_deleted(fs: pafs.FileSystem, table: str) -> pa.Table:
-    """The (`file_name`, `row_index`) rows the table's deletion file names; none when it has none."""
-    parts = [pq.read_table(p, filesystem=fs, columns=[FILE_NAME, ROW_INDEX]) for p in deleted_files(fs, table)]
-    return pa.concat_tables(parts).cast(DELETED_SCHEMA) if parts else DELETED_SCHEMA.empty_table()
-
-
-def removed_by_file(fs: pafs.FileSystem, table: str) -> dict[str, np.ndarray]:
-    """Data file name -> sorted positions of its removed rows."""
-    deleted = read_deleted(fs, table)
-    if deleted.num_rows == 0:
-        return {}
-    names = deleted[FILE_NAME].to_numpy(zero_copy_only=False)
-    rows = deleted[ROW_INDEX].to_numpy()
-    order = np.lexsort((rows, names))
-    names, rows = names[order], rows[order]
-    cuts = np.flatnonzero(names[1:] != names[:-1]) + 1
-    return {str(part[0]): r for part, r in zip(np.split(names, cuts), np.split(rows, cuts), strict=True)}
+def legacy_deletions(listing: dict[str, int] | list[str]) -> list[str]:
+    """The tables of a version's file listing (paths relative to the version) that hold a `_deleted/` folder."""
+    return sorted({rel.split("/")[0] for rel in listing if f"/{LEGACY_DELETED}/" in f"/{rel}"})
 
 
 def footer_rows(fs: pafs.FileSystem, paths: list[str]) -> int:
@@ -86,79 +65,35 @@ def footer_rows(fs: pafs.FileSystem, paths: list[str]) -> int:
     return sum(pq.ParquetFile(fs.open_input_file(p)).metadata.num_rows for p in paths)
 
 
-def deleted_rows(fs: pafs.FileSystem, table: str) -> int:
-    """How many rows the table's deletion file names, from its Parquet footers."""
-    return footer_rows(fs, deleted_files(fs, table))
-
-
-def may_extend(stats: dict, share: float) -> bool:
-    """Whether a new table may link the files of a committed table (`stats`: its manifest entry, `rows` and
-    `deleted_rows`) and list more removed rows beside them: the rows it removes already are at most `share`
-    of the rows its files store (`build_graph.max_deleted_share`; 0: never), so that reads do not slow down
-    release after release."""
-    removed = stats.get("deleted_rows", 0)
-    return share > 0 and removed <= share * (stats["rows"] + removed)
-
-
-def _without(part: pa.Table, gone: np.ndarray) -> pa.Table:
-    """`part` (a data file's rows) less the rows at the positions `gone`."""
-    if not len(gone):
-        return part
-    keep = np.ones(part.num_rows, dtype=bool)
-    keep[gone] = False
-    return part.filter(pa.array(keep))
+def _dataset(fs: pafs.FileSystem, table: str) -> ds.Dataset:
+    return ds.dataset(table, filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
 
 
 def read_table(fs: pafs.FileSystem, table: str, columns: list[str] | None = None) -> pa.Table:
-    """The table's rows (its deletion file applied), `columns` only when given."""
-    dataset = ds.dataset(table, filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
-    removed = removed_by_file(fs, table)
-    if not removed:
-        return dataset.to_table(columns=columns)
-    none = np.empty(0, dtype=np.int64)
-    parts = [
-        _without(f.to_table(columns=columns, schema=dataset.schema), removed.get(posixpath.basename(f.path), none))
-        for f in dataset.get_fragments()
-    ]
-    if not parts:
-        return dataset.to_table(columns=columns)
-    return pa.concat_tables(parts)
+    """The table's rows, `columns` only when given."""
+    return _dataset(fs, table).to_table(columns=columns)
 
 
 def batches(
     fs: pafs.FileSystem, table: str, columns: list[str] | None = None, batch_size: int = 1 << 16
 ) -> Iterator[pa.RecordBatch]:
-    """The table's rows (its deletion file applied) as record batches of at most `batch_size` rows, file by
-    file in name order: a reader that streams the table holds one batch at a time."""
-    dataset = ds.dataset(table, filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
-    removed = removed_by_file(fs, table)
-    none = np.empty(0, dtype=np.int64)
+    """The table's rows as record batches of at most `batch_size` rows, file by file in name order: a reader
+    that streams the table holds one batch at a time."""
+    dataset = _dataset(fs, table)
     for fragment in sorted(dataset.get_fragments(), key=lambda f: f.path):
-        gone, start = removed.get(posixpath.basename(fragment.path), none), 0
         for batch in fragment.to_batches(columns=columns, schema=dataset.schema, batch_size=batch_size):
-            end = start + batch.num_rows
-            lo, hi = np.searchsorted(gone, [start, end])
-            if hi > lo:
-                keep = np.ones(batch.num_rows, dtype=bool)
-                keep[gone[lo:hi] - start] = False
-                batch = batch.filter(pa.array(keep))
-            start = end
             if batch.num_rows:
                 yield batch
 
 
 def head(fs: pafs.FileSystem, table: str, rows: int) -> pa.Table:
-    """The table's first `rows` rows in file order (its deletion file applied), reading no more of each file
-    than they need."""
-    dataset = ds.dataset(table, filesystem=fs, format="parquet", ignore_prefixes=IGNORED)
-    removed = removed_by_file(fs, table)
+    """The table's first `rows` rows in file order, reading no more of each file than they need."""
+    dataset = _dataset(fs, table)
     parts, left = [], rows
-    for fragment in dataset.get_fragments():
+    for fragment in sorted(dataset.get_fragments(), key=lambda f: f.path):
         if left <= 0:
             break
-        gone = removed.get(posixpath.basename(fragment.path), np.empty(0, dtype=np.int64))
-        part = fragment.head(left + len(gone))
-        part = _without(part, gone[gone < part.num_rows]).slice(0, left)
+        part = fragment.head(left)
         parts.append(part)
         left -= part.num_rows
     return pa.concat_tables(parts) if parts else dataset.schema.empty_table()
@@ -175,16 +110,16 @@ def link_file(fs: pafs.FileSystem, local: bool, source: str, target: str) -> Non
     fs.copy_file(source, target)
 
 
-def link_data_files(fs: pafs.FileSystem, local: bool, source_table: str, target_table: str) -> list[str]:
-    """Link every data file of `source_table` into the existing folder `target_table`; their names."""
-    names = []
+def link_data_files(fs: pafs.FileSystem, local: bool, source_table: str, target_table: str, names=None) -> list[str]:
+    """Link the data files of `source_table` (those named in `names`, or all) into the existing folder
+    `target_table`; their names."""
+    linked = []
     for info in data_files(fs, source_table):
+        if names is not None and info.base_name not in names:
+            continue
         target = posixpath.join(target_table, info.base_name)
         if fs.get_file_info(target).type != pafs.FileType.NotFound:
             raise FileExistsError(f"{target} exists: a linked data file would replace it")
         link_file(fs, local, info.path, target)
-        names.append(info.base_name)
-        crc = posixpath.join(source_table, f".{info.base_name}.crc")  # Hadoop's checksums of a local file
-        if local and os.path.isfile(crc):
-            link_file(fs, local, crc, posixpath.join(target_table, f".{info.base_name}.crc"))
-    return names
+        linked.append(info.base_name)
+    return linked

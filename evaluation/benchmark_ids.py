@@ -1,6 +1,8 @@
-"""Collect the paper ids a benchmark uses, with the tasks and splits each comes from.
+"""Collect the paper ids the benchmarks use, with the suite, task and split each comes from.
 
-Layouts read (any subset of the files may be present):
+Suites: `scidocs` (the run's `--scidocs` folder), `scirepeval` (SciRepEval task files or folders), `beir`
+(BEIR / MTEB-layout folders: the task is the folder's name) and `id_list` (lists the user names). Layouts read
+(any subset of the files may be present):
 
 - SciDocs, original layout (SPEC §6): the keys of `paper_metadata_*.json`
   (with their titles), `{mag,mesh}/{train,val,test}.csv` (`pid,class_label`),
@@ -9,7 +11,11 @@ Layouts read (any subset of the files may be present):
 - SciDocs, BEIR layout: `qrels/*.tsv` or `qrels_*.tsv` (`query-id corpus-id
   score`), `queries.jsonl` (`_id`, `text` = the title), `corpus.jsonl` (`_id`,
   `title`), `metadata.json` (keys).
-- Extra id lists the user names (e.g. SciRepEval test papers): one id per
+- SciRepEval: its task list (`scirepeval_tasks.jsonl`, data in the reference layout: `corpus_id` / `doc_id` /
+  `paper_id`) and flat record files (`shared/data/scirepeval/`'s layout), read as evaluation/scirepeval.py
+  reads them for scoring (`task_papers`): every paper a task scores, by split. A task whose data is a Hugging
+  Face dataset cannot be read offline: it is listed as not audited.
+- Extra id lists the user names: one id per
   line (`#` comments allowed), or JSON lines with `corpus_id` / `corpusid` /
   `paper_id` / `id` / `_id`; the task is the file's stem.
 
@@ -38,8 +44,10 @@ RANKING_TASKS = ("cite", "cocite", "coview", "coread")
 CLASSIFICATION_TASKS = ("mag", "mesh")
 ID_FIELDS = ("corpus_id", "corpusid", "paper_id", "id", "_id")
 
+SUITES = ("scidocs", "scirepeval", "beir", "id_list")
 SCHEMA = pa.schema(
     [
+        ("suite", pa.string()),
         ("id", pa.string()),
         ("task", pa.string()),
         ("split", pa.string()),
@@ -144,7 +152,7 @@ def read_scidocs_original(root: Path) -> Iterator[Chunk]:
                 yield ([sha for line in fh for sha in SHA.findall(line)], "recomm", path.stem, None, None, None, None)
 
 
-def read_scidocs_beir(root: Path) -> Iterator[Chunk]:
+def read_scidocs_beir(root: Path, task: str = "beir") -> Iterator[Chunk]:
     qrels = sorted((root / "qrels").glob("*.tsv")) + sorted(root.glob("qrels*.tsv"))
     for path in qrels:
         split = path.stem.removeprefix("qrels_").removeprefix("qrels-") if path.parent == root else path.stem
@@ -160,20 +168,20 @@ def read_scidocs_beir(root: Path) -> Iterator[Chunk]:
                     continue
                 ids += parts[0].strip(), parts[1].strip()
         # each line's query id, then its corpus id
-        yield (ids, "beir", [f"{split}:query", f"{split}:corpus"] * (len(ids) // 2), None, None, None, None)
+        yield (ids, task, [f"{split}:query", f"{split}:corpus"] * (len(ids) // 2), None, None, None, None)
     for path in sorted(root.glob("queries.jsonl*")):
         entries = list(_json_lines(path, "_id"))
         ids = [str(entry["_id"]) for entry in entries]
-        yield (ids, "beir", "queries", [entry.get("text") or entry.get("title") for entry in entries], None, None, None)
+        yield (ids, task, "queries", [entry.get("text") or entry.get("title") for entry in entries], None, None, None)
     for path in sorted(root.glob("corpus.jsonl*")):
         entries = list(_json_lines(path, "_id"))
         metas = [entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {} for entry in entries]
         titles = [entry.get("title") for entry in entries]
         ids = [str(entry["_id"]) for entry in entries]
-        yield (ids, "beir", "corpus", titles, *_ext_columns(metas, LINE_EXT_KEYS))
+        yield (ids, task, "corpus", titles, *_ext_columns(metas, LINE_EXT_KEYS))
     meta_path = root / "metadata.json"
     if meta_path.is_file():
-        yield from _metadata_rows(meta_path, "beir")
+        yield from _metadata_rows(meta_path, task)
 
 
 def read_id_list(path: Path) -> Iterator[Chunk]:
@@ -208,33 +216,80 @@ def detect_layout(root: Path) -> str:
     )
 
 
-def collect(scidocs: str | None, extra: tuple[str, ...] = ()) -> tuple[pa.Table, dict[str, str]]:
-    """All benchmark id rows, and the layout each source was read as."""
-    chunks: list[Chunk] = []
+def read_scirepeval(path: Path, unaudited: dict[str, str]) -> Iterator[Chunk]:
+    """The papers of every SciRepEval task at `path` (a task list, a folder, a flat record file), task by task;
+    the tasks that cannot be read here go into `unaudited` (name -> why)."""
+    from evaluation.scirepeval import discover, task_papers
+
+    try:
+        tasks = discover([str(path)])
+    except (ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise CiteflowError(f"SciRepEval tasks {path}: {exc}") from None
+    if not tasks:
+        raise CiteflowError(f"{path} holds no SciRepEval task (a scirepeval_tasks.jsonl or flat record files)")
+    for task in tasks:
+        if task.unavailable:
+            unaudited[task.name] = task.unavailable
+            continue
+        try:
+            papers = task_papers(task)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CiteflowError(f"SciRepEval task {task.name!r} ({path}): its data cannot be read: {exc}") from None
+        ids = [pid for pid, _, _ in papers]
+        yield (ids, task.name, [split for _, split, _ in papers], [t for _, _, t in papers], None, None, None)
+
+
+def collect(
+    scidocs: str | None,
+    extra: tuple[str, ...] = (),
+    scirepeval: tuple[str, ...] = (),
+    beir: tuple[str, ...] = (),
+) -> tuple[pa.Table, dict[str, str], dict[str, str]]:
+    """All benchmark id rows, the layout each source was read as, and the SciRepEval tasks that could not be
+    read (name -> why: their papers are not audited)."""
+    chunks: list[tuple[str, Chunk]] = []
     layouts: dict[str, str] = {}
+    unaudited: dict[str, str] = {}
     if scidocs:
         root = Path(scidocs)
         if not root.is_dir():
             raise CiteflowError(f"SciDocs folder {scidocs!r} does not exist")
         layout = detect_layout(root)
         layouts[str(root)] = layout
-        chunks.extend(read_scidocs_original(root) if layout == "original" else read_scidocs_beir(root))
+        read = read_scidocs_original(root) if layout == "original" else read_scidocs_beir(root)
+        chunks.extend(("scidocs", chunk) for chunk in read)
+    for item in scirepeval:
+        path = Path(item)
+        if not path.exists():
+            raise CiteflowError(f"SciRepEval tasks {item!r} do not exist")
+        layouts[str(path)] = "scirepeval"
+        chunks.extend(("scirepeval", chunk) for chunk in read_scirepeval(path, unaudited))
+    for item in beir:
+        root = Path(item)
+        if not root.is_dir() or not ((root / "corpus.jsonl").is_file() or (root / "queries.jsonl").is_file()):
+            raise CiteflowError(f"BEIR folder {item!r} holds no corpus.jsonl or queries.jsonl")
+        layouts[str(root)] = "beir"
+        chunks.extend(("beir", chunk) for chunk in read_scidocs_beir(root, task=root.resolve().name))
     for item in extra:
         path = Path(item)
         if not path.is_file():
             raise CiteflowError(f"id list {item!r} does not exist")
         layouts[str(path)] = "id_list"
-        chunks.extend(read_id_list(path))
-    tables = [_chunk_table(chunk) for chunk in chunks if chunk[0]]
+        chunks.extend(("id_list", chunk) for chunk in read_id_list(path))
+    tables = [_chunk_table(chunk, suite) for suite, chunk in chunks if chunk[0]]
     if not tables:
-        raise CiteflowError("no benchmark ids found: give --scidocs DIR or filter_leakage.extra_ids=FILE,...")
-    return pa.concat_tables(tables), layouts
+        raise CiteflowError(
+            "no benchmark ids found: give --scidocs DIR, filter_leakage.scirepeval=PATH, filter_leakage.beir=DIR "
+            "or filter_leakage.extra_ids=FILE,..."
+        )
+    return pa.concat_tables(tables), layouts, unaudited
 
 
-def _chunk_table(chunk: Chunk) -> pa.Table:
+def _chunk_table(chunk: Chunk, suite: str) -> pa.Table:
     ids, task, split, *stated = chunk
     n = len(ids)
-    columns = [pa.array(ids, pa.string()), pa.repeat(pa.scalar(task, pa.string()), n)]
+    columns = [pa.repeat(pa.scalar(suite, pa.string()), n), pa.array(ids, pa.string())]
+    columns.append(pa.repeat(pa.scalar(task, pa.string()), n))
     columns.append(
         pa.array(split, pa.string()) if isinstance(split, list) else pa.repeat(pa.scalar(split, pa.string()), n)
     )
@@ -256,11 +311,19 @@ class Collecting:
     stream; a mistake in the user's input is raised here as the same one-line `CiteflowError`.
     """
 
-    def __init__(self, scidocs: str | None, extra: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        scidocs: str | None,
+        extra: tuple[str, ...] = (),
+        scirepeval: tuple[str, ...] = (),
+        beir: tuple[str, ...] = (),
+    ):
         from citeflow.process import start_guarded
 
         self._over = False  # answered or stopped: nothing left to stop
-        request = json.dumps({"scidocs": scidocs, "extra": list(extra)})
+        request = json.dumps(
+            {"scidocs": scidocs, "extra": list(extra), "scirepeval": list(scirepeval), "beir": list(beir)}
+        )
         # under a guard, as every process a stage starts: a killed stage takes it along (citeflow/process.py)
         self._proc = start_guarded(
             [sys.executable, "-m", "evaluation.benchmark_ids", request],
@@ -269,7 +332,7 @@ class Collecting:
             stderr=subprocess.PIPE,
         )
 
-    def result(self) -> tuple[pa.Table, dict[str, str]]:
+    def result(self) -> tuple[pa.Table, dict[str, str], dict[str, str]]:
         try:
             out, err = self._proc.communicate()
         except BaseException:  # interrupted while waiting: the child goes too
@@ -284,7 +347,8 @@ class Collecting:
             raise RuntimeError(f"reading the benchmark ids in a child process failed ({code}): {message}")
         table = pa.ipc.open_stream(out).read_all()
         layouts = json.loads(table.schema.metadata[b"layouts"])
-        return table.replace_schema_metadata(None), layouts
+        unaudited = json.loads(table.schema.metadata[b"unaudited"])
+        return table.replace_schema_metadata(None), layouts, unaudited
 
     def cancel(self) -> None:
         """Stop the child and everything under it; nothing once it has answered (its group's id may be
@@ -302,11 +366,13 @@ def _child(request: str) -> int:
     """`Collecting`'s child: `collect` as the request (JSON) asks, an Arrow stream on stdout."""
     args = json.loads(request)
     try:
-        table, layouts = collect(args["scidocs"], tuple(args["extra"]))
+        table, layouts, unaudited = collect(
+            args["scidocs"], tuple(args["extra"]), tuple(args["scirepeval"]), tuple(args["beir"])
+        )
     except CiteflowError as exc:
         print(exc, file=sys.stderr)
         return USER_MISTAKE
-    table = table.replace_schema_metadata({"layouts": json.dumps(layouts)})
+    table = table.replace_schema_metadata({"layouts": json.dumps(layouts), "unaudited": json.dumps(unaudited)})
     with pa.ipc.new_stream(sys.stdout.buffer, table.schema) as writer:
         writer.write_table(table)
     return 0

@@ -383,6 +383,25 @@ def proximity(task: Task, vectors: Mapping[str, np.ndarray], embed: Embed | None
     ]
 
 
+def task_papers(task: Task) -> list[tuple[str, str, str | None]]:
+    """(paper id, split, title) of every paper `task` scores, as its evaluation reads them: the labelled papers
+    by split (classification, regression: `train` and `test`, the fit's papers too), the query papers and
+    candidates of a ranking task (`test`; an ad-hoc search query is text, not a paper). Titles where the task's
+    records give one. Nothing for a task that cannot be read here (`unavailable`): the caller says so."""
+    if task.unavailable:
+        return []
+    if task.type in ("classification", "regression"):
+        split, papers = _supervised_data(task)
+        titles = {p["doc_id"]: p.get("title") for p in papers}
+        return [(pid, name, titles.get(pid)) for name, rows in split.items() for pid, _ in rows if pid is not None]
+    qrels, papers, queries = _ranking_data(task)
+    titles = {p["doc_id"]: p.get("title") for p in papers}
+    texts = {q["doc_id"] for q in queries}
+    found = [(qid, "test", titles.get(qid)) for qid in qrels if qid not in texts]
+    found += [(cid, "test", titles.get(cid)) for candidates in qrels.values() for cid in candidates]
+    return [row for row in found if row[0] is not None]
+
+
 def evaluate_task(task: Task, vectors: Mapping[str, np.ndarray], embed: Embed | None = None, n_jobs=None) -> list[dict]:
     if task.unavailable:
         return [_row(task, m, None, status="missing", reason=task.unavailable) for m in task.metrics]

@@ -347,7 +347,6 @@ def finish(
             papers,
             G.kept_edges(labelled_edges),
             cfg.output_files,
-            config.spark.broadcast_rows,
             broadcast,
         ),
         write_rejected,
@@ -358,14 +357,13 @@ def finish(
 
 def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=None) -> dict[str, Any]:
     """The degree histogram (table and plot) and the manifest metrics of the tables written into `path`, read
-    as every reader reads them (their deletion files applied, citeflow/tables.py); `text` (no_title,
-    no_abstract per paper, or their `graph.text_counts`) defaults to reading the written papers. Removes the
-    version's staging folder."""
+    back; `text` (no_title, no_abstract per paper, or their `graph.text_counts`) defaults to reading the written
+    papers. Removes the version's staging folder."""
     from spark import graph as G
     from spark import readers as R
     from spark.session import concurrently
 
-    written = lambda table: R.read_stored(spark, store, posixpath.join(path, table), config.spark.broadcast_rows)  # noqa: E731
+    written = lambda table: R.read_stored(spark, store, posixpath.join(path, table))  # noqa: E731
     degrees = written("degrees")
     if text is None:
         text = G.summary_stats(written("papers"))

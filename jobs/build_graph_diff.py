@@ -1,8 +1,8 @@
-"""build_graph from an S2AG release diff: a base version's tables merged with the diff (issue 19).
+"""build_graph from an S2AG release diff: a base version's tables merged with the diff.
 
 Called by jobs/build_graph.py `run` when the artifact root holds a build of the diff's start release (the
 stage's one entry point stays there). Reads the base version's `papers`, `citations`, `degrees` and `rejected`
-(as their readers read them: a base merged from an earlier diff has deletion files) and the diff's files; writes
+and the diff's files; writes
 the same tables as a full build of the release into the version folder, and returns the manifest metrics of
 a full build plus `from_diff`. Only what the diff can change is computed again:
 
@@ -15,17 +15,14 @@ a full build plus `from_diff`. Only what the diff can change is computed again:
   degrees plus the difference (`changed_degrees`); every other paper keeps its base row;
 - rejected: the base's rows stay unless the merge decides their key again.
 
-How the rows are written (`_finish_in_place`): `papers`, `citations`, `degrees` and `rejected` are
-merge-on-read tables (citeflow/tables.py): the base's data files are linked into the new table unchanged, the
-rows the diff changes are written as new files beside them, and the base rows the release no longer holds are
-named in the table's deletion file, so no table's untouched rows are written again. Once the base's deletion
-files remove more than `build_graph.max_deleted_share` of the rows one of these tables stores, the version
-writes every row again (as it does with 0; degrees then counted from the written tables as in a full build), so
-reads do not slow down release after release. The degree histogram and the metrics are counts: the base's, less
-those of the rows that go, plus those of the rows written (`_summarize_changes`; a version that writes every
-row counts them in its written tables as a full build does, jobs/build_graph.py `summarize`). All of it runs in
-Spark, so the diff path runs where a full build runs (a cluster, Spark Connect) and holds no table in this
-process beyond the histogram's few hundred rows.
+How the rows are written (`_finish_in_place`): `papers`, `citations`, `degrees` and `rejected` are written over
+the base's (spark/output.py `write_over`): a base data file whose every row stays is linked into the new table
+unchanged, a file that holds a row the release no longer has is written again without it, and the rows the diff
+changes or brings go to new files of their own; every table stays plain Parquet that any reader reads whole.
+The degree histogram and the metrics are counts: the base's, less those of the rows that go, plus those of the
+rows written (`_summarize_changes`; where it cannot, the written tables are counted as a full build counts them,
+jobs/build_graph.py `summarize`). All of it runs in Spark, so the diff path runs where a full build runs (a
+cluster, Spark Connect) and holds no table in this process beyond the histogram's few hundred rows.
 
 The result equals a full build of the release (tests/e2e/test_incremental.py).
 """
@@ -43,8 +40,8 @@ from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig
 
 STAGE = "build_graph"
-# the tables a version built from a diff links from its base (merge-on-read); the histogram is written anew
-LINKED = ("papers", "citations", "degrees", "rejected")
+# the tables a version built from a diff writes over its base's (`output.write_over`); the histogram is written anew
+OVER_BASE = ("papers", "rejected", "citations", "degrees")
 log = logging.getLogger("citeflow")
 
 
@@ -52,7 +49,6 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     """Merge `base` with the diff's steps and write the graph tables into `path`; returns the metrics."""
     from pyspark.sql import functions as F
 
-    from jobs.build_graph import finish
     from spark import graph as G
     from spark import incremental as I
     from spark import output as O
@@ -77,11 +73,9 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         return O.stage(spark, frame, store.engine_uri(posixpath.join(path, "_staging", name)))
 
     def read(table: str, with_position: bool = False):
-        """A table of the base version as its readers read it; `with_position`: with each row's place in
-        its data file, which a merge-on-read table of this version names to remove the row."""
-        return R.read_stored(
-            spark, store, base.table_path(table), config.spark.broadcast_rows, with_position=with_position
-        )
+        """A table of the base version; `with_position`: with each row's place in its data file, by which this
+        version's table over it (`output.write_over`) names the rows that go."""
+        return R.read_stored(spark, store, base.table_path(table), with_position=with_position)
 
     base_papers, base_citations = read("papers", with_position=True), read("citations", with_position=True)
     base_rejected = read("rejected", with_position=True)
@@ -131,66 +125,37 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     labelled = stage(G.label_edges(split.to_label, corpus_ids, broadcast=few_papers), "edges")
     named = {"papers": paper_keys.count(), "abstracts": abstract_keys.count(), "citations": split.named.count()}
 
-    carried_rows, decided_again = I.carried_rejected(
+    _, decided_again = I.carried_rejected(
         base_rejected, paper_keys.select("corpus_id"), abstracts.steps.select("corpus_id"), split.named
     )
     new_rejected = [paper_rejects, bad_deletes, abstract_rejects, split.bad]
-    share = config.build_graph.max_deleted_share
-    in_place = {t: _links_base(base, t, share) for t in LINKED}
-    if all(in_place.values()):
-        log.info("%s: linking the base's files; writing the rows the diff changes", STAGE)
-        new_edges = G.kept_edges(labelled)
-        # each table's (new rows, the base rows that go, with their POSITION), made where it is written: the
-        # degrees stage the base rows they read, in the thread that writes them after the citations
-        tables = {
-            "papers": lambda: (changed, touched_base),
-            "citations": lambda: (new_edges, split.gone_kept),
-            "degrees": lambda: I.changed_degrees(
-                read("degrees", with_position=True),
-                new_edges,
-                split.gone_kept.select("citing", "cited"),
-                touched_base.select("corpus_id"),
-                changed.select("corpus_id"),
-                materialize=stage,
-            ),
-            # the base rows that go, with what the rejected counts need (staged: written and counted)
-            "rejected": lambda: (
-                reduce(lambda a, b: a.unionByName(b), [*new_rejected, G.rejected_edges(labelled)]),
-                stage(
-                    decided_again.select("kind", "reason", *R.POSITION).unionByName(
-                        split.gone.select("kind", "reason", *R.POSITION)
-                    ),
-                    "rejected_gone",
+    log.info("%s: writing the rows the diff changes over the base's files", STAGE)
+    new_edges = G.kept_edges(labelled)
+    # each table's (new rows, the base rows that go, with their POSITION), made where it is written: the
+    # degrees stage the base rows they read, in the thread that writes them after the citations
+    tables = {
+        "papers": lambda: (changed, touched_base),
+        "citations": lambda: (new_edges, split.gone_kept),
+        "degrees": lambda: I.changed_degrees(
+            read("degrees", with_position=True),
+            new_edges,
+            split.gone_kept.select("citing", "cited"),
+            touched_base.select("corpus_id"),
+            changed.select("corpus_id"),
+            materialize=stage,
+        ),
+        # the base rows that go, with what the rejected counts need (staged: written and counted)
+        "rejected": lambda: (
+            reduce(lambda a, b: a.unionByName(b), [*new_rejected, G.rejected_edges(labelled)]),
+            stage(
+                decided_again.select("kind", "reason", *R.POSITION).unionByName(
+                    split.gone.select("kind", "reason", *R.POSITION)
                 ),
+                "rejected_gone",
             ),
-        }
-        metrics = _finish_in_place(spark, store, path, config, base, tables)
-    else:
-        why = (
-            "build_graph.max_deleted_share is 0"
-            if share == 0
-            else f"the base's {' and '.join(t for t, ok in in_place.items() if not ok)} remove more than "
-            f"build_graph.max_deleted_share ({share}) of their rows"
-        )
-        log.info("%s: %s; writing every row", STAGE, why)
-        # every other paper is the base's row as it is; its degrees, like all degrees, come from the edges
-        untouched = base_papers.select(*G.PAPERS_COLUMNS).join(
-            F.broadcast(touched) if few_papers else touched, "corpus_id", "left_anti"
-        )
-        carried_kept = split.kept.select(
-            "citing",
-            "cited",
-            F.col("citing").cast("string").alias("citing_raw"),
-            F.col("cited").cast("string").alias("cited_raw"),
-            F.lit(None).cast("string").alias("source"),
-            F.lit(None).cast("string").alias("reason"),
-        )
-        edges = labelled.unionByName(carried_kept)
-        fields = R.REJECTED_SCHEMA.fieldNames()
-        carried = [carried_rows.select(*fields), split.stays.select(*fields)]
-        metrics = finish(
-            spark, store, path, config, untouched.unionByName(changed), edges, carried + new_rejected, few_papers
-        )
+        ),
+    }
+    metrics, files = _finish_in_place(spark, store, path, config, base, tables)
     metrics["format"] = "s2ag"
     metrics["input_files"] = {d: sum(v.values()) for d, v in lines_read.items()}
     metrics["from_diff"] = {
@@ -199,26 +164,21 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         "end": diff.end,
         "steps": [[st.from_release, st.to_release] for st in diff.steps],
         "keys_named": named,
-        "merge_on_read": all(in_place.values()),  # every table but the histogram links the base's files
+        # per table written over the base's, its data files by how they came (`output.write_over`): filter_leakage
+        # keys only the papers of the `new` files
+        "files": files,
     }
     return metrics
 
 
-def _links_base(base: Manifest, table: str, share: float) -> bool:
-    """Whether this version links the base's files of `table`: the rows the base removes from them are at
-    most `share` of the rows they store (`build_graph.max_deleted_share`; 0: never)."""
-    from citeflow.tables import may_extend
-
-    return may_extend(base.tables[table], share)
-
-
 def _finish_in_place(
     spark, store: ArtifactStore, path: str, config: RunConfig, base: Manifest, tables: dict[str, Callable]
-) -> dict[str, Any]:
-    """Write every table but the histogram as a merge-on-read table over the base's (citeflow/tables.py,
-    `output.write_merge_on_read`): the base's data files linked, new files of the rows this release changes, and
-    the base rows it no longer holds named in `_deleted/`; then the statistics of a full build, from the base's and
-    the changed rows' (`_summarize_changes`; `summarize` of the written tables where it cannot).
+) -> tuple[dict[str, Any], dict[str, dict[str, list[str]]]]:
+    """Write every table but the histogram over the base's (`output.write_over`): the base's data files that
+    keep every row linked, those that lose one written again without it, the rows this release changes or brings
+    in new files; then the statistics of a full build, from the base's and the changed rows'
+    (`_summarize_changes`; `summarize` of the written tables where it cannot). Returns (metrics, each table's data
+    files by how they came).
 
     `tables`: for `papers`, `citations`, `degrees` and `rejected`, a function that gives (the new rows, the base rows
     that go, with their `POSITION`: the degrees' and rejected rows' with their columns too), called just before
@@ -226,42 +186,44 @@ def _finish_in_place(
     citations: the kept edges among those labelled again, the base's kept edges labelled again or gone
     (`split_edges`' `gone_kept`); degrees: those of the papers whose row was replaced or whose edges arrived or
     left (`incremental.changed_degrees`); rejected: the new rejected rows, those the merge decided again going.
-    The base's own removed rows stay removed; a paper nobody touched keeps its row, in `papers` and in `degrees`.
-    The papers' text counts (`graph.TEXT_COUNTS`) are the base's, less those of the touched keys' base rows, plus
-    those of their new rows, so the statistics read no text."""
+    A paper nobody touched keeps its row, in `papers` and in `degrees`. The papers' text counts
+    (`graph.TEXT_COUNTS`) are the base's, less those of the touched keys' base rows, plus those of their new rows,
+    so the statistics read no text."""
     from jobs.build_graph import summarize
     from spark import graph as G
     from spark import output as O
-    from spark import readers as R
     from spark.session import concurrently
 
     changed, touched_base = tables["papers"]()
     # the new rows' files: the base's file count in proportion to the papers the diff touched (at least one),
     # so that release after release adds few files to each table
-    stored = base.tables["papers"]["rows"] + base.tables["papers"].get("deleted_rows", 0)
     most = config.build_graph.output_files
-    files = max(1, min(most, -(-changed.count() * most // max(stored, 1))))
+    files = max(1, min(most, -(-changed.count() * most // max(base.tables["papers"]["rows"], 1))))
     gone_rows: dict[str, Any] = {}
+    written: dict[str, dict[str, list[str]]] = {}
 
-    def merge_on_read(*names: str) -> None:
+    def over(*names: str) -> None:
         for table in names:
             new_rows, gone = tables[table]()
             gone_rows[table] = gone
             source, target = base.table_path(table), posixpath.join(path, table)
-            O.write_merge_on_read(spark, store, source, target, gone.select(*R.POSITION), new_rows, files)
+            written[table] = O.write_over(spark, store, source, target, gone, new_rows, files=files, most=most)
 
-    # the rejected rows beside the graph's three tables
-    concurrently(spark, lambda: merge_on_read("papers", "citations", "degrees"), lambda: merge_on_read("rejected"))
+    # the papers and rejected rows beside the edges and, after them, the degrees
+    concurrently(spark, lambda: over("citations", "degrees"), lambda: over("papers", "rejected"))
     text = None
     if all(k in base.metrics for k in G.TEXT_COUNTS):
         gone, added = (G.text_counts(G.summary_stats(f)) for f in (touched_base, changed))
         text = {k: base.metrics[k] - gone[k] + added[k] for k in G.TEXT_COUNTS}
-    changes = {
-        t: (O.new_rows(spark, store, base.table_path(t), posixpath.join(path, t)), gone_rows[t])
-        for t in ("degrees", "rejected")
-    }
+
+    def new_rows(table: str):
+        names = written[table]["new"]
+        return spark.read.parquet(*[store.engine_uri(posixpath.join(path, table, n)) for n in names]) if names else None
+
+    changes = {t: (new_rows(t), gone_rows[t]) for t in ("degrees", "rejected")}
     metrics = _summarize_changes(spark, store, path, config, base, text, changes)
-    return metrics if metrics is not None else summarize(spark, store, path, config, text)
+    files_by_table = {t: written[t] for t in OVER_BASE}
+    return (metrics if metrics is not None else summarize(spark, store, path, config, text)), files_by_table
 
 
 def _summarize_changes(

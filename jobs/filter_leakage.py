@@ -1,23 +1,26 @@
 """Stage filter_leakage: find the benchmark's papers in the graph and take them out (Spark).
 
-Reads: the build_graph version of the same run (papers, citations), the
-SciDocs folder (`--scidocs`, original or BEIR layout), the S2AG paper-ids
-table (`--paper-ids`) and `filter_leakage.extra_ids` lists.
+Reads: the build_graph version of the same run (papers, citations), the benchmarks' papers, each source
+its own suite (evaluation/benchmark_ids.py): the SciDocs folder (`--scidocs`, original or BEIR layout),
+SciRepEval tasks (`filter_leakage.scirepeval` and every `benchmark.scirepeval` task the run scores), BEIR /
+MTEB-layout folders (`filter_leakage.beir`) and `filter_leakage.extra_ids` lists; the S2AG paper-ids table
+(`--paper-ids`).
 Writes `ARTIFACTS/<snapshot>/filter_leakage/<version>/`:
-- `benchmark_ids`: id, task, split, corpus_id (null when unmapped), method,
-  in_snapshot, unmapped_reason: one row per (id, task, split).
-- `leakage_report`: per task and split (and all/all) the total ids, how many
-  each method mapped, how many stayed unmapped, how many are in the snapshot.
+- `benchmark_ids`: suite, id, task, split, corpus_id (null when unmapped), method,
+  in_snapshot, unmapped_reason: one row per (suite, id, task, split).
+- `leakage_report`: per suite, task and split, per suite and overall (`all`) the total ids, how many each
+  method mapped, how many stayed unmapped, how many are in the snapshot, the papers and edges removed and,
+  with `filter_leakage.strict`, the papers one citation away that go too and their edges
+  (citeflow/leakage.py `leakage_report`).
 - `papers`, `citations`, `degrees`: the graph without benchmark papers (mode exclude) or unchanged (mode
   report_only); the degrees those of the kept citations (in mode exclude the graph's less the edges that go,
-  `spark.leakage.filtered_degrees`). `papers` is a merge-on-read table (citeflow/tables.py): the graph's own
-  data files, hard-linked, less the benchmark's rows, which its deletion file names (with those the graph's
-  own names): no paper's text is written again (issue 19). Read it through `citeflow.tables` or
-  `spark.readers`.
+  `spark.leakage.filtered_degrees`). `papers` is written over the graph's (spark/output.py `write_over`): the
+  graph's data files that hold no benchmark paper are linked, the others written again without those papers,
+  so every reader reads the kept papers only and few papers' text is written again.
 - `paper_keys`: corpus_id and the keys the mapping compares (`_key_doi`, `_key_pubmed_id`, `_key_arxiv_id`:
   lower-cased and trimmed; `_folded`: the title's fold) of every paper of the graph, so that the next
-  release's filter_leakage, on a graph built from a diff, keys only the papers the diff wrote (a
-  merge-on-read table over this one's, issue 19).
+  release's filter_leakage, on a graph built from a diff, keys only the papers the diff wrote (its table
+  written over this one's).
 - `paper_id_lines`: every line of the paper-ids table (`key`: its sha as written; `corpus_id` where it gives a
   (sha, corpus id) pair; `reason` where it gives none), on which the benchmark's shas are looked up; the next
   release applies its paper-ids diff to it instead of parsing its whole table (jobs/paper_ids_diff.py). Empty
@@ -51,23 +54,30 @@ from jobs import paper_ids_diff as P
 STAGE = "filter_leakage"
 # Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
 NEEDS_LOCAL_ROOT = False
-# 2: papers a merge-on-read table over the graph's files, the degrees in a table of their own; 3: paper_keys.
 # A change to the keys (`spark.leakage.paper_key_rows`: `cascade_key`, the title fold) needs a new stage version:
-# only a version of this one carries its paper_keys over to the next release. 4: paper_id_lines.
-STAGE_VERSION = 4
+# only a version of this one carries its paper_keys over to the next release. CHANGELOG.md lists the versions.
+STAGE_VERSION = 5
 TABLES = ["benchmark_ids", "leakage_report", "papers", "citations", "degrees", "paper_keys", "paper_id_lines"]
 
+# the settings that name benchmark files: their fingerprints are inputs, not config
+SOURCE_LISTS = ("extra_ids", "scirepeval", "beir")
+
 log = logging.getLogger("citeflow")
+
+
+def scirepeval_of(config: RunConfig) -> tuple[str, ...]:
+    """The SciRepEval task sources audited: filter_leakage's own and every one the benchmark scores."""
+    return tuple(dict.fromkeys((*config.filter_leakage.scirepeval, *config.benchmark.scirepeval)))
 
 
 def run(config: RunConfig) -> Manifest:
     from jobs import build_graph
 
     cfg = config.filter_leakage
-    if not config.scidocs and not cfg.extra_ids:
+    if not config.scidocs and not (cfg.extra_ids or cfg.beir or scirepeval_of(config)):
         raise CiteflowError(
-            "filter_leakage needs the benchmark: give --scidocs DIR (original or BEIR layout) "
-            "and/or --set filter_leakage.extra_ids=FILE[,FILE...]"
+            "filter_leakage needs the benchmark: give --scidocs DIR (original or BEIR layout) and/or "
+            "--set filter_leakage.scirepeval=PATH, filter_leakage.beir=DIR or filter_leakage.extra_ids=FILE"
         )
     upstream = build_graph.run(config)
     inputs = [upstream.lineage()]
@@ -86,13 +96,15 @@ def run(config: RunConfig) -> Manifest:
             lineage = fingerprint_path("paper_ids", config.paper_ids)
             inputs.append(lineage)
         source = P.source_of(paper_ids[0] if paper_ids else None, lineage)
+    inputs += [fingerprint_path("scirepeval", path) for path in scirepeval_of(config)]
+    inputs += [fingerprint_path("beir", path) for path in cfg.beir]
     inputs += [fingerprint_path("id_list", path) for path in cfg.extra_ids]
     return execute(
         store=store,
         snapshot=config.snapshot,
         stage=STAGE,
         stage_version=STAGE_VERSION,
-        config={k: v for k, v in versioned_dict(cfg).items() if k != "extra_ids"},  # lists enter via inputs
+        config={k: v for k, v in versioned_dict(cfg).items() if k not in SOURCE_LISTS},  # lists enter via inputs
         resolved_config={
             "filter_leakage": to_dict(cfg),
             "spark": to_dict(config.spark),
@@ -130,13 +142,13 @@ def build(
     from spark.session import get_spark_meanwhile
 
     cfg = config.filter_leakage
-    scidocs, extra = config.scidocs or None, tuple(cfg.extra_ids)
+    sources = (config.scidocs or None, tuple(cfg.extra_ids), scirepeval_of(config), tuple(cfg.beir))
     # the benchmark is read in a child process while Spark starts and carries the keys and paper-ids lines over
     spark, benchmark = get_spark_meanwhile(
         config.spark,
         f"citeflow-{STAGE}-{config.snapshot}",
-        lambda: collect(scidocs, extra),
-        apart=lambda: Collecting(scidocs, extra),
+        lambda: collect(*sources),
+        apart=lambda: Collecting(*sources),
     )
     try:
         return _build(config, upstream, store, path, paper_ids, source, spark, benchmark)
@@ -163,7 +175,17 @@ def _build(
     from pyspark.sql import functions as F
 
     from citeflow.artifacts import table_stats
-    from citeflow.leakage import METHODS, distinct_ids, first_steps, looked_up_shas, paper_ids_counts, sha_candidates
+    from citeflow.leakage import (
+        METHODS,
+        benchmark_id_rows,
+        distinct_ids,
+        first_steps,
+        looked_up_shas,
+        members,
+        paper_ids_counts,
+        sha_candidates,
+        suite_totals,
+    )
     from citeflow.snapshot import discover_jsonl
     from spark import leakage as L
     from spark import output as O
@@ -175,10 +197,9 @@ def _build(
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
 
     def read_upstream(table: str):
-        """A table of the graph, its scan sized to the cores (`read_parquet`: the papers' key scan and the
-        write of the kept papers each ran a task alone after the others, issue 21), its deletion file applied
-        (a graph merged from a diff, citeflow/tables.py)."""
-        return R.read_stored(spark, store, upstream.table_path(table), config.spark.broadcast_rows)
+        """A table of the graph, its scan sized to the cores (`read_parquet`: otherwise the papers' key scan and
+        the write of the kept papers each run a task alone after the others)."""
+        return R.read_stored(spark, store, upstream.table_path(table))
 
     # One row per benchmark id, made here and written through the store for Spark to read: a local relation
     # of a few hundred thousand rows would go through pandas and the driver's serializer, and grouping the
@@ -224,11 +245,11 @@ def _build(
         """(the benchmark ids table, its layouts, one row per distinct id, the ids staged for Spark, the sha
         spellings staged, or None without a paper-ids table): the benchmark's side of the mapping's input, made
         here with pyarrow."""
-        bench_table, layouts = benchmark.result()
+        bench_table, layouts, unaudited = benchmark.result()
         distinct = distinct_ids(bench_table)
-        # the spellings the sha step looks up, made here too: Spark's plan for them had the cores idle (issue 21)
+        # the spellings the sha step looks up, made here too: Spark's plan for them leaves the cores idle
         shas = staged("shas", sha_candidates(distinct)) if config.paper_ids else None
-        return bench_table, layouts, distinct, staged("ids", distinct), shas
+        return bench_table, (layouts, unaudited), distinct, staged("ids", distinct), shas
 
     # Three independent parts at once (`session.concurrently`): the papers' keys, the paper-ids lines and the
     # benchmark's ids; each alone leaves a core idle between its small queries (issue 19).
@@ -242,8 +263,12 @@ def _build(
         log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
     else:
         metrics[P.TABLE] = lines_entry
-    paper_keys = R.read_stored(spark, store, posixpath.join(path, "paper_keys"), config.spark.broadcast_rows)
+    paper_keys = R.read_stored(spark, store, posixpath.join(path, "paper_keys"))
+    layouts, unaudited = layouts
     metrics["layouts"] = layouts
+    metrics["unaudited"] = unaudited
+    for name, why in unaudited.items():
+        log.warning("%s: SciRepEval task %r is not audited: %s", STAGE, name, why)
     log.info(
         "%s: %d benchmark id rows from %s",
         STAGE,
@@ -252,7 +277,7 @@ def _build(
     )
     by_sha = None
     if config.paper_ids:
-        lines = R.read_stored(spark, store, lines_path, config.spark.broadcast_rows)
+        lines = R.read_stored(spark, store, lines_path)
         # one pass over the lines looks the shas up and counts the lines that give no pair, by reason; the
         # result (bounded by the benchmark) is read here only, by pyarrow
         lookup = L.sha_lookup(lines, shas, broadcast=distinct.num_rows <= config.spark.broadcast_rows)
@@ -287,20 +312,28 @@ def _build(
     )
     mapped_table = pq.read_table(posixpath.join(path, "_staging", "mapped"), filesystem=store.fs)
     in_snapshot = pc.sum(mapped_table["in_snapshot"]).as_py() or 0
+    id_rows = benchmark_id_rows(bench_table, mapped_table)
+    found = members(id_rows)
+    few = found.num_rows <= config.spark.broadcast_rows
+    citations = read_upstream("citations")
+    counts, neighbours = L.reach(citations, staged("members", found), strict=cfg.strict, broadcast=few)
     # The benchmark's side (one row per benchmark id and split: bounded by the benchmark, not the corpus) is
-    # joined, sorted, counted and written with pyarrow, in a thread beside Spark's writing of the graph,
-    # which needs only `mapped` (issue 21: 1.3 s of driver work that had both cores idle).
+    # joined, counted and written with pyarrow, in a thread beside Spark's writing of the graph, which needs
+    # only `mapped`; the edge counts it waits for are one more Spark query meanwhile.
     with ThreadPoolExecutor(1, thread_name_prefix="citeflow-report") as pool:
-        side = pool.submit(_benchmark_side, store, path, bench_table, mapped_table)
-        citations = read_upstream("citations")
+        side = pool.submit(_benchmark_side, store, path, id_rows, counts)
         gone = degrees = None
         if cfg.mode == "exclude":
             excluded = mapped.where(F.col("in_snapshot")).select("corpus_id")
-            few = in_snapshot <= config.spark.broadcast_rows
-            # the papers' ids and places only: the kept papers are the graph's own rows, not written again
-            positions = R.read_stored(
-                spark, store, upstream.table_path("papers"), config.spark.broadcast_rows, with_position=True
-            ).select("corpus_id", *R.POSITION)
+            if neighbours is not None:
+                excluded = excluded.unionByName(neighbours)
+                few = False  # a benchmark's neighbourhood is no longer small
+            else:
+                few = in_snapshot <= config.spark.broadcast_rows
+            # the papers' ids and places only: the files of kept papers only are the graph's own, linked
+            positions = R.read_stored(spark, store, upstream.table_path("papers"), with_position=True).select(
+                "corpus_id", *R.POSITION
+            )
             _, kept_edges, gone = L.remove_papers(positions, citations, excluded, broadcast=few)
             # the graph's degrees less the edges that go: no count of every kept edge, no read of the papers
             degrees = L.filtered_degrees(read_upstream("degrees"), citations, excluded, broadcast=few)
@@ -312,18 +345,22 @@ def _build(
                 spark,
                 store,
                 path,
-                # the graph's files linked, the benchmark's rows named in the deletion file: beside the citations
-                lambda: O.write_merge_on_read(spark, store, graph_papers, kept_papers, gone),
+                # the graph's files without a benchmark paper linked, the others written again: beside the citations
+                lambda: O.write_over(
+                    spark, store, graph_papers, kept_papers, gone, most=config.build_graph.output_files, broadcast=few
+                ),
                 kept_edges,
                 config.build_graph.output_files,
-                config.spark.broadcast_rows,
                 upstream.tables["papers"]["rows"] <= config.spark.broadcast_rows,
                 degrees,
             )
         finally:
             report = side.result()  # its error, if any, before Spark's
-    overall = next(r for r in report if r["task"] == "all")
+    overall = next(r for r in report if r["suite"] == "all")
     metrics["report"] = report
+    metrics["suites"] = suite_totals(report)
+    if cfg.strict:
+        metrics["strict"] = {"papers": overall["one_hop_papers"], "edges": overall["one_hop_edges"]}
     metrics["benchmark_ids"] = overall["total"]
     metrics["mapped"] = overall["total"] - overall["unmapped"]
     metrics["unmapped"] = overall["unmapped"]
@@ -361,14 +398,13 @@ def _write_paper_keys(
 ) -> dict[str, Any]:
     """Write `paper_keys` (`spark.leakage.paper_key_rows` of every paper of the graph); its manifest entry.
 
-    Of a graph built from a diff (`build_graph` `from_diff`, its tables linking the base's files), when the
-    artifact root holds a filter_leakage version on the base graph (`_keys_to_carry`), the table is a
-    merge-on-read table over that version's `paper_keys` (citeflow/tables.py): only the papers the diff wrote
-    (the graph's data files the base has not) are keyed, and the base's keys of the papers whose base row the
-    graph removes are named in the deletion file. The rows are those of keying every paper (the keys of a paper
-    are a function of its row: tests/e2e/test_incremental.py), without folding every title again (issue 19).
-    A carried table must hold one row per paper of the graph; if it does not (a base whose files changed under
-    it), every paper is keyed instead, with a warning."""
+    Of a graph built from a diff, when the artifact root holds a filter_leakage version on the base graph
+    (`_keys_to_carry`), the table is written over that version's `paper_keys` (`output.write_over`): only the
+    papers of the graph's new files (the rows the diff brought) are keyed, and the base's keys of every paper
+    that is not among the graph's other rows (the rows it kept of the base's) go. The rows are those of keying
+    every paper (the keys of a paper are a function of its row: tests/e2e/test_incremental.py), without folding
+    every title again. A carried table must hold one row per paper of the graph; if it does not (a base whose
+    files changed under it), every paper is keyed instead, with a warning."""
     from citeflow import tables as T
     from citeflow.artifacts import table_stats
     from spark import leakage as L
@@ -385,26 +421,23 @@ def _write_paper_keys(
     carried = _keys_to_carry(store, config, upstream)
     if carried is None:
         return key_every_paper()
-    keys, graph, written = carried
+    keys, new_files = carried
     graph_papers = upstream.table_path("papers")
-    # the papers the diff wrote: the graph's own files (its deletion file names only rows of the base's files)
+    uri = lambda name: store.engine_uri(posixpath.join(graph_papers, name))  # noqa: E731
     new_rows = None
-    if written:
-        new_rows = L.paper_key_rows(spark.read.parquet(*[store.engine_uri(p) for p in written]), materialize)
-    gone = None
-    removed = T.deleted_files(store.fs, graph_papers)
-    if removed:
-        # the base graph's live rows the new graph removes, by position; their papers' keys go
-        base_rows = R.read_stored(
-            spark, store, graph.table_path("papers"), config.spark.broadcast_rows, with_position=True
-        ).select("corpus_id", *R.POSITION)
-        now = R.deleted_positions(spark, [store.engine_uri(p) for p in removed])
-        gone_ids = base_rows.join(now, R.POSITION, "left_semi").select("corpus_id")
-        base_keys = R.read_stored(
-            spark, store, keys.table_path("paper_keys"), config.spark.broadcast_rows, with_position=True
-        )
-        gone = base_keys.join(gone_ids, "corpus_id", "left_semi").select(*R.POSITION)
-    O.write_merge_on_read(spark, store, keys.table_path("paper_keys"), target, gone, new_rows)
+    if new_files:
+        new_rows = L.paper_key_rows(spark.read.parquet(*[uri(n) for n in new_files]), materialize)
+    # the papers the graph kept as the base graph had them: every data file of the graph but its new ones
+    others = [i.base_name for i in T.data_files(store.fs, graph_papers) if i.base_name not in set(new_files)]
+    base_keys = R.read_stored(spark, store, keys.table_path("paper_keys"), with_position=True)
+    if others:
+        kept_ids = spark.read.parquet(*[uri(n) for n in others]).select("corpus_id")
+        gone = base_keys.join(kept_ids, "corpus_id", "left_anti")
+    else:
+        gone = base_keys
+    O.write_over(
+        spark, store, keys.table_path("paper_keys"), target, gone, new_rows, most=config.build_graph.output_files
+    )
     rows, papers_rows = table_stats(store, target)["rows"], upstream.tables["papers"]["rows"]
     if rows != papers_rows:
         log.warning(
@@ -418,7 +451,7 @@ def _write_paper_keys(
         )
         store.fs.delete_dir(target)
         return key_every_paper("every_")  # staged apart from the carried attempt's files
-    keyed = T.footer_rows(store.fs, written)
+    keyed = T.footer_rows(store.fs, [posixpath.join(graph_papers, n) for n in new_files])
     log.info(
         "%s: paper keys carried over from %s version %s of %s; %d papers keyed, those the diff wrote",
         STAGE,
@@ -430,57 +463,39 @@ def _write_paper_keys(
     return {"carried_from": {"snapshot": keys.snapshot, "version": keys.version}, "papers_keyed": keyed}
 
 
-def _keys_to_carry(
-    store: ArtifactStore, config: RunConfig, upstream: Manifest
-) -> tuple[Manifest, Manifest, list[str]] | None:
-    """(filter_leakage version, its graph, the upstream graph's `papers` files that graph has not) when that
-    version's `paper_keys` can be carried over to `upstream`: the graph is the base `upstream` was built from with
-    a diff, every table linking its files (and every `papers` file of the base is still among `upstream`'s: a
-    base built again since has files of other names), and the version is one of this stage version on it whose
-    `paper_keys` removes at most `build_graph.max_deleted_share` of the rows it stores (as a graph's tables:
-    past it, every paper is keyed again). None otherwise, with one log line for a graph built from a diff."""
-    from citeflow import tables as T
+def _keys_to_carry(store: ArtifactStore, config: RunConfig, upstream: Manifest) -> tuple[Manifest, list[str]] | None:
+    """(filter_leakage version, the names of the upstream graph's `papers` files that hold the rows its diff
+    brought) when that version's `paper_keys` can be carried over to `upstream`: the graph was written over the
+    base (`from_diff` names its files by how they came), and the version is one of this stage version on that
+    base. None otherwise, with one log line for a graph built from a diff."""
     from citeflow.manifest import DamagedVersion
 
     from_diff = upstream.metrics.get("from_diff")
     if not from_diff:
         return None
     base = from_diff["base"]
-    share = config.build_graph.max_deleted_share
+    files = (from_diff.get("files") or {}).get("papers")
     why = None
     graph = None
-    if from_diff.get("merge_on_read"):
+    if files is None:
+        why = f"the graph names no files written over {base['snapshot']}'s"
+    else:
         try:
             graph = store.read_manifest(base["snapshot"], "build_graph", base["version"])
         except DamagedVersion as exc:
             why = f"its graph is damaged: {exc}"
-    if not from_diff.get("merge_on_read"):
-        why = f"the graph was written in full from its diff, not over {base['snapshot']}'s files"
-    elif share == 0:
-        why = "build_graph.max_deleted_share is 0"
-    elif graph is None:
+    if graph is None:
         why = why or f"its graph, build_graph version {base['version']}, is gone"
     else:
-        ours = {info.base_name: info.path for info in T.data_files(store.fs, upstream.table_path("papers"))}
-        known = {info.base_name for info in T.data_files(store.fs, graph.table_path("papers"))}
         versions = [
             m
             for m in store.list_versions(base["snapshot"], STAGE)
             if m.config.get("stage_version") == STAGE_VERSION
             and any(i.get("stage") == "build_graph" and i.get("version") == graph.version for i in m.inputs)
         ]
-        fit = [m for m in versions if T.may_extend(m.tables["paper_keys"], share)]
-        if not known <= ours.keys():
-            why = f"build_graph version {graph.version} holds other files than those the graph linked"
-        elif fit:
-            written = [p for name, p in sorted(ours.items()) if name not in known]
-            return min(fit, key=lambda m: m.version), graph, written  # any: their paper_keys hold the same rows
-        else:
-            why = (
-                f"its paper_keys remove more than build_graph.max_deleted_share ({share}) of their rows"
-                if versions
-                else "the artifact root holds none on that graph"
-            )
+        if versions:
+            return min(versions, key=lambda m: m.version), list(files["new"])  # any: their paper_keys are equal
+        why = "the artifact root holds none on that graph"
     log.info(
         "%s: no %s version of %s to carry paper keys over from (%s); keying every paper",
         STAGE,
@@ -491,14 +506,23 @@ def _keys_to_carry(
     return None
 
 
-def _benchmark_side(store: ArtifactStore, path: str, bench_table, mapped_table) -> list[dict]:
-    """Write `benchmark_ids` and `leakage_report` (pyarrow); the report's rows."""
+def _benchmark_side(store: ArtifactStore, path: str, rows, counts) -> list[dict]:
+    """Write `benchmark_ids` (`rows`) and `leakage_report` (pyarrow) once Spark's edge counts (`counts`,
+    `spark.leakage.reach`) are in; the report's rows."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from citeflow.leakage import benchmark_id_rows, leakage_report
+    from citeflow.leakage import REACH_COLUMNS, leakage_report
 
-    rows = benchmark_id_rows(bench_table, mapped_table)
-    report_table = leakage_report(rows)
+    collected = counts.collect()
+    names = ["suite", "task", "split", *(c for c in REACH_COLUMNS if c in counts.columns)]
+    reach = pa.table(
+        {n: pa.array([r[n] for r in collected], pa.string() if n in names[:3] else pa.int64()) for n in names}
+    )
+    for column in REACH_COLUMNS:
+        if column not in reach.column_names:
+            reach = reach.append_column(column, pa.array([0] * reach.num_rows, pa.int64()))
+    report_table = leakage_report(rows, reach)
     for name, table in (("benchmark_ids", rows), ("leakage_report", report_table)):
         store.fs.create_dir(posixpath.join(path, name))
         pq.write_table(table, posixpath.join(path, name, "part-00000.parquet"), filesystem=store.fs)
@@ -513,7 +537,7 @@ def _fail_unmapped(mapped, report: list[dict], metrics: dict, limit: float) -> N
     examples = pc.sort_indices(unmapped)[:5].to_pylist()
     examples = [unmapped[i].as_py() for i in examples]
     per_task = "; ".join(
-        f"{r['task']}/{r['split']}: {r['unmapped']} of {r['total']}"
+        f"{r['suite']}/{r['task']}/{r['split']}: {r['unmapped']} of {r['total']}"
         for r in report
         if r["task"] != "all" and r["unmapped"]
     )

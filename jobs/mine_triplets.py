@@ -333,8 +333,7 @@ def _column(store: ArtifactStore, table: str, column: str):
 
 
 def _ids_with_text(store: ArtifactStore, papers: str):
-    """Sorted corpus ids of papers with a non-blank title or abstract, read in batches (a deletion file applied:
-    filter_leakage's `papers` is a merge-on-read table, citeflow/tables.py)."""
+    """Sorted corpus ids of papers with a non-blank title or abstract, read in batches."""
     import numpy as np
     import pyarrow.compute as pc
 
@@ -372,10 +371,8 @@ def _vectors(store: ArtifactStore, embeddings: str, pool):
 
 
 def _citation_index(store: ArtifactStore, citations: str, pool):
-    """Citations among pool papers, as CSR over pool positions. The table is read as every stage reads a
-    table folder (citeflow/tables.py `batches`): were it a merge-on-read table, without the rows its deletion
-    file names, which a plain Parquet reader would return (filter_leakage writes its kept citations in full
-    today; its `papers` and build_graph's tables merged from a diff are merge-on-read already)."""
+    """Citations among pool papers, as CSR over pool positions, the table read in batches (citeflow/tables.py
+    `batches`)."""
     import numpy as np
 
     from models.specter_sampling import CitationIndex

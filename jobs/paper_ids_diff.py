@@ -1,4 +1,4 @@
-"""filter_leakage's paper-ids lines from an S2AG release diff: the previous release's, the diff applied (issue 19).
+"""filter_leakage's paper-ids lines from an S2AG release diff: the previous release's, the diff applied.
 
 filter_leakage stores every line of the paper-ids table it read (`paper_id_lines`: the line's `sha` as
 written, its corpus id where it gives a (sha, corpus id) pair, else the reason it gives none;
@@ -12,9 +12,8 @@ table instead of parsing the whole paper-ids table (`find` in `run`, `write` in 
   those of the last step that names it (its update lines, or none when that step deletes it), as
   spark/incremental.py applies the corpus's datasets. Lines no step names stay, malformed ones too (they
   have no key, so no diff removes them).
-- the table is a merge-on-read table over the base's (citeflow/tables.py): the base's files linked, the
-  update lines written beside them, the base lines of the keys the diff names listed in the deletion file; past
-  `build_graph.max_deleted_share` of the base's stored rows (and at 0) every line is written again.
+- the table is written over the base's (spark/output.py `write_over`): the base's files that hold no line of
+  a key the diff names linked, the others written again without those lines, the update lines in new files.
 - dirt: an update line that is no JSON object is a line of the table like any other (counted by reason in the
   manifest's `paper_ids`); a delete line without a key removes nothing and is counted in the manifest's
   `paper_id_lines.from_diff.unusable_deletes`, with a warning.
@@ -110,7 +109,6 @@ def write(
     `from_diff` entry. `materialize(frame, name)` stages a frame read twice."""
     from pyspark.sql import functions as F
 
-    from citeflow import tables as T
     from spark import incremental as I
     from spark import leakage as L
     from spark import output as O
@@ -126,20 +124,12 @@ def write(
     named = materialize(steps, "paper_id_keys")
     columns = ["key", "corpus_id", "reason"]
     new_rows = I.final_updates(keyed, named, ["key"]).unionByName(updates.where(F.col("key").isNull())).select(*columns)
-    base_rows = R.read_stored(
-        spark, store, base.table_path(TABLE), config.spark.broadcast_rows, with_position=True
-    ).join(named.select("key"), "key", "left_semi")
-    extend = T.may_extend(base.tables[TABLE], config.build_graph.max_deleted_share)
-    if extend:
-        O.write_merge_on_read(spark, store, base.table_path(TABLE), target, base_rows.select(*R.POSITION), new_rows)
-    else:
-        log.info("paper-ids: the base's lines are written again (build_graph.max_deleted_share)")
-        stays = R.read_stored(spark, store, base.table_path(TABLE), config.spark.broadcast_rows).join(
-            named.select("key"), "key", "left_anti"
-        )
-        stays.select(*columns).unionByName(new_rows).coalesce(config.build_graph.output_files).write.mode(
-            "error"
-        ).parquet(store.engine_uri(target))
+    base_rows = R.read_stored(spark, store, base.table_path(TABLE), with_position=True).join(
+        named.select("key"), "key", "left_semi"
+    )
+    files = O.write_over(
+        spark, store, base.table_path(TABLE), target, base_rows, new_rows, most=config.build_graph.output_files
+    )
     counts = {
         r["kind"]: r
         for r in updates.select(F.lit("updates").alias("kind"))
@@ -167,7 +157,7 @@ def write(
         "update_lines": counts["updates"]["lines"] if "updates" in counts else 0,
         "delete_lines": counts["deletes"]["lines"] if "deletes" in counts else 0,
         "unusable_deletes": dict(sorted(unusable.items())),
-        "merge_on_read": extend,  # the base's files linked (else every line written again)
+        "files": {k: len(v) for k, v in files.items()},  # the data files linked, written again and new
     }
     log.info(
         "paper-ids: applied the diff %s -> %s (%d keys named) to the lines of %s version %s",

@@ -89,8 +89,7 @@ def holdout_mask(citing: np.ndarray, cited: np.ndarray, fraction: float, seed: i
 
 
 def _batches(citations: str, columns=("citing", "cited")):
-    """The table's edges in batches, as its readers read it: a merge-on-read table (build_graph's `citations`
-    when merged from a release diff, citeflow/tables.py) without the rows its deletion file names."""
+    """The table's edges in batches."""
     from citeflow.tables import batches
 
     for batch in batches(pafs.LocalFileSystem(), str(citations), list(columns), BATCH_ROWS):

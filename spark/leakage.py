@@ -289,6 +289,56 @@ def remove_papers(
     return kept_papers, kept.select("citing", "cited"), removed_papers
 
 
+def _levels(frame: DataFrame, value: Column, name: str) -> DataFrame:
+    """`value` (an aggregate) of `frame` (rows with suite, task, split) per split of each task, per suite and
+    overall (`citeflow.leakage.REPORT_LEVELS`), `all` where a level sums up."""
+    rolled = frame.rollup("suite", "task", "split").agg(value.alias(name), F.grouping_id().alias("_level"))
+    # grouping_id: 0 every key, 3 the suite alone, 7 none (1, the suite and task, is no level of the report)
+    keep = rolled.where(F.col("_level").isin(0, 3, 7))
+    return keep.select(*(F.coalesce(F.col(k), F.lit("all")).alias(k) for k in ("suite", "task", "split")), name)
+
+
+def reach(
+    citations: DataFrame, members: DataFrame, *, strict: bool = False, broadcast: bool = False
+) -> tuple[DataFrame, DataFrame | None]:
+    """(counts, neighbours): the leakage report's edge counts and, with `strict`, the papers one citation away.
+
+    `members`: (corpus_id, suite, task, split) of the benchmark papers the graph holds (`citeflow.leakage.members`).
+    `counts` has per report level (`_levels`) `removed_edges`, the distinct edges with a benchmark paper of the
+    group at either end, and with `strict` `one_hop_papers`, the papers that cite or are cited by one of the
+    group's papers and are no benchmark paper themselves, and `one_hop_edges`, the edges those neighbours have
+    with no benchmark paper at either end (what strict removes besides). `neighbours`: the corpus ids of every
+    such paper (None without `strict`). `broadcast` ships `members` to the edges' tasks."""
+    small = F.broadcast if broadcast else (lambda df: df)
+    ends = citations.select("citing", "cited")
+    keys = ["suite", "task", "split"]
+
+    def touching(groups: DataFrame, edges: DataFrame) -> DataFrame:
+        """`edges` with the groups of a paper of `groups` at either end, one row per end that has one."""
+        at = lambda end: edges.join(small(groups.withColumnRenamed("corpus_id", end)), end)  # noqa: E731
+        return at("citing").select("citing", "cited", *keys).unionByName(at("cited").select("citing", "cited", *keys))
+
+    pair = F.countDistinct("citing", "cited")
+    counts = _levels(touching(members, ends), pair, "removed_edges")
+    if not strict:
+        return counts, None
+    bench = members.select("corpus_id").distinct()
+    hop = lambda end, other: ends.join(small(bench.withColumnRenamed("corpus_id", end)), end).select(  # noqa: E731
+        F.col(other).alias("corpus_id"), F.col(end).alias("_from")
+    )
+    near = hop("citing", "cited").unionByName(hop("cited", "citing")).join(small(bench), "corpus_id", "left_anti")
+    near_members = (
+        near.join(small(members.withColumnRenamed("corpus_id", "_from")), "_from").select("corpus_id", *keys).distinct()
+    )
+    clean = ends.join(small(bench.withColumnRenamed("corpus_id", "citing")), "citing", "left_anti").join(
+        small(bench.withColumnRenamed("corpus_id", "cited")), "cited", "left_anti"
+    )
+    papers = _levels(near_members, F.countDistinct("corpus_id"), "one_hop_papers")
+    edges = _levels(touching(near_members, clean), pair, "one_hop_edges")
+    counts = counts.join(papers, keys, "full_outer").join(edges, keys, "full_outer").fillna(0)
+    return counts, near.select("corpus_id").distinct()
+
+
 def filtered_degrees(
     degrees: DataFrame, citations: DataFrame, excluded: DataFrame, *, broadcast: bool = False
 ) -> DataFrame:

@@ -1,11 +1,10 @@
-"""Writing a citation graph's tables (`citations`, `papers`, `degrees`) into a stage's version folder, merge-on-read
-tables over a committed version's files, and a stage's staging files.
+"""Writing a citation graph's tables (`citations`, `papers`, `degrees`) into a stage's version folder, a table
+built over a committed version's table (`write_over`), and a stage's staging files.
 
 Counts the degrees on the tables it has just written, read back (so they count exactly the written edges of exactly
 the written papers), unless the caller gives degree rows made another way (filter_leakage's, from its graph's:
 `spark.leakage.filtered_degrees`), and writes through whatever filesystem Spark was given the paths on. Used by
-build_graph (its diff path writes every table with `write_merge_on_read`, `write_graph` only when it writes every
-row again) and filter_leakage.
+build_graph (its diff path writes every table with `write_over`) and filter_leakage.
 """
 
 from __future__ import annotations
@@ -25,18 +24,17 @@ def write_graph(
     papers,
     edges,
     files: int,
-    broadcast_rows: int,
     broadcast: bool,
     degrees=None,
 ) -> None:
     """Write `citations`, then `papers`, then `degrees` (`write_degrees`), each in at most `files` files.
-    `papers` may instead be a function that writes the table itself (filter_leakage's merge-on-read table over
-    the graph's): it runs beside the citations' write (`session.concurrently`), before the degrees. `degrees`,
+    `papers` may instead be a function that writes the table itself (filter_leakage's, `write_over` the
+    graph's): it runs beside the citations' write (`session.concurrently`), before the degrees. `degrees`,
     where given, are the degrees' rows, made without the written tables (filter_leakage's, from its graph's:
     `spark.leakage.filtered_degrees`): they are written beside the other two instead of counted after them.
-    Every stage that outputs a graph in full writes it this way (a build from a diff that links its base's files
-    writes its tables with `write_merge_on_read`). No global sort: no reader needs one, and it would cost a
-    sampling pass and a shuffle of the papers' text."""
+    Every stage that outputs a graph in full writes it this way (a build from a diff writes its tables with
+    `write_over`). No global sort: no reader needs one, and it would cost a sampling pass and a shuffle of the
+    papers' text."""
     from spark.session import concurrently
 
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
@@ -57,54 +55,71 @@ def write_graph(
     else:
         write_edges()
         write_papers()
-    write_degrees(spark, store, path, files, broadcast_rows, broadcast)
+    write_degrees(spark, store, path, files, broadcast)
 
 
-def write_degrees(spark, store: ArtifactStore, path: str, files: int, broadcast_rows: int, broadcast: bool) -> None:
+def write_degrees(spark, store: ArtifactStore, path: str, files: int, broadcast: bool) -> None:
     """`degrees` of the version at `path`: (corpus_id, out_degree, in_degree) of every paper of its written `papers`
     (0 and 0 for a paper without edges), counted on its written `citations`: one light row per paper, apart from the
-    papers' text, so that a release whose edges change rewrites no text (issue 19). Both tables are read as their
-    readers read them (a deletion file applied, broadcast when it names at most `broadcast_rows` rows);
-    `broadcast`: the papers are few enough that the degrees (one light row per paper with an edge) go to their ids
-    by broadcast (the caller knows their count)."""
-    read = lambda table: R.read_stored(spark, store, posixpath.join(path, table), broadcast_rows)  # noqa: E731
+    papers' text, so that a release whose edges change rewrites no text. `broadcast`: the papers are few enough
+    that the degrees (one light row per paper with an edge) go to their ids by broadcast (the caller knows their
+    count)."""
+    read = lambda table: R.read_stored(spark, store, posixpath.join(path, table))  # noqa: E731
     degrees = G.with_degrees(read("papers").select("corpus_id"), read("citations"), broadcast=broadcast)
     degrees.coalesce(files).write.mode("error").parquet(store.engine_uri(posixpath.join(path, "degrees")))
 
 
-def write_merge_on_read(
-    spark, store: ArtifactStore, source: str, target: str, gone=None, new_rows=None, files: int = 1
-) -> None:
-    """The table folder `target` as a merge-on-read table over the committed table folder `source`
-    (citeflow/tables.py): `new_rows` (if any) written as at most `files` new files, every data file of `source`
-    linked beside them, and the removed rows written as the deletion file: `gone` (`readers.POSITION` columns:
-    rows of `source`'s files, read from its live rows, so never one it already removes) and the rows `source`
-    itself removes. With neither, `target` has no deletion file."""
+def write_over(
+    spark,
+    store: ArtifactStore,
+    source: str,
+    target: str,
+    gone=None,
+    new_rows=None,
+    *,
+    files: int = 1,
+    most: int | None = None,
+    broadcast: bool = True,
+) -> dict[str, list[str]]:
+    """The table folder `target`: the rows of the committed table folder `source` less `gone`, plus `new_rows`,
+    as plain Parquet (copy on write, one data file at a time). `gone`: rows of `source` by their
+    `readers.POSITION` (read with `with_position`). Each data file of `source` that holds no row of `gone` is
+    linked into `target` as it is; those that hold one are read again and their other rows written as at most
+    as many new files (and at most `most`); `new_rows` go to at most `files` files of their own, so that a
+    reader that wants the rows this version brings (filter_leakage's keys) finds them by file. `broadcast`:
+    `gone` is small enough to ship to every task. Returns the data file names by how they came: `linked`,
+    `kept` (the rewritten files' other rows) and `new`."""
     from pyspark.sql import functions as F
 
     uri = store.engine_uri(target)
+    touched: list[str] = []
+    if gone is not None:
+        gone = gone.select(*R.POSITION)
+        touched = sorted(r[0] for r in gone.select(R.POSITION[0]).distinct().collect())
+    before: set[str] = set()
+    wrote = False
     if new_rows is not None:
         new_rows.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(uri)
-    else:
+        before, wrote = {i.base_name for i in T.data_files(store.fs, target)}, True
+    if touched:
+        by_name = {i.base_name: i for i in T.data_files(store.fs, source)}
+        missing = [name for name in touched if name not in by_name]
+        if missing:
+            raise RuntimeError(f"{source} has no data file {missing[0]}: the rows that go were read elsewhere")
+        scan = R.with_positions(spark.read.parquet(*[store.engine_uri(by_name[n].path) for n in touched]))
+        stays = scan.join(F.broadcast(gone) if broadcast else gone, R.POSITION, "left_anti").drop(*R.POSITION)
+        parts = min(len(touched), most) if most else len(touched)
+        stays.coalesce(parts).write.mode("append" if wrote else "error").options(**R.TEXT_OPTIONS).parquet(uri)
+        wrote = True
+    if not wrote:
         store.fs.create_dir(target)
-    T.link_data_files(store.fs, store.local, source, target)
-    earlier_files = T.deleted_files(store.fs, source)
-    if earlier_files:
-        earlier = R.deleted_positions(spark, [store.engine_uri(p) for p in earlier_files])
-        gone = earlier if gone is None else gone.select(*R.POSITION).unionByName(earlier)
-    if gone is None:
-        return
-    gone.select(F.col(R.POSITION[0]).alias(T.FILE_NAME), F.col(R.POSITION[1]).alias(T.ROW_INDEX)).coalesce(
-        1
-    ).write.mode("error").parquet(f"{uri}/{T.DELETED}")
-
-
-def new_rows(spark, store: ArtifactStore, source: str, target: str):
-    """The rows of the merge-on-read table `target` (`write_merge_on_read` over `source`) in its own data files, those
-    it does not link from `source`, as a DataFrame; None when it has none."""
-    linked = {info.base_name for info in T.data_files(store.fs, source)}
-    own = [info.path for info in T.data_files(store.fs, target) if info.base_name not in linked]
-    return spark.read.parquet(*[store.engine_uri(p) for p in own]) if own else None
+    own = {i.base_name for i in T.data_files(store.fs, target)}
+    untouched = {i.base_name for i in T.data_files(store.fs, source)} - set(touched)
+    clash = sorted(own & untouched)
+    if clash:
+        raise FileExistsError(f"{target}/{clash[0]} exists: a linked data file would replace it")
+    linked = T.link_data_files(store.fs, store.local, source, target, untouched)
+    return {"linked": sorted(linked), "kept": sorted(own - before), "new": sorted(before)}
 
 
 def write_staging(frame, uri: str) -> None:

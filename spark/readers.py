@@ -27,7 +27,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from citeflow import tables
 from citeflow.threads import usable_cores
 from spark.session import is_connect
 
@@ -282,8 +281,9 @@ def read_parquet(spark, uri: str, sizes: list[int]) -> DataFrame:
     return spark.read.parquet(uri)
 
 
-# A row's place in the table it was read from: its data file's name and its index in that file (the columns
-# of a deletion file, citeflow/tables.py, as a DataFrame holds them).
+# A row's place in the table it was read from: its data file's name and its index in that file, as Spark's
+# file metadata gives them. A table built over another (spark/output.py `write_over`) names the rows that go
+# by these, and writes again only the files that hold one.
 POSITION = ["_file_name", "_row_index"]
 POSITION_TYPES = {"_file_name": "string", "_row_index": "long"}
 
@@ -293,48 +293,23 @@ def positions(df: DataFrame) -> list[str]:
     return [c for c in POSITION if c in df.columns]
 
 
-def read_table(
-    spark, uri: str, sizes: list[int], *, deleted: list[str], with_position: bool = False, broadcast: bool = True
-) -> DataFrame:
-    """The table at `uri` (`read_parquet`) less the rows its deletion file names (`deleted`: the URIs of that
-    file's Parquet files, none when it has none; citeflow/tables.py), through Spark's own file metadata
-    (`_metadata.file_name`, `_metadata.row_index`). The deletion file is read by its files' names: given the
-    folder itself, whose name starts with `_`, Spark logs that it ignores the path (it read the rows anyway
-    in pyspark 4.3, but that is not behaviour to rely on). `with_position` keeps each row's `POSITION`;
-    `broadcast` ships the deletion file's rows to every task."""
+def with_positions(df: DataFrame) -> DataFrame:
+    """`df` (a Parquet scan) with each row's `POSITION`, from Spark's own file metadata (`_metadata.file_name`,
+    `_metadata.row_index`)."""
+    return df.select(
+        "*", F.col("_metadata.file_name").alias(POSITION[0]), F.col("_metadata.row_index").alias(POSITION[1])
+    )
+
+
+def read_table(spark, uri: str, sizes: list[int], *, with_position: bool = False) -> DataFrame:
+    """The table at `uri` (`read_parquet`); `with_position` adds each row's `POSITION`."""
     df = read_parquet(spark, uri, sizes)
-    columns = df.columns
-    if deleted or with_position:
-        df = df.select(
-            "*",
-            F.col("_metadata.file_name").alias(POSITION[0]),
-            F.col("_metadata.row_index").alias(POSITION[1]),
-        )
-    if deleted:
-        gone = deleted_positions(spark, deleted)
-        df = df.join(F.broadcast(gone) if broadcast else gone, POSITION, "left_anti")
-    return df if with_position else df.select(*columns)
+    return with_positions(df) if with_position else df
 
 
-def deleted_positions(spark, deleted: list[str]) -> DataFrame:
-    """The rows a deletion file names (`deleted`: the URIs of its Parquet files), as `POSITION` columns."""
-    return spark.read.parquet(*deleted).select(
-        F.col(tables.FILE_NAME).alias(POSITION[0]), F.col(tables.ROW_INDEX).alias(POSITION[1])
-    )
-
-
-def read_stored(spark, store, folder: str, broadcast_rows: int, *, with_position: bool = False) -> DataFrame:
-    """`read_table` of the table folder `folder` of an `ArtifactStore` (citeflow/artifacts.py); its deletion
-    file is broadcast when it names at most `broadcast_rows` rows (`spark.broadcast_rows`)."""
-    deleted = tables.deleted_files(store.fs, folder)
-    return read_table(
-        spark,
-        store.engine_uri(folder),
-        store.data_file_sizes(folder),
-        deleted=[store.engine_uri(p) for p in deleted],
-        with_position=with_position,
-        broadcast=tables.footer_rows(store.fs, deleted) <= broadcast_rows,
-    )
+def read_stored(spark, store, folder: str, *, with_position: bool = False) -> DataFrame:
+    """`read_table` of the table folder `folder` of an `ArtifactStore` (citeflow/artifacts.py)."""
+    return read_table(spark, store.engine_uri(folder), store.data_file_sizes(folder), with_position=with_position)
 
 
 def _scan_cores(spark) -> int | None:

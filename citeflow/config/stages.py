@@ -31,16 +31,6 @@ class BuildGraphConfig:
             versioned=False,
         ),
     )
-    max_deleted_share: float = field(
-        default=0.2,
-        metadata=_help(
-            "a build from a diff links the base's files of papers, citations, degrees and rejected and lists "
-            "the rows it removes (citeflow/tables.py) while the base's removed rows are at most this share of "
-            "each table's stored rows; above it (and at 0) it writes every row again",
-            versioned=False,
-        ),
-    )
-
     def __post_init__(self) -> None:
         if self.format not in ("auto", "s2orc", "s2ag"):
             raise CiteflowError(f"build_graph.format must be auto, s2orc or s2ag, not {self.format!r}")
@@ -48,8 +38,6 @@ class BuildGraphConfig:
             raise CiteflowError(f"build_graph.citations_from must be outbound or inbound, not {self.citations_from!r}")
         if self.output_files < 1:
             raise CiteflowError("build_graph.output_files must be at least 1")
-        if not 0 <= self.max_deleted_share <= 1:
-            raise CiteflowError(f"build_graph.max_deleted_share must be between 0 and 1, not {self.max_deleted_share}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,7 +56,28 @@ class FilterLeakageConfig:
     )
     extra_ids: tuple[str, ...] = field(
         default=(),
-        metadata=_help("more benchmark id lists (one id per line, or JSON lines), e.g. SciRepEval test papers"),
+        metadata=_help("more benchmark id lists (one id per line, or JSON lines; suite id_list, task = file stem)"),
+    )
+    scirepeval: tuple[str, ...] = field(
+        default=(),
+        metadata=_help(
+            "SciRepEval task lists, folders or flat record files whose papers are benchmark papers too (suite "
+            "scirepeval); benchmark.scirepeval's are always included, so every task the run scores is audited"
+        ),
+    )
+    beir: tuple[str, ...] = field(
+        default=(),
+        metadata=_help(
+            "BEIR / MTEB-layout folders (corpus.jsonl, queries.jsonl, qrels/) whose documents and queries are "
+            "benchmark papers too (suite beir, task = the folder's name), e.g. MTEB's SCIDOCS"
+        ),
+    )
+    strict: bool = field(
+        default=False,
+        metadata=_help(
+            "also remove every paper one citation away from a benchmark paper (and its edges); the leakage "
+            "report says what it costs in papers and edges per suite"
+        ),
     )
     match_titles: bool = field(
         default=True, metadata=_help("fall back to exact folded-title matching (unique titles only)")

@@ -241,19 +241,42 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _print_leakage(metrics: dict) -> None:
-    """The leakage report of a filter_leakage version, one line per task and split."""
+    """The leakage report of a filter_leakage version, one line per suite, task and split (an older version's
+    report has no suites: its rows are SciDocs')."""
     print(
         f"      mode {metrics['mode']}: {metrics['mapped']:,} of {metrics['benchmark_ids']:,} benchmark ids mapped "
         f"({metrics['unmapped']:,} unmapped), {metrics['removed_papers']:,} papers and "
         f"{metrics['removed_citations']:,} citations removed"
     )
-    methods = [m for m, n in metrics["mapped_by"].items() if n]
-    print(f"      {'task/split':<22}{'total':>8}" + "".join(f"{m:>10}" for m in methods) + f"{'unmapped':>10}")
-    for row in metrics["report"]:
+    if metrics.get("strict"):
         print(
-            f"      {row['task'] + '/' + row['split']:<22}{row['total']:>8}"
+            f"      strict: {metrics['strict']['papers']:,} papers one citation away from a benchmark paper and "
+            f"{metrics['strict']['edges']:,} of their edges removed besides"
+        )
+    for name, why in metrics.get("unaudited", {}).items():
+        print(f"      not audited: SciRepEval task {name!r} ({why})")
+    methods = [m for m, n in metrics["mapped_by"].items() if n]
+    counts = ["removed_papers", "removed_edges"] if "removed_edges" in metrics["report"][0] else []
+    counts += ["one_hop_papers", "one_hop_edges"] if metrics.get("strict") else []
+    heads = {
+        "removed_papers": "papers",
+        "removed_edges": "edges",
+        "one_hop_papers": "1-hop",
+        "one_hop_edges": "1-hop e",
+    }
+    print(
+        f"      {'suite/task/split':<34}{'total':>8}"
+        + "".join(f"{m:>10}" for m in methods)
+        + f"{'unmapped':>10}"
+        + "".join(f"{heads[c]:>10}" for c in counts)
+    )
+    for row in metrics["report"]:
+        label = "/".join(str(row[k]) for k in ("suite", "task", "split") if k in row)
+        print(
+            f"      {label:<34}{row['total']:>8}"
             + "".join(f"{row['mapped_' + m]:>10}" for m in methods)
             + f"{row['unmapped']:>10}"
+            + "".join(f"{row[c]:>10}" for c in counts)
         )
 
 

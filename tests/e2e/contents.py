@@ -23,7 +23,7 @@ the degrees left `papers` for a table of their own (issue 19; build_graph 3,
 filter_leakage 2), whose join is digested as the pinned `papers`
 (`papers_with_degrees`), and again when filter_leakage wrote its papers'
 match keys as a table of their own (filter_leakage 3: `UNPINNED_TABLES`), and when it stored its paper-ids
-lines (filter_leakage 4).
+lines (filter_leakage 4), and when its tables became plain Parquet with a suite per benchmark (filter_leakage 5).
 """
 
 from __future__ import annotations
@@ -50,6 +50,38 @@ VOLATILE_METRICS = {"layouts", "paper_keys", "paper_id_lines"}
 # `paper_id_lines` (stage version 4), the paper-ids lines the sha lookup reads (the `paper_ids` metric, pinned,
 # counts them; tests/e2e/test_incremental.py: with a diff applied, they are the lines of the table parsed).
 UNPINNED_TABLES = {"paper_keys", "paper_id_lines"}
+# Metrics newer than the pin: the per-suite totals and the SciRepEval tasks not audited (filter_leakage 5), held by
+# tests/e2e/test_filter_leakage.py. The suite column of `benchmark_ids`, the suites' rows and the counts of papers
+# and edges of `leakage_report` (and `report`) came with them: the pin holds the SciDocs rows in the columns they
+# had (`as_pinned`), so every id's mapping and every count of the pin is still compared.
+UNPINNED_METRICS = {"suites", "unaudited", "strict"}
+REPORT_COLUMNS_AFTER_PIN = {"suite", "removed_papers", "removed_edges", "one_hop_papers", "one_hop_edges"}
+
+
+def report_as_pinned(rows: list[dict]) -> list[dict]:
+    """A `leakage_report`'s rows as the pin holds them: per SciDocs task and split, then `all`/`all`, without the
+    columns that came later."""
+    if rows and "suite" not in rows[0]:
+        return rows
+    kept = [r for r in rows if (r["suite"] == "scidocs" and r["task"] != "all") or r["suite"] == "all"]
+    plain = [{k: v for k, v in r.items() if k not in REPORT_COLUMNS_AFTER_PIN} for r in kept]
+    return sorted(plain, key=lambda r: (r["task"], r["split"]))
+
+
+def as_pinned(table_name: str, table):
+    """`benchmark_ids` and `leakage_report` (pyarrow tables) in the layout the pin holds: SciDocs' rows only."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "suite" not in table.column_names:
+        return table
+    if table_name == "benchmark_ids":
+        return table.filter(pc.equal(table["suite"], "scidocs")).drop(["suite"])
+    if table_name == "leakage_report":
+        rows = report_as_pinned(table.to_pylist())
+        names = [n for n in table.column_names if n not in REPORT_COLUMNS_AFTER_PIN]
+        return pa.Table.from_pylist(rows, schema=pa.schema([table.schema.field(n) for n in names]))
+    return table
 
 
 def _plain(value: Any) -> Any:
@@ -66,9 +98,11 @@ DIGEST_BATCH_ROWS = 65_536
 
 
 def table_digest(path: str) -> dict[str, Any]:
-    """Rows, column types and an order-free digest of the Parquet table at `path` (read as its readers read
-    it: a deletion file applied, citeflow/tables.py)."""
-    return digest(read_table(pafs.LocalFileSystem(), path))
+    """Rows, column types and an order-free digest of the Parquet table at `path`, read as any Parquet reader
+    reads the folder (pyarrow's own `read_table`)."""
+    import pyarrow.parquet as pq
+
+    return digest(pq.read_table(path))
 
 
 def digest(table) -> dict[str, Any]:
@@ -105,17 +139,22 @@ def papers_with_degrees(manifest) -> dict[str, Any]:
 def stage_contents(manifest) -> dict[str, Any]:
     """Version, table digests and metrics of one stage version (a `Manifest`); `papers` and `degrees` as one
     table, as the pin holds them (`papers_with_degrees`)."""
+    import pyarrow.parquet as pq
+
     split = "degrees" in manifest.tables
     tables = {
-        t: papers_with_degrees(manifest) if split and t == "papers" else table_digest(manifest.table_path(t))
+        t: papers_with_degrees(manifest)
+        if split and t == "papers"
+        else digest(as_pinned(t, pq.read_table(manifest.table_path(t))))
         for t in sorted(manifest.tables)
         if t != "degrees" and t not in UNPINNED_TABLES
     }
-    return {
-        "version": manifest.version,
-        "tables": tables,
-        "metrics": {k: v for k, v in sorted(manifest.metrics.items()) if k not in VOLATILE_METRICS},
+    metrics = {
+        k: report_as_pinned(v) if k == "report" else v
+        for k, v in sorted(manifest.metrics.items())
+        if k not in VOLATILE_METRICS | UNPINNED_METRICS
     }
+    return {"version": manifest.version, "tables": tables, "metrics": metrics}
 
 
 def snapshot_identity(snap: Path) -> dict[str, Any]:

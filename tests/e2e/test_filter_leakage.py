@@ -59,7 +59,7 @@ def test_each_id_is_mapped_the_way_the_generator_intended(excluded):
 def test_filtered_graph_holds_no_benchmark_paper(excluded):
     snap, truth, _, m = excluded
     mapped = {r["corpus_id"] for r in map(json.loads, open(snap / "scidocs_truth.jsonl")) if r["corpus_id"]}
-    papers = read_table(LOCAL, m.table_path("papers"))  # its deletion file applied
+    papers = read_table(LOCAL, m.table_path("papers"))
     cites = pq.read_table(m.table_path("citations"))
     assert not mapped & set(papers["corpus_id"].to_pylist())
     assert not mapped & (set(cites["citing"].to_pylist()) | set(cites["cited"].to_pylist()))
@@ -70,12 +70,11 @@ def test_filtered_graph_holds_no_benchmark_paper(excluded):
     assert m.metrics["removed_citations"] == touching
     assert m.metrics["removed_papers"] == len(mapped)
     assert m.metrics["papers"] == truth["counts"]["papers"] - len(mapped)
-    # the graph's own files, linked, less the benchmark's rows; no paper's text written again
-    graph = upstream["path"] + "/papers"
-    assert {f.name: f.stat().st_ino for f in Path(m.table_path("papers")).glob("*.parquet")} == {
-        f.name: f.stat().st_ino for f in Path(graph).glob("*.parquet")
-    }
-    assert pq.read_table(m.table_path("papers")).num_rows == papers.num_rows + len(mapped)  # a plain reader: all
+    # plain Parquet: a plain reader reads the kept papers and no more, from the graph's own files where a file
+    # holds no benchmark paper (here every file holds some) and from files written again without them
+    graph = {f.name: f.stat().st_ino for f in Path(upstream["path"], "papers").glob("*.parquet")}
+    assert pq.read_table(m.table_path("papers")).num_rows == papers.num_rows == m.tables["papers"]["rows"]
+    assert all(graph.get(f.name) != f.stat().st_ino for f in Path(m.table_path("papers")).iterdir())
     # degrees are those of the filtered graph, one row per kept paper
     degrees = pq.read_table(m.table_path("degrees")).to_pydict()
     assert sorted(degrees["corpus_id"]) == sorted(papers["corpus_id"].to_pylist())
@@ -116,7 +115,7 @@ def test_too_many_unmapped_ids_fail_with_a_clear_message(excluded, spark):
         )
     message = str(err.value)
     assert "map to no corpus id, above the limit of 5.0%" in message
-    assert "cite/test:" in message and "--paper-ids" in message
+    assert "scidocs/cite/test:" in message and "--paper-ids" in message
 
 
 def test_rerun_is_skipped(excluded, spark):
@@ -187,3 +186,117 @@ def test_every_paper_ids_line_is_counted(excluded, spark, tmp_path, caplog):
     }
     assert f"4 of {lines + 5} paper-ids lines give no (sha, corpus id) pair" in caplog.text
     assert r.metrics["mapped_by"] == m.metrics["mapped_by"] and r.metrics["unmapped"] == m.metrics["unmapped"]
+
+
+@pytest.fixture(scope="module")
+def planted(excluded, tmp_path_factory):
+    """A SciRepEval task file and a BEIR folder, each holding one paper of the graph that is no SciDocs paper
+    (the SciRepEval one by corpus id, the BEIR one by its sha in the paper-ids table) and one id the graph lacks;
+    the graph's papers and edges read with pyarrow, and the benchmark papers of the generator's truth."""
+    import gzip
+
+    snap, _, artifacts, m = excluded
+    upstream = next(i for i in m.inputs if i.get("stage") == "build_graph")
+    papers = pq.read_table(upstream["path"] + "/papers", columns=["corpus_id", "title"]).to_pylist()
+    edges = pq.read_table(upstream["path"] + "/citations").to_pylist()
+    scidocs = {r["corpus_id"] for r in map(json.loads, open(snap / "scidocs_truth.jsonl")) if r["corpus_id"]}
+    degree: dict[int, int] = {}
+    for e in edges:
+        for end in (e["citing"], e["cited"]):
+            degree[end] = degree.get(end, 0) + 1
+    # two papers of the graph with edges, no SciDocs paper and no SciDocs neighbour
+    near_scidocs = {e["cited"] for e in edges if e["citing"] in scidocs} | {
+        e["citing"] for e in edges if e["cited"] in scidocs
+    }
+    free = sorted(p["corpus_id"] for p in papers if degree.get(p["corpus_id"], 0) >= 2)
+    free = [p for p in free if p not in scidocs and p not in near_scidocs]
+    p_scirepeval, p_beir = free[0], free[-1]
+    sha = next(
+        r["sha"]
+        for f in sorted((snap / "paper-ids").glob("*.jsonl.gz"))
+        for r in map(json.loads, gzip.open(f, "rt"))
+        if r["corpusid"] == p_beir
+    )
+    root = tmp_path_factory.mktemp("suites")
+    task = root / "fos_planted.json"
+    task.write_text(
+        json.dumps(
+            [
+                {"corpus_id": p_scirepeval, "title": "x", "abstract": "", "labels": [1], "split": "test"},
+                {"corpus_id": 999_999_999_999, "title": "y", "abstract": "", "labels": [0], "split": "train"},
+            ]
+        )
+    )
+    beir = root / "scifact"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text(json.dumps({"_id": sha, "title": "a document", "text": "t"}) + "\n")
+    (beir / "queries.jsonl").write_text(json.dumps({"_id": "q-1", "text": "a query that is no paper"}) + "\n")
+    (beir / "qrels" / "test.tsv").write_text(f"query-id\tcorpus-id\tscore\nq-1\t{sha}\t1\n")
+    overrides = [f"filter_leakage.scirepeval={task}", f"filter_leakage.beir={beir}"]
+    return {
+        "snap": snap,
+        "artifacts": artifacts,
+        "overrides": overrides,
+        "scidocs": scidocs & {p["corpus_id"] for p in papers},
+        "scirepeval": p_scirepeval,
+        "beir": p_beir,
+        "papers": {p["corpus_id"] for p in papers},
+        "edges": [(e["citing"], e["cited"]) for e in edges],
+    }
+
+
+def touching(edges, ids) -> set:
+    return {e for e in edges if e[0] in ids or e[1] in ids}
+
+
+def test_a_paper_of_each_suite_is_found_reported_in_its_suite_and_removed(planted, spark):
+    m = filter_leakage.run(config(planted["snap"], planted["artifacts"], *planted["overrides"]))
+    report = {(r["suite"], r["task"], r["split"]): r for r in m.metrics["report"]}
+    edges, p1, p2 = planted["edges"], planted["scirepeval"], planted["beir"]
+    # SciRepEval: the planted paper by corpus id (and one id the graph lacks)
+    row = report[("scirepeval", "fos_planted", "test")]
+    assert (row["total"], row["mapped_corpus_id"], row["in_snapshot"], row["removed_papers"]) == (1, 1, 1, 1)
+    assert row["removed_edges"] == len(touching(edges, {p1}))
+    assert report[("scirepeval", "fos_planted", "train")]["in_snapshot"] == 0
+    suite = m.metrics["suites"]["scirepeval"]
+    assert (suite["total"], suite["mapped"], suite["removed_papers"]) == (2, 2, 1)
+    # BEIR: the document by its sha; the query is text that maps to nothing and is counted unmapped
+    corpus = report[("beir", "scifact", "corpus")]
+    assert (corpus["total"], corpus["mapped_sha"], corpus["removed_papers"]) == (1, 1, 1)
+    assert corpus["removed_edges"] == len(touching(edges, {p2}))
+    assert report[("beir", "scifact", "queries")]["unmapped"] == 1
+    assert report[("beir", "scifact", "test:corpus")]["removed_papers"] == 1
+    # SciDocs: its rows as before, in a suite of their own
+    assert m.metrics["suites"]["scidocs"]["removed_papers"] == len(planted["scidocs"])
+    # overall: every paper and edge of all three suites, each once
+    every = planted["scidocs"] | {p1, p2}
+    assert m.metrics["removed_papers"] == report[("all", "all", "all")]["removed_papers"] == len(every)
+    assert m.metrics["removed_citations"] == report[("all", "all", "all")]["removed_edges"]
+    assert m.metrics["removed_citations"] == len(touching(edges, every))
+    kept = set(pq.read_table(m.table_path("papers"))["corpus_id"].to_pylist())
+    cites = pq.read_table(m.table_path("citations")).to_pylist()
+    assert not kept & every and kept == planted["papers"] - every
+    assert not {c["citing"] for c in cites} & every and not {c["cited"] for c in cites} & every
+
+
+def test_strict_also_removes_the_papers_one_citation_away_with_exact_costs(planted, spark):
+    m = filter_leakage.run(
+        config(planted["snap"], planted["artifacts"], *planted["overrides"], "filter_leakage.strict=true")
+    )
+    edges, p1 = planted["edges"], planted["scirepeval"]
+    bench = planted["scidocs"] | {p1, planted["beir"]}
+    near = {b for a, b in edges if a in bench} | {a for a, b in edges if b in bench}
+    near -= bench
+    clean = [e for e in edges if e[0] not in bench and e[1] not in bench]
+    assert m.metrics["strict"] == {"papers": len(near), "edges": len(touching(clean, near))}
+    assert near and m.metrics["strict"]["edges"] > 0
+    assert m.metrics["removed_papers"] == len(bench | near)
+    assert m.metrics["removed_citations"] == len(touching(edges, bench | near))
+    # the SciRepEval paper's own neighbourhood, counted in its suite's rows
+    own = ({b for a, b in edges if a == p1} | {a for a, b in edges if b == p1}) - bench
+    row = m.metrics["suites"]["scirepeval"]
+    assert (row["one_hop_papers"], row["one_hop_edges"]) == (len(own), len(touching(clean, own)))
+    kept = set(pq.read_table(m.table_path("papers"))["corpus_id"].to_pylist())
+    assert kept == planted["papers"] - bench - near
+    degrees = pq.read_table(m.table_path("degrees"))["corpus_id"].to_pylist()
+    assert sorted(degrees) == sorted(kept)

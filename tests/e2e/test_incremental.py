@@ -1,4 +1,4 @@
-"""build_graph from a release diff equals a full build of the release; filter_leakage follows (issue 19).
+"""build_graph from a release diff equals a full build of the release; filter_leakage follows.
 
 Three dated S2AG releases: a generated one and two derived from it (`citeflow generate --derive-from`, which
 writes each release's diff). The oracle is build_graph's full build of the same release from its shards
@@ -31,10 +31,11 @@ import pytest
 
 from citeflow.artifacts import ArtifactStore
 from citeflow.config import RunConfig, apply_overrides
-from citeflow.tables import DELETED, read_table
+from citeflow.tables import read_table
 from jobs import build_graph, filter_leakage
 from tests.conftest import TEST_SPARK_OVERRIDES
 from tests.e2e.contents import table_digest
+from tests.support.readers import assert_tables_read_whole, training_ids, truth_benchmark_ids
 
 pytestmark = pytest.mark.slow
 R1, R2, R3 = "2024-01-01", "2024-02-01", "2024-03-01"
@@ -85,17 +86,20 @@ def assert_same_build(got, want):
     assert {t: s["rows"] for t, s in got.tables.items()} == {t: s["rows"] for t, s in want.tables.items()}
 
 
-def assert_links_base(merged, base):
-    """`papers`, `citations`, `degrees` and `rejected` of `merged` are merge-on-read tables over `base`'s files
-    (citeflow/tables.py): every data file of the base's table is in the new table as the same file (a hard
-    link), and the new table removes some of their rows and adds rows in files of its own."""
+def assert_written_over(merged, base):
+    """`papers`, `citations`, `degrees` and `rejected` of `merged` are written over `base`'s
+    (spark/output.py `write_over`) as plain Parquet: the data files the manifest names as linked are the base's
+    own files (hard links), every other file of the table is the version's own, the rows the diff changed are in
+    files of their own, and a plain Parquet reader reads exactly the manifest's rows."""
     for table in ("papers", "citations", "degrees", "rejected"):
-        old = {f.name: os.stat(f).st_ino for f in Path(base.table_path(table)).glob("part-*")}
-        new = {f.name: os.stat(f).st_ino for f in Path(merged.table_path(table)).glob("part-*")}
-        assert old and {n: new.get(n) for n in old} == old, table
-        assert len(new) > len(old), table  # the rows the diff changed, in files of their own
-        assert merged.tables[table]["deleted_rows"] > 0, table
-    assert merged.metrics["from_diff"]["merge_on_read"] is True
+        files = merged.metrics["from_diff"]["files"][table]
+        old = {f.name: os.stat(f).st_ino for f in Path(base.table_path(table)).glob("*.parquet")}
+        new = {f.name: os.stat(f).st_ino for f in Path(merged.table_path(table)).iterdir()}
+        assert sorted(new) == sorted(files["linked"] + files["kept"] + files["new"]), table  # data files only
+        assert all(new[n] == old[n] for n in files["linked"]), table
+        assert not set(new) & (set(old) - set(files["linked"])), table  # no base file but those linked
+        assert files["new"], table
+        assert pq.read_table(merged.table_path(table)).num_rows == merged.tables[table]["rows"], table
 
 
 @pytest.fixture(scope="module")
@@ -138,24 +142,23 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     assert merged.tables["citations"]["rows"] == truth["counts"]["citations"]
     assert_same_build(merged, full[R2][0])
     assert merged.version != full[R2][0].version  # content address of (base version, diff), not of the shards
-    assert_links_base(merged, base)
+    assert_written_over(merged, base)
 
     # release 1's filter_leakage, then release 1's graph built again under the same version (as a deleted and
-    # rebuilt or a repaired version is: files of other names): release 2's filter_leakage must not carry
-    # release 1's keys over a base whose files are not those its graph linked, and keys every paper
-    filter_leakage.run(cfg(releases, R1, artifacts))
+    # rebuilt or a repaired version is: files of other names): release 2's filter_leakage carries release 1's
+    # keys over all the same, since it keys the papers of the graph's new files and keeps the keys of the
+    # papers of its other files, whatever the base's files are named now
+    keyed_r1 = filter_leakage.run(cfg(releases, R1, artifacts))
     shutil.rmtree(artifacts / R1 / "build_graph" / base.version)
     rebuilt = build_graph.run(cfg(releases, R1, artifacts))
     assert (rebuilt.version, rebuilt.skipped) == (base.version, False)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="citeflow"):
         leak = filter_leakage.run(cfg(releases, R2, artifacts))
-    assert f"no filter_leakage version of {R1} to carry paper keys over from" in caplog.text
-    assert "holds other files than those the graph linked" in caplog.text
-    assert leak.metrics["paper_keys"] == {"carried_from": None}
+    assert leak.metrics["paper_keys"]["carried_from"] == {"snapshot": R1, "version": keyed_r1.version}
     # the paper-ids lines: release 1's with the diff's paper-ids records applied, not the table parsed
     applied = leak.metrics["paper_id_lines"]["from_diff"]
-    assert applied["base"]["snapshot"] == R1 and applied["steps"] == [[R1, R2]] and applied["merge_on_read"]
+    assert applied["base"]["snapshot"] == R1 and applied["steps"] == [[R1, R2]] and applied["files"]["new"] == 1
     truth = json.loads((releases / R2 / "generator.json").read_text())["diff"]["diffs"]["datasets"]["paper-ids"]
     assert applied["keys_named"] == truth["added"] + truth["changed"] + truth["deleted"] > 0
     assert (
@@ -168,6 +171,14 @@ def test_one_diff_equals_the_full_build_and_filter_leakage_follows(releases, ful
     # run again: the same version, skipped (idempotent); nothing rebuilt
     again = build_graph.run(cfg(releases, R2, artifacts))
     assert (again.version, again.skipped) == (merged.version, True)
+
+    # as a user reads them: every table of every version whole with pyarrow, pandas and DuckDB, and no
+    # benchmark paper of the generator's truth in the kept graph built over the diff's graph
+    assert assert_tables_read_whole(artifacts) == 2 * (len(build_graph.TABLES) + len(filter_leakage.TABLES))
+    found = training_ids(artifacts)
+    benchmark = truth_benchmark_ids(releases / R2)
+    for key in (f"filter_leakage/{leak.version}/papers", f"filter_leakage/{leak.version}/citations"):
+        assert found[key] and not found[key] & benchmark, key
 
     # the base version deleted: the merged version's linked files are its own, whole and verified
     shutil.rmtree(artifacts / R1 / "build_graph" / base.version)  # this test's copy (`base` is the fixture's)
@@ -195,13 +206,12 @@ def truth_rows(releases, release) -> int:
 
 def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tmp_path):
     artifacts, base = root_with_r1(built_r1, tmp_path)
-    # release 2 is not built here: the chain from R1, every row written again (no base file linked)
-    merged = build_graph.run(cfg(releases, R3, artifacts, "build_graph.max_deleted_share=0"))
+    # release 2 is not built here: the chain from R1
+    merged = build_graph.run(cfg(releases, R3, artifacts))
     assert merged.metrics["from_diff"]["base"] == {"snapshot": R1, "version": base.version}
     assert merged.metrics["from_diff"]["steps"] == [[R1, R2], [R2, R3]]
     assert_same_build(merged, full[R3][0])
-    assert not any(os.path.exists(os.path.join(merged.table_path(t), DELETED)) for t in merged.tables)
-    assert merged.metrics["from_diff"]["merge_on_read"] is False
+    assert_written_over(merged, base)
     # once release 2 is built too, the nearest start wins: release 3 from release 2's build, one step
     middle = build_graph.run(cfg(releases, R2, artifacts))
     stepwise = build_graph.run(cfg(releases, R3, artifacts))
@@ -209,11 +219,11 @@ def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tm
     assert stepwise.metrics["from_diff"]["steps"] == [[R2, R3]]
     assert stepwise.version != merged.version
     assert_same_build(stepwise, full[R3][0])
-    assert_links_base(middle, base)
-    assert_links_base(stepwise, middle)  # onto a merge-on-read base: its links, its files and its removals
+    assert_written_over(middle, base)
+    assert_written_over(stepwise, middle)  # onto a base written over another: its links and its own files
 
     # filter_leakage of each release in turn: releases 2 and 3 carry the keys of the release before over,
-    # release 3 onto keys that release 2 merged (their files and their removals)
+    # release 3 onto keys that release 2 wrote over release 1's
     first = filter_leakage.run(cfg(releases, R1, artifacts))
     second = filter_leakage.run(cfg(releases, R2, artifacts))
     third = filter_leakage.run(cfg(releases, R3, artifacts))
@@ -222,15 +232,15 @@ def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tm
     for leak, before in ((second, first), (third, second)):
         keys = leak.tables["paper_keys"]
         assert 0 < leak.metrics["paper_keys"]["papers_keyed"] < keys["rows"]  # the papers the diff wrote
-        assert keys["deleted_rows"] > before.tables["paper_keys"].get("deleted_rows", 0)
+        assert pq.read_table(leak.table_path("paper_keys")).num_rows == keys["rows"]
         # the paper-ids lines of the release before, its diff applied (release 3: onto release 2's merged lines)
         applied = leak.metrics["paper_id_lines"]["from_diff"]
         assert applied["base"] == {"snapshot": before.snapshot, "version": before.version}
-        lines = leak.tables["paper_id_lines"]
-        assert lines["deleted_rows"] > before.tables["paper_id_lines"].get("deleted_rows", 0)
+        assert applied["files"]["new"] == 1
     assert first.metrics["paper_id_lines"]["from_diff"] is None  # release 1 has no diff
     assert_same_leakage(second, full[R2][1])
     assert_same_leakage(third, full[R3][1])
+    assert assert_tables_read_whole(artifacts) > 0
 
 
 def test_a_diff_from_a_release_not_built_falls_back_to_a_full_build(releases, full, tmp_path, caplog):
@@ -361,8 +371,7 @@ def test_paper_ids_dirt_in_a_diff_is_counted_and_a_missing_base_parses_the_table
 ):
     """filter_leakage applies the paper-ids diff only onto a filter_leakage version of its start release (else
     it parses the table, saying why); a diff's update line that is no JSON object becomes a line of the table,
-    counted by reason; a delete line without a sha removes nothing and is counted; past
-    `build_graph.max_deleted_share` every line is written again."""
+    counted by reason; a delete line without a sha removes nothing and is counted."""
     root, step = copied_releases(releases, tmp_path)
     _rewrite_gz(step / "paper-ids" / "updates_0.jsonl.gz", b"{not json\n")
     _rewrite_gz(step / "paper-ids" / "deletes_0.jsonl.gz", b'[1]\n{"corpusid": 5}\n')
@@ -376,22 +385,18 @@ def test_paper_ids_dirt_in_a_diff_is_counted_and_a_missing_base_parses_the_table
     assert parsed.metrics["paper_ids"] == full[R2][1].metrics["paper_ids"]
 
     first = filter_leakage.run(cfg(root, R1, artifacts))
-    for overrides in ((), ("build_graph.max_deleted_share=0",)):
-        applied = filter_leakage.run(cfg(root, R2, artifacts, *overrides))
-        entry = applied.metrics["paper_id_lines"]["from_diff"]
-        assert entry["base"] == {"snapshot": R1, "version": first.version} and applied.version != parsed.version
-        assert entry["unusable_deletes"] == {"malformed_json": 1, "no_sha_or_corpus_id": 1} and entry[
-            "merge_on_read"
-        ] is not bool(overrides)
-        want = dict(parsed.metrics["paper_ids"])
-        want["lines"] += 1
-        want["unusable"] = {**want["unusable"], "malformed_json": want["unusable"].get("malformed_json", 0) + 1}
-        assert applied.metrics["paper_ids"] == want
-        assert applied.tables["paper_id_lines"]["rows"] == parsed.tables["paper_id_lines"]["rows"] + 1
-        assert ("deleted_rows" in applied.tables["paper_id_lines"]) is not bool(overrides)
-        for table in ("benchmark_ids", "leakage_report", "papers", "citations"):
-            assert table_digest(applied.table_path(table)) == table_digest(parsed.table_path(table)), table
-        shutil.rmtree(applied.path)  # the next run builds the same version the other way
+    applied = filter_leakage.run(cfg(root, R2, artifacts))
+    entry = applied.metrics["paper_id_lines"]["from_diff"]
+    assert entry["base"] == {"snapshot": R1, "version": first.version} and applied.version != parsed.version
+    assert entry["unusable_deletes"] == {"malformed_json": 1, "no_sha_or_corpus_id": 1}
+    want = dict(parsed.metrics["paper_ids"])
+    want["lines"] += 1
+    want["unusable"] = {**want["unusable"], "malformed_json": want["unusable"].get("malformed_json", 0) + 1}
+    assert applied.metrics["paper_ids"] == want
+    assert applied.tables["paper_id_lines"]["rows"] == parsed.tables["paper_id_lines"]["rows"] + 1
+    assert pq.read_table(applied.table_path("paper_id_lines")).num_rows == applied.tables["paper_id_lines"]["rows"]
+    for table in ("benchmark_ids", "leakage_report", "papers", "citations"):
+        assert table_digest(applied.table_path(table)) == table_digest(parsed.table_path(table)), table
 
 
 PBG = [

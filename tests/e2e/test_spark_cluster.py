@@ -193,12 +193,10 @@ def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc,
     assert done.returncode == 0, done.stderr[-4000:] + connect_server["log"].read_text()[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[(1, 'cafe au lait'), (2, 'plain title')]", done.stdout
 
-    # A merge-on-read table (a graph merged from a diff, citeflow/tables.py) read on the server: its deletion
-    # file applied through Spark's file metadata, the rows' positions as the server reports them
+    # The rows' positions as the server reports them: a table written over another (spark/output.py
+    # `write_over`) names the rows that go by them, through Spark's file metadata
     table = tmp_path / "merged" / "papers"
-    make_table(
-        table, {"part-a.parquet": [1, 2, 3], "part-b.parquet": [4, 5]}, [("part-a.parquet", 1), ("part-b.parquet", 0)]
-    )
+    make_table(table, {"part-a.parquet": [1, 2, 3], "part-b.parquet": [4, 5]})
     done = subprocess.run(
         [sys.executable, "-c", CONNECT_READ, connect_server["remote"], str(table)],
         capture_output=True,
@@ -207,9 +205,9 @@ def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc,
         env=env,
     )
     assert done.returncode == 0, done.stderr[-4000:] + connect_server["log"].read_text()[-3000:]
-    assert (
-        done.stdout.strip().splitlines()[-1]
-        == "[(1, 'part-a.parquet', 0), (3, 'part-a.parquet', 2), (5, 'part-b.parquet', 1)]"
+    assert done.stdout.strip().splitlines()[-1] == (
+        "[(1, 'part-a.parquet', 0), (2, 'part-a.parquet', 1), (3, 'part-a.parquet', 2), (4, 'part-b.parquet', 0), "
+        "(5, 'part-b.parquet', 1)]"
     )
 
 
@@ -255,8 +253,7 @@ from pyspark.sql import SparkSession
 
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 from spark import readers as R
-deleted = ["file://" + sys.argv[2] + "/_deleted/part-00000.parquet"]
-frame = R.read_table(spark, "file://" + sys.argv[2], [100], deleted=deleted, with_position=True)
+frame = R.read_table(spark, "file://" + sys.argv[2], [100], with_position=True)
 print(sorted((r["id"], r["_file_name"], r["_row_index"]) for r in frame.collect()))
 """
 

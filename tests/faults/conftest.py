@@ -168,8 +168,7 @@ def _plain(value):
 
 
 def table_digest(folder: Path) -> tuple[int, str]:
-    """(rows, SHA-256 of the rows in canonical order) of a Parquet table folder, read as its readers read it
-    (a deletion file applied, citeflow/tables.py); timing columns left out."""
+    """(rows, SHA-256 of the rows in canonical order) of a Parquet table folder; timing columns left out."""
     import pyarrow.fs as pafs
 
     from citeflow.tables import read_table

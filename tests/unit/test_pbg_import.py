@@ -66,28 +66,6 @@ def test_without_holdout_only_the_all_edges_input_is_written(tmp_path):
     assert (counts["edges"], counts["train_edges"], counts["holdout_edges"]) == (5, 0, 0)
 
 
-def test_a_merge_on_read_table_is_imported_without_the_rows_it_removes(tmp_path):
-    """build_graph's `citations` merged from a release diff (citeflow/tables.py): the base's file linked, the
-    edges that left named in the deletion file (their papers too, when no other edge has them), new edges beside."""
-    from citeflow import tables as T
-
-    src = write_citations(tmp_path / "citations", [(1, 2), (2, 3), (3, 1), (4, 1), (5, 4)])
-    pq.write_table(
-        pa.table({"citing": pa.array([6], pa.int64()), "cited": pa.array([1], pa.int64())}),
-        tmp_path / "citations" / "part-1.parquet",
-    )
-    (tmp_path / "citations" / T.DELETED).mkdir()
-    pq.write_table(
-        pa.table({T.FILE_NAME: ["part-0.parquet", "part-0.parquet"], T.ROW_INDEX: pa.array([1, 4], pa.int64())}),
-        tmp_path / "citations" / T.DELETED / "part-00000.parquet",
-    )
-    counts = import_citations(src, tmp_path / "pbg", holdout=0.0, seed=1)
-    every, names = read_back(tmp_path / "pbg", 1, "edges_all")
-    assert every == {(1, 2), (3, 1), (4, 1), (6, 1)}
-    assert sorted(int(n) for n in names[0]) == [1, 2, 3, 4, 6]  # 5 had only the removed edge
-    assert (counts["edges"], counts["entities"]) == (4, 5)
-
-
 def test_same_edges_in_any_row_order_give_identical_files(tmp_path, monkeypatch):
     """A Spark-written citations table holds the same rows in another order on every build (and over other
     files): the buckets PBG reads must not follow it, or a seeded run would not repeat."""

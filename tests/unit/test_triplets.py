@@ -232,29 +232,3 @@ def test_approximate_indexes_find_the_exact_neighbours(kind):
     recall = T.neighbour_recall(approx, exact, 30)
     # every list probed: IVF is exact; HNSW with efSearch 60 nearly; PQ loses some precision
     assert recall >= {"ivf": 1.0, "hnsw": 0.95, "ivfpq": 0.5}[kind], (description, recall)
-
-
-def test_the_specter_citation_index_reads_a_merge_on_read_table_without_its_removed_rows(tmp_path):
-    """mine_triplets' citations among the pool papers, from a merge-on-read citations table (citeflow/tables.py:
-    a linked file, new edges beside it, an edge that went named in the deletion file): the removed edge is not in
-    the index, as with every other reader of a table folder (a plain Parquet reader would return it)."""
-    import pyarrow as pa
-    import pyarrow.fs as pafs
-    import pyarrow.parquet as pq
-
-    from citeflow import tables as TB
-    from jobs.mine_triplets import _citation_index
-
-    folder = tmp_path / "citations"
-    folder.mkdir()
-    edge_table = lambda rows: pa.table({"citing": [a for a, _ in rows], "cited": [b for _, b in rows]})  # noqa: E731
-    pq.write_table(edge_table([(10, 20), (20, 30), (30, 10), (40, 10)]), folder / "part-0.parquet")
-    pq.write_table(edge_table([(40, 30)]), folder / "part-1.parquet")
-    (folder / TB.DELETED).mkdir()
-    gone = pa.table({TB.FILE_NAME: ["part-0.parquet"], TB.ROW_INDEX: pa.array([1], pa.int64())})  # 20 -> 30
-    pq.write_table(gone, folder / TB.DELETED / "part-00000.parquet")
-    store = type("Store", (), {"fs": pafs.LocalFileSystem()})()
-    pool = np.array([10, 20, 30, 40])
-    cites = _citation_index(store, str(folder), pool)
-    pairs = {(int(pool[a]), int(pool[b])) for a in range(4) for b in cites.gather(np.array([a]))[1]}
-    assert pairs == {(10, 20), (30, 10), (40, 10), (40, 30)}

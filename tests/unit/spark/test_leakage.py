@@ -44,18 +44,21 @@ def papers(spark):
 @pytest.fixture
 def bench(spark):
     rows = [
-        ("2", "cite", "test", None, None, None, None),  # already a corpus id
-        (SHA_A, "cite", "test", "ignored title", None, None, None),  # sha -> 1
-        (SHA_A, "mag", "train", None, None, None, None),  # same id, another task
-        (SHA_B, "cite", "val", None, None, None, None),  # sha -> 99, not in the snapshot
-        (SHA_C, "cocite", "test", "CAFE AU LAIT!", None, None, None),  # title -> 2
-        (SHA_D, "cocite", "test", "same title", None, None, None),  # ambiguous title (3 and 4)
-        (SHA_E, "mesh", "test", None, "10.1/abc", None, None),  # DOI, case-folded -> 5
-        (SHA_F, "mesh", "test", None, None, None, None),  # nothing to go by
-        ("x" * 40, "mesh", "test", None, None, "123456", None),  # PubMed -> 6
+        ("scidocs", "2", "cite", "test", None, None, None, None),  # already a corpus id
+        ("scidocs", SHA_A, "cite", "test", "ignored title", None, None, None),  # sha -> 1
+        ("scidocs", SHA_A, "mag", "train", None, None, None, None),  # same id, another task
+        ("scidocs", SHA_B, "cite", "val", None, None, None, None),  # sha -> 99, not in the snapshot
+        ("scidocs", SHA_C, "cocite", "test", "CAFE AU LAIT!", None, None, None),  # title -> 2
+        ("scidocs", SHA_D, "cocite", "test", "same title", None, None, None),  # ambiguous title (3 and 4)
+        ("scidocs", SHA_E, "mesh", "test", None, "10.1/abc", None, None),  # DOI, case-folded -> 5
+        ("scidocs", SHA_F, "mesh", "test", None, None, None, None),  # nothing to go by
+        ("scidocs", "x" * 40, "mesh", "test", None, None, "123456", None),  # PubMed -> 6
+        ("beir", "2", "scifact", "corpus", None, None, None, None),  # corpus id 2 in another suite too
     ]
     return spark.createDataFrame(
-        rows, "id string, task string, split string, title string, doi string, pubmed_id string, arxiv_id string"
+        rows,
+        "suite string, id string, task string, split string, title string, doi string, pubmed_id string, "
+        "arxiv_id string",
     )
 
 
@@ -77,7 +80,7 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, bro
         papers.schema,
     )
     extra = spark.createDataFrame(
-        [("y" * 40, "mesh", "test", "shared doi TWO", "10.2/Dup", None, None)], bench.schema
+        [("scidocs", "y" * 40, "mesh", "test", "shared doi TWO", "10.2/Dup", None, None)], bench.schema
     )  # DOI shared by 7 and 8 -> title -> 8
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)], "sha string, corpus_id long")
     # each step materialised, as filter_leakage does (to Parquet there): one unbroken plan of the whole
@@ -176,17 +179,16 @@ def test_without_paper_ids_or_titles_shas_stay_unmapped(spark, papers, bench):
     assert mapped[SHA_A] is None and mapped[SHA_C] is None and mapped["2"] == "corpus_id"
 
 
-def test_report_counts_per_task_split_and_overall(spark, papers, bench):
+def test_report_counts_per_suite_task_split_and_overall(spark, papers, bench):
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99)], "sha string, corpus_id long")
     mapped = L.map_ids(ids_of(bench), papers, paper_ids)
     rows = benchmark_id_rows(bench.toArrow(), mapped.toArrow())
-    assert rows.num_rows == bench.select("id", "task", "split").distinct().count()
-    assert rows.select(["task", "split", "id"]).to_pylist() == sorted(
-        rows.select(["task", "split", "id"]).to_pylist(), key=lambda r: (r["task"], r["split"], r["id"])
-    )
-    report = {(r["task"], r["split"]): r for r in leakage_report(rows).to_pylist()}
-    overall = report[("all", "all")]
-    assert overall["total"] == 8
+    assert rows.num_rows == bench.select("suite", "id", "task", "split").distinct().count()
+    keys = ["suite", "task", "split", "id"]
+    assert rows.select(keys).to_pylist() == sorted(rows.select(keys).to_pylist(), key=lambda r: [r[k] for k in keys])
+    report = {(r["suite"], r["task"], r["split"]): r for r in leakage_report(rows).to_pylist()}
+    overall = report[("all", "all", "all")]
+    assert overall["total"] == 8  # the 8 distinct ids: "2" of two suites once
     assert (
         overall["mapped_corpus_id"],
         overall["mapped_sha"],
@@ -196,8 +198,15 @@ def test_report_counts_per_task_split_and_overall(spark, papers, bench):
         overall["mapped_arxiv"],
     ) == (1, 2, 1, 1, 1, 0)
     assert overall["unmapped"] == 2 and overall["in_snapshot"] == 5
-    assert report[("mesh", "test")]["total"] == 3 and report[("mesh", "test")]["unmapped"] == 1
-    assert report[("cite", "test")]["total"] == 2 and report[("mag", "train")]["mapped_sha"] == 1
+    # ids 2, SHA_A, SHA_C (-> 2 as well), SHA_E, x: papers 2, 1, 5, 6 of the graph
+    assert overall["removed_papers"] == 4
+    assert report[("scidocs", "all", "all")]["total"] == 8 and report[("beir", "all", "all")]["total"] == 1
+    assert report[("beir", "scifact", "corpus")]["removed_papers"] == 1
+    assert report[("scidocs", "mesh", "test")]["total"] == 3 and report[("scidocs", "mesh", "test")]["unmapped"] == 1
+    assert report[("scidocs", "cite", "test")]["total"] == 2 and report[("scidocs", "mag", "train")]["mapped_sha"] == 1
+    assert report[("scidocs", "cocite", "test")]["removed_papers"] == 1  # SHA_C -> 2; SHA_D unmapped
+    assert all(r["removed_edges"] == r["one_hop_papers"] == r["one_hop_edges"] == 0 for r in report.values())
+    assert list(report)[-3:] == [("scidocs", "mesh", "test"), ("scidocs", "all", "all"), ("all", "all", "all")]
 
 
 def test_remove_papers_drops_every_edge_touching_them(spark):
@@ -344,7 +353,9 @@ def test_the_first_steps_in_the_driver_are_the_first_steps_in_spark(spark):
 def test_report_counts_zero_for_a_split_with_no_mapped_id():
     import pyarrow as pa
 
-    bench = pa.table({"id": ["a", "a", "b", "c"], "task": ["t", "t", "t", "u"], "split": ["x", "x", "y", "y"]})
+    bench = pa.table(
+        {"suite": ["s"] * 4, "id": ["a", "a", "b", "c"], "task": ["t", "t", "t", "u"], "split": ["x", "x", "y", "y"]}
+    )
     mapped = pa.table(
         {
             "id": ["a", "b", "c"],
@@ -355,23 +366,43 @@ def test_report_counts_zero_for_a_split_with_no_mapped_id():
         }
     )
     rows = benchmark_id_rows(bench, mapped)
-    assert rows.column_names == ["id", "task", "split", "corpus_id", "method", "in_snapshot", "unmapped_reason"]
+    assert rows.column_names == [
+        "suite",
+        "id",
+        "task",
+        "split",
+        "corpus_id",
+        "method",
+        "in_snapshot",
+        "unmapped_reason",
+    ]
     assert [(r["task"], r["split"], r["id"]) for r in rows.to_pylist()] == [
         ("t", "x", "a"),
         ("t", "y", "b"),
         ("u", "y", "c"),
     ]
     report = leakage_report(rows).to_pylist()
-    assert [(r["task"], r["split"]) for r in report] == [("all", "all"), ("t", "x"), ("t", "y"), ("u", "y")]
-    assert report[1] == {
+    assert [(r["suite"], r["task"], r["split"]) for r in report] == [
+        ("s", "t", "x"),
+        ("s", "t", "y"),
+        ("s", "u", "y"),
+        ("s", "all", "all"),
+        ("all", "all", "all"),
+    ]
+    assert report[0] == {
+        "suite": "s",
         "task": "t",
         "split": "x",
         "total": 1,
         **{f"mapped_{m}": 0 for m in ("corpus_id", "sha", "doi", "pubmed", "arxiv", "title")},
         "unmapped": 1,
         "in_snapshot": 0,
+        "removed_papers": 0,
+        "removed_edges": 0,
+        "one_hop_papers": 0,
+        "one_hop_edges": 0,
     }
-    assert (report[0]["total"], report[0]["mapped_sha"], report[0]["unmapped"], report[0]["in_snapshot"]) == (
+    assert (report[-1]["total"], report[-1]["mapped_sha"], report[-1]["unmapped"], report[-1]["in_snapshot"]) == (
         3,
         1,
         2,
@@ -464,7 +495,7 @@ def test_each_line_is_parsed_once_and_each_title_folded_once(spark, papers, benc
 def test_the_benchmark_titles_are_folded_as_fold_title_folds_them(spark, bench):
     from citeflow.text import fold_title
 
-    extra = spark.createDataFrame([("z" * 40, "mesh", "test", " ...!? ", None, None, None)], bench.schema)
+    extra = spark.createDataFrame([("scidocs", "z" * 40, "mesh", "test", " ...!? ", None, None, None)], bench.schema)
     ids = distinct_ids(bench.unionByName(extra).toArrow()).to_pylist()
     assert {r["id"]: r["folded_title"] for r in ids} == {r["id"]: fold_title(r["title"]) for r in ids}
     assert {r["id"]: r["folded_title"] for r in ids if r["title"]} == {
@@ -484,7 +515,7 @@ def test_the_driver_names_every_sha_spelling_spark_looks_up(spark, papers, bench
     from citeflow.leakage import sha_candidates
 
     odd = [" " + SHA_A.upper() + "  ", SHA_B + "\n", SHA_C + "\u2028", "\t" + SHA_D, SHA_E + "\r\n ", "1" * 40]
-    extra = spark.createDataFrame([(i, "mesh", "test", None, None, None, None) for i in odd], bench.schema)
+    extra = spark.createDataFrame([("scidocs", i, "mesh", "test", None, None, None, None) for i in odd], bench.schema)
     table = distinct_ids(bench.unionByName(extra).toArrow())
     spark_spellings = {
         r["s"]
@@ -502,3 +533,32 @@ def test_the_driver_names_every_sha_spelling_spark_looks_up(spark, papers, bench
         for r in L.map_ids_narrow(ids_of(bench), papers, paper_ids, shas=shas).collect()
     }
     assert mapped == CASCADE_ANSWERS
+
+
+def test_reach_counts_the_edges_and_one_hop_neighbours_of_each_group(spark):
+    """`spark.leakage.reach` on a hand-drawn graph. Benchmark papers: 1 (suite a, task t, split x) and 2 (suite a,
+    task t, split y; and suite b). Edges: 1-2, 1-3, 3-4, 2-5, 5-6, 4-6, 7-8. Edges at a benchmark paper: 1-2, 1-3,
+    2-5. Neighbours: 3 (of 1), 5 (of 2). Their other edges: 3-4 (of 3), 5-6 (of 5)."""
+    from citeflow.leakage import REACH_COLUMNS
+
+    edges = spark.createDataFrame([(1, 2), (1, 3), (3, 4), (2, 5), (5, 6), (4, 6), (7, 8)], "citing long, cited long")
+    groups = spark.createDataFrame(
+        [(1, "a", "t", "x"), (2, "a", "t", "y"), (2, "b", "u", "test")],
+        "corpus_id long, suite string, task string, split string",
+    )
+    counts, neighbours = L.reach(edges, groups, strict=True)
+    got = {(r["suite"], r["task"], r["split"]): tuple(r[c] for c in REACH_COLUMNS) for r in counts.collect()}
+    assert got == {
+        ("a", "t", "x"): (2, 1, 1),  # 1-2, 1-3; neighbour 3; 3-4
+        ("a", "t", "y"): (2, 1, 1),  # 1-2, 2-5; neighbour 5; 5-6
+        ("b", "u", "test"): (2, 1, 1),
+        ("a", "all", "all"): (3, 2, 2),
+        ("b", "all", "all"): (2, 1, 1),
+        ("all", "all", "all"): (3, 2, 2),
+    }
+    assert sorted(r["corpus_id"] for r in neighbours.collect()) == [3, 5]
+    plain, none = L.reach(edges, groups, strict=False)
+    assert none is None and plain.columns == ["suite", "task", "split", "removed_edges"]
+    assert {(r["suite"], r["task"], r["split"]): r["removed_edges"] for r in plain.collect()}[
+        ("all", "all", "all")
+    ] == 3

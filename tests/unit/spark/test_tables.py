@@ -1,6 +1,8 @@
-"""spark/readers.py `read_table`: Spark reads a merge-on-read table (citeflow/tables.py) as pyarrow does;
-spark/output.py writes one over a committed table, and the degrees of what it holds; spark/incremental.py says
-which base rejected rows a merge carries and which it removes."""
+"""spark/readers.py names each row where it is stored; spark/output.py writes a table over a committed one as plain
+Parquet, and the degrees of what it holds; spark/incremental.py says which base rejected rows a merge carries and
+which it removes."""
+
+import os
 
 import pyarrow.fs as pafs
 from pyspark.sql import functions as F
@@ -13,42 +15,22 @@ from tests.unit.test_tables import make_table
 FS = pafs.LocalFileSystem()
 
 
-def read(spark, table: str, **kw):
-    return R.read_table(
-        spark, "file://" + table, [100], deleted=["file://" + f for f in T.deleted_files(FS, table)], **kw
-    )
-
-
-def test_spark_reads_the_rows_pyarrow_reads_even_when_a_file_is_split_over_tasks(spark, tmp_path):
+def test_positions_name_each_row_where_it_is_stored_even_when_a_file_is_split_over_tasks(spark, tmp_path):
     ids = {"part-a.parquet": list(range(100, 140)), "part-b.parquet": list(range(200, 230))}
-    removed = [("part-a.parquet", 0), ("part-a.parquet", 17), ("part-a.parquet", 39), ("part-b.parquet", 5)]
-    table = make_table(tmp_path / "papers", ids, removed)
-    want = sorted(set(ids["part-a.parquet"] + ids["part-b.parquet"]) - {100, 117, 139, 205})
+    table = make_table(tmp_path / "papers", ids)
     key = "spark.sql.files.maxPartitionBytes"
     before = spark.conf.get(key)
     spark.conf.set(key, "200")  # a task per row group or so: row indexes must still count from the file's start
     try:
-        frame = read(spark, table)
+        frame = R.read_table(spark, "file://" + table, [100], with_position=True)
         assert frame.rdd.getNumPartitions() > 2
-        assert sorted(r["id"] for r in frame.collect()) == want
+        got = sorted((r["id"], r["_file_name"], r["_row_index"]) for r in frame.collect())
     finally:
         spark.conf.set(key, before)
-    assert sorted(T.read_table(FS, table)["id"].to_pylist()) == want
-    assert frame.columns == ["id", "text"]
-
-
-def test_positions_name_each_row_where_it_is_stored(spark, tmp_path):
-    table = make_table(
-        tmp_path / "papers", {"part-a.parquet": [7, 8, 9], "part-b.parquet": [4]}, [("part-a.parquet", 1)]
-    )
-    rows = read(spark, table, with_position=True).collect()
-    assert sorted((r["id"], r["_file_name"], r["_row_index"]) for r in rows) == [
-        (4, "part-b.parquet", 0),
-        (7, "part-a.parquet", 0),
-        (9, "part-a.parquet", 2),
-    ]
-    plain = make_table(tmp_path / "plain", {"part-a.parquet": [1, 2]})
-    assert sorted(r["id"] for r in read(spark, plain).collect()) == [1, 2]
+    want = [(i, "part-a.parquet", n) for n, i in enumerate(ids["part-a.parquet"])]
+    want += [(i, "part-b.parquet", n) for n, i in enumerate(ids["part-b.parquet"])]
+    assert got == want
+    assert R.read_table(spark, "file://" + table, [100]).columns == ["id", "text"]
 
 
 def test_every_base_rejected_row_is_carried_or_removed_never_both(spark, tmp_path):
@@ -163,9 +145,10 @@ def index_of(positions) -> list[int]:
 
 
 def test_a_table_over_a_committed_one_and_the_degrees_of_what_it_holds(spark, tmp_path):
-    """`output.write_merge_on_read` links the source's files, keeps the rows the source removes removed, adds
-    the removed positions and the new rows; `write_degrees` gives every paper the table holds one row, counted
-    on the written citations (worked out by hand)."""
+    """`output.write_over` links the source's files that lose no row, writes the others again without the rows
+    named, puts the new rows in files of their own, and leaves plain Parquet that pyarrow reads whole;
+    `write_degrees` gives every paper the table holds one row, counted on the written citations (worked out by
+    hand)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -175,39 +158,38 @@ def test_a_table_over_a_committed_one_and_the_degrees_of_what_it_holds(spark, tm
     store = ArtifactStore(str(tmp_path))
     source = tmp_path / "v1" / "papers"
     source.mkdir(parents=True)
-    for name, ids in {"part-a.parquet": [1, 2, 3, 4], "part-b.parquet": [5, 6]}.items():
+    files = {"part-a.parquet": [1, 2, 3, 4], "part-b.parquet": [5, 6], "part-c.parquet": [8]}
+    for name, ids in files.items():
         pq.write_table(
             pa.table({"corpus_id": pa.array(ids, pa.int64()), "title": [f"t{i}" for i in ids]}), source / name
         )
-    (source / T.DELETED).mkdir()
-    pq.write_table(
-        pa.table({T.FILE_NAME: ["part-a.parquet"], T.ROW_INDEX: pa.array([1], pa.int64())}),
-        source / T.DELETED / "x.parquet",
-    )
 
     version = tmp_path / "v2"
     version.mkdir()
-    live = R.read_stored(spark, store, str(source), 100, with_position=True)
-    gone = live.where("corpus_id in (4, 5)").select(*R.POSITION)  # part-a row 3, part-b row 0
+    live = R.read_stored(spark, store, str(source), with_position=True)
+    gone = live.where("corpus_id in (2, 4, 8)")  # part-a rows 1 and 3, part-c row 0
     new = spark.createDataFrame([(7, "t7")], "corpus_id long, title string")
     edges = spark.createDataFrame([(1, 3), (3, 6), (6, 1), (1, 6)], "citing long, cited long")
-    # the papers' merge-on-read write runs beside the citations', before the degrees (filter_leakage's way)
-    papers = lambda: O.write_merge_on_read(spark, store, str(source), str(version / "papers"), gone, new)  # noqa: E731
-    O.write_graph(spark, store, str(version), papers, edges, 2, 100, True)
-    got = T.read_table(FS, str(version / "papers")).sort_by("corpus_id").to_pydict()
-    assert got == {"corpus_id": [1, 3, 6, 7], "title": ["t1", "t3", "t6", "t7"]}
-    assert T.deleted_rows(FS, str(version / "papers")) == 3  # the source's one and the two named here
-    for name in ("part-a.parquet", "part-b.parquet"):
-        assert (version / "papers" / name).stat().st_ino == (source / name).stat().st_ino
+    written = {}
+    # the papers' write runs beside the citations', before the degrees (filter_leakage's way)
+    papers = lambda: written.update(O.write_over(spark, store, str(source), str(version / "papers"), gone, new))  # noqa: E731
+    O.write_graph(spark, store, str(version), papers, edges, 2, True)
+    T.tidy(FS, str(version / "papers"))
+    got = pq.read_table(version / "papers").sort_by("corpus_id").to_pydict()  # any reader: the rows, no more
+    assert got == {"corpus_id": [1, 3, 5, 6, 7], "title": ["t1", "t3", "t5", "t6", "t7"]}
+    assert written["linked"] == ["part-b.parquet"]
+    assert (version / "papers" / "part-b.parquet").stat().st_ino == (source / "part-b.parquet").stat().st_ino
+    assert len(written["kept"]) == 1 and len(written["new"]) == 1  # part-a's other rows; the new row apart
+    kept = pq.read_table(version / "papers" / written["kept"][0])["corpus_id"].to_pylist()
+    assert sorted(kept) == [1, 3]
+    assert pq.read_table(version / "papers" / written["new"][0])["corpus_id"].to_pylist() == [7]
+    assert sorted(os.listdir(version / "papers")) == sorted(written["linked"] + written["kept"] + written["new"])
 
     degrees = pq.read_table(version / "degrees").sort_by("corpus_id").to_pydict()
-    assert degrees == {"corpus_id": [1, 3, 6, 7], "out_degree": [2, 1, 1, 0], "in_degree": [1, 1, 2, 0]}
+    assert degrees == {"corpus_id": [1, 3, 5, 6, 7], "out_degree": [2, 1, 0, 1, 0], "in_degree": [1, 1, 0, 2, 0]}
     assert pq.read_schema(next((version / "degrees").glob("*.parquet"))).field("out_degree").type == pa.int32()
 
-    # no rows named and none the source removes: no deletion file; the rows are the source's
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    pq.write_table(pa.table({"corpus_id": pa.array([9], pa.int64())}), plain / "part-0.parquet")
-    O.write_merge_on_read(spark, store, str(plain), str(version / "copy"))
-    assert not T.has_deleted(FS, str(version / "copy"))
-    assert T.read_table(FS, str(version / "copy"))["corpus_id"].to_pylist() == [9]
+    # no rows named and none new: every file linked, the rows are the source's
+    O.write_over(spark, store, str(source), str(version / "copy"))
+    assert sorted(os.listdir(version / "copy")) == sorted(files)
+    assert pq.read_table(version / "copy").num_rows == 7
