@@ -408,9 +408,10 @@ def split_edges(
     names or brings (the pair's copies change) or an end moved. Such pairs are labelled again with all their
     copies; every other base edge, kept or rejected, is carried over as the base labelled it. The base rows
     that do not stay, kept or rejected, keep their `POSITION` in their own table when it has them (the new
-    version's table, written over the base's, leaves them out by it: spark/output.py `write_over`). `materialize(frame, name)` computes the rows
-    that do not stay once (one scan of the base's edges) for the frames read from them: `to_label`, `gone`,
-    `gone_kept`. `updates` and `deletes` are best staged by the caller: several plans read them.
+    version's table, written over the base's, leaves them out by it: spark/output.py `write_over`).
+    `materialize(frame, name)` computes the rows that do not stay once (one scan of the base's edges) for the
+    frames read from them: `to_label`, `gone`, `gone_kept`. `updates` and `deletes` are best staged by the
+    caller: several plans read them.
     """
     base, from_diff, bad, named = _edge_inputs(base_citations, base_rejected, updates, deletes, flag_named=True)
     as_ids = lambda df, a, b: df.select(  # noqa: E731  the ids label_edges reads from the raw ends
