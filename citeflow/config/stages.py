@@ -31,6 +31,7 @@ class BuildGraphConfig:
             versioned=False,
         ),
     )
+
     def __post_init__(self) -> None:
         if self.format not in ("auto", "s2orc", "s2ag"):
             raise CiteflowError(f"build_graph.format must be auto, s2orc or s2ag, not {self.format!r}")
