@@ -28,7 +28,7 @@ import sys
 from citeflow.errors import CiteflowError
 from jobs.cli.commands import cmd_artifacts, cmd_generate, cmd_run, cmd_settings, cmd_spark_server, cmd_verify
 from jobs.cli.parser import build_parser
-from jobs.cli.results import cmd_benchmark, cmd_export_model, cmd_report
+from jobs.cli.results import cmd_benchmark, cmd_export_dataset, cmd_export_model, cmd_report
 
 COMMANDS = {
     "generate": cmd_generate,
@@ -39,6 +39,7 @@ COMMANDS = {
     "report": cmd_report,
     "benchmark": cmd_benchmark,
     "export-model": cmd_export_model,
+    "export-dataset": cmd_export_dataset,
     "spark-server": cmd_spark_server,
 }
 

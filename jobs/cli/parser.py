@@ -157,6 +157,19 @@ def _add_export_model(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--benchmark", help="the benchmark version to export (needed when the strategy has several)")
 
 
+def _add_export_dataset(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export-dataset",
+        help="copy a stage version's tables and a dataset card into one folder, loadable with Hugging Face datasets",
+    )
+    p.add_argument("--snapshot", required=True, help="snapshot id")
+    p.add_argument("--stage", required=True, choices=list(STAGES), help="the stage whose tables to export")
+    p.add_argument("--version", help="the version to export (needed when the stage has several)")
+    p.add_argument("--tables", help="comma-separated tables to export (default: every table of the version)")
+    p.add_argument("--out", required=True, help="output folder (absent or empty)")
+    p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
+
+
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="put named benchmark versions of a snapshot side by side in one report")
     p.add_argument("--snapshot", required=True, help="snapshot id")
@@ -200,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify(sub)
     _add_benchmark(sub)
     _add_export_model(sub)
+    _add_export_dataset(sub)
     _add_report(sub)
     sub.add_parser("settings", help="list every setting --set accepts")
     _add_spark_server(sub)

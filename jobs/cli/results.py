@@ -67,6 +67,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_dataset(args: argparse.Namespace) -> int:
+    from jobs.cli.export_dataset import export_dataset
+
+    tables = tuple(t.strip() for t in args.tables.split(",") if t.strip()) if args.tables else ()
+    target = export_dataset(
+        snapshot=args.snapshot,
+        stage=args.stage,
+        out=args.out,
+        artifacts=args.artifacts,
+        version=args.version,
+        tables=tables,
+    )
+    print(f"exported {args.stage} of snapshot {args.snapshot} with its dataset card to {target}")
+    return 0
+
+
 def cmd_export_model(args: argparse.Namespace) -> int:
     from jobs.cli.export_model import export_model
 

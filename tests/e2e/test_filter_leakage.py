@@ -300,3 +300,49 @@ def test_strict_also_removes_the_papers_one_citation_away_with_exact_costs(plant
     assert kept == planted["papers"] - bench - near
     degrees = pq.read_table(m.table_path("degrees"))["corpus_id"].to_pylist()
     assert sorted(degrees) == sorted(kept)
+
+
+def test_a_stage_is_shared_as_a_dataset_that_datasets_loads(excluded, tmp_path, capsys, monkeypatch, spark):
+    """`citeflow export-dataset`: every table a folder that Hugging Face `datasets` loads whole, one
+    configuration per table in the card, the card naming the release, the lineage and the audit per suite; a
+    user's mistake is one line and exit 2."""
+    import datasets
+
+    from jobs.cli import main
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    snap, _, artifacts, m = excluded
+    filter_leakage.run(config(snap, artifacts, "filter_leakage.mode=report_only"))  # a second version
+    out = tmp_path / "leak-free"
+    args = ["export-dataset", "--snapshot", "leak", "--stage", "filter_leakage", "--artifacts", str(artifacts)]
+    assert main([*args, "--version", m.version, "--out", str(out)]) == 0
+    cache = str(tmp_path / "cache")
+    for table in ("papers", "citations", "leakage_report"):
+        loaded = datasets.load_dataset("parquet", data_dir=str(out / table), cache_dir=cache)
+        assert loaded["train"].num_rows == m.tables[table]["rows"], table
+    by_config = datasets.load_dataset(str(out), "benchmark_ids", cache_dir=cache)
+    assert by_config["train"].num_rows == m.tables["benchmark_ids"]["rows"]
+    assert set(by_config["train"].column_names) >= {"suite", "id", "corpus_id"}
+    card = (out / "README.md").read_text()
+    upstream = next(i for i in m.inputs if i.get("stage") == "build_graph")
+    assert f"`{m.version}`" in card and f"`{upstream['version']}`" in card and "snapshot leak" in card
+    scidocs = m.metrics["suites"]["scidocs"]
+    assert f"| scidocs | {scidocs['total']:,} | {scidocs['mapped']:,} |" in card
+    assert 'config_name: "papers"' in card
+
+    capsys.readouterr()
+    for extra, message in (
+        (["--out", str(tmp_path / "other")], "has 2 versions: name one with --version"),
+        (["--version", "zz", "--out", str(tmp_path / "other")], "--version must be a version id"),
+        (["--version", "0" * 16, "--out", str(tmp_path / "other")], f"has no version {'0' * 16}"),
+        (["--version", m.version, "--out", str(out)], "is not empty"),
+        (["--version", m.version, "--tables", "nope", "--out", str(tmp_path / "other")], "has no table 'nope'"),
+    ):
+        assert main([*args, *extra]) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (extra, err)
+    assert not (tmp_path / "other").exists()
+    assert (
+        main(["export-dataset", "--snapshot", "../x", "--stage", "filter_leakage", "--out", str(tmp_path / "o")]) == 2
+    )
