@@ -236,10 +236,12 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     return metrics
 
 
-def _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy, out: Path, rank_queries) -> dict[str, Any]:
+def _mine(
+    cfg, pool, vectors, query_rows, windows, index, cites, easy_source, out: Path, rank_queries
+) -> dict[str, Any]:
     """Mine every query batch, streaming triplets to Parquet; returns metrics, used pool rows, rank sample.
 
-    `easy`: (easy_from, easy_window) of `models.triplets.scincl_batch`."""
+    `easy_source`: (easy_from, easy_window) of `models.triplets.scincl_batch`."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -281,8 +283,8 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy, out: Path
                     windows,
                     pool,
                     cfg.seed,
-                    easy_from=easy[0],
-                    easy_window=easy[1],
+                    easy_from=easy_source[0],
+                    easy_window=easy_source[1],
                     distinct=cfg.distinct_easy_negatives,
                 )
             else:
