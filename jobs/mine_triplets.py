@@ -19,8 +19,11 @@ Writes `ARTIFACTS/<snapshot>/mine_triplets/<version>/`:
 The candidate pool is the papers with a graph embedding and a title or an
 abstract (seeded, `pool_size`); queries are drawn from it (SPECTER: from the
 pool papers that cite a paper which cites another, since its reference
-skips the rest; their number is counted). Draws are hashed
-per query (`models/triplets.py`): batch size and GPU use change nothing.
+skips the rest; their number is counted; `specter_query_rule=parallel` also
+skips those with fewer than three candidates, as SPECTER's parallel sampler
+does). Draws are hashed per query (`models/triplets.py`), and SciNCL's
+easy-negative windows (`easy_negatives_sampling=window`) read one list
+shuffled once for all queries: batch size and GPU use change nothing.
 One strategy per version: mine both with `citeflow run --strategy both` or
 the DAG's `triplet_strategy` param.
 """
@@ -110,12 +113,25 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
         # SPECTER's queries: papers with a citation and a citation of a citation (the reference skips the others).
         cites = _citation_index(store, leakage.table_path("citations"), pool)
         citing = np.flatnonzero(cites.degree(np.arange(len(pool))) > 0)
-        eligible = [S.specter_eligible(rows, cites) for rows in T.batches(citing, cfg.batch_size)]
-        candidates = pool[citing[np.concatenate(eligible)]] if eligible else pool[:0]
-        metrics["queries_without_citation_of_citation"] = int(len(citing) - len(candidates))
+        counted = [S.specter_candidate_counts(rows, cites) for rows in T.batches(citing, cfg.batch_size)]
+        n_cited, n_coc = (np.concatenate(c) for c in zip(*counted, strict=True)) if counted else (citing, citing)
+        # its own name: `eligible` (the papers with an embedding and text) is reported in the manifest below
+        gives_triplets = S.specter_rule(n_cited, n_coc, cfg.specter_query_rule)
+        candidates = pool[citing[gives_triplets]]
+        metrics["queries_without_citation_of_citation"] = int((n_coc == 0).sum())
+        if cfg.specter_query_rule != "generator":
+            metrics["specter_query_rule"] = cfg.specter_query_rule
+            # the parallel file's `len(candidates) > 2`: one citation with one citation of a citation is too few
+            metrics["queries_with_too_few_candidates"] = int(((n_coc > 0) & ~gives_triplets).sum())
         if len(candidates) == 0:
+            too_few = (
+                " and has three candidates (specter_query_rule=parallel)"
+                if cfg.specter_query_rule == "parallel"
+                else ""
+            )
             raise CiteflowError(
-                "mine_triplets: no pool paper cites a paper that cites another; SPECTER needs citations of citations"
+                f"mine_triplets: no pool paper cites a paper that cites another{too_few}; "
+                "SPECTER needs citations of citations"
             )
     else:
         candidates = pool
@@ -166,14 +182,19 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     for message in warnings:
         log.warning("%s: %s", STAGE, message)
 
-    easy_from = query_rows if cfg.strategy == "scincl" and cfg.easy_negatives_from == "queries" else None
+    easy_from = easy_window = None
+    if cfg.strategy == "scincl" and cfg.easy_negatives_sampling == "window":
+        # one list for the whole query list, so a query's window does not depend on its batch
+        easy_window = T.EasyWindow.shuffled(query_rows, 2 * cfg.easy_negatives, cfg.seed)
+    elif cfg.strategy == "scincl" and cfg.easy_negatives_from == "queries":
+        easy_from = query_rows
     rank_queries = (
         np.searchsorted(pool, T.hashed_sample(pool[query_rows], cfg.rank_sample, cfg.seed, T.SALT_SAMPLE))
         if cfg.rank_sample
         else np.zeros(0, int)
     )
     out = Path(path) / "triplets"
-    mined = _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy_from, out, rank_queries)
+    mined = _mine(cfg, pool, vectors, query_rows, windows, index, cites, (easy_from, easy_window), out, rank_queries)
     metrics.update(mined["metrics"])
     metrics["warnings"] = warnings
     metrics["threads"] = {k: v for k, v in threads.items() if k != "load_average"}
@@ -215,8 +236,12 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     return metrics
 
 
-def _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy_from, out: Path, rank_queries) -> dict[str, Any]:
-    """Mine every query batch, streaming triplets to Parquet; returns metrics, used pool rows, rank sample."""
+def _mine(
+    cfg, pool, vectors, query_rows, windows, index, cites, easy_source, out: Path, rank_queries
+) -> dict[str, Any]:
+    """Mine every query batch, streaming triplets to Parquet; returns metrics, used pool rows, rank sample.
+
+    `easy_source`: (easy_from, easy_window) of `models.triplets.scincl_batch`."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -253,7 +278,14 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy_from, out:
                 neighbours = T.search_neighbours(index, vectors, rows, windows.k_max)
                 search_seconds += time.monotonic() - s0
                 batch = T.scincl_batch(
-                    rows, neighbours, windows, pool, cfg.seed, easy_from=easy_from, distinct=cfg.distinct_easy_negatives
+                    rows,
+                    neighbours,
+                    windows,
+                    pool,
+                    cfg.seed,
+                    easy_from=easy_source[0],
+                    easy_window=easy_source[1],
+                    distinct=cfg.distinct_easy_negatives,
                 )
             else:
                 batch = S.specter_batch(
@@ -265,6 +297,7 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy_from, out:
                     cfg.easy_negatives,
                     cfg.seed,
                     distinct=cfg.distinct_easy_negatives,
+                    rule=cfg.specter_query_rule,
                 )
             for key, value in batch.counts.items():
                 counts[key] = counts.get(key, 0) + value
@@ -311,6 +344,12 @@ def _mine(cfg, pool, vectors, query_rows, windows, index, cites, easy_from, out:
     }
     if cfg.strategy == "scincl":
         metrics["search_seconds"] = round(search_seconds, 3)
+        if cfg.easy_negatives_sampling == "window":
+            metrics["easy_negatives_window"] = {
+                "width": 2 * cfg.easy_negatives,
+                "queries_reading_past_their_window": counts.get("easy_window_overruns", 0),
+                "queries_whose_easy_negative_is_itself": counts.get("easy_negative_is_query", 0),
+            }
     else:
         metrics["positive_repeats"] = counts.get("positive_repeats", 0)
         metrics["hard_negative_shortfall"] = counts.get("hard_negative_shortfall", 0)

@@ -12,6 +12,12 @@ candidate nor the query. Positives and hard negatives are drawn with
 replacement, as the reference draws them.
 
 Easy negatives of a query are distinct (`distinct=True`; the reference draws them with replacement).
+
+Which queries give triplets follows one of two reference files (`rule`, see `SPECTER_QUERY_RULES`):
+`TripletGenerator` in `triplet_sampling.py` ("generator", the default) needs a citation of a citation;
+`triplet_sampling_parallel.py` ("parallel"), which SPECTER's `create_training_files.py` runs and so made its
+training data, also needs at least three candidates (its `_get_triplet`, line 69, `len(candidates) > 2`), so a
+query with one citation and one citation of a citation gets no triplet there (docs/parity-samplers.md).
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.triplets import SALT_HARD, SALT_POSITIVE, Batch, hash64, in_sorted, sample_outside
+
+# "generator": triplet_sampling.py's TripletGenerator; "parallel": triplet_sampling_parallel.py.
+SPECTER_QUERY_RULES = ("generator", "parallel")
 
 
 @dataclass(frozen=True)
@@ -65,10 +74,30 @@ def specter_candidates(query_rows: np.ndarray, cites: CitationIndex) -> tuple[np
     return owner, cited, c_owner[keep], coc[keep]
 
 
-def specter_eligible(query_rows: np.ndarray, cites: CitationIndex) -> np.ndarray:
-    """True for queries with at least one citation of a citation: the reference gives the others no triplet."""
-    _, _, c_owner, _ = specter_candidates(query_rows, cites)
-    return np.bincount(c_owner, minlength=len(query_rows)) > 0
+def specter_candidate_counts(query_rows: np.ndarray, cites: CitationIndex) -> tuple[np.ndarray, np.ndarray]:
+    """(papers cited, citations of citations) per query: its data.json entries of count 5 and of count 1."""
+    owner, _, c_owner, _ = specter_candidates(query_rows, cites)
+    n = len(query_rows)
+    return np.bincount(owner, minlength=n), np.bincount(c_owner, minlength=n)
+
+
+def specter_rule(n_cited: np.ndarray, n_coc: np.ndarray, rule: str = "generator") -> np.ndarray:
+    """True for the queries the reference named by `rule` gives triplets, from their candidate counts.
+
+    Both files need a citation of a citation: without one every candidate has count 5, the margin is 0 and
+    neither file samples anything. "parallel" also needs more than two candidates in all.
+    """
+    if rule not in SPECTER_QUERY_RULES:
+        raise ValueError(f"unknown SPECTER query rule {rule!r}; rules: {', '.join(SPECTER_QUERY_RULES)}")
+    eligible = n_coc > 0
+    if rule == "parallel":
+        eligible &= n_cited + n_coc > 2
+    return eligible
+
+
+def specter_eligible(query_rows: np.ndarray, cites: CitationIndex, rule: str = "generator") -> np.ndarray:
+    """True for queries the reference gives triplets (see `specter_rule`); the others get none."""
+    return specter_rule(*specter_candidate_counts(query_rows, cites), rule)
 
 
 def _pick(owner_start: np.ndarray, owner_count: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -86,15 +115,16 @@ def specter_batch(
     seed: int,
     *,
     distinct: bool = True,
+    rule: str = "generator",
 ) -> Batch:
-    """SPECTER triplets for queries with at least one citation of a citation (see `specter_eligible`)."""
+    """SPECTER triplets for queries the reference named by `rule` gives triplets (see `specter_eligible`)."""
     n, pool_size = len(query_rows), len(pool_ids)
     qids = pool_ids[query_rows]
     owner, cited, c_owner, coc = specter_candidates(query_rows, cites)
     n_cited = np.bincount(owner, minlength=n)
     n_coc = np.bincount(c_owner, minlength=n)
-    if (n_coc == 0).any():
-        raise ValueError("specter_batch needs queries with at least one citation of a citation")
+    if not specter_rule(n_cited, n_coc, rule).all():
+        raise ValueError(f"specter_batch needs queries the {rule!r} rule gives triplets (see specter_eligible)")
     slots = np.arange(c_pos, dtype=np.int64)
 
     # Every triplet draws its positive from the query's citations, with replacement.

@@ -27,6 +27,14 @@ counter-based draws.
 
 Easy negatives of a query are distinct (`distinct=True`; both references
 draw them with replacement).
+
+SciNCL's own easy negatives are not uniform: they are the first c_easy
+entries outside the query's k_max neighbourhood of a window of 2 x c_easy
+entries that starts at the query's index in one shuffled list of the
+queries, each 2 x c_easy times (`EasyWindow`; docs/parity-samplers.md).
+Consecutive queries' windows overlap, and about a third of the queries is
+never anyone's easy negative. The list is shuffled once for the whole query
+list, by hashes, so the windows do not depend on the batches either.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ import numpy as np
 log = logging.getLogger("citeflow")
 
 # Purposes of hashed draws: distinct salts keep the streams independent.
-SALT_POOL, SALT_QUERY, SALT_EASY, SALT_POSITIVE, SALT_HARD, SALT_SAMPLE = 11, 13, 17, 19, 23, 29
+SALT_POOL, SALT_QUERY, SALT_EASY, SALT_POSITIVE, SALT_HARD, SALT_SAMPLE, SALT_WINDOW = 11, 13, 17, 19, 23, 29, 31
 MAX_REJECTION_ROUNDS = 64
 # faiss' GPU indexes return at most this many neighbours per query.
 GPU_MAX_K = 2048
@@ -354,6 +362,72 @@ def sample_outside(
     return out
 
 
+@dataclass(frozen=True)
+class EasyWindow:
+    """SciNCL's easy-negative list: each query `width` times, shuffled once; a query reads from its index on.
+
+    malteos/scincl `gdt/triples_miner/sampling.py` builds the list in `init_randoms` (lines 64-80: the queries
+    x random_count, shuffled; random_count is 2 x the easy-negative count) and gives query i the slice
+    [i, i + random_count) (lines 292-295), which never advances when random_sample_factor is 0, its default
+    (lines 348-351). `get_random_examples_without` (lines 82-117) takes the slice's entries in order, passing
+    over those among the query's k_max neighbours, which exclude the query itself (line 453).
+    """
+
+    queries: np.ndarray  # the query list (pool positions, sorted): a query's index in it is where it reads
+    papers: np.ndarray  # the shuffled list, pool positions
+    width: int
+
+    @classmethod
+    def shuffled(cls, queries: np.ndarray, width: int, seed: int) -> EasyWindow:
+        """The list in a seeded order: entry j of the queries x width is placed by a hash of (seed, j)."""
+        order = np.argsort(hash64(seed, SALT_WINDOW, np.arange(len(queries) * width)), kind="stable")
+        return cls(queries=queries, papers=queries[order % len(queries)], width=width)
+
+    def negatives(
+        self,
+        query_rows: np.ndarray,
+        forbidden: Callable[[np.ndarray, np.ndarray], np.ndarray],
+        count: int,
+        distinct: bool,
+    ) -> tuple[np.ndarray, int]:
+        """`count` entries per query: the first of its window that are not forbidden to it, and how many
+        queries had to read past their window for them.
+
+        Where the window holds fewer than `count` such entries (the reference raises after its retries),
+        the query reads on through the entries after it, wrapping at the end of the list. With `distinct`,
+        an entry equal to one the query took already is passed over too.
+        """
+        start = np.searchsorted(self.queries, query_rows)
+        if (start >= len(self.queries)).any() or (
+            self.queries[np.minimum(start, len(self.queries) - 1)] != query_rows
+        ).any():
+            raise ValueError("every query of the batch must be in the easy-negative list's queries")
+        n, size = len(query_rows), len(self.papers)
+        out = np.full((n, count), -1, dtype=np.int64)
+        taken = np.zeros(n, dtype=np.int64)
+        todo = np.arange(n, dtype=np.int64)
+        overruns = 0
+        for offset in range(size):
+            entry = self.papers[(start[todo] + offset) % size]
+            ok = ~forbidden(todo, entry)
+            if distinct:
+                ok &= ~(out[todo] == entry[:, None]).any(axis=1)
+            out[todo[ok], taken[todo[ok]]] = entry[ok]
+            taken[todo[ok]] += 1
+            todo = todo[taken[todo] < count]
+            if offset == self.width - 1:
+                overruns = len(todo)
+            if not len(todo):
+                return out, overruns
+        from citeflow.errors import CiteflowError
+
+        raise CiteflowError(
+            f"{len(todo):,} queries found fewer than {count} easy negatives outside their neighbourhoods in the "
+            f"whole list of {len(self.queries):,} queries: mine more queries, use smaller windows, or "
+            "mine_triplets.easy_negatives_sampling=uniform"
+        )
+
+
 def scincl_batch(
     query_rows: np.ndarray,
     neighbours: np.ndarray,
@@ -362,22 +436,34 @@ def scincl_batch(
     seed: int,
     *,
     easy_from: np.ndarray | None = None,
+    easy_window: EasyWindow | None = None,
     distinct: bool = True,
 ) -> Batch:
     """SciNCL triplets for queries whose ranked neighbours (pool positions, rank 1 first) are given.
 
-    `easy_from`: sorted pool positions easy negatives are drawn from (SciNCL: the queries); None: the pool.
+    `easy_from`: sorted pool positions easy negatives are drawn from uniformly (SciNCL: the queries); None: the
+    pool. `easy_window`: take them from SciNCL's windows instead, as its sampler does (the query itself is
+    not excluded there, only its k_max neighbours).
     """
     n, pool_size = len(query_rows), len(pool_ids)
     positives = neighbours[:, windows.positive_ranks - 1]
     hard = neighbours[:, windows.hard_ranks - 1]
+    counts = {"queries": n}
 
     def forbidden(rows: np.ndarray, draw: np.ndarray) -> np.ndarray:
         """The query itself and its k_max neighbours, scanned in the rows still drawing: one comparison per
         neighbour and draw, where sorted keys cost a sort of every query's neighbourhood per batch."""
         return (query_rows[rows] == draw) | (neighbours[rows] == draw[:, None]).any(axis=1)
 
-    easy = sample_outside(seed, pool_ids[query_rows], forbidden, windows.c_easy, pool_size, easy_from, distinct)
+    if easy_window is None:
+        easy = sample_outside(seed, pool_ids[query_rows], forbidden, windows.c_easy, pool_size, easy_from, distinct)
+    elif easy_from is not None:
+        raise ValueError("easy_from and easy_window exclude each other: the window's list is made of the queries")
+    else:
+        in_knn = lambda rows, entry: (neighbours[rows] == entry[:, None]).any(axis=1)  # noqa: E731
+        easy, overruns = easy_window.negatives(query_rows, in_knn, windows.c_easy, distinct)
+        counts["easy_window_overruns"] = overruns
+        counts["easy_negative_is_query"] = int((easy == query_rows[:, None]).any(axis=1).sum())
     # The reference zips positives (rank order) with easy + hard negatives, in that order.
     negatives = np.concatenate([easy, hard], axis=1)
     is_hard = np.zeros(negatives.shape, dtype=bool)
@@ -392,7 +478,7 @@ def scincl_batch(
         hard=is_hard.ravel(),
         positive_rank=positive_rank.ravel().astype(np.int64),
         negative_rank=negative_rank.ravel(),
-        counts={"queries": n},
+        counts=counts,
     )
 
 

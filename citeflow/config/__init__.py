@@ -10,7 +10,9 @@ Command-line overrides look like `--set build_graph.citations_from=inbound`
 and are parsed against the field's declared type (`apply_overrides`). Fields
 whose metadata says `versioned=False` (performance knobs such as Spark's
 master or output partitioning) change how a stage runs, not what it writes,
-and are left out of the version hash (`versioned_dict`).
+and are left out of the version hash (`versioned_dict`). Options added to a
+stage after its versions existed say `versioned_when_set=True`: they enter
+the hash only at a value other than their default.
 
 The package's modules: `base` (ids, stage names, field helpers), `engines` (Spark, store), `stages` and `pbg`
 (one config per stage), `run` (`RunConfig`, profiles) and `overrides` (text in and out). Everything is

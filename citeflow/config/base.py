@@ -35,8 +35,10 @@ def validate_snapshot_id(snapshot: str) -> str:
     return snapshot
 
 
-def _help(text: str, *, versioned: bool = True) -> dict[str, Any]:
-    return {"help": text, "versioned": versioned}
+def _help(text: str, *, versioned: bool = True, versioned_when_set: bool = False) -> dict[str, Any]:
+    """Field metadata. `versioned_when_set`: the field enters the version only at a value other than its default,
+    so that adding an option leaves the ids of the versions built before it the same."""
+    return {"help": text, "versioned": versioned, "versioned_when_set": versioned_when_set}
 
 
 def _check_finite(config: Any, section: str) -> None:

@@ -18,6 +18,8 @@ def versioned_dict(config: Any) -> dict[str, Any]:
         if not f.metadata.get("versioned", True):
             continue
         value = getattr(config, f.name)
+        if f.metadata.get("versioned_when_set") and value == f.default:
+            continue
         out[f.name] = versioned_dict(value) if dataclasses.is_dataclass(value) else _plain(value)
     return out
 

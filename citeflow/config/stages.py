@@ -146,6 +146,28 @@ class MineTripletsConfig:
             "made of the queries), or among the whole pool"
         ),
     )
+    easy_negatives_sampling: Literal["uniform", "window"] = field(
+        default="uniform",
+        metadata=_help(
+            "scincl: uniform draws each query's easy negatives at random among the papers allowed; window takes "
+            "them as SciNCL's sampler does: the first ones outside the query's k_max neighbours (the query itself "
+            "allowed) of a window of 2 x easy_negatives entries, starting at the query's index, of one list of "
+            "the queries shuffled once, where consecutive queries share negatives and about a third of the "
+            "queries is never one (docs/parity-samplers.md). Window needs easy_negatives_from=queries; with "
+            "distinct_easy_negatives=false it is the reference's rule exactly",
+            versioned_when_set=True,
+        ),
+    )
+    specter_query_rule: Literal["generator", "parallel"] = field(
+        default="generator",
+        metadata=_help(
+            "specter: which queries give triplets. generator (SPECTER's TripletGenerator): a query with a "
+            "citation of a citation; parallel (triplet_sampling_parallel.py, which SPECTER's "
+            "create_training_files.py runs): also at least three candidates, so a query citing one paper that "
+            "cites one other gets none (docs/parity-samplers.md)",
+            versioned_when_set=True,
+        ),
+    )
     distinct_easy_negatives: bool = field(
         default=True,
         metadata=_help(
@@ -189,6 +211,19 @@ class MineTripletsConfig:
         if self.easy_negatives_from not in ("queries", "pool"):
             raise CiteflowError(
                 f"mine_triplets.easy_negatives_from must be queries or pool, not {self.easy_negatives_from!r}"
+            )
+        if self.easy_negatives_sampling not in ("uniform", "window"):
+            raise CiteflowError(
+                f"mine_triplets.easy_negatives_sampling must be uniform or window, not {self.easy_negatives_sampling!r}"
+            )
+        if self.easy_negatives_sampling == "window" and self.easy_negatives_from != "queries":
+            raise CiteflowError(
+                "mine_triplets.easy_negatives_sampling=window reads SciNCL's list of the queries: "
+                "set mine_triplets.easy_negatives_from=queries, or easy_negatives_sampling=uniform"
+            )
+        if self.specter_query_rule not in ("generator", "parallel"):
+            raise CiteflowError(
+                f"mine_triplets.specter_query_rule must be generator or parallel, not {self.specter_query_rule!r}"
             )
         for name in (
             "pool_size",

@@ -230,3 +230,49 @@ def test_batch_size_does_not_change_the_triplets(excluded, tmp_path):
     b = pq.read_table(other.table_path("triplets"))
     assert a.equals(b)
     assert json.loads(json.dumps(other.metrics["rank_summary"])) == scincl.metrics["rank_summary"]
+
+
+REFERENCE_CODE_OPTIONS = [  # docs/parity-samplers.md: mine as the reference codes do
+    "mine_triplets.easy_negatives_sampling=window",
+    "mine_triplets.distinct_easy_negatives=false",
+    "mine_triplets.specter_query_rule=parallel",
+]
+
+
+def test_scincl_window_negatives_are_another_version_of_the_same_windows_and_batch_free(excluded, tmp_path):
+    cfg, scincl, _ = excluded
+    window = mine_triplets.run(apply_overrides(cfg, REFERENCE_CODE_OPTIONS))
+    assert not window.skipped and window.version != scincl.version
+    assert window.metrics["easy_negatives_window"]["width"] == 6
+    ours, default = (pq.read_table(m.table_path("triplets")).to_pydict() for m in (window, scincl))
+    hard = [i for i, kind in enumerate(ours["negative_kind"]) if kind == "hard"]
+    assert ours["positive_id"] == default["positive_id"] and ours["query_id"] == default["query_id"]
+    assert [ours["negative_id"][i] for i in hard] == [default["negative_id"][i] for i in hard]
+    queries = set(ours["query_id"])
+
+    def never_easy(t):
+        easy = {n for n, kind in zip(t["negative_id"], t["negative_kind"], strict=True) if kind == "easy"}
+        assert easy <= queries  # SciNCL's list is made of the queries, in either mode
+        return 1 - len(easy) / len(queries)
+
+    # SciNCL's windows leave about a third of the queries out; uniform draws of 3 x 500 leave about e^-3
+    assert never_easy(ours) > 0.2 > 0.1 > never_easy(default)
+    root = tmp_path / "artifacts"
+    (root / cfg.snapshot).mkdir(parents=True)
+    for stage in ("build_graph", "filter_leakage", "embed_graph"):
+        os.symlink(f"{cfg.artifacts}/{cfg.snapshot}/{stage}", root / cfg.snapshot / stage)
+    other = mine_triplets.run(
+        apply_overrides(cfg, [*REFERENCE_CODE_OPTIONS, f"artifacts={root}", "mine_triplets.batch_size=33"])
+    )
+    assert not other.skipped and other.version == window.version
+    assert pq.read_table(window.table_path("triplets")).equals(pq.read_table(other.table_path("triplets")))
+
+
+def test_specter_parallel_rule_leaves_out_the_queries_with_two_candidates(excluded):
+    cfg, _, specter = excluded
+    parallel = mine_triplets.run(with_strategy(apply_overrides(cfg, REFERENCE_CODE_OPTIONS), "specter"))
+    assert parallel.version != specter.version and parallel.metrics["specter_query_rule"] == "parallel"
+    # one citation with one citation of a citation is the only way to fewer than two hard negatives
+    assert specter.metrics["hard_negative_shortfall"] > 0 and parallel.metrics["hard_negative_shortfall"] == 0
+    assert parallel.metrics["queries_with_too_few_candidates"] > 0
+    assert "queries_with_too_few_candidates" not in specter.metrics

@@ -213,3 +213,44 @@ def test_a_malformed_spark_conf_entry_is_reported_without_its_secret():
 def test_store_settings_are_checked(override, message):
     with pytest.raises(CiteflowError, match=message):
         apply_overrides(base(), [override])
+
+
+# mine_triplets' versioned fields before the reference-sampler options were added
+MINE_TRIPLETS_VERSIONED = [
+    "strategy", "pool_size", "num_queries", "positives", "hard_negatives", "easy_negatives", "k_pos", "k_hard",
+    "windows", "reference_pool", "easy_negatives_from", "distinct_easy_negatives", "index", "nlist", "nprobe",
+    "hnsw_m", "ef_search", "pq_m", "recall_sample", "rank_sample", "seed",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "override", ["mine_triplets.easy_negatives_sampling=window", "mine_triplets.specter_query_rule=parallel"]
+)
+def test_a_reference_sampler_option_enters_the_version_only_when_set(override):
+    from citeflow.config import MineTripletsConfig
+    from citeflow.manifest import compute_version
+
+    # at their defaults the options leave the versions built before they existed as they were
+    assert list(versioned_dict(MineTripletsConfig())) == MINE_TRIPLETS_VERSIONED
+    changed = apply_overrides(base(), [override]).mine_triplets
+    name, value = override.removeprefix("mine_triplets.").split("=")
+    assert versioned_dict(changed) == {**versioned_dict(MineTripletsConfig()), name: value}
+    assert compute_version("mine_triplets", 2, versioned_dict(changed), []) != compute_version(
+        "mine_triplets", 2, versioned_dict(MineTripletsConfig()), []
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["mine_triplets.easy_negatives_sampling=random"], "must be one of uniform, window"),
+        (["mine_triplets.specter_query_rule=serial"], "must be one of generator, parallel"),
+        (
+            ["mine_triplets.easy_negatives_sampling=window", "mine_triplets.easy_negatives_from=pool"],
+            "window reads SciNCL's list of the queries: set mine_triplets.easy_negatives_from=queries",
+        ),
+    ],
+)
+def test_reference_sampler_options_are_checked(overrides, message):
+    with pytest.raises(CiteflowError, match=message):
+        apply_overrides(base(), overrides)

@@ -232,3 +232,94 @@ def test_approximate_indexes_find_the_exact_neighbours(kind):
     recall = T.neighbour_recall(approx, exact, 30)
     # every list probed: IVF is exact; HNSW with efSearch 60 nearly; PQ loses some precision
     assert recall >= {"ivf": 1.0, "hnsw": 0.95, "ivfpq": 0.5}[kind], (description, recall)
+
+
+def window_setup(points=60, k_max=8):
+    vectors = arc(points)
+    windows = T.Windows(k_pos=5, k_hard=k_max, c_pos=5, c_hard=2, c_easy=3)
+    index, _ = T.build_index(vectors, "flat", k_max=k_max, use_gpu=False)
+    return vectors, windows, index
+
+
+def test_the_easy_negative_list_holds_each_query_width_times_in_a_seeded_order():
+    queries = np.arange(0, 60, 3)
+    window = T.EasyWindow.shuffled(queries, 6, seed=0)
+    assert window.width == 6 and np.array_equal(np.sort(window.papers), np.repeat(queries, 6))
+    assert not np.array_equal(window.papers, np.repeat(queries, 6))
+    assert np.array_equal(window.papers, T.EasyWindow.shuffled(queries, 6, seed=0).papers)
+    assert not np.array_equal(window.papers, T.EasyWindow.shuffled(queries, 6, seed=1).papers)
+
+
+def test_window_easy_negatives_are_the_first_entries_outside_the_neighbourhood_the_query_allowed():
+    vectors, windows, index = window_setup()
+    rows = np.arange(8)
+    neighbours = T.search_neighbours(index, vectors, rows, 8)
+    # query i reads entries i..i+5. On the arc query 0's 8 nearest are rows 1-8, query 1's rows 0 and 2-8
+    papers = np.array([1, 2, 0, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49])
+    window = T.EasyWindow(queries=rows, papers=papers, width=6)
+    batch = T.scincl_batch(rows, neighbours, windows, np.arange(60), 0, easy_window=window, distinct=False)
+    easy = batch.negative.reshape(8, 5)[:, :3]
+    assert easy[0].tolist() == [0, 40, 41]  # passes over 1 and 2 and takes 0: the query is not its own neighbour
+    assert easy[1].tolist() == [40, 41, 42]  # 2 and 0 are query 1's neighbours
+    assert easy[3].tolist() == [40, 41, 42] and easy[7].tolist() == [44, 45, 46]  # the first three of the window
+    assert batch.counts["easy_negative_is_query"] == 1 and batch.counts["easy_window_overruns"] == 0
+
+
+def test_window_reads_past_a_short_window_and_counts_it():
+    vectors, windows, index = window_setup()
+    rows = np.arange(3)
+    neighbours = T.search_neighbours(index, vectors, rows, 8)
+    # query 0's window [3, 4, 5, 6, 50, 51] holds two entries outside its 8 nearest: the third comes after it
+    papers = np.array([3, 4, 5, 6, 50, 51, 52, 53, 54])
+    window = T.EasyWindow(queries=rows, papers=papers, width=6)
+    batch = T.scincl_batch(rows, neighbours, windows, np.arange(60), 0, easy_window=window, distinct=False)
+    assert batch.negative.reshape(3, 5)[0, :3].tolist() == [50, 51, 52]
+    assert batch.counts["easy_window_overruns"] == 1  # queries 1 and 2 find three in [4, 5, 6, 50, 51, 52], [5, ...]
+    # distinct: a repeated entry is passed over, as the neighbours are
+    window = T.EasyWindow(queries=rows, papers=np.array([50, 50, 51, 52, 53, 54, 55, 56]), width=6)
+    easy = T.scincl_batch(rows, neighbours, windows, np.arange(60), 0, easy_window=window).negative.reshape(3, 5)
+    assert easy[0, :3].tolist() == [50, 51, 52]
+    easy = T.scincl_batch(rows, neighbours, windows, np.arange(60), 0, easy_window=window, distinct=False)
+    assert easy.negative.reshape(3, 5)[0, :3].tolist() == [50, 50, 51]
+
+
+def test_window_easy_negatives_do_not_depend_on_the_batch_size():
+    vectors, windows, index = window_setup()
+    rows = np.arange(0, 60, 2)
+    window = T.EasyWindow.shuffled(rows, 6, seed=3)
+
+    def mine(batch):
+        parts = [
+            T.scincl_batch(chunk, T.search_neighbours(index, vectors, chunk, 8), windows, np.arange(60), 3,
+                           easy_window=window).negative
+            for chunk in T.batches(rows, batch)
+        ]  # fmt: skip
+        return np.concatenate(parts)
+
+    assert np.array_equal(mine(len(rows)), mine(7))
+
+
+def test_a_list_without_enough_easy_negatives_is_one_clear_error():
+    vectors, windows, index = window_setup(k_max=10)
+    rows = np.array([0, 1, 2])  # each query's 10 nearest hold the other two: the list has one entry left
+    neighbours = T.search_neighbours(index, vectors, rows, 10)
+    window = T.EasyWindow.shuffled(rows, 6, seed=0)
+    with pytest.raises(CiteflowError, match="easy_negatives_sampling=uniform"):
+        T.scincl_batch(rows, neighbours, windows, np.arange(60), 0, easy_window=window)
+    with pytest.raises(ValueError, match="exclude each other"):
+        T.scincl_batch(rows, neighbours, windows, np.arange(60), 0, easy_window=window, easy_from=rows)
+
+
+def test_specter_parallel_rule_needs_three_candidates():
+    # 0 cites 1, which cites 2: one citation, one citation of a citation. 3 cites 4 and 5; 5 cites 6.
+    cites = graph(10, [(0, 1), (1, 2), (3, 4), (3, 5), (5, 6), (7, 8)])
+    queries = np.array([0, 3, 7])
+    assert S.specter_eligible(queries, cites, "generator").tolist() == [True, True, False]
+    assert S.specter_eligible(queries, cites, "parallel").tolist() == [False, True, False]
+    # the queries both rules keep get the same triplets under either
+    a = S.specter_batch(np.array([3]), cites, np.arange(10), 5, 2, 3, seed=0)
+    b = S.specter_batch(np.array([3]), cites, np.arange(10), 5, 2, 3, seed=0, rule="parallel")
+    assert np.array_equal(a.negative, b.negative) and np.array_equal(a.positive, b.positive)
+    assert S.specter_batch(np.array([0]), cites, np.arange(10), 5, 2, 3, seed=0).hard.tolist() == [True] + [False] * 4
+    with pytest.raises(ValueError, match="'parallel' rule"):
+        S.specter_batch(np.array([0]), cites, np.arange(10), 5, 2, 3, seed=0, rule="parallel")
