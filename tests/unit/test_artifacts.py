@@ -361,3 +361,53 @@ def test_a_version_being_built_by_a_live_run_is_neither_built_again_nor_deleted(
         assert store.clean_incomplete("s1", "demo") == []
         assert (tmp_path / "s1" / "demo" / version / "t" / "half-written").exists()
     assert store.clean_incomplete("s1", "demo") == [version]
+
+
+def test_a_committed_table_holds_data_files_only(tmp_path):
+    """The committers' side files (`_SUCCESS`, `.crc`) are gone before the manifest is written, so DuckDB's
+    `read_parquet('<table>/*')`, which reads every file of a folder, reads the table whole."""
+    import duckdb
+
+    def build(path: str) -> dict:
+        _build_two_rows(path)
+        for name in ("_SUCCESS", ".part-0.parquet.crc"):
+            with open(os.path.join(path, "t", name), "wb") as fh:
+                fh.write(b"not parquet")
+        return {}
+
+    m = _execute(ArtifactStore(str(tmp_path)), {"k": 1}, build=build)
+    assert sorted(os.listdir(m.table_path("t"))) == ["part-0.parquet"]
+    assert sorted(m.contents) == ["t/part-0.parquet"]
+    rows = duckdb.sql(f"select count(*) from read_parquet('{m.table_path('t')}/*')").fetchall()[0][0]
+    assert rows == m.tables["t"]["rows"] == 2
+
+
+def test_a_version_with_an_old_deletion_folder_is_refused_with_one_line_saying_how_to_fix_it(tmp_path):
+    """A version written before every table was plain Parquet (a `_deleted/` folder that only citeflow's own
+    readers applied) is refused by every read and listed by `citeflow verify`, with the fix."""
+    from citeflow.manifest import sha256_of
+
+    store = ArtifactStore(str(tmp_path))
+    m = _execute(store, {"k": 1})
+    deleted = os.path.join(m.table_path("t"), "_deleted")
+    os.makedirs(deleted)
+    pq.write_table(pa.table({"file_name": ["part-0.parquet"], "row_index": [0]}), os.path.join(deleted, "p.parquet"))
+    data = json.loads(open(os.path.join(m.path, MANIFEST)).read())
+    data["contents"]["t/_deleted/p.parquet"] = {
+        "bytes": os.path.getsize(os.path.join(deleted, "p.parquet")),
+        "sha256": hashlib.sha256(open(os.path.join(deleted, "p.parquet"), "rb").read()).hexdigest(),
+    }
+    data.pop("checksum")
+    data["checksum"] = sha256_of(data)  # as the older citeflow committed it: the folder listed, its checksum its own
+    with open(os.path.join(m.path, MANIFEST), "w") as fh:
+        json.dump(data, fh)
+    with pytest.raises(DamagedVersion) as err:
+        store.read_manifest("s1", "demo", m.version)
+    message = str(err.value)
+    assert "table t holds a `_deleted/` deletion folder from an older citeflow" in message
+    assert f"delete the version ({m.path}) and run again" in message
+    assert "\n" not in message
+    # what `citeflow verify` lists for the version (it reads the stages' versions by `scan`)
+    ((version, manifest, damage),) = store.scan("s1", "demo")
+    assert (version, manifest) == (m.version, None)
+    assert damage.problems[-1].startswith("table t holds a `_deleted/` deletion folder")
