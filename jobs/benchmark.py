@@ -245,12 +245,13 @@ def embedder(model_dir: str | None):
     A record's text is its `fields` that are set, joined by " <sep> " (SciRepEval's `SimpleDataset`)."""
     if not model_dir:
         return None
-    from models.encoder import load
+    from models.encoder import CITEFLOW_FILE, check_model_dir, folder_usage, load, resolve_usage
 
-    settings = {"pooling": "cls", "max_length": 512}
-    about = Path(model_dir) / "citeflow.json"
-    if about.is_file():
-        settings.update({k: v for k, v in json.loads(about.read_text()).items() if k in settings})
+    # the folder's own account of its use: citeflow's record of its training, else its sentence-transformers
+    # files, else the fallback
+    about = Path(model_dir) / CITEFLOW_FILE
+    recorded = json.loads(about.read_text()) if about.is_file() else {}
+    settings = resolve_usage(recorded, folder_usage(check_model_dir(model_dir))).values
     tokenizer, _ = load(model_dir, tokenizer_only=True)  # fail early on a bad folder
 
     def embed(records, fields):
@@ -271,6 +272,7 @@ def embedder(model_dir: str | None):
                 Path(tmp) / "e",
                 max_length=settings["max_length"],
                 pooling=settings["pooling"],
+                normalize=settings["normalize"],
                 batch_size=64,
                 joined=True,
             )
