@@ -79,7 +79,6 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from evaluation.model_card import model_card
     from evaluation.report import write_report
 
     rows: list[dict[str, Any]] = []
@@ -114,14 +113,23 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
     folder.mkdir()
     pq.write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), folder / "part-0.parquet")
     write_report(rows, path, f"citeflow benchmark — {config.snapshot}")
-    lineage = {m.stage: m.to_json() for m in upstream_manifests(store, embedded["trained"])}
     trained_rows = [r for r in rows if r["model"] == "trained"]
-    (path / CARD).write_text(model_card(lineage, trained_rows, snapshot=config.snapshot), encoding="utf-8")
+    card = card_text(store, config.snapshot, embedded["trained"], trained_rows, path.name)
+    (path / CARD).write_text(card, encoding="utf-8")
     return {
         "strategy": embedded["trained"].metrics["strategy"],
         "leakage_mode": embedded["trained"].metrics["leakage_mode"],
         **summary,
     }
+
+
+def card_text(store: ArtifactStore, snapshot: str, trained: Manifest, rows: list[dict[str, Any]], version: str) -> str:
+    """The model card of benchmark `version`: the trained model's scores `rows` and every version it came from
+    (`trained`: its embed_papers version)."""
+    from evaluation.model_card import model_card
+
+    lineage = {"embed_papers": trained.to_json(), **{m.stage: m.to_json() for m in upstream_manifests(store, trained)}}
+    return model_card(lineage, rows, snapshot=snapshot, benchmark_version=version)
 
 
 def model_label(manifest: Manifest, which: str) -> tuple[str, str]:
