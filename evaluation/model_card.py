@@ -1,11 +1,13 @@
 """A Hugging Face model card (`README.md` with YAML front matter) for a model citeflow trained.
 
-    text = model_card(lineage, rows, snapshot="20200705v1")
+    text = model_card(lineage, rows, snapshot="20200705v1", benchmark_version="...")
 
 `lineage`: {stage: manifest JSON} of the stages the model came from (filter_leakage, embed_graph, mine_triplets,
-train_encoder; any may be absent), `rows`: the benchmark's score rows of the trained model. Reads and writes nothing
-itself: jobs/benchmark.py writes the card beside each benchmark version, `citeflow export-model` puts it next to the
-model's weights.
+train_encoder, embed_papers; any may be absent), `rows`: the benchmark's score rows of the trained model. The card
+holds a `model-index` block of the test scores, how to load the model (sentence-transformers, transformers) with
+the pooling, max length and normalisation it was trained with, the leakage audit and every artifact version it
+came from. Reads and writes nothing itself: jobs/benchmark.py writes the card beside each benchmark version,
+`citeflow export-model` next to the model's weights.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from citeflow.config import ENCODER_USAGE_FALLBACK, STAGES
 from evaluation.scidocs import HEADLINE, average
 
 PBG_KEYS = ("dimension", "comparator", "loss", "margin", "lr", "num_epochs", "batch_size", "num_uniform_negs")
@@ -20,6 +23,7 @@ TRAINING_KEYS = (
     "model",
     "pooling",
     "max_length",
+    "normalize",
     "lr",
     "weight_decay",
     "warmup_fraction",
@@ -31,6 +35,9 @@ TRAINING_KEYS = (
     "precision",
     "seed",
 )
+# the per-suite leakage counts a filter_leakage manifest may hold (`suites`: one entry per benchmark suite),
+# with the manifest's totals as the fallback, and the columns of either
+LEAKAGE_COLUMNS = ("benchmark_ids", "mapped", "unmapped", "in_snapshot", "removed_papers", "removed_citations")
 
 
 def _yaml_scalar(value: Any) -> str:
@@ -41,7 +48,19 @@ def _pick(config: dict, keys) -> dict:
     return {k: config[k] for k in keys if k in config}
 
 
-def model_card(lineage: dict[str, dict], rows: list[dict[str, Any]], *, snapshot: str, model_name: str = "") -> str:
+def usage_of(training: dict) -> dict[str, Any]:
+    """Pooling, max length and normalisation of a train_encoder config (older versions: the fallback's)."""
+    return {name: v if training.get(name) is None else training[name] for name, v in ENCODER_USAGE_FALLBACK.items()}
+
+
+def model_card(
+    lineage: dict[str, dict],
+    rows: list[dict[str, Any]],
+    *,
+    snapshot: str,
+    model_name: str = "",
+    benchmark_version: str = "",
+) -> str:
     train = lineage.get("train_encoder", {})
     triplets = lineage.get("mine_triplets", {})
     leakage = lineage.get("filter_leakage", {})
@@ -49,6 +68,7 @@ def model_card(lineage: dict[str, dict], rows: list[dict[str, Any]], *, snapshot
     strategy = (triplets.get("metrics") or {}).get("strategy") or (train.get("metrics") or {}).get("strategy", "?")
     mode = (leakage.get("metrics") or {}).get("mode", "?")
     training = (train.get("config") or {}).get("train_encoder", {})
+    usage = usage_of(training)
     base = training.get("model", "?")
     name = model_name or f"citeflow-{strategy}-{snapshot}"
     scidocs = [r for r in rows if r["split"] == "test" and r["status"] == "ok" and (r["task"], r["metric"]) in HEADLINE]
@@ -56,10 +76,22 @@ def model_card(lineage: dict[str, dict], rows: list[dict[str, Any]], *, snapshot
     mean = average(rows)
     front = [
         "---",
-        "library_name: transformers",
+        # the sentence-transformers layout carries the pooling; a bare transformers load would not
+        "library_name: sentence-transformers",
         "pipeline_tag: feature-extraction",
         "tags:",
-        *[f"- {t}" for t in ("citeflow", strategy, "scientific-documents", "citation-embeddings")],
+        *[
+            f"- {t}"
+            for t in (
+                "sentence-transformers",
+                "transformers",
+                "feature-extraction",
+                "citeflow",
+                strategy,
+                "scientific-documents",
+                "citation-embeddings",
+            )
+        ],
     ]
     if base not in ("small", "?") and "/" in base and not base.startswith(("/", ".")):
         front.append(f"base_model: {_yaml_scalar(base)}")
@@ -80,33 +112,28 @@ def model_card(lineage: dict[str, dict], rows: list[dict[str, Any]], *, snapshot
     counts = triplets.get("metrics") or {}
     pbg = (graph.get("config") or {}).get("embed_graph", {})
     negatives = counts.get("negatives") or {}
+    pooled = "[CLS] token" if usage["pooling"] == "cls" else "mean of the tokens"
     body = [
         f"# {name}",
         "",
         f"A scientific-paper embedding model trained by citeflow with the **{strategy}** triplet strategy on corpus "
-        f"snapshot `{snapshot}`. Input: `title [SEP] abstract`; embedding: the "
-        f"{'[CLS] token' if training.get('pooling', 'cls') == 'cls' else training.get('pooling')} of the last "
-        "hidden layer.",
+        f"release `{snapshot}`. Input: `title [SEP] abstract`, at most {usage['max_length']} tokens; embedding: the "
+        f"{pooled} of the last hidden layer{', scaled to unit length' if usage['normalize'] else ''}.",
         "",
-        "```python",
-        "from transformers import AutoModel, AutoTokenizer",
-        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
-        "model = AutoModel.from_pretrained(PATH)",
-        "batch = tokenizer([title + tokenizer.sep_token + abstract], truncation=True, max_length=512, "
-        "padding=True, return_tensors='pt')",
-        "vectors = model(**batch).last_hidden_state[:, 0]",
-        "```",
+        "## Usage",
+        "",
+        *_usage_snippets(usage),
         "",
         "## Training data",
         "",
-        f"- snapshot: `{snapshot}`; base model: `{base}`",
+        f"- release (snapshot): `{snapshot}`; base model: `{base}`",
         f"- leakage mode: `{mode}` ({'SciDocs papers removed from the graph' if mode == 'exclude' else 'graph kept'})"
         + _leakage_line(leakage.get("metrics") or {}),
         f"- triplets: {counts.get('triplets', '?')} from {counts.get('queries', '?')} queries, "
         f"{negatives.get('hard', '?')} hard and {negatives.get('easy', '?')} easy negatives, "
         f"{counts.get('collisions', '?')} collisions",
         f"- graph embeddings (PyTorch-BigGraph): `{json.dumps(_pick(pbg, PBG_KEYS))}`",
-        f"- training recipe: `{json.dumps(_pick(training, TRAINING_KEYS))}`",
+        f"- training recipe: `{json.dumps(_pick({**training, **usage}, TRAINING_KEYS))}`",
         "",
         "## Evaluation",
         "",
@@ -118,12 +145,49 @@ def model_card(lineage: dict[str, dict], rows: list[dict[str, Any]], *, snapshot
         "",
         _summary(mean),
         "",
+        "## Leakage audit",
+        "",
+        *_leakage_audit(lineage),
+        "",
         "## Lineage",
         "",
-        *[f"- {stage}: `{m.get('version', '?')}`" for stage, m in lineage.items()],
+        *_lineage(lineage, snapshot, benchmark_version),
         "",
     ]
     return "\n".join(front + [""] + body)
+
+
+def _usage_snippets(usage: dict[str, Any]) -> list[str]:
+    """Code that embeds a paper as citeflow did: sentence-transformers (whose files here hold the pooling) and
+    plain transformers (which needs it spelled out)."""
+    if usage["pooling"] == "cls":
+        pooled = ["vectors = hidden[:, 0]  # the [CLS] token"]
+    else:
+        pooled = [
+            "mask = batch['attention_mask'].unsqueeze(-1).to(hidden.dtype)",
+            "vectors = (hidden * mask).sum(1) / mask.sum(1)  # the mean of the tokens",
+        ]
+    if usage["normalize"]:
+        pooled.append("vectors = torch.nn.functional.normalize(vectors, dim=-1)")
+    return [
+        "```python",
+        "from sentence_transformers import SentenceTransformer",
+        "model = SentenceTransformer(PATH)",
+        "vectors = model.encode([f'{title} {model.tokenizer.sep_token} {abstract}'])",
+        "```",
+        "",
+        "```python",
+        "import torch",
+        "from transformers import AutoModel, AutoTokenizer",
+        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+        "model = AutoModel.from_pretrained(PATH)  # its pooler, if reported missing, is not part of the embedding",
+        f"batch = tokenizer([f'{{title}} {{tokenizer.sep_token}} {{abstract}}'], truncation=True, "
+        f"max_length={usage['max_length']}, padding=True, return_tensors='pt')",
+        "with torch.inference_mode():",
+        "    hidden = model(**batch).last_hidden_state",
+        *pooled,
+        "```",
+    ]
 
 
 def _summary(mean: dict) -> str:
@@ -141,3 +205,55 @@ def _leakage_line(metrics: dict) -> str:
         f"; {metrics.get('mapped', '?')} of {metrics['benchmark_ids']} benchmark ids mapped, "
         f"{metrics.get('removed_papers', '?')} papers and {metrics.get('removed_citations', '?')} citations removed"
     )
+
+
+def _leakage_audit(lineage: dict[str, dict]) -> list[str]:
+    """filter_leakage's counts (per benchmark suite where its manifest has `suites`, else its totals) and each
+    later stage's check that its training data holds no benchmark paper."""
+    leakage = lineage.get("filter_leakage", {})
+    metrics = leakage.get("metrics") or {}
+    lines = []
+    if metrics:
+        lines.append(f"filter_leakage `{leakage.get('version', '?')}`, mode `{metrics.get('mode', '?')}`:")
+        lines.append("")
+        suites = metrics.get("suites")
+        entries = suites if isinstance(suites, list) and suites else [{"suite": "all", **metrics}]
+        columns = [c for c in LEAKAGE_COLUMNS if any(c in entry for entry in entries)]
+        lines += [
+            "| suite | " + " | ".join(c.replace("_", " ") for c in columns) + " |",
+            "|---|" + "---:|" * len(columns),
+            *[
+                f"| {entry.get('suite', entry.get('name', '?'))} | "
+                + " | ".join(str(entry.get(c, "")) for c in columns)
+                + " |"
+                for entry in entries
+            ],
+        ]
+    checks = []
+    for stage in ("mine_triplets", "train_encoder"):
+        audit = (lineage.get(stage, {}).get("metrics") or {}).get("leakage_audit")
+        checks += [(stage, a) for a in (audit if isinstance(audit, list) else [audit] if audit else [])]
+    if checks:
+        lines += ["", "Benchmark papers found in the training data (checked against filter_leakage's list):", ""]
+        lines += [
+            f"- {stage}: {a.get('benchmark_hits', '?')} in {a.get('checked', '?')} {a.get('what', '?')}"
+            for stage, a in checks
+        ]
+    return lines or ["No filter_leakage version in the lineage."]
+
+
+def _lineage(lineage: dict[str, dict], snapshot: str, benchmark_version: str) -> list[str]:
+    """The release and every artifact version the model came from, in pipeline order, each with the
+    fingerprints of the inputs it read from outside the artifact root (corpus, SciDocs, base model)."""
+    lines = [f"- release (snapshot): `{snapshot}`"]
+    order = {stage: i for i, stage in enumerate(STAGES)}
+    for stage, manifest in sorted(lineage.items(), key=lambda item: order.get(item[0], len(order))):
+        outside = [
+            f"{i.get('kind')} `{str(i.get('fingerprint', '?'))[:16]}`"
+            for i in manifest.get("inputs") or []
+            if "stage" not in i and i.get("kind")
+        ]
+        lines.append(f"- {stage}: `{manifest.get('version', '?')}`" + (f" ({', '.join(outside)})" if outside else ""))
+    if benchmark_version:
+        lines.append(f"- benchmark: `{benchmark_version}`")
+    return lines

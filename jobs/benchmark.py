@@ -79,7 +79,6 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from evaluation.model_card import model_card
     from evaluation.report import write_report
 
     rows: list[dict[str, Any]] = []
@@ -114,14 +113,23 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
     folder.mkdir()
     pq.write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), folder / "part-0.parquet")
     write_report(rows, path, f"citeflow benchmark — {config.snapshot}")
-    lineage = {m.stage: m.to_json() for m in upstream_manifests(store, embedded["trained"])}
     trained_rows = [r for r in rows if r["model"] == "trained"]
-    (path / CARD).write_text(model_card(lineage, trained_rows, snapshot=config.snapshot), encoding="utf-8")
+    card = card_text(store, config.snapshot, embedded["trained"], trained_rows, path.name)
+    (path / CARD).write_text(card, encoding="utf-8")
     return {
         "strategy": embedded["trained"].metrics["strategy"],
         "leakage_mode": embedded["trained"].metrics["leakage_mode"],
         **summary,
     }
+
+
+def card_text(store: ArtifactStore, snapshot: str, trained: Manifest, rows: list[dict[str, Any]], version: str) -> str:
+    """The model card of benchmark `version`: the trained model's scores `rows` and every version it came from
+    (`trained`: its embed_papers version)."""
+    from evaluation.model_card import model_card
+
+    lineage = {"embed_papers": trained.to_json(), **{m.stage: m.to_json() for m in upstream_manifests(store, trained)}}
+    return model_card(lineage, rows, snapshot=snapshot, benchmark_version=version)
 
 
 def model_label(manifest: Manifest, which: str) -> tuple[str, str]:
@@ -245,12 +253,13 @@ def embedder(model_dir: str | None):
     A record's text is its `fields` that are set, joined by " <sep> " (SciRepEval's `SimpleDataset`)."""
     if not model_dir:
         return None
-    from models.encoder import load
+    from models.encoder import CITEFLOW_FILE, check_model_dir, folder_usage, load, resolve_usage
 
-    settings = {"pooling": "cls", "max_length": 512}
-    about = Path(model_dir) / "citeflow.json"
-    if about.is_file():
-        settings.update({k: v for k, v in json.loads(about.read_text()).items() if k in settings})
+    # the folder's own account of its use: citeflow's record of its training, else its sentence-transformers
+    # files, else the fallback
+    about = Path(model_dir) / CITEFLOW_FILE
+    recorded = json.loads(about.read_text()) if about.is_file() else {}
+    settings = resolve_usage(recorded, folder_usage(check_model_dir(model_dir))).values
     tokenizer, _ = load(model_dir, tokenizer_only=True)  # fail early on a bad folder
 
     def embed(records, fields):
@@ -271,6 +280,7 @@ def embedder(model_dir: str | None):
                 Path(tmp) / "e",
                 max_length=settings["max_length"],
                 pooling=settings["pooling"],
+                normalize=settings["normalize"],
                 batch_size=64,
                 joined=True,
             )

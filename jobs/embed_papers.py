@@ -86,6 +86,7 @@ def build(config: RunConfig, model: Manifest, source: str, path: Path) -> dict[s
         path / "embeddings",
         max_length=settings["max_length"],
         pooling=settings["pooling"],
+        normalize=settings.get("normalize", False),  # versions trained before the setting never normalised
         batch_size=cfg.batch_size,
         length_grouping=cfg.length_grouping,
         precision=cfg.precision,
@@ -109,12 +110,14 @@ def embed_to_parquet(
     max_length: int,
     pooling: str,
     batch_size: int,
+    normalize: bool = False,
     joined: bool = False,
     length_grouping: bool = True,
     precision: str = "auto",
 ) -> dict[str, Any]:
     """Embed (id, title, abstract) rows in batches and stream them to `out/part-0.parquet`, in input order.
 
+    `pooling`, `normalize`: `models.encoder.pool`'s, so the vectors are those the encoder was trained to give.
     `joined`: the title field already holds the whole text (SciRepEval's field joining, jobs/benchmark.py).
     `length_grouping`: papers are read in chunks of `GROUP_BATCHES` batches, and each chunk's batches are cut
     from its papers sorted by token count, so a batch pads little; rows are written back in input order.
@@ -162,7 +165,8 @@ def embed_to_parquet(
             ids, mask = ids.pin_memory().to(device, non_blocking=True), mask.pin_memory().to(device, non_blocking=True)
         with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
             hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
-            return pool(hidden, mask, pooling).float().cpu().numpy().astype(np.float32)
+            # pooled in fp32: a bf16 mean or norm over hundreds of tokens would lose digits the vectors keep
+            return pool(hidden.float(), mask, pooling, normalize).cpu().numpy().astype(np.float32)
 
     def flush(writer, ids, texts):
         nonlocal seconds

@@ -3,10 +3,15 @@
 Reads: the mine_triplets version of the run (`triplets`, `training_texts`)
 and the model: a local Hugging Face directory (`train_encoder.model`, e.g.
 SciBERT) or `small`, a small BERT whose WordPiece tokenizer is trained on
-the training texts.
+the training texts. A folder's sentence-transformers files (`modules.json`,
+`1_Pooling/config.json`, `sentence_bert_config.json`) set pooling, max length
+and normalisation where `train_encoder.*` leaves them unset (none); the
+manifest's `resolved_from` says where each value came from (docs/models.md).
 Writes `ARTIFACTS/<snapshot>/train_encoder/<version>/`:
-- `model/`: the trained encoder (safetensors, tokenizer, `citeflow.json`),
-  loadable with plain `transformers.AutoModel.from_pretrained`.
+- `model/`: the trained encoder (safetensors, tokenizer, `citeflow.json`, and
+  the sentence-transformers files of the pooling it was trained with),
+  loadable with plain `transformers.AutoModel.from_pretrained` and with
+  `SentenceTransformer(folder)`.
 - `base_model/` (small model only): the untrained model it started from.
 - `training_log`: step, epoch, loss, lr, grad_norm (before clipping), seconds,
   triplets_per_second, padding_share (of the step's forward passes); and
@@ -30,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from citeflow.artifacts import ArtifactStore, Manifest
-from citeflow.config import RunConfig, to_dict, versioned_dict
+from citeflow.config import RunConfig, TrainEncoderConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.stage import execute
 
@@ -53,11 +58,11 @@ def run(config: RunConfig) -> Manifest:
     store.require_local(STAGE)
     cfg = config.train_encoder
     inputs = [triplets.lineage()]
-    versioned = versioned_dict(cfg)
+    usage = encoder_usage(cfg)
+    # what the run computes with: the resolved values, so that a setting and a model folder saying the same
+    # thing make the same version (the folder's files are part of its fingerprint)
+    versioned = versioned_dict(cfg) | usage.values
     if cfg.model != "small":
-        from models.encoder import check_model_dir
-
-        check_model_dir(cfg.model)
         inputs.append(fingerprint_path("model", cfg.model))
         for name in ("vocab_size", "hidden_size", "layers", "heads"):
             versioned.pop(name)
@@ -69,22 +74,50 @@ def run(config: RunConfig) -> Manifest:
         stage_version=STAGE_VERSION,
         config=versioned,
         resolved_config={
-            "train_encoder": to_dict(cfg),
+            "train_encoder": to_dict(cfg) | usage.values,
+            "resolved_from": usage.sources,
             "strategy": triplets.metrics["strategy"],
             "leakage_mode": leakage.metrics["mode"],
         },
         inputs=inputs,
         tables=TABLES,
-        build=lambda path: build(config, store, triplets, leakage, Path(path)),
+        build=lambda path: build(config, store, triplets, leakage, Path(path), usage.values),
     )
 
 
-def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: Manifest, path: Path) -> dict[str, Any]:
+def encoder_usage(cfg: TrainEncoderConfig):
+    """Pooling, max length and normalisation of the run (`models.encoder.resolve_usage`): a setting, else the
+    model folder's sentence-transformers files, else the fallback; a setting that overrides the folder is
+    logged, since the folder says how its model is meant to be used."""
+    from models.encoder import check_model_dir, folder_usage, resolve_usage
+
+    said = {} if cfg.model == "small" else folder_usage(check_model_dir(cfg.model))
+    usage = resolve_usage({name: getattr(cfg, name) for name in ("pooling", "max_length", "normalize")}, said)
+    for name, value in usage.overridden.items():
+        log.warning(
+            "%s: train_encoder.%s=%s overrides the model folder's %s (%s)",
+            STAGE,
+            name,
+            usage.values[name],
+            value,
+            said[name][1],
+        )
+    return usage
+
+
+def build(
+    config: RunConfig,
+    store: ArtifactStore,
+    triplets: Manifest,
+    leakage: Manifest,
+    path: Path,
+    usage: dict[str, Any],
+) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from citeflow.leakage import audit_no_benchmark_papers
-    from models.encoder import TokenStore, build_small, load
+    from models.encoder import TokenStore, build_small, load, write_sentence_transformers_files
     from models.train_encoder import TrainSpec
 
     cfg = config.train_encoder
@@ -109,7 +142,7 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
                 layers=cfg.layers,
                 heads=cfg.heads,
                 intermediate=4 * cfg.hidden_size,
-                max_length=cfg.max_length,
+                max_length=usage["max_length"],
                 seed=cfg.seed,
             )
             os.replace(base.with_name("base_model.tmp"), base)
@@ -119,8 +152,8 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
     tokenizer, _ = load(model_in, tokenizer_only=True)
     tokens = work / "tokens"
     if not (tokens / "tokens.npy").is_file():
-        log.info("%s: tokenising %s papers (max %d tokens)", STAGE, f"{len(text_ids):,}", cfg.max_length)
-        TokenStore.write(tokens, _sorted_batches(texts_path), tokenizer, cfg.max_length, len(text_ids))
+        log.info("%s: tokenising %s papers (max %d tokens)", STAGE, f"{len(text_ids):,}", usage["max_length"])
+        TokenStore.write(tokens, _sorted_batches(texts_path), tokenizer, usage["max_length"], len(text_ids))
 
     nproc = cfg.nproc or _gpus() or 1
     spec = TrainSpec(
@@ -141,7 +174,8 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
         max_grad_norm=cfg.max_grad_norm,
         bitfit=cfg.bitfit,
         bitfit_lr=cfg.bitfit_lr,
-        pooling=cfg.pooling,
+        pooling=usage["pooling"],
+        normalize=usage["normalize"],
         seed=cfg.seed,
         gradient_checkpointing=cfg.gradient_checkpointing,
         precision=cfg.precision,
@@ -158,8 +192,9 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
         citeflow={
             "snapshot": config.snapshot,
             "train_encoder_version": path.name,
-            "pooling": cfg.pooling,
-            "max_length": cfg.max_length,
+            "pooling": usage["pooling"],
+            "max_length": usage["max_length"],
+            "normalize": usage["normalize"],
             "strategy": triplets.metrics["strategy"],
             "mine_triplets_version": triplets.version,
             "leakage_mode": leakage.metrics["mode"],
@@ -172,6 +207,8 @@ def build(config: RunConfig, store: ArtifactStore, triplets: Manifest, leakage: 
     launch(spec_path, nproc, work / "train.log")
 
     shutil.move(str(work / "model"), str(path / "model"))
+    dimension = json.loads((path / "model" / "config.json").read_text())["hidden_size"]
+    write_sentence_transformers_files(path / "model", **usage, dimension=dimension)
     if cfg.model == "small":
         shutil.copytree(work / "base_model", path / "base_model")
     rows = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines() if line.strip()]

@@ -10,7 +10,8 @@ hyper-parameters (SPEC §5). Writes the trained model to `spec.model_out`
 to `spec.log`, and checkpoints under `spec.work`.
 
 The recipe: triplet margin loss (L2, margin 1) on pooled final hidden
-states, AdamW with weight decay (not on biases and LayerNorm weights),
+states (scaled to unit length with `normalize`, as the model is then used),
+AdamW with weight decay (not on biases and LayerNorm weights),
 linear warm-up then linear decay, gradient clipping at a global norm of 1,
 effective batch = per-device batch × accumulation × processes (DDP
 all-reduces once per optimizer step). BitFit trains bias terms only. On
@@ -111,6 +112,9 @@ class TrainSpec:
     bitfit: bool = field(default=False, metadata=_help("train bias terms only"))
     bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit"))
     pooling: str = field(metadata=_help("cls or mean (see models.encoder.pool)"))
+    normalize: bool = field(
+        default=False, metadata=_help("unit-length embeddings: the loss compares the vectors the model is used with")
+    )
     seed: int = field(metadata=_help("seed of the data order and the dropout RNG"))
     gradient_checkpointing: bool = field(default=False, metadata=_help("recompute activations in backward"))
     precision: str = field(default="auto", metadata=_help("auto, fp32, bf16 or fp16 (GPU autocast)"))
@@ -321,7 +325,7 @@ def train(spec: TrainSpec) -> None:
     elif rank == 0:
         Path(spec.log).unlink(missing_ok=True)
 
-    encoder = _piecewise(torch.compile(model, dynamic=True) if spec.compile else model, spec.pooling)
+    encoder = _piecewise(torch.compile(model, dynamic=True) if spec.compile else model, spec.pooling, spec.normalize)
     ddp = encoder
     if world > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(encoder, device_ids=[local_rank] if use_cuda else None)
@@ -437,7 +441,7 @@ def train(spec: TrainSpec) -> None:
         dist.destroy_process_group()
 
 
-def _piecewise(encoder, pooling: str):
+def _piecewise(encoder, pooling: str, normalize: bool = False):
     """A module running `encoder` on each (input_ids, attention_mask) part and returning the pooled vectors in
     the micro-batch's order: the parts go through one module call, so DDP sees one forward per backward."""
     import torch
@@ -451,7 +455,8 @@ def _piecewise(encoder, pooling: str):
 
         def forward(self, pieces, inverse):
             vectors = [
-                pool(self.encoder(input_ids=i, attention_mask=m).last_hidden_state, m, pooling) for i, m in pieces
+                pool(self.encoder(input_ids=i, attention_mask=m).last_hidden_state, m, pooling, normalize)
+                for i, m in pieces
             ]
             return torch.cat(vectors)[inverse]
 

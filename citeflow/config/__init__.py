@@ -31,6 +31,8 @@ from citeflow.config.pbg import (
 )
 from citeflow.config.run import PROFILES, RunConfig, profile_overrides
 from citeflow.config.stages import (
+    ENCODER_MAX_LENGTH,
+    ENCODER_USAGE_FALLBACK,
     BenchmarkConfig,
     BuildGraphConfig,
     EmbedPapersConfig,
@@ -40,6 +42,8 @@ from citeflow.config.stages import (
 )
 
 __all__ = [
+    "ENCODER_MAX_LENGTH",
+    "ENCODER_USAGE_FALLBACK",
     "PBG_DISTRIBUTED_KEYS",
     "PBG_OPTIONS",
     "PBG_STAGE_KEYS",

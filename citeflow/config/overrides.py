@@ -50,6 +50,8 @@ def describe(config_cls: type) -> list[tuple[str, str, Any, str]]:
 def _type_name(tp: Any) -> str:
     if typing.get_origin(tp) is Literal:
         return "|".join(str(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):  # an optional setting: `none` unsets it
+        return "|".join("none" if a is type(None) else _type_name(a) for a in typing.get_args(tp))
     return getattr(tp, "__name__", str(tp))
 
 

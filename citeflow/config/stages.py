@@ -250,6 +250,12 @@ class MineTripletsConfig:
             raise CiteflowError("mine_triplets: k_pos must be at least positives and k_hard at least hard_negatives")
 
 
+# How the encoder is used when neither a setting nor the model folder says (SPECTER's and SciNCL's way: the [CLS]
+# state of up to 512 tokens, not normalised); `models.encoder.resolve_usage` applies them.
+ENCODER_USAGE_FALLBACK = {"pooling": "cls", "max_length": 512, "normalize": False}
+ENCODER_MAX_LENGTH = 8192
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainEncoderConfig:
     """Stage train_encoder: a Transformer trained on the triplets with triplet loss (SPEC §5).
@@ -267,8 +273,26 @@ class TrainEncoderConfig:
             "No default: the full profile needs a real encoder"
         ),
     )
-    max_length: int = field(default=512, metadata=_help("tokens per paper (title [SEP] abstract)"))
-    pooling: Literal["cls", "mean"] = field(default="cls", metadata=_help("cls: final [CLS] state; mean: token mean"))
+    max_length: int | None = field(
+        default=None,
+        metadata=_help(
+            "tokens per paper (title [SEP] abstract); none: the model folder's sentence-transformers max_seq_length, "
+            "else 512 (docs/models.md)"
+        ),
+    )
+    pooling: Literal["cls", "mean"] | None = field(
+        default=None,
+        metadata=_help(
+            "cls: final [CLS] state; mean: token mean; none: the model folder's 1_Pooling/config.json, else cls"
+        ),
+    )
+    normalize: bool | None = field(
+        default=None,
+        metadata=_help(
+            "unit-length embeddings (trained and embedded so); none: true when the model folder's modules.json has "
+            "a Normalize module, else false"
+        ),
+    )
     epochs: int = field(default=2, metadata=_help("passes over the triplets"))
     max_steps: int = field(default=0, metadata=_help("stop after this many optimizer steps; 0: all epochs"))
     batch_size: int = field(default=32, metadata=_help("effective batch: per_device_batch x accumulation x processes"))
@@ -364,10 +388,11 @@ class TrainEncoderConfig:
 
     def __post_init__(self) -> None:
         _check_finite(self, "train_encoder")
-        if self.pooling not in ("cls", "mean"):
+        if self.pooling not in ("cls", "mean", None):
             raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
+        if self.max_length is not None and not 1 <= self.max_length <= ENCODER_MAX_LENGTH:
+            raise CiteflowError(f"train_encoder.max_length must be between 1 and {ENCODER_MAX_LENGTH}")
         for name in (
-            "max_length",
             "epochs",
             "batch_size",
             "vocab_size",
@@ -387,8 +412,6 @@ class TrainEncoderConfig:
             raise CiteflowError("train_encoder.pad_to_multiple must be at least 0 (0: 1 on a CPU, 64 on a GPU)")
         if self.length_pieces < 0:
             raise CiteflowError("train_encoder.length_pieces must be at least 0 (0: 3 on a CPU, 1 on a GPU)")
-        if self.max_length > 8192:
-            raise CiteflowError("train_encoder.max_length must be at most 8192")
         if self.hidden_size % self.heads:
             raise CiteflowError("train_encoder.hidden_size must be a multiple of train_encoder.heads")
         if not 0 <= self.warmup_fraction < 1:

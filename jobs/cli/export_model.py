@@ -2,23 +2,32 @@
 
     citeflow export-model --snapshot demo --strategy scincl --out dist/citeflow-scincl [--benchmark V]
 
-Reads the benchmark version of the snapshot whose strategy is `--strategy` (its manifest, its `model_card.md`):
-the only one, or the one `--benchmark` names when there are several (never "the newest"), and the trained model
-it scored (train_encoder's `model/`: safetensors, config, tokenizer, citeflow.json). Writes `--out` (absent or
-empty, or `--overwrite`): the model's files plus the card as `README.md`, ready to load with
-`transformers.AutoModel.from_pretrained(out)` and to publish. Written into a temporary sibling folder and renamed
-into place, so a killed export leaves no half folder at `--out`.
+Reads the benchmark version of the snapshot whose strategy is `--strategy` (its manifest and `scores`): the only
+one, or the one `--benchmark` names when there are several (never "the newest"), and the trained model it scored
+(train_encoder's `model/`: safetensors, config, tokenizer, citeflow.json). Writes `--out` (absent or empty, or
+`--overwrite`), which loads anywhere:
+- the Hugging Face layout (`transformers.AutoModel.from_pretrained(out)`);
+- the sentence-transformers layout (`modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json`) with
+  the pooling, max length and normalisation citeflow trained with, so `SentenceTransformer(out).encode(texts)`
+  gives citeflow's own vectors (and MTEB, which runs sentence-transformers models, scores those);
+- `README.md`, the model card (evaluation/model_card.py) made afresh from the benchmark's scores and lineage:
+  a `model-index` block, the leakage audit and every artifact version.
+Written into a temporary sibling folder and renamed into place, so a killed export leaves no half folder at
+`--out`. No ONNX: that needs an exporter (optimum) citeflow does not depend on (docs/models.md).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 
 from citeflow.artifacts import ArtifactStore
 from citeflow.errors import CiteflowError
-from jobs.benchmark import CARD, STAGE
+from evaluation.model_card import usage_of
+from jobs.benchmark import STAGE, card_text
+from models.encoder import write_sentence_transformers_files
 
 STRATEGIES = ("scincl", "specter")
 
@@ -51,7 +60,6 @@ def export_model(
             f"snapshot {snapshot!r} has {len(versions)} {strategy} benchmarks: name one with --benchmark ({listed})"
         )
     benchmark = versions[0]
-    card = Path(benchmark.path) / CARD
     embedded = [
         store.read_manifest(snapshot, "embed_papers", item["version"])
         for item in benchmark.inputs
@@ -59,18 +67,31 @@ def export_model(
     ]
     trained = next((m for m in embedded if m is not None and m.metrics.get("model") == "trained"), None)
     model = Path(trained.metrics.get("model_folder", "")) if trained else Path("/nonexistent")
-    if not (model / "config.json").is_file() or not card.is_file():
-        raise CiteflowError(f"benchmark {benchmark.version} has no trained model folder or model card to export")
+    if not (model / "config.json").is_file():
+        raise CiteflowError(f"benchmark {benchmark.version} has no trained model folder to export")
     target = Path(out).resolve()
     if target.exists() and any(target.iterdir()) and not overwrite:
         raise CiteflowError(f"{out!r} is not empty: choose another folder or pass --overwrite")
     if target.exists() and not target.is_dir():
         raise CiteflowError(f"{out!r} is a file")
+    card = _card(store, snapshot, benchmark, trained)
+    usage = usage_of(store.upstream(trained, "train_encoder").config.get("train_encoder", {}))
     staging = target.with_name(f".{target.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(model, staging)
-    shutil.copyfile(card, staging / "README.md")
+    dimension = json.loads((staging / "config.json").read_text())["hidden_size"]
+    # written here, not only copied: versions trained before citeflow wrote them have none
+    write_sentence_transformers_files(staging, **usage, dimension=dimension)
+    (staging / "README.md").write_text(card, encoding="utf-8")
     if target.exists():
         shutil.rmtree(target)
     os.replace(staging, target)
     return target
+
+
+def _card(store: ArtifactStore, snapshot: str, benchmark, trained) -> str:
+    """The card of `benchmark` from its stored scores (the trained model's rows) and the versions behind it."""
+    import pyarrow.parquet as pq
+
+    rows = [r for r in pq.read_table(benchmark.table_path("scores")).to_pylist() if r["model"] == "trained"]
+    return card_text(store, snapshot, trained, rows, benchmark.version)

@@ -147,7 +147,8 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
 def _add_export_model(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export-model",
-        help="copy a snapshot's trained model and its model card into one folder, loadable with AutoModel",
+        help="a snapshot's trained model and its model card in one folder, loadable with transformers' AutoModel "
+        "and with sentence-transformers",
     )
     p.add_argument("--snapshot", required=True, help="snapshot id")
     p.add_argument("--strategy", required=True, choices=["scincl", "specter"], help="triplet strategy of the model")

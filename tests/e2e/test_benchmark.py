@@ -172,11 +172,15 @@ def test_standalone_cli_scores_any_embeddings(scored, tmp_path):
     assert bad.returncode == 2 and "do not exist" in bad.stderr
 
 
-def test_export_model_assembles_model_and_card_loadable_with_automodel(scored, tmp_path):
+def test_export_model_assembles_model_and_card_loadable_with_automodel_and_sentence_transformers(scored, tmp_path):
+    import numpy as np
     import yaml
+    from sentence_transformers import SentenceTransformer
     from transformers import AutoModel, AutoTokenizer
 
     from citeflow.artifacts import ArtifactStore
+    from jobs.embed_papers import read_papers
+    from models.encoder import paper_text
 
     _, _, cfg, m = scored
     out = tmp_path / "export"
@@ -216,12 +220,28 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel(scored, t
     assert done.returncode == 0, done.stderr[-3000:]
     card = (out / "README.md").read_text()
     front = yaml.safe_load(card.split("---")[1])
-    assert front["library_name"] == "transformers" and "scincl" in front["tags"]
+    assert front["library_name"] == "sentence-transformers" and "scincl" in front["tags"]
     results = front["model-index"][0]["results"]
     assert {r["dataset"]["name"] for r in results} >= {"SciDocs mag", "SciDocs cite"}
     assert "report_only" in card and "triplets:" in card and "average of 12" in card
+    assert f"- benchmark: `{m.version}`" in card and "## Leakage audit" in card and "| all |" in card
     AutoModel.from_pretrained(str(out), local_files_only=True)
     AutoTokenizer.from_pretrained(str(out), local_files_only=True)
+    # sentence-transformers gives embed_papers' own vectors: the demo's mean pooling, 64 tokens (TINY)
+    store = ArtifactStore(cfg.artifacts)
+    trained = next(
+        e
+        for e in (store.read_manifest(cfg.snapshot, "embed_papers", i["version"]) for i in m.inputs if "stage" in i)
+        if e.metrics["model"] == "trained"
+    )
+    table = pq.read_table(trained.table_path("embeddings")).to_pydict()
+    papers = {paper_id: (title, abstract) for paper_id, title, abstract in read_papers(cfg.scidocs)}
+    model = SentenceTransformer(str(out), device="cpu")
+    assert model[1].pooling_mode == "mean" and model.max_seq_length == 64
+    ids = table["paper_id"][:64]
+    texts = [paper_text(*papers[i], model.tokenizer.sep_token) for i in ids]
+    ours = np.array(table["embedding"][:64], dtype=np.float32)
+    assert np.abs(model.encode(texts, batch_size=16, convert_to_numpy=True) - ours).max() <= 1e-5
     again = subprocess.run(
         [
             sys.executable,

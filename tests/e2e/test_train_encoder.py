@@ -45,6 +45,16 @@ def test_training_loss_falls_and_the_model_is_saved(trained):
         assert os.path.exists(f"{m.path}/{name}"), name
     about = json.loads(open(f"{m.path}/model/citeflow.json").read())
     assert about["strategy"] == "scincl" and about["pooling"] == "mean" and about["train_encoder_version"] == m.version
+    assert about["normalize"] is False and about["max_length"] == 64
+    # the small model's folder says nothing: the demo profile's pooling, TINY's length, the fallback's normalisation
+    assert m.config["resolved_from"] == {
+        "pooling": "train_encoder.pooling (--set or profile)",
+        "max_length": "train_encoder.max_length (--set or profile)",
+        "normalize": "default",
+    }
+    modules = json.loads(open(f"{m.path}/model/modules.json").read())
+    assert [x["type"].rsplit(".", 1)[1] for x in modules] == ["Transformer", "Pooling"]
+    assert json.loads(open(f"{m.path}/model/1_Pooling/config.json").read())["pooling_mode_mean_tokens"] is True
     assert m.metrics["leakage_audit"]["mode"] == "report_only" and m.metrics["processes"] == 1
     assert not os.path.exists(os.path.join(os.path.dirname(m.path), ".work", m.version))
 
@@ -144,3 +154,32 @@ def test_a_missing_model_folder_is_a_clear_error(trained, tmp_path):
     _, cfg, _ = trained
     with pytest.raises(CiteflowError, match="does not exist"):
         train_encoder.run(apply_overrides(cfg, [f"train_encoder.model={tmp_path}/scibert"]))
+
+
+def test_a_real_encoder_trains_with_the_pooling_and_normalisation_its_folder_says(trained, caplog):
+    """all-MiniLM-L6-v2 (mean pooling, a Normalize module, 256 tokens in its sentence-transformers files): with
+    pooling and normalisation unset the folder decides; the length set here wins over it, with a warning."""
+    from tests.support.real_encoder import real_encoder
+
+    _, cfg, _ = trained
+    folder = real_encoder()
+    over = [f"train_encoder.model={folder}", "train_encoder.pooling=none", "train_encoder.max_length=48"]
+    cfg = apply_overrides(cfg, [*over, "train_encoder.max_steps=2", "train_encoder.checkpoint_every=100"])
+    with caplog.at_level("WARNING", logger="citeflow"):
+        m = train_encoder.run(cfg)
+    assert m.metrics["steps"] == 2 and m.config["train_encoder"]["pooling"] == "mean"
+    assert m.config["train_encoder"]["normalize"] is True and m.config["train_encoder"]["max_length"] == 48
+    assert m.config["resolved_from"] == {
+        "pooling": "model folder 1_Pooling/config.json",
+        "max_length": "train_encoder.max_length (--set or profile)",
+        "normalize": "model folder modules.json (a Normalize module)",
+    }
+    assert any("max_length=48 overrides the model folder's 256" in r.getMessage() for r in caplog.records)
+    modules = json.loads(open(f"{m.path}/model/modules.json").read())
+    assert [x["type"].rsplit(".", 1)[1] for x in modules] == ["Transformer", "Pooling", "Normalize"]
+    sbert = json.loads(open(f"{m.path}/model/sentence_bert_config.json").read())
+    assert sbert["max_seq_length"] == 48 and sbert["model_args"] == {"add_pooling_layer": False}
+    # the same settings spelled out make the same version: the run computes with the resolved values
+    same = apply_overrides(cfg, ["train_encoder.pooling=mean", "train_encoder.normalize=true"])
+    again = train_encoder.run(same)
+    assert again.skipped and again.version == m.version

@@ -11,7 +11,7 @@ import math
 import attr
 import pytest
 
-from citeflow.config import EmbedGraphConfig, MineTripletsConfig, TrainEncoderConfig
+from citeflow.config import ENCODER_USAGE_FALLBACK, EmbedGraphConfig, MineTripletsConfig, TrainEncoderConfig
 from models import triplets as T
 
 SCINCL_PBG = "malteos/scincl biggraph_configs/s2orc_without_scidocs.py"
@@ -131,10 +131,21 @@ TRAIN_ROWS = [
 ]
 
 
+def resolved_training(cfg: TrainEncoderConfig) -> dict:
+    """The settings a run uses from a model folder without sentence-transformers files (SciBERT's): pooling,
+    max length and normalisation left unset take the fallback."""
+    from models.encoder import resolve_usage
+
+    chosen = {name: getattr(cfg, name) for name in ENCODER_USAGE_FALLBACK}
+    return {**{f: getattr(cfg, f) for f in cfg.__dataclass_fields__}, **resolve_usage(chosen, {}).values}
+
+
 def test_train_encoder_defaults_are_the_references():
     cfg = TrainEncoderConfig()
+    assert (cfg.pooling, cfg.max_length, cfg.normalize) == (None, None, None)  # the model folder may say them
+    resolved = resolved_training(cfg)
     for key, value, where in TRAIN_ROWS:
-        assert getattr(cfg, key) == value, f"{key}: citeflow {getattr(cfg, key)!r}, {where}"
+        assert resolved[key] == value, f"{key}: citeflow {resolved[key]!r}, {where}"
     # both start from SciBERT: the default names no model at all, so a run must pick one (never 'small')
     assert cfg.model == ""
 
@@ -163,7 +174,10 @@ def test_profiles_keep_the_reference_settings_they_do_not_name(profile):
 
     named = {item.split("=", 1)[0] for item in profile_overrides(profile)}
     cfg = apply_overrides(RunConfig(snapshot="s", corpus="c"), list(profile_overrides(profile)))
+    sections = {"embed_graph": cfg.embed_graph, "mine_triplets": cfg.mine_triplets}
+    sections = {name: {f: getattr(c, f) for f in dir(c) if not f.startswith("_")} for name, c in sections.items()}
+    sections["train_encoder"] = resolved_training(cfg.train_encoder)
     for section, rows in (("embed_graph", PBG_ROWS), ("mine_triplets", MINE_ROWS), ("train_encoder", TRAIN_ROWS)):
         for key, value, _ in rows:
-            if f"{section}.{key}" not in named and hasattr(getattr(cfg, section), key):
-                assert getattr(getattr(cfg, section), key) == value, f"{profile}: {section}.{key}"
+            if f"{section}.{key}" not in named and key in sections[section]:
+                assert sections[section][key] == value, f"{profile}: {section}.{key}"

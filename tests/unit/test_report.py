@@ -78,9 +78,93 @@ def test_model_card_has_front_matter_lineage_and_scores():
     rows = rows_of("x", "v", HEADLINE[:2], 70.0)
     card = model_card(lineage, rows, snapshot="snap")
     front = yaml.safe_load(card.split("---")[1])
-    assert front["base_model"] == "allenai/scibert_scivocab_uncased" and front["library_name"] == "transformers"
+    assert front["base_model"] == "allenai/scibert_scivocab_uncased"
+    assert front["library_name"] == "sentence-transformers" and "transformers" in front["tags"]
     results = front["model-index"][0]["results"]
     assert [r["metrics"][0]["value"] for r in results] == [70.0, 70.0]
     assert "exclude" in card and "98 of 100" in card and "50 from 10 queries" in card and '"dimension": 768' in card
     assert "mean of 2 of 12" in card and "not SciDocs' average of 12" in card
     assert "- filter_leakage: `f1`" in card
+    # the usage says how the model embeds: [CLS] of at most 512 tokens (the fallback), not normalised
+    assert "vectors = hidden[:, 0]" in card and "max_length=512" in card and "normalize" not in card.split("```")[3]
+
+
+def lineage_of(training: dict, leakage_metrics: dict) -> dict:
+    return {
+        "filter_leakage": {"version": "f1", "metrics": leakage_metrics, "inputs": [{"stage": "build_graph"}]},
+        "build_graph": {"version": "b1", "inputs": [{"kind": "corpus", "path": "/data/x", "fingerprint": "c" * 64}]},
+        "train_encoder": {
+            "version": "t1",
+            "config": {"train_encoder": {"model": "/models/minilm", **training}},
+            "metrics": {
+                "strategy": "specter",
+                "leakage_audit": {"what": "encoder training texts", "checked": 900, "benchmark_hits": 0},
+            },
+            "inputs": [{"kind": "model", "path": "/models/minilm", "fingerprint": "m" * 64}],
+        },
+        "embed_papers": {"version": "e1", "metrics": {"model": "trained"}},
+        "mine_triplets": {
+            "version": "m1",
+            "metrics": {
+                "strategy": "specter",
+                "leakage_audit": [
+                    {"what": "training triplets", "checked": 1000, "benchmark_hits": 0},
+                    {"what": "training texts", "checked": 900, "benchmark_hits": 2},
+                ],
+            },
+        },
+    }
+
+
+TOTALS = {"mode": "report_only", "benchmark_ids": 100, "mapped": 98, "unmapped": 2, "removed_papers": 0}
+
+
+def test_model_card_usage_follows_the_training_and_the_lineage_lists_every_version():
+    lineage = lineage_of({"pooling": "mean", "max_length": 256, "normalize": True}, TOTALS)
+    card = model_card(lineage, rows_of("x", "v", HEADLINE[:1], 70.0), snapshot="2023-01-03", benchmark_version="k1")
+    python = card.split("```python")[2].split("```")[0]
+    assert "(hidden * mask).sum(1) / mask.sum(1)" in python and "normalize(vectors, dim=-1)" in python
+    assert "max_length=256" in python and "hidden[:, 0]" not in python
+    assert "mean of the tokens of the last hidden layer, scaled to unit length" in card
+    lineage_lines = card.split("## Lineage")[1].strip().splitlines()
+    assert lineage_lines == [
+        "- release (snapshot): `2023-01-03`",
+        f"- build_graph: `b1` (corpus `{'c' * 16}`)",
+        "- filter_leakage: `f1`",
+        "- mine_triplets: `m1`",
+        f"- train_encoder: `t1` (model `{'m' * 16}`)",
+        "- embed_papers: `e1`",
+        "- benchmark: `k1`",
+    ]
+    assert "/data/x" not in card and "base_model" not in card.split("---")[1]  # no local paths published
+
+
+def test_model_card_leakage_audit_takes_per_suite_counts_when_the_manifest_has_them():
+    totals = model_card(lineage_of({}, TOTALS), [], snapshot="s")
+    audit = totals.split("## Leakage audit")[1].split("## Lineage")[0]
+    assert (
+        "| all | 100 | 98 | 2 | 0 |" in audit
+        and "| suite | benchmark ids | mapped | unmapped | removed papers |" in audit
+    )
+    assert "- mine_triplets: 2 in 900 training texts" in audit and "- train_encoder: 0 in 900 encoder" in audit
+    suites = {
+        **TOTALS,
+        "suites": [
+            {"suite": "scidocs", "benchmark_ids": 70, "mapped": 69, "unmapped": 1},
+            {"suite": "scirepeval", "benchmark_ids": 30, "mapped": 29, "unmapped": 1},
+        ],
+    }
+    audit = model_card(lineage_of({}, suites), [], snapshot="s").split("## Leakage audit")[1]
+    assert "| scidocs | 70 | 69 | 1 |" in audit and "| scirepeval | 30 | 29 | 1 |" in audit and "| all |" not in audit
+
+
+def test_model_card_model_index_reads_as_hugging_face_hub_reads_it():
+    from huggingface_hub import ModelCard
+
+    rows = rows_of("x", "v", HEADLINE, 61.5)
+    card = ModelCard(model_card(lineage_of({}, TOTALS), rows, snapshot="s"))
+    results = card.data.eval_results
+    assert len(results) == 12 and {r.dataset_type for r in results} == {"scidocs"}
+    assert {(r.dataset_name, r.metric_type) for r in results} == {(f"SciDocs {t}", m) for t, m in HEADLINE}
+    assert {r.metric_value for r in results} == {61.5} and {r.task_type for r in results} == {"feature-extraction"}
+    assert card.data.library_name == "sentence-transformers"
