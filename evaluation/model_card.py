@@ -35,9 +35,17 @@ TRAINING_KEYS = (
     "precision",
     "seed",
 )
-# the per-suite leakage counts a filter_leakage manifest may hold (`suites`: one entry per benchmark suite),
-# with the manifest's totals as the fallback, and the columns of either
-LEAKAGE_COLUMNS = ("benchmark_ids", "mapped", "unmapped", "in_snapshot", "removed_papers", "removed_citations")
+# the columns of the leakage audit: per benchmark suite (a filter_leakage manifest's `suites`) or its totals
+LEAKAGE_COLUMNS = (
+    "benchmark_ids",
+    "mapped",
+    "unmapped",
+    "in_snapshot",
+    "removed_papers",
+    "removed_citations",
+    "one_hop_papers",
+    "one_hop_citations",
+)
 
 
 def _yaml_scalar(value: Any) -> str:
@@ -207,6 +215,31 @@ def _leakage_line(metrics: dict) -> str:
     )
 
 
+def _suite_entries(metrics: dict) -> list[dict[str, Any]]:
+    """One row per benchmark suite of a filter_leakage manifest (`suites`: suite -> its `citeflow.leakage`
+    totals), then `all`; a version from before the suites: its totals as one `all` row."""
+    suites = metrics.get("suites")
+    if not isinstance(suites, dict) or not suites:
+        return [{"suite": "all", **metrics}]
+    return [
+        {
+            "suite": name,
+            "benchmark_ids": row.get("total"),
+            "mapped": row.get("mapped"),
+            "unmapped": row.get("unmapped"),
+            "in_snapshot": row.get("in_snapshot"),
+            "removed_papers": row.get("removed_papers"),
+            "removed_citations": row.get("removed_edges"),
+            **(
+                {"one_hop_papers": row["one_hop_papers"], "one_hop_citations": row["one_hop_edges"]}
+                if metrics.get("strict")
+                else {}
+            ),
+        }
+        for name, row in suites.items()
+    ]
+
+
 def _leakage_audit(lineage: dict[str, dict]) -> list[str]:
     """filter_leakage's counts (per benchmark suite where its manifest has `suites`, else its totals) and each
     later stage's check that its training data holds no benchmark paper."""
@@ -216,8 +249,7 @@ def _leakage_audit(lineage: dict[str, dict]) -> list[str]:
     if metrics:
         lines.append(f"filter_leakage `{leakage.get('version', '?')}`, mode `{metrics.get('mode', '?')}`:")
         lines.append("")
-        suites = metrics.get("suites")
-        entries = suites if isinstance(suites, list) and suites else [{"suite": "all", **metrics}]
+        entries = _suite_entries(metrics)
         columns = [c for c in LEAKAGE_COLUMNS if any(c in entry for entry in entries)]
         lines += [
             "| suite | " + " | ".join(c.replace("_", " ") for c in columns) + " |",

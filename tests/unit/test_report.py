@@ -147,15 +147,22 @@ def test_model_card_leakage_audit_takes_per_suite_counts_when_the_manifest_has_t
         and "| suite | benchmark ids | mapped | unmapped | removed papers |" in audit
     )
     assert "- mine_triplets: 2 in 900 training texts" in audit and "- train_encoder: 0 in 900 encoder" in audit
-    suites = {
-        **TOTALS,
-        "suites": [
-            {"suite": "scidocs", "benchmark_ids": 70, "mapped": 69, "unmapped": 1},
-            {"suite": "scirepeval", "benchmark_ids": 30, "mapped": 29, "unmapped": 1},
-        ],
-    }
+    from citeflow.leakage import suite_totals
+
+    report = [  # a filter_leakage report's per-suite and overall rows (citeflow.leakage.leakage_report)
+        {"suite": s, "task": "all", "split": "all", "total": t, "unmapped": u, "in_snapshot": i}
+        | {"removed_papers": p, "removed_edges": e, "one_hop_papers": 0, "one_hop_edges": 0}
+        for s, t, u, i, p, e in (
+            ("scidocs", 70, 1, 60, 58, 300),
+            ("scirepeval", 30, 1, 20, 20, 90),
+            ("all", 99, 2, 78, 76, 380),
+        )
+    ]
+    suites = {**TOTALS, "suites": suite_totals(report)}
     audit = model_card(lineage_of({}, suites), [], snapshot="s").split("## Leakage audit")[1]
-    assert "| scidocs | 70 | 69 | 1 |" in audit and "| scirepeval | 30 | 29 | 1 |" in audit and "| all |" not in audit
+    assert "| scidocs | 70 | 69 | 1 | 60 | 58 | 300 |" in audit
+    assert "| scirepeval | 30 | 29 | 1 | 20 | 20 | 90 |" in audit and "| all | 99 | 97 | 2 | 78 | 76 | 380 |" in audit
+    assert "one hop" not in audit  # strict off
 
 
 def test_model_card_model_index_reads_as_hugging_face_hub_reads_it():
