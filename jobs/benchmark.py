@@ -14,6 +14,9 @@ version: `citeflow report --benchmark V1 --benchmark V2` puts named versions
 
 Standalone, on any model's embeddings:
     citeflow benchmark --embeddings E.parquet [--embeddings F.parquet] --scidocs DIR --out DIR
+    citeflow benchmark --embeddings E.parquet --beir DIR (--query-embeddings Q.parquet | --model DIR) --out DIR
+The second scores a BEIR folder as MTEB scores its SCIDOCS retrieval task (`score_beir`, docs/benchmarks-mteb.md):
+rows of task "SCIDOCS", suite "mteb", never part of SciDocs' average.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from citeflow.stage import execute
 STAGE = "benchmark"
 # Writes with local tools (numpy, FAISS, torch): `citeflow run` refuses a remote root before any stage runs.
 NEEDS_LOCAL_ROOT = True
-STAGE_VERSION = 2  # 2: reference protocols, details column, model card
+STAGE_VERSION = 3  # 2: reference protocols, details column, model card; 3: suite column
 TABLES = ["scores"]
 CARD = "model_card.md"  # the trained model's Hugging Face card, README.md of `citeflow export-model`
 
@@ -164,6 +167,7 @@ def scores_schema():
     return pa.schema(
         [
             ("task", pa.string()),
+            ("suite", pa.string()),
             ("split", pa.string()),
             ("metric", pa.string()),
             ("value", pa.float64()),
@@ -333,9 +337,57 @@ def score(
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
             raise CiteflowError(f"SciRepEval task {task.name!r}: {exc}") from None
     for row in rows:
+        row.setdefault("suite", suite_of(row["task"]))
         row.setdefault("average_label", "")
         row.setdefault("details", {})
     return rows
+
+
+def suite_of(task: str) -> str:
+    """The benchmark suite a SciDocs or SciRepEval score row belongs to (MTEB rows carry theirs)."""
+    return "scirepeval" if task.startswith("scirepeval/") else "scidocs"
+
+
+def score_beir(
+    vectors: dict[str, Any],
+    folder,
+    *,
+    query_vectors: dict[str, Any] | None = None,
+    model_dir: str | None = None,
+    task: str = "SCIDOCS",
+    similarity: str | None = None,
+    ignore_identical_ids: bool | None = None,
+) -> list[dict[str, Any]]:
+    """Rows of MTEB's retrieval task `task` on a BEIR folder (`evaluation.beir.read_beir`): documents from
+    `vectors` (by corpus id), queries from `query_vectors` (by query id) or embedded from their text by the model.
+
+    `similarity` / `ignore_identical_ids`: None keeps the task's (SCIDOCS: cosine, identical ids kept)."""
+    from evaluation import mteb_retrieval as M
+
+    if task not in M.TASKS:
+        raise CiteflowError(f"unknown MTEB task {task!r}; known: {', '.join(M.TASKS)}")
+    spec = M.with_settings(M.TASKS[task], similarity=similarity, ignore_identical_ids=ignore_identical_ids)
+    if query_vectors is None:
+        embed = embedder(model_dir)
+        if embed is None:
+            raise CiteflowError(
+                f"MTEB's {task} needs the queries' own vectors: give --query-embeddings PARQUET or --model DIR"
+            )
+        searched, _, _ = M.evaluated_queries(folder, spec.split)
+        texts = dict(zip(folder.queries.ids, folder.queries.texts, strict=True))
+        # MTEB encodes a query's text alone (for SCIDOCS a paper title), with the query-side settings of the model
+        query_vectors = embed([{"doc_id": q, "text": texts[q]} for q in searched], ("text",))
+    scores = M.retrieval_scores(spec, folder, vectors, query_vectors)
+    log.info(
+        "MTEB %s: %s = %.5f over %d queries (%s, ignore_identical_ids=%s)",
+        spec.name,
+        spec.main_score,
+        scores.reported["main_score"],
+        scores.evaluated,
+        spec.similarity,
+        spec.ignore_identical_ids,
+    )
+    return M.score_rows(scores)
 
 
 def compare_report(store: ArtifactStore, snapshot: str, versions: list[str], out: Path) -> dict[str, str]:

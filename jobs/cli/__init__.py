@@ -8,6 +8,7 @@
     citeflow verify [--snapshot demo] [--stage build_graph] [--artifacts ROOT]
     citeflow settings          # every setting `--set` accepts, with its default and help
     citeflow benchmark --embeddings E.parquet --scidocs DIR [--scirepeval scirepeval_tasks.jsonl] --out DIR
+    citeflow benchmark --embeddings E.parquet --beir DIR (--query-embeddings Q.parquet | --model DIR) --out DIR
     citeflow export-model --snapshot demo --strategy scincl --out DIR [--artifacts ROOT]
     citeflow report --snapshot demo --benchmark V1 --benchmark V2 --out DIR [--artifacts ROOT]
     citeflow spark-server [--host 127.0.0.1] [--port 15002] [--set spark.key=value ...]   # until Ctrl-C

@@ -107,9 +107,11 @@ def _add_verify(sub: argparse._SubParsersAction) -> None:
 def _add_benchmark(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "benchmark",
-        help="score any model's paper embeddings on SciDocs / SciRepEval tasks",
+        help="score any model's paper embeddings on SciDocs / SciRepEval tasks, or on MTEB's SCIDOCS retrieval",
         description="Score embeddings Parquet files (an id column and 'embedding') on the SciDocs "
-        "tasks of a folder in the original layout and on SciRepEval-format task files.",
+        "tasks of a folder in the original layout, on SciRepEval-format task files and, with --beir, on a BEIR "
+        "folder as MTEB scores its SCIDOCS task (title queries searching the whole corpus, nDCG@10: a different "
+        "benchmark from SciDocs' cite task, reported apart and never in SciDocs' average; docs/benchmarks-mteb.md).",
     )
     p.add_argument(
         "--embeddings",
@@ -133,6 +135,37 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
         default="",
         help="local model folder that made the embeddings: embeds SciRepEval papers missing from --embeddings and "
         "the queries of ad-hoc search (classification, regression and proximity need no model)",
+    )
+    mteb = p.add_argument_group(
+        "MTEB retrieval (--beir)",
+        "a BEIR folder scored as MTEB 2.26 scores its retrieval task: exact search over the whole corpus, "
+        "nDCG@10 main score; rows labelled with the MTEB task name and suite mteb",
+    )
+    mteb.add_argument(
+        "--beir", default="", metavar="DIR", help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv"
+    )
+    mteb.add_argument(
+        "--query-embeddings",
+        action="append",
+        default=[],
+        metavar="PARQUET",
+        help="the queries' vectors (by query id), one per --embeddings; MTEB encodes a query's text alone (for "
+        "SCIDOCS a paper title). Without it, --model embeds the queries",
+    )
+    mteb.add_argument("--mteb-task", default="SCIDOCS", help="the MTEB retrieval task the folder is (default SCIDOCS)")
+    mteb.add_argument(
+        "--similarity",
+        choices=["cosine", "dot"],
+        default=None,
+        help="the model's similarity function (default: the task's, cosine, as MTEB uses for a sentence-transformers "
+        "model that declares none)",
+    )
+    mteb.add_argument(
+        "--ignore-identical-ids",
+        action="store_const",
+        const=True,
+        default=None,
+        help="drop the document whose id is the query's from its ranking (not SCIDOCS' setting: MTEB keeps it)",
     )
     p.add_argument(
         "--split",

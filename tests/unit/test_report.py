@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from evaluation.model_card import model_card
-from evaluation.report import mean_rows, write_report
+from evaluation.report import mean_rows, table, write_report
 from evaluation.scidocs import HEADLINE
 
 
@@ -44,6 +44,29 @@ def test_ten_numbers_are_a_mean_of_10_next_to_the_published_mean_of_the_same_10(
     assert "ours [train_encoder:abc]" in text and "full [train_encoder:def]" in text
     line = next(x for x in text.splitlines() if "mean of 10 of 12" in x)
     assert "50.00" in line and "88.65" in line and "80.00" not in line
+
+
+def test_mteb_scores_stay_out_of_the_scidocs_table_and_its_average(tmp_path):
+    """MTEB's SCIDOCS (suite mteb) is another benchmark: its own table, never a SciDocs row or in the average."""
+    scidocs = rows_of("ours", "v1", HEADLINE, 60.0)
+    mteb = [
+        dict(row, suite="mteb", details={"main_score": metric == "ndcg_at_10"})
+        for metric, value in (("ndcg_at_10", 21.641), ("map_at_10", 12.0), ("ndcg_at_100", 30.0))
+        for row in rows_of("ours", "v1", [("SCIDOCS", metric)], value)
+    ]
+    ours, _ = mean_rows(scidocs + mteb)
+    assert ours["average", "avg"] == {"ours": pytest.approx(60.0)}
+    _, keys, values = table([dict(r) for r in scidocs + mteb])
+    assert not [k for k in keys if k[0] == "SCIDOCS"] and not [k for k in values if k[1] == "SCIDOCS"]
+    text = write_report(scidocs + mteb, tmp_path, "t") and (tmp_path / "report.md").read_text()
+    scidocs_part, mteb_part = text.split("## MTEB retrieval (not SciDocs)")
+    assert "SCIDOCS" not in scidocs_part and "average of 12" in scidocs_part
+    assert "Not SciDocs' cite task" in mteb_part
+    lines = [x for x in mteb_part.splitlines() if x.startswith("| SCIDOCS")]
+    # the main score first, then the @10 scores; MTEB's published all-MiniLM-L6-v2 result beside it
+    assert [x.split(" | ")[1] for x in lines] == ["ndcg_at_10", "map_at_10"]
+    assert "21.64 | 21.64" in lines[0] and "ndcg_at_100" not in mteb_part
+    assert "MTEB retrieval (not SciDocs)" in (tmp_path / "report.html").read_text()
 
 
 def test_model_card_has_front_matter_lineage_and_scores():
