@@ -75,7 +75,8 @@ BY_AGE = re.compile(r"versions\[-1\]|dirname\(os\.path\.dirname\(manifest")
 
 
 def test_nothing_reads_the_newest_version():
-    """Versions are named by content, never chosen by age: only export-model, build_graph's diff finder and
+    """Versions are named by content, never chosen by age: only export-model and export-dataset (which refuse
+    to choose between several), build_graph's diff finder and
     embed_graph's warm start (which match by settings and lineage and refuse to choose between several),
     filter_leakage's carried paper keys (which match by lineage: every version on one graph holds the same
     keys, and a carried table must hold one row per paper), its paper-ids diff (which matches by the lines'
@@ -93,6 +94,7 @@ def test_nothing_reads_the_newest_version():
     assert listing == {
         "citeflow/artifacts.py",
         "jobs/build_graph.py",
+        "jobs/cli/export_dataset.py",
         "jobs/cli/export_model.py",
         "jobs/filter_leakage.py",
         "jobs/paper_ids_diff.py",
