@@ -10,7 +10,9 @@ hyper-parameters (SPEC §5). Writes the trained model to `spec.model_out`
 to `spec.log`, and checkpoints under `spec.work`.
 
 The recipe: triplet margin loss (L2, margin 1) on pooled final hidden
-states (scaled to unit length with `normalize`, as the model is then used),
+states (scaled to unit length with `normalize`, as the model is then used);
+`loss` names two deviations for a model trained for cosine similarity
+(`triplet_cosine`, `in_batch`: `loss_of`),
 AdamW with weight decay (not on biases and LayerNorm weights),
 linear warm-up then linear decay, gradient clipping at a global norm of 1,
 effective batch = per-device batch × accumulation × processes (DDP
@@ -107,7 +109,9 @@ class TrainSpec:
     lr: float = field(metadata=_help("AdamW learning rate (without bitfit)"))
     weight_decay: float = field(metadata=_help("AdamW weight decay, not on biases and LayerNorm weights"))
     warmup_fraction: float = field(metadata=_help("share of the steps with linear warm-up, then linear decay"))
-    margin: float = field(metadata=_help("triplet loss margin (L2 distance)"))
+    loss: str = field(default="triplet", metadata=_help("triplet, triplet_cosine or in_batch (`loss_of`)"))
+    margin: float = field(metadata=_help("triplet loss margin (L2 or cosine distance)"))
+    scale: float = field(default=20.0, metadata=_help("in_batch: the cosine similarities' scale"))
     max_grad_norm: float = field(default=1.0, metadata=_help("clip the global gradient norm at this value; 0: off"))
     bitfit: bool = field(default=False, metadata=_help("train bias terms only"))
     bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit"))
@@ -167,6 +171,39 @@ def triplet_loss(query, positive, negative, margin: float):
     import torch.nn.functional as F
 
     return F.triplet_margin_loss(query, positive, negative, margin=margin, p=2)
+
+
+def cosine_triplet_loss(query, positive, negative, margin: float):
+    """Mean of max(d(q, p) − d(q, n) + margin, 0) with d = 1 − cos: the triplet loss in the geometry a model
+    trained for cosine similarity is used in (sentence-transformers' TripletLoss with its cosine distance)."""
+    import torch.nn.functional as F
+
+    far = lambda a, b: 1 - F.cosine_similarity(a, b)  # noqa: E731
+    return F.relu(far(query, positive) - far(query, negative) + margin).mean()
+
+
+def in_batch_loss(query, positive, negative, scale: float):
+    """Cross-entropy of each query's positive among every positive and negative of the batch, by `scale` x
+    cosine similarity: the other rows' papers are its easy negatives, its own negative a hard one
+    (sentence-transformers' MultipleNegativesRankingLoss with hard negatives)."""
+    import torch
+    import torch.nn.functional as F
+
+    q = F.normalize(query, dim=-1)
+    candidates = F.normalize(torch.cat([positive, negative]), dim=-1)
+    scores = scale * q @ candidates.T
+    return F.cross_entropy(scores, torch.arange(len(q), device=q.device))
+
+
+def loss_of(spec: TrainSpec):
+    """The loss of (query, positive, negative) vectors the spec names."""
+    if spec.loss == "triplet":
+        return lambda q, p, n: triplet_loss(q, p, n, spec.margin)
+    if spec.loss == "triplet_cosine":
+        return lambda q, p, n: cosine_triplet_loss(q, p, n, spec.margin)
+    if spec.loss == "in_batch":
+        return lambda q, p, n: in_batch_loss(q, p, n, spec.scale)
+    raise SystemExit(f"unknown loss {spec.loss!r}: triplet, triplet_cosine or in_batch")
 
 
 def accumulate_gradients(model, parts, loss_of, scaler=None):
@@ -366,6 +403,8 @@ def train(spec: TrainSpec) -> None:
                 papers = rows[mine[m * per_device : (m + 1) * per_device]].T.ravel()  # queries, positives, negatives
                 yield collate_pieces(store, papers, pad_id, pieces, multiple, positions)
 
+    loss = loss_of(spec)
+
     def micro_loss(part):
         """Triplet loss of one collated micro-batch, scaled for accumulation."""
         pieces, inverse = part
@@ -373,7 +412,7 @@ def train(spec: TrainSpec) -> None:
         with torch.autocast(**autocast):
             vectors = ddp(pieces, inverse.to(device, non_blocking=True)).float()
         n = len(vectors) // 3
-        return triplet_loss(vectors[:n], vectors[n : 2 * n], vectors[2 * n :], spec.margin) / accumulation
+        return loss(vectors[:n], vectors[n : 2 * n], vectors[2 * n :]) / accumulation
 
     from tqdm import tqdm
 

@@ -299,7 +299,23 @@ class TrainEncoderConfig:
     lr: float = field(default=2e-5, metadata=_help("AdamW learning rate"))
     weight_decay: float = field(default=0.01, metadata=_help("AdamW weight decay (not on biases and LayerNorm)"))
     warmup_fraction: float = field(default=0.1, metadata=_help("share of steps with linear warm-up, then decay"))
-    margin: float = field(default=1.0, metadata=_help("triplet loss margin (L2 distance)"))
+    loss: Literal["triplet", "triplet_cosine", "in_batch"] = field(
+        default="triplet",
+        metadata=_help(
+            "triplet: SPECTER's and SciNCL's margin loss on L2 distances; triplet_cosine: the same on cosine "
+            "distances (1 - cos), for a model trained and used with cosine similarity; in_batch: softmax over "
+            "every positive and negative of the micro-batch (sentence-transformers' MultipleNegativesRankingLoss, "
+            "the loss all-MiniLM-L6-v2 was trained with), the triplet's negative as a hard one",
+            versioned_when_set=True,
+        ),
+    )
+    margin: float = field(
+        default=1.0, metadata=_help("triplet loss margin: L2 distance (triplet) or cosine distance (triplet_cosine)")
+    )
+    scale: float = field(
+        default=20.0,
+        metadata=_help("in_batch: the cosine similarities' scale (inverse temperature)", versioned_when_set=True),
+    )
     max_grad_norm: float = field(
         default=1.0,
         metadata=_help("clip the global gradient norm at this value (SPECTER grad_clipping 1, HF Trainer 1.0); 0: off"),
@@ -390,6 +406,10 @@ class TrainEncoderConfig:
         _check_finite(self, "train_encoder")
         if self.pooling not in ("cls", "mean", None):
             raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
+        if self.loss not in ("triplet", "triplet_cosine", "in_batch"):
+            raise CiteflowError(f"train_encoder.loss must be triplet, triplet_cosine or in_batch, not {self.loss!r}")
+        if self.scale <= 0:
+            raise CiteflowError("train_encoder.scale must be positive")
         if self.max_length is not None and not 1 <= self.max_length <= ENCODER_MAX_LENGTH:
             raise CiteflowError(f"train_encoder.max_length must be between 1 and {ENCODER_MAX_LENGTH}")
         for name in (

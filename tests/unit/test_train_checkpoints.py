@@ -71,3 +71,32 @@ def test_when_every_checkpoint_is_damaged_training_starts_over(tmp_path):
         os.truncate(write_checkpoint(tmp_path, step) / "model.safetensors", 3)
     found, damaged = find_checkpoint(tmp_path)
     assert found is None and len(damaged) == 2
+
+
+def test_the_losses_on_hand_made_vectors():
+    """`loss_of`: the L2 triplet loss, its cosine-distance form and the in-batch softmax, worked out by hand on
+    2-d vectors."""
+    import math
+
+    import torch
+
+    from models.train_encoder import loss_of
+
+    def spec(**kw):
+        return type("Spec", (), {"loss": "triplet", "margin": 1.0, "scale": 20.0, **kw})()
+
+    q = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    p = torch.tensor([[1.0, 1.0], [0.0, 1.0]])
+    n = torch.tensor([[-1.0, 0.0], [3.0, 2.0]])
+    # L2: row 1 d(q,p) = 1, d(q,n) = 2 -> max(1 - 2 + 1, 0) = 0; row 2 d = 1, 3 -> 0; margin 2.5: 1.5 and 0.5
+    assert loss_of(spec(margin=2.5))(q, p, n).item() == pytest.approx(1.0)
+    # cosine distance: row 1: 1 - cos 45° and 1 - cos 180° = 2; row 2: 0 and 1 - 4 / (2 sqrt 13)
+    d_n2 = 1 - 4 / (2 * math.sqrt(13))
+    want = (max(1 - math.sqrt(0.5) - 2 + 0.5, 0) + max(0 - d_n2 + 0.5, 0)) / 2
+    assert loss_of(spec(loss="triplet_cosine", margin=0.5))(q, p, n).item() == pytest.approx(want, abs=1e-6)
+    # in batch: each query against both positives and both negatives, softmax of 20 x cosine
+    cos = torch.nn.functional.normalize(q, dim=-1) @ torch.nn.functional.normalize(torch.cat([p, n]), dim=-1).T
+    rows = [-math.log(math.exp(20 * cos[i, i]) / sum(math.exp(20 * c) for c in cos[i])) for i in range(2)]
+    assert loss_of(spec(loss="in_batch"))(q, p, n).item() == pytest.approx(sum(rows) / 2, rel=1e-5)
+    with pytest.raises(SystemExit, match="unknown loss"):
+        loss_of(spec(loss="nope"))
