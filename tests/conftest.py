@@ -41,6 +41,7 @@ SCOPE_SECONDS = {
     "world": 137,
     "tests/e2e/test_pbg_distributed.py": 136,
     "tests/e2e/test_spark_cluster.py": 132,
+    "tests/e2e/test_hepth_releases.py": 122,
     "tests/unit/test_encoder.py": 90,
     "tests/unit/test_reference_fixture.py": 69,
     "tests/e2e/test_build_graph.py": 51,
