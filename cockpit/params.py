@@ -56,9 +56,10 @@ def common_params(demo: str) -> dict[str, Param]:
         ),
         "profile": Param(
             "demo",
-            enum=["demo", "full"],
+            enum=["demo", "pretrained-cpu", "full"],
             title="Profile",
-            description="demo: settings sized for one small machine; full: the published settings",
+            description="demo: settings sized for one small machine; pretrained-cpu: a real pretrained encoder "
+            "(set the encoder folder above) fine-tuned on one small machine; full: the published settings",
         ),
         "overrides": Param(
             [],

@@ -82,9 +82,9 @@ def _quiet_transformers() -> None:
 def check_model_dir(model_dir: str) -> Path:
     if not model_dir:
         raise CiteflowError(
-            "train_encoder.model is not set: the full profile trains a real encoder, as SPECTER and SciNCL start "
-            "from SciBERT; set --set train_encoder.model=/path/to/scibert_scivocab_uncased (a local Hugging Face "
-            "folder), or train_encoder.model=small for the demo's small BERT"
+            "train_encoder.model is not set: the full and pretrained-cpu profiles train a real encoder, as SPECTER "
+            "and SciNCL start from SciBERT; set --set train_encoder.model=/path/to/scibert_scivocab_uncased (a local "
+            "Hugging Face folder), or train_encoder.model=small for the demo's small BERT"
         )
     path = Path(model_dir)
     if not path.is_dir():

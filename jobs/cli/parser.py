@@ -22,7 +22,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--profile",
         choices=sorted(PROFILES),
         default="demo",
-        help="named settings applied before --set: demo (small, this machine) or full (published settings)",
+        help="named settings applied before --set: demo (small, this machine), pretrained-cpu (a real pretrained "
+        "encoder, --set train_encoder.model=DIR, fine-tuned on one small machine) or full (published settings)",
     )
     p.add_argument(
         "--strategy",

@@ -168,7 +168,7 @@ def test_the_optimizer_is_adamw_with_hf_trainers_betas_and_epsilon():
     assert len(exempt["params"]) == 3
 
 
-@pytest.mark.parametrize("profile", ["demo", "full"])
+@pytest.mark.parametrize("profile", ["demo", "pretrained-cpu", "full"])
 def test_profiles_keep_the_reference_settings_they_do_not_name(profile):
     from citeflow.config import RunConfig, apply_overrides, profile_overrides
 

