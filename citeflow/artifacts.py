@@ -266,7 +266,12 @@ class ArtifactStore:
         return sorted(found, key=lambda m: (m.finished_at, m.version))
 
     def snapshots(self) -> list[str]:
-        return sorted(i.base_name for i in self.children(self.root) if i.type == pafs.FileType.Directory)
+        """The snapshot folders under the root (not hidden ones)."""
+        return sorted(
+            i.base_name
+            for i in self.children(self.root)
+            if i.type == pafs.FileType.Directory and not i.base_name.startswith(".")
+        )
 
     def find_elsewhere(self, stage: str, version: str, snapshot: str) -> Manifest | None:
         """A complete copy of a stage version in another snapshot (versions are content addresses, so the

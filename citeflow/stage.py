@@ -13,7 +13,7 @@ what it depends on, then hands a `build(path) -> metrics` function to
 3. under the lease: reuses a copy another snapshot holds, or clears the
    remains of a killed run, calls `build`, measures the tables it wrote,
    hashes every file and commits the manifest last, with secrets redacted. Each table folder holds its
-   Parquet data files only (`citeflow.tables.tidy`).
+   Parquet data files only (`citeflow.tables.tidy`). A build that fails leaves nothing behind.
 
 With `store.repair` (`citeflow run --repair`) every version the run reads is
 re-hashed, and a damaged one (or one whose manifest predates file lists) is
@@ -115,7 +115,11 @@ def execute(
         path = store.prepare(snapshot, stage, version)
         log.info("%s: building version %s in %s", stage, version, path)
         started, t0 = utcnow(), time.monotonic()
-        metrics = build(path)
+        try:
+            metrics = build(path)
+        except BaseException:
+            _remove_failed(store, path)
+            raise
         missing = [t for t in tables if store.fs.get_file_info(posixpath.join(path, t)).type.name != "Directory"]
         if missing:
             raise RuntimeError(f"{stage} did not write tables {missing}")
@@ -150,6 +154,16 @@ def execute(
     finally:
         if lease is not None:
             lease.release()
+
+
+def _remove_failed(store: ArtifactStore, path: str) -> None:
+    """Remove what a failed build wrote (its staging files and half-written tables), under the version's lease:
+    they would keep a full disk full until the next run. A version whose removal fails itself is cleared by the
+    next build (`ArtifactStore.prepare`)."""
+    try:
+        store.fs.delete_dir(path)
+    except OSError:
+        log.debug("could not remove the failed build's files in %s", path, exc_info=True)
 
 
 def reuse(

@@ -95,7 +95,38 @@ def check_model_dir(model_dir: str) -> Path:
         )
     if not (path / "config.json").is_file():
         raise CiteflowError(f"{model_dir!r} has no config.json: not a Hugging Face model folder")
+    check_weights(path)
     return path
+
+
+def check_weights(path: Path) -> None:
+    """A folder whose weights are pickles (`*.bin`, no safetensors) is loaded only as weights: each file must
+    load with torch's weights-only unpickler, which runs no code; one that does not is refused with one line
+    before any stage runs (transformers would refuse it too, hours later, in the middle of the training)."""
+    if any(path.glob("*.safetensors")):
+        return
+    for weights in sorted(path.glob("*.bin")):
+        import torch
+
+        try:
+            try:
+                torch.load(weights, map_location="cpu", weights_only=True, mmap=True)  # no copy of big weights
+            except RuntimeError as exc:
+                if "mmap" not in str(exc):
+                    raise
+                torch.load(weights, map_location="cpu", weights_only=True)  # a file of torch's legacy format
+        except Exception as exc:  # noqa: BLE001 - whatever the unpickler refuses, the file is not plain weights
+            import pickle
+
+            why = (
+                "it holds objects other than tensors, which unpickling it could run as code"
+                if isinstance(exc, pickle.UnpicklingError)
+                else f"it does not load as weights ({type(exc).__name__})"
+            )
+            raise CiteflowError(
+                f"model folder {str(path)!r}: {weights.name} is refused: {why}; give a folder with "
+                "model.safetensors, or weights saved by torch.save of a state dict"
+            ) from None
 
 
 def load(model_dir: str, *, tokenizer_only: bool = False):

@@ -88,6 +88,11 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_configure(config):
     # Spark's Python workers (pandas UDFs) must run this interpreter, with its packages.
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    # the runs' logs (jobs/cli `log_folder`) in a folder of the test session's, not the user's state folder
+    if "CITEFLOW_LOG_DIR" not in os.environ:
+        import tempfile
+
+        os.environ["CITEFLOW_LOG_DIR"] = tempfile.mkdtemp(prefix="citeflow-test-logs-")
 
 
 @pytest.fixture(scope="session")

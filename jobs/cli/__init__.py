@@ -26,10 +26,12 @@ import logging
 import os
 import sys
 
-from citeflow.errors import CiteflowError
+from citeflow.errors import CiteflowError, environment_cause
 from jobs.cli.commands import cmd_artifacts, cmd_generate, cmd_run, cmd_settings, cmd_spark_server, cmd_verify
 from jobs.cli.parser import build_parser
 from jobs.cli.results import cmd_benchmark, cmd_export_dataset, cmd_export_model, cmd_report
+
+log = logging.getLogger("citeflow")
 
 COMMANDS = {
     "generate": cmd_generate,
@@ -55,17 +57,79 @@ def main(argv: list[str] | None = None) -> int:
     )
     for noisy in ("py4j", "matplotlib", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    run_log = start_run_log(args) if args.command == "run" else None
+    details = f"; details in {run_log}" if run_log else ""
     try:
         return COMMANDS[args.command](args)
     except CiteflowError as exc:
+        log.debug("the run stopped", exc_info=True)
         print(f"citeflow: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the output went to a pipe that closed early (`citeflow settings | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("citeflow: interrupted; incomplete artifacts are cleaned up on the next run", file=sys.stderr)
+        quiet_after_interrupt()
+        print(f"citeflow: interrupted; incomplete artifacts are cleaned up on the next run{details}", file=sys.stderr)
         return 130
+    except Exception as exc:
+        cause = environment_cause(exc, where=getattr(args, "artifacts", None))
+        if cause is None:
+            raise
+        log.debug("the run stopped", exc_info=True)
+        print(f"citeflow: error: {cause}{details}", file=sys.stderr)
+        return 2
+
+
+# run logs kept in the log folder: the newest, the older ones removed when a run starts
+KEEP_RUN_LOGS = 100
+
+
+def log_folder() -> str:
+    """Where runs log: `CITEFLOW_LOG_DIR`, else the user's state folder (`XDG_STATE_HOME`, `~/.local/state`)."""
+    if os.environ.get("CITEFLOW_LOG_DIR"):
+        return os.environ["CITEFLOW_LOG_DIR"]
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "citeflow", "logs")
+
+
+def start_run_log(args) -> str | None:
+    """The run's log file: everything citeflow and py4j log (py4j to it only: its errors after a failure or an
+    interruption are noise on the terminal), named in the one line a failed run ends with. In `log_folder()`,
+    not the artifact root, so a run refused before any work writes nothing there. None when it cannot be
+    written."""
+    import datetime as dt
+
+    folder = log_folder()
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = os.path.abspath(os.path.join(folder, f"run-{args.snapshot}-{stamp}-{os.getpid()}.log"))
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        old = sorted((e for e in os.scandir(folder) if e.name.startswith("run-")), key=lambda e: e.stat().st_mtime)
+        for entry in old[: max(0, len(old) - KEEP_RUN_LOGS + 1)]:
+            os.remove(entry.path)
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError:
+        return None
+    handler.setLevel(logging.DEBUG)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    py4j = logging.getLogger("py4j")
+    py4j.propagate = bool(args.verbose)
+    py4j.addHandler(handler)
+    os.environ["CITEFLOW_RUN_LOG"] = path  # for the processes the run starts (the Spark driver's JVM)
+    return path
+
+
+def quiet_after_interrupt() -> None:
+    """After Ctrl-C, the threads still talking to Spark's JVM fail on their own (py4j's reentrant call, a
+    closed connection): their tracebacks go to the log, not the terminal."""
+    import threading
+
+    threading.excepthook = lambda hook: log.debug("after the interruption", exc_info=hook.exc_value)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            handler.setLevel(logging.CRITICAL)
 
 
 __all__ = ["build_parser", "main"]

@@ -95,7 +95,11 @@ def test_a_killed_build_leaves_nothing_trusted_and_is_rebuilt(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         _execute(store, {"k": 1}, build=dies_after_writing_data)
     assert store.list_versions("s1", "demo") == []
-    (version,) = store.incomplete_versions("s1", "demo")
+    assert store.incomplete_versions("s1", "demo") == []  # an interrupted build removes what it wrote
+    # a killed one (kill -9: no cleanup) leaves its files: what it wrote, no manifest
+    version = compute_version("demo", 1, {"k": 1}, [{"kind": "corpus", "fingerprint": "abc"}])
+    _build_two_rows(store.version_path("s1", "demo", version))
+    assert store.incomplete_versions("s1", "demo") == [version]
     assert store.read_manifest("s1", "demo", version) is None
 
     rebuilt = _execute(store, {"k": 1})
