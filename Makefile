@@ -1,6 +1,7 @@
 # citeflow: two commands on a fresh machine (Python 3.11 and Java 17 needed):
 #   make demo     create .venv, install, rebuild a generated sample through Airflow, print the artifact summary
 #   make test     the test suite
+#   make test-fast  the suite without the slow end-to-end and cluster tests
 #   make airflow  start Airflow locally (standalone, SQLite, sized for 2 cores) with citeflow's DAGs; prints URL and login
 PYTHON ?= python3.11
 VENV   := .venv
