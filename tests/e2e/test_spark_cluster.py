@@ -142,11 +142,41 @@ def connect_server(tmp_path):
     from spark import connect_server as CS
 
     log = tmp_path / "connect-server.log"
-    config = SparkConfig(master="local[2]", driver_memory="1g")
+    # a planted secret among its settings (an S3 key no test uses): no process may carry it on its command line
+    config = SparkConfig(
+        master="local[2]", driver_memory="1g", conf=(f"spark.hadoop.fs.s3a.secret.key={SERVER_SECRET}",)
+    )
     with open(log, "w") as out, CS.running(config, port=CS.free_port(), output=out) as server:
-        yield {"remote": server.remote, "log": log}
+        yield {"remote": server.remote, "log": log, "server": server}
     assert server.process.poll() is not None
     assert not os.path.exists(server.folder)
+
+
+SERVER_SECRET = "cf-srv-" + "S3CR3T-9e0b"
+
+
+def test_the_servers_settings_reach_it_in_a_file_removed_once_it_listens(connect_server):
+    """Every process of the server (spark-submit's launcher, the JVM) is read from /proc: the secret is on no
+    command line, the properties file is gone, and the server has the setting all the same."""
+    from citeflow.process import descendants
+
+    server = connect_server["server"]
+    assert not os.path.exists(server.folder)
+    lines = {}
+    for pid in [server.process.pid, *descendants(server.process.pid)]:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                lines[pid] = fh.read().decode(errors="replace").replace("\0", " ")
+        except OSError:
+            continue
+    assert any("SparkConnectServer" in line and "--properties-file" in line for line in lines.values()), lines
+    assert [pid for pid, line in lines.items() if SERVER_SECRET in line] == []
+    done = subprocess.run(
+        [sys.executable, "-c", CONNECT_CONF, connect_server["remote"]], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:] + connect_server["log"].read_text()[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == SERVER_SECRET
+    assert SERVER_SECRET not in connect_server["log"].read_text()
 
 
 def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc, generated_s2ag, tmp_path):
@@ -277,4 +307,12 @@ bench = pa.table({"id": ["a", "b"], "task": ["t", "t"], "split": ["x", "x"], "ti
 ids = spark.createDataFrame(distinct_ids(bench))
 sharing = L.papers_sharing_keys(papers, ids, materialize=lambda frame, name: frame.localCheckpoint())
 print(sorted((r["corpus_id"], r["_folded"]) for r in sharing.collect()))
+"""
+
+
+CONNECT_CONF = """
+import sys
+from pyspark.sql import SparkSession
+
+print(SparkSession.builder.remote(sys.argv[1]).getOrCreate().conf.get("spark.hadoop.fs.s3a.secret.key"))
 """
