@@ -168,6 +168,16 @@ class StoreConfig:
         ),
     )
 
+    verify_inputs: bool = field(
+        default=True,
+        metadata=_help(
+            "before a stage builds, re-hash every file of each committed version it reads (its manifest holds "
+            "their SHA-256; once per version and process) and stop at a damaged one with one line (--repair "
+            "rebuilds it); false: only the file set and sizes are checked, as on every read",
+            versioned=False,
+        ),
+    )
+
     def __post_init__(self) -> None:
         _check_finite(self, "store")
         if self.lease_wait_s < 0:
