@@ -92,7 +92,9 @@ def check_inputs(store: ArtifactStore, stage: str, snapshot: str, inputs: list[d
             continue  # a fingerprint of files outside the store (corpus, benchmark lists)
         where = item.get("snapshot", snapshot)
         path = item.get("path", "")
-        if path.startswith(store.root + "/"):  # where the input lies (a version reused from another snapshot)
+        if path and not path.startswith(store.root + "/"):
+            continue  # a version of another store: this one cannot read it
+        if path:  # where the input lies (a version reused from another snapshot)
             where = posixpath.relpath(path, store.root).split("/")[0]
         manifest = store.read_manifest(where, item["stage"], item["version"])
         if manifest is None:

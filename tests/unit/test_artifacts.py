@@ -2,6 +2,7 @@ import hashlib
 import json
 import os
 import shutil
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -483,3 +484,16 @@ def test_a_damaged_copy_in_another_snapshot_is_built_anew_not_reused(tmp_path, c
     assert f"demo version {first.version} of snapshot s1 is damaged" in caplog.text
     assert "building instead of reusing it" in caplog.text
     assert pq.read_table(built.table_path("t")).column("a").to_pylist() == [1, 2]
+
+
+def test_an_input_of_another_store_is_passed_over_and_a_vanished_one_is_one_line(tmp_path):
+    store = ArtifactStore(str(tmp_path))
+    elsewhere = {"stage": "demo", "version": "0" * 16, "path": "/another/root/s1/demo/" + "0" * 16}
+    assert not _downstream(store, SimpleNamespace(snapshot="s1", lineage=lambda: elsewhere)).skipped
+    gone = {"stage": "demo", "version": "1" * 16, "path": str(tmp_path / "s1" / "demo" / ("1" * 16))}
+    with pytest.raises(CiteflowError) as caught:
+        _downstream(store, SimpleNamespace(snapshot="s1", lineage=lambda: gone), {"k": 2})
+    assert str(caught.value) == (
+        f"after builds on demo version {'1' * 16} of snapshot s1, which is gone from {tmp_path}: run again to "
+        "rebuild it"
+    )
