@@ -26,6 +26,10 @@ and with it every writer in the version folder: a rerun never shares the folder 
 fails (or a `watch` callback raises) every other is stopped before the failure is reported, the way a job of
 distributed ranks must end (PBG's ranks wait forever for a peer that died).
 
+`private_file(name, text)` hands a child process settings that may hold secrets: a file only this user can
+read, removed when the block ends, so that nothing secret is on a command line (every local user reads any
+process's `/proc/PID/cmdline`, e.g. with `ps`).
+
 `fault_point(name)` is the fault-injection hook of `tests/faults/`: the process SIGKILLs itself when the
 environment variable CITEFLOW_FAULT_KILL equals `name`. Reads and writes only what COMMAND does, plus the
 log file it is given.
@@ -37,12 +41,14 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 FAULT_ENV = "CITEFLOW_FAULT_KILL"
@@ -55,6 +61,21 @@ def fault_point(name: str) -> None:
     """Fault injection for tests: SIGKILL this process here when CITEFLOW_FAULT_KILL names this point."""
     if os.environ.get(FAULT_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def private_file(name: str, text: str) -> Iterator[str]:
+    """The path of a file `name` holding `text`, readable by this user only (mode 0600, in a fresh folder of
+    mode 0700 under the temporary folder); the folder is removed when the block ends."""
+    folder = tempfile.mkdtemp(prefix="citeflow-private-")
+    try:
+        path = os.path.join(folder, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _prctl(option: int, value: int) -> bool:

@@ -10,8 +10,10 @@ what it depends on, then hands a `build(path) -> metrics` function to
 2. takes the version's lease (`citeflow.lease`; local stores): while another
    live run holds it, waits up to `store.lease_wait_s` and then uses what
    that run built, or stops with one line naming the holder;
-3. under the lease: reuses a copy another snapshot holds, or clears the
-   remains of a killed run, calls `build`, measures the tables it wrote,
+3. under the lease: reuses a copy another snapshot holds, or re-hashes the
+   committed versions it builds on (`check_inputs`, `store.verify_inputs`:
+   a damaged one stops the run with one line pointing at `--repair`), clears
+   the remains of a killed run, calls `build`, measures the tables it wrote,
    hashes every file and commits the manifest last, with secrets redacted. Each table folder holds its
    Parquet data files only (`citeflow.tables.tidy`). A build that fails leaves nothing behind.
 
@@ -57,6 +59,62 @@ def _look(store: ArtifactStore, snapshot: str, stage: str, version: str) -> tupl
             f"its manifest (format {manifest.manifest_format}) lists no files", path=manifest.path, problems=[]
         )
     return manifest, None
+
+
+def damage_of(store: ArtifactStore, manifest: Manifest) -> list[str]:
+    """What differs between `manifest` and its files, re-hashed (nothing without `store.verify_inputs`, for a
+    manifest that lists no files, or for one re-hashed in this process before)."""
+    if not store.settings.verify_inputs or manifest.manifest_format < MANIFEST_FORMAT:
+        return []
+    if store.verified_before(manifest):
+        return []
+    t0 = time.monotonic()
+    problems = store.verify(manifest)
+    log.debug(
+        "%s %s of %s: %d files re-hashed in %.2fs",
+        manifest.stage,
+        manifest.version,
+        manifest.snapshot,
+        len(manifest.contents),
+        time.monotonic() - t0,
+    )
+    return problems
+
+
+def check_inputs(store: ArtifactStore, stage: str, snapshot: str, inputs: list[dict[str, Any]]) -> None:
+    """Re-hash each committed version among `inputs` (those naming a stage and version) before `stage` builds
+    on it: the cheap check of every read sees a missing or resized file, not bytes changed in place. A damaged
+    input is a `DamagedVersion`, one line naming the file and `--repair`."""
+    if not store.settings.verify_inputs:
+        return
+    for item in inputs:
+        if "stage" not in item or "version" not in item:
+            continue  # a fingerprint of files outside the store (corpus, benchmark lists)
+        where = item.get("snapshot", snapshot)
+        path = item.get("path", "")
+        if path and not path.startswith(store.root + "/"):
+            continue  # a version of another store: this one cannot read it
+        if path:  # where the input lies (a version reused from another snapshot)
+            where = posixpath.relpath(path, store.root).split("/")[0]
+        manifest = store.read_manifest(where, item["stage"], item["version"])
+        if manifest is None:
+            raise CiteflowError(
+                f"{stage} builds on {item['stage']} version {item['version']} of snapshot {where}, which is gone "
+                f"from {store.uri}: run again to rebuild it"
+            )
+        problems = damage_of(store, manifest)
+        if not problems:
+            continue
+        first, more = problems[0], f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        if any(first.startswith((f"{rel}:", f"{rel} ")) for rel in manifest.contents):
+            first = posixpath.join(manifest.path, first)  # the file, by its full path
+        raise DamagedVersion(
+            f"{stage} cannot build on {item['stage']} version {item['version']} of snapshot {where}, which is "
+            f"damaged: {first}{more}. `citeflow run ... --repair` moves it aside and rebuilds it "
+            f"(`citeflow verify --snapshot {where} --stage {item['stage']}` lists every problem)",
+            path=manifest.path,
+            problems=problems,
+        )
 
 
 def execute(
@@ -111,7 +169,11 @@ def execute(
         resolved_config = redact(resolved_config)
         donor = store.find_elsewhere(stage, version, snapshot)
         if donor is not None:
-            return reuse(store, donor, snapshot, resolved_config, inputs, lease)
+            problems = damage_of(store, donor)
+            if not problems:
+                return reuse(store, donor, snapshot, resolved_config, inputs, lease)
+            log.warning("%s; building instead of reusing it", store.damaged(donor, problems))
+        check_inputs(store, stage, snapshot, inputs)
         path = store.prepare(snapshot, stage, version)
         log.info("%s: building version %s in %s", stage, version, path)
         started, t0 = utcnow(), time.monotonic()

@@ -12,7 +12,8 @@ The server is Spark's own (`SparkConnectServer` through pyspark's `bin/spark-sub
 local driver gets (`SparkConfig`: master, driver memory, local dir, `spark.conf`, and
 `session.driver_java_options`), its Python workers on this interpreter (filter_leakage folds non-ASCII titles
 in a pandas UDF). Its settings go to spark-submit in a properties file readable by this user only, so that a
-secret in `spark.conf` is on no command line.
+secret in `spark.conf` is on no command line; spark-submit reads it as it starts, and it is removed once the
+server listens.
 
 Spark Connect authenticates nobody: the server listens on 127.0.0.1 unless `host` says otherwise, and its
 web UI is off.
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
+from spark.session import properties_text
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_HOST = "127.0.0.1"
@@ -50,7 +52,7 @@ class Server:
 
     process: subprocess.Popen
     remote: str
-    folder: str  # private folder of the properties file, removed when the server stops
+    folder: str  # private folder of the properties file, removed once the server listens (or stops)
 
 
 def check_address(host: str, port: int) -> None:
@@ -99,16 +101,6 @@ def properties(config: SparkConfig, host: str, port: int) -> dict[str, str]:
     props["spark.connect.grpc.binding.address"] = host
     props["spark.connect.grpc.binding.port"] = str(port)
     return props
-
-
-def properties_text(props: dict[str, str]) -> str:
-    """`props` as a Java properties file (backslashes escaped; a line break in a value is refused)."""
-    lines = []
-    for key, value in props.items():
-        if any(c in key + value for c in "\r\n"):
-            raise CiteflowError(f"the Spark setting {key} holds a line break")
-        lines.append(f"{key}={value}".replace("\\", "\\\\"))
-    return "\n".join(lines) + "\n"
 
 
 def command(spark_home: str, properties_file: str) -> list[str]:
@@ -183,6 +175,7 @@ def start(config: SparkConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_POR
                 f"the Spark Connect server did not listen on {host}:{port} within {READY_TIMEOUT_S:.0f}s"
             )
         time.sleep(0.25)
+    shutil.rmtree(folder, ignore_errors=True)  # read at the start: a secret in it stays on disk no longer
     return server
 
 

@@ -10,6 +10,10 @@ no JVM starts here, the server plans and runs every query, and only the
 session's SQL settings are sent (the server's own static settings stay
 its own). Stage code therefore uses the DataFrame API alone: no RDDs and no
 SparkContext, which Spark Connect does not have.
+
+The local driver's JVM is started with its settings in a properties file only this user can read
+(`launch_driver`), never as `--conf key=value` arguments: a JVM's command line is readable by every local
+user, and `spark.conf` may hold a secret (an object store's key).
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import subprocess
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
@@ -109,32 +115,81 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
 
     # Executors on a cluster must run the same Python as this driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(config.master)
-        .config("spark.driver.memory", config.driver_memory)
-        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+    settings = {
+        "spark.app.name": app_name,
+        "spark.master": config.master,
+        "spark.driver.memory": config.driver_memory,
+        "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
         # Spark's own progress bar, where someone is watching a terminal.
-        .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
-    )
-    for key, value in SESSION_SQL.items():
-        builder = builder.config(key, value)
+        "spark.ui.showConsoleProgress": str(sys.stderr.isatty()).lower(),
+        **SESSION_SQL,
+    }
     java_options = driver_java_options()
     user = dict((k.strip(), v.strip()) for k, v in (item.split("=", 1) for item in config.conf))
     archive = class_archive_plan(config, java_options, user)
-    builder = builder.config("spark.driver.extraJavaOptions", f"{java_options} {archive.options}".strip())
+    settings["spark.driver.extraJavaOptions"] = f"{java_options} {archive.options}".strip()
     if config.local_dir:
-        builder = builder.config("spark.local.dir", config.local_dir)
-    for key, value in user.items():
-        builder = builder.config(key, value)
+        settings["spark.local.dir"] = config.local_dir
+    settings.update(user)
     try:
+        launch_driver(settings)
+        builder = SparkSession.builder  # the settings again, through Py4J: a JVM started before has its own
+        for key, value in settings.items():
+            builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.conf.get("spark.sql.shuffle.partitions")  # the SQL settings are checked when first read
+    except CiteflowError:
+        raise
     except Exception as exc:
         logging.getLogger("citeflow").debug("Spark's driver did not start", exc_info=exc)
         raise CiteflowError(f"Spark's driver did not start: {start_failure(exc)}") from exc
     CA.note_written(archive, spark, java_options, config.driver_memory)
     return spark
+
+
+SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"  # pyspark's spark-submit arguments for the JVM it starts
+_launching = threading.Lock()
+
+
+def launch_driver(settings: dict[str, str]) -> None:
+    """Start this process's Spark JVM (pyspark's gateway) with `settings`, unless it runs already.
+
+    The builder would hand pyspark each setting as `--conf key=value` for spark-submit's command line, and
+    Spark's launcher copies them onto the JVM's. Here they go in a properties file readable by this user only
+    (`citeflow.process.private_file`), named in `PYSPARK_SUBMIT_ARGS` while the JVM starts, with
+    `--load-spark-defaults` so that a `spark-defaults.conf` still applies as before; spark-submit reads the
+    file as it starts, and it is removed once the JVM is up. A user's own `PYSPARK_SUBMIT_ARGS` follows."""
+    from pyspark import SparkContext
+
+    from citeflow.process import private_file
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return  # pyspark reuses the JVM it has, or connects to one started for it
+    with _launching:
+        if SparkContext._gateway is not None:
+            return
+        own = os.environ.get(SUBMIT_ARGS)
+        with private_file("spark.properties", properties_text(settings)) as path:
+            os.environ[SUBMIT_ARGS] = (
+                f"--properties-file {shlex.quote(path)} --load-spark-defaults {own or 'pyspark-shell'}"
+            )
+            try:
+                SparkContext._ensure_initialized()
+            finally:
+                if own is None:
+                    os.environ.pop(SUBMIT_ARGS, None)
+                else:
+                    os.environ[SUBMIT_ARGS] = own
+
+
+def properties_text(props: dict[str, str]) -> str:
+    """`props` as a Java properties file (backslashes escaped; a line break in a value is refused)."""
+    lines = []
+    for key, value in props.items():
+        if any(c in key + value for c in "\r\n"):
+            raise CiteflowError(f"the Spark setting {key} holds a line break")
+        lines.append(f"{key}={value}".replace("\\", "\\\\"))
+    return "\n".join(lines) + "\n"
 
 
 def start_failure(exc: BaseException) -> str:

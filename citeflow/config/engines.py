@@ -112,11 +112,27 @@ class SparkConfig:
             raise CiteflowError(f"spark.class_archive must be auto or off, not {self.class_archive!r}")
         if self.broadcast_rows < 0:
             raise CiteflowError("spark.broadcast_rows must be 0 (never broadcast) or more")
+        from citeflow.redaction import is_secret_key, redact_setting
+
         for item in self.conf:
             if "=" not in item or not item.split("=", 1)[0].startswith("spark."):
-                from citeflow.redaction import redact_setting
-
                 raise CiteflowError(f"spark.conf entry {redact_setting(item)!r} must look like spark.some.key=value")
+            key, value = (part.strip() for part in item.split("=", 1))
+            # JVM options are the one part of the settings that a JVM carries on its command line
+            secret = key.endswith("extraJavaOptions") and next(
+                (
+                    o.split("=", 1)[0]
+                    for o in value.split()
+                    if o.startswith("-D") and is_secret_key(o[2:].split("=")[0])
+                ),
+                None,
+            )
+            if secret:
+                raise CiteflowError(
+                    f"spark.conf {key} sets {secret}, a secret, which would be on the JVM's command line where every "
+                    "local user can read it: give it as a Spark or Hadoop setting (spark.conf) in a settings file "
+                    "instead (docs/secrets.md)"
+                )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,6 +164,16 @@ class StoreConfig:
         metadata=_help(
             "verify the content hashes of every version the run reads; move a damaged one aside to "
             "<stage>/.damaged/ and rebuild it (citeflow run --repair)",
+            versioned=False,
+        ),
+    )
+
+    verify_inputs: bool = field(
+        default=True,
+        metadata=_help(
+            "before a stage builds, re-hash every file of each committed version it reads (its manifest holds "
+            "their SHA-256; once per version and process) and stop at a damaged one with one line (--repair "
+            "rebuilds it); false: only the file set and sizes are checked, as on every read",
             versioned=False,
         ),
     )

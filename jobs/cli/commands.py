@@ -106,6 +106,26 @@ def _derive(args: argparse.Namespace) -> int:
     return 0
 
 
+def overrides_from_args(args: argparse.Namespace, section: str = "") -> list[str]:
+    """The settings files' overrides (`$CITEFLOW_SETTINGS`, then `--settings`; with `section`, that section's
+    only: one file serves `run` and `spark-server`), then `--set`'s; a warning on stderr for each `--set` that
+    holds a secret (named, never shown), which every local user can read in this process's command line."""
+    from citeflow.config.settings_file import settings_overrides
+    from citeflow.redaction import redact_setting
+
+    for item in args.overrides:
+        if redact_setting(item) != item:
+            print(
+                f"citeflow: warning: --set {redact_setting(item)} holds a secret, which every local user can read "
+                "on this command line; put it in a settings file instead (--settings FILE, docs/secrets.md)",
+                file=sys.stderr,
+            )
+    files = settings_overrides(getattr(args, "settings", []))
+    if section:
+        files = [item for item in files if item.startswith(f"{section}.")]
+    return [*files, *args.overrides]
+
+
 def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     config = RunConfig(
         snapshot=args.snapshot,
@@ -115,7 +135,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         artifacts=args.artifacts,
     )
     repair = ["store.repair=true"] if getattr(args, "repair", False) else []
-    return apply_overrides(config, [*profile_overrides(args.profile), *args.overrides, *repair])
+    return apply_overrides(config, [*profile_overrides(args.profile), *overrides_from_args(args), *repair])
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -316,7 +336,7 @@ def cmd_spark_server(args: argparse.Namespace) -> int:
 
     from spark import connect_server as CS
 
-    spark = apply_overrides(_ServerSettings(), args.overrides).spark
+    spark = apply_overrides(_ServerSettings(), overrides_from_args(args, "spark")).spark
     CS.check_address(args.host, args.port)
     if not CS.is_loopback(args.host):
         print(

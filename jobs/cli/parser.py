@@ -40,11 +40,24 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         metavar="STAGE.KEY=VALUE",
         help="override a setting, e.g. build_graph.citations_from=inbound or spark.master=spark://h:7077",
     )
+    _add_settings(p)
     p.add_argument(
         "--repair",
         action="store_true",
         help="re-hash every version the run reads; move damaged ones aside to <stage>/.damaged/ and rebuild them "
         "(same as --set store.repair=true)",
+    )
+
+
+def _add_settings(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--settings",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="STAGE.KEY=VALUE lines, applied before --set: the place for secrets, which a command line shows to "
+        "every local user; only its owner may read the file (chmod 600). $CITEFLOW_SETTINGS names one too. "
+        "See docs/secrets.md",
     )
 
 
@@ -233,6 +246,7 @@ def _add_spark_server(sub: argparse._SubParsersAction) -> None:
         metavar="spark.KEY=VALUE",
         help="a spark setting (citeflow settings), e.g. spark.driver_memory=8g or spark.master=local[4]",
     )
+    _add_settings(p)
 
 
 def build_parser() -> argparse.ArgumentParser:

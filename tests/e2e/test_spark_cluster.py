@@ -142,11 +142,43 @@ def connect_server(tmp_path):
     from spark import connect_server as CS
 
     log = tmp_path / "connect-server.log"
-    config = SparkConfig(master="local[2]", driver_memory="1g")
+    # a planted secret among its settings (an S3 key no test uses): no process may carry it on its command line
+    config = SparkConfig(
+        master="local[2]", driver_memory="1g", conf=(f"spark.hadoop.fs.s3a.secret.key={SERVER_SECRET}",)
+    )
     with open(log, "w") as out, CS.running(config, port=CS.free_port(), output=out) as server:
-        yield {"remote": server.remote, "log": log}
+        yield {"remote": server.remote, "log": log, "server": server}
     assert server.process.poll() is not None
     assert not os.path.exists(server.folder)
+
+
+SERVER_SECRET = "cf-srv-" + "S3CR3T-9e0b"
+
+
+def test_the_servers_settings_reach_it_in_a_file_removed_once_it_listens(connect_server):
+    """Every process of the server (spark-submit's launcher, the JVM) is read from /proc: the secret is on no
+    command line and the properties file is gone, yet the JVM has the settings (its heap is the 1g driver
+    memory of the file) and serves a client."""
+    from citeflow.process import descendants
+
+    server = connect_server["server"]
+    assert not os.path.exists(server.folder)
+    lines = {}
+    for pid in [server.process.pid, *descendants(server.process.pid)]:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                lines[pid] = fh.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+    (jvm,) = [line for line in lines.values() if "org.apache.spark.deploy.SparkSubmit" in line]
+    assert "--properties-file" in jvm and "-Xmx1g" in jvm and SERVER_SECRET not in " ".join(jvm)
+    assert [pid for pid, line in lines.items() if SERVER_SECRET in " ".join(line)] == []
+    done = subprocess.run(
+        [sys.executable, "-c", CONNECT_PLAIN, connect_server["remote"]], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:] + connect_server["log"].read_text()[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "3"
+    assert SERVER_SECRET not in connect_server["log"].read_text()
 
 
 def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc, generated_s2ag, tmp_path):

@@ -10,7 +10,9 @@ same content hashes of every table (rows hashed in a canonical order, so Spark's
 and of the trained model's weights.
 
 A secret (`SECRET`) is in `spark.conf` of every run: no file under any artifact root, no log line, no XCom
-value and no Artifacts page may contain it.
+value and no Artifacts page may contain it. Runs through the command line get it from a settings file
+(`--settings`, mode 0600), so that no process of theirs carries it on its command line (`Watch` records
+the command line of every process a run starts).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -80,6 +83,7 @@ class World:
     digests: dict  # stage -> content digest of the reference version
     logs: str  # everything the reference runs logged
     settings: list[str] = field(default_factory=list)
+    settings_file: Path | None = None  # mode 0600: the settings that hold a secret, for runs of the CLI
 
     def config(self, root: Path, *extra: str):
         from citeflow.config import RunConfig, apply_overrides, profile_overrides
@@ -101,12 +105,19 @@ class World:
             shutil.rmtree(root / SNAPSHOT / stage, ignore_errors=True)
         return root
 
-    def cli(self, root: Path, until: str, *extra: str, env: dict | None = None, tag: str = "") -> subprocess.Popen:
-        """`citeflow run` in a process (and session) of its own, output in `<root>.<until>.<n>.log`."""
+    def cli(
+        self, root: Path, until: str, *extra: str, env: dict | None = None, tag: str = "", args: tuple[str, ...] = ()
+    ) -> subprocess.Popen:
+        """`citeflow run` in a process (and session) of its own, output in `<root>.<until>.<n>.log`: the
+        settings that hold a secret from `settings_file`, the others and `extra` with `--set`, then `args`."""
+        from citeflow.redaction import redact_setting
+
+        assert self.settings_file is not None
         command = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", SNAPSHOT]
         command += ["--corpus", str(self.snapshot / "corpus"), "--scidocs", str(self.snapshot / "scidocs")]
         command += ["--paper-ids", str(self.snapshot / "paper-ids"), "--artifacts", str(root), "--until", until]
-        for item in [*self.settings, *extra]:
+        command += ["--settings", str(self.settings_file), *args]
+        for item in [*(s for s in self.settings if redact_setting(s) == s), *extra]:
             command += ["--set", item]
         log = root.parent / f"{root.name}.{until}.{uuid.uuid4().hex[:6]}.log"
         environment = {**os.environ, "PYTHONPATH": str(REPO), TAG_ENV: tag or uuid.uuid4().hex, **(env or {})}
@@ -117,6 +128,32 @@ class World:
         process.log_path = log  # type: ignore[attr-defined]
         process.tag = environment[TAG_ENV]  # type: ignore[attr-defined]
         return process
+
+
+class Watch:
+    """The command line of every process carrying `TAG_ENV=tag`, read from /proc every `every_s` seconds in a
+    thread until `stop()`: `seen` maps each pid to its command line (arguments joined by spaces)."""
+
+    def __init__(self, tag: str, every_s: float = 0.02):
+        self.tag, self.every_s, self.seen = tag, every_s, {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="watch-processes", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            for pid, command in tagged(self.tag):
+                self.seen.setdefault(pid, " ".join(command))
+            time.sleep(self.every_s)
+
+    def stop(self) -> dict[int, str]:
+        self._done.set()
+        self._thread.join()
+        return self.seen
+
+    def carrying(self, text: str) -> list[str]:
+        """`pid: command line` of every process seen with `text` on its command line."""
+        return [f"{pid}: {command[:300]}" for pid, command in self.seen.items() if text in command]
 
 
 def finish(process: subprocess.Popen, timeout_s: float = 300) -> tuple[int, str]:
@@ -218,6 +255,7 @@ def read(root: Path, stage: str):
 def world(tmp_path_factory, spark) -> World:
     import pyarrow.parquet as pq
 
+    from citeflow.redaction import redact_setting
     from jobs import filter_leakage, mine_triplets, train_encoder
     from jobs.cli import main as cli
     from models.encoder import build_small, paper_text
@@ -241,7 +279,11 @@ def world(tmp_path_factory, spark) -> World:
         digests={},
         logs="",
         settings=list(SETTINGS),
+        settings_file=tmp / "secret.settings",
     )
+    fd = os.open(world.settings_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:  # what the command line must not carry (World.cli)
+        fh.writelines(f"{item}\n" for item in SETTINGS if redact_setting(item) != item)
     try:
         config = world.config(world.reference)
         filter_leakage.run(config)

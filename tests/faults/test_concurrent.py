@@ -10,19 +10,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.faults.conftest import SECRET, SNAPSHOT, digest, finish, read, sweep, wait_until
+from tests.faults.conftest import SECRET, SNAPSHOT, Watch, digest, finish, read, sweep, wait_until
 
 
 def _race(world, root: Path, stage: str, env: dict | None = None) -> None:
     version = world.manifests[stage].version
     lease = root / SNAPSHOT / stage / f".{version}.lease"
     a = world.cli(root, stage, env=env)
+    watches = [Watch(a.tag)]
     b = c = None
     try:
         assert wait_until(lambda: lease.exists() or a.poll() is not None, timeout_s=300)
         assert a.poll() is None, finish(a)[1]
         b = world.cli(root, stage, "store.lease_wait_s=0", env=env)
         c = world.cli(root, stage, "store.lease_wait_s=600", env=env)
+        watches += [Watch(b.tag), Watch(c.tag)]
         code_b, log_b = finish(b)
         assert code_b == 2, log_b
         (error,) = [line for line in log_b.splitlines() if line.startswith("citeflow: error:")]
@@ -36,7 +38,12 @@ def _race(world, root: Path, stage: str, env: dict | None = None) -> None:
         assert f"{stage}: up to date, skipped" in log_c and "waiting up to" in log_c
         for log in (log_a, log_b, log_c):
             assert SECRET not in log  # nor in any log line
+        for watch in watches:  # nor on the command line of any process the runs started, nor of the runs
+            watch.stop()
+            assert watch.seen and watch.carrying(SECRET) == []
     finally:
+        for watch in watches:
+            watch.stop()
         for process in (a, b, c):
             if process is not None:
                 sweep(process.tag)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.faults.conftest import SNAPSHOT, digest, read
+from tests.faults.conftest import SNAPSHOT, digest, finish, read
 
 
 def _verify(root, capsys, stage):
@@ -95,3 +95,34 @@ def test_same_size_tampering_is_found_by_verify_and_by_repair(world, capsys):
     assert not repaired.skipped and digest(repaired) == world.digests["mine_triplets"]
     assert _verify(root, capsys, "mine_triplets")[0] == 0
     assert digest(read(root, "mine_triplets")) == world.digests["mine_triplets"]
+
+
+def test_bytes_flipped_in_a_committed_input_stop_the_next_run_and_repair_rebuilds_it(world):
+    """Same size, other bytes: the cheap check of every read passes, so the run called build_graph up to
+    date and built filter_leakage on it. The stage re-hashes its inputs before it builds."""
+    graph = world.manifests["build_graph"]
+    root = world.copy("flipped-input", without=("filter_leakage", "embed_graph", "mine_triplets", "train_encoder"))
+    folder = root / SNAPSHOT / "build_graph" / graph.version
+    part = _first_part(folder / "papers")
+    data = bytearray(part.read_bytes())
+    data[len(data) // 3] ^= 0x10
+    part.write_bytes(bytes(data))
+
+    code, log = finish(world.cli(root, "filter_leakage"))
+    errors = [line for line in log.splitlines() if line.startswith("citeflow: error:")]
+    assert code == 2 and "Traceback" not in log, log
+    assert errors == [
+        f"citeflow: error: filter_leakage cannot build on build_graph version {graph.version} of snapshot "
+        f"{SNAPSHOT}, which is damaged: {part}: content hash differs from the manifest (same size, other bytes). "
+        f"`citeflow run ... --repair` moves it aside and rebuilds it (`citeflow verify --snapshot {SNAPSHOT} "
+        "--stage build_graph` lists every problem)"
+    ]
+    stage = root / SNAPSHOT / "filter_leakage"
+    assert not stage.exists() or [p.name for p in stage.iterdir()] == [".leases.lock"]  # nothing built or left
+
+    code, log = finish(world.cli(root, "filter_leakage", args=("--repair",)))
+    assert code == 0, log[-4000:]
+    (aside,) = (root / SNAPSHOT / "build_graph" / ".damaged").iterdir()
+    assert (aside / "papers" / part.name).read_bytes() == bytes(data)  # the evidence, as it was
+    for name in ("build_graph", "filter_leakage"):
+        assert digest(read(root, name)) == world.digests[name], name

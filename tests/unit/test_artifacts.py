@@ -2,6 +2,7 @@ import hashlib
 import json
 import os
 import shutil
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -415,3 +416,88 @@ def test_a_version_with_an_old_deletion_folder_is_refused_with_one_line_saying_h
     ((version, manifest, damage),) = store.scan("s1", "demo")
     assert (version, manifest) == (m.version, None)
     assert damage.problems[-1].startswith("table t holds a `_deleted/` deletion folder")
+
+
+# -- inputs re-hashed before a stage builds on them (store.verify_inputs) ----------------------------------
+
+
+def _downstream(store, upstream, config=None, build=_build_two_rows):
+    return execute(
+        store=store,
+        snapshot=upstream.snapshot,
+        stage="after",
+        stage_version=1,
+        config=config or {"k": 1},
+        resolved_config={},
+        inputs=[upstream.lineage(), {"kind": "corpus", "fingerprint": "abc"}],
+        tables=["t"],
+        build=build,
+    )
+
+
+def _flip_a_byte(part):
+    data = bytearray(part.read_bytes())
+    data[8] ^= 0x01  # in the first page, before the footer: the row counts still read
+    part.write_bytes(bytes(data))
+
+
+def test_an_input_with_bytes_changed_in_place_stops_the_build_with_one_line_naming_the_file(committed):
+    store, done, folder = committed
+    part = folder / "t" / "part-0.parquet"
+    _flip_a_byte(part)  # same size: the cheap check of every read passes
+    with pytest.raises(DamagedVersion) as caught:
+        _downstream(store, done, build=lambda path: pytest.fail("built on a damaged input"))
+    assert str(caught.value) == (
+        f"after cannot build on demo version {done.version} of snapshot s1, which is damaged: {part}: content hash "
+        "differs from the manifest (same size, other bytes). `citeflow run ... --repair` moves it aside and rebuilds "
+        "it (`citeflow verify --snapshot s1 --stage demo` lists every problem)"
+    )
+    assert [p.name for p in (folder.parent.parent / "after").iterdir()] == [".leases.lock"]  # no staging, no lease
+    # with the check off, only the cheap check runs: the build goes ahead
+    unchecked = ArtifactStore(store.root, StoreConfig(verify_inputs=False))
+    assert not _downstream(unchecked, done).skipped
+
+
+def test_repair_rebuilds_the_damaged_input_and_the_stage_then_builds_on_it(committed):
+    store, done, folder = committed
+    _flip_a_byte(folder / "t" / "part-0.parquet")
+    repairing = ArtifactStore(store.root, StoreConfig(repair=True))
+    rebuilt = _execute(repairing, {"k": 1})  # the upstream stage's own run, as `citeflow run --repair` does first
+    assert not rebuilt.skipped and len(list((folder.parent / ".damaged").iterdir())) == 1
+    after = _downstream(repairing, rebuilt)
+    assert not after.skipped and after.inputs[0] == rebuilt.lineage()
+
+
+def test_each_input_version_is_re_hashed_once_per_process(committed, monkeypatch):
+    store, done, _ = committed
+    hashed = []
+    real = ArtifactStore.contents_of
+    monkeypatch.setattr(ArtifactStore, "contents_of", lambda self, path: hashed.append(path) or real(self, path))
+    _downstream(store, done, {"k": 1})
+    _downstream(store, done, {"k": 2})  # another version built on the same input
+    assert hashed.count(done.path) == 1
+    assert len([p for p in hashed if p != done.path]) == 2  # each version built, hashed for its manifest
+
+
+def test_a_damaged_copy_in_another_snapshot_is_built_anew_not_reused(tmp_path, caplog):
+    store = ArtifactStore(str(tmp_path))
+    first = _execute(store, {"k": 1})
+    _flip_a_byte(tmp_path / "s1" / "demo" / first.version / "t" / "part-0.parquet")
+    built = _execute(store, {"k": 1}, snapshot="s2")
+    assert built.reused_from is None and built.version == first.version
+    assert f"demo version {first.version} of snapshot s1 is damaged" in caplog.text
+    assert "building instead of reusing it" in caplog.text
+    assert pq.read_table(built.table_path("t")).column("a").to_pylist() == [1, 2]
+
+
+def test_an_input_of_another_store_is_passed_over_and_a_vanished_one_is_one_line(tmp_path):
+    store = ArtifactStore(str(tmp_path))
+    elsewhere = {"stage": "demo", "version": "0" * 16, "path": "/another/root/s1/demo/" + "0" * 16}
+    assert not _downstream(store, SimpleNamespace(snapshot="s1", lineage=lambda: elsewhere)).skipped
+    gone = {"stage": "demo", "version": "1" * 16, "path": str(tmp_path / "s1" / "demo" / ("1" * 16))}
+    with pytest.raises(CiteflowError) as caught:
+        _downstream(store, SimpleNamespace(snapshot="s1", lineage=lambda: gone), {"k": 2})
+    assert str(caught.value) == (
+        f"after builds on demo version {'1' * 16} of snapshot s1, which is gone from {tmp_path}: run again to "
+        "rebuild it"
+    )

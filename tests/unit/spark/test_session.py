@@ -542,3 +542,69 @@ def test_a_connect_session_is_released_once_and_a_hung_server_never_holds_the_ex
     session._release_at_exit(spark)
     session._release_at_exit(spark)  # a second stage of the same process: the same session
     assert registered == [(session._release, spark)]
+
+
+# A process that starts its own local driver with a secret in spark.conf (given in its environment, which
+# other users cannot read), checks that Spark has it, says "ready" and waits for its standard input to close.
+SECRET_DRIVER = r"""
+import os
+import sys
+from citeflow.config import SparkConfig
+from spark.session import get_spark
+
+secret = os.environ.pop("PLANTED_SECRET")
+config = SparkConfig(
+    master="local[1]", driver_memory="1g", class_archive="off", conf=(f"spark.hadoop.fs.s3a.secret.key={secret}",)
+)
+spark = get_spark(config, "secret-test")
+assert spark.conf.get("spark.hadoop.fs.s3a.secret.key") == secret
+assert spark.sparkContext._jsc.hadoopConfiguration().get("fs.s3a.secret.key") == secret
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.slow
+def test_the_local_drivers_jvm_gets_its_settings_in_a_private_file_not_on_its_command_line(tmp_path):
+    """pyspark passes a session's settings to spark-submit as `--conf key=value`, and Spark's launcher copies
+    them onto the JVM's command line, which every local user can read (`spark.session.launch_driver`)."""
+    import subprocess
+    import sys
+
+    from citeflow.process import child_env, descendants
+
+    secret = "cf-drv-" + "S3CR3T-41c9"
+    env = {**child_env(), "TMPDIR": str(tmp_path), "PLANTED_SECRET": secret}
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    child = subprocess.Popen(
+        [sys.executable, "-c", SECRET_DRIVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()[-3000:]
+        lines = {}
+        for pid in [child.pid, *descendants(child.pid)]:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    lines[pid] = fh.read().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+        java = [line for line in lines.values() if "org.apache.spark.deploy.SparkSubmit" in line]
+        assert len(java) == 1, lines
+        assert "-Xmx1g" in java[0]  # spark.driver.memory, read from the file before the JVM was started
+        assert "--properties-file" in java[0] and "--conf" not in java[0]
+        assert [pid for pid, line in lines.items() if any(secret in arg for arg in line)] == []
+        # the file is gone once the JVM is up: nothing under the temporary folder holds the secret
+        assert [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()] == []
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith("citeflow-private-")] == []
+    finally:
+        child.stdin.close()
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
