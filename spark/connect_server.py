@@ -120,7 +120,12 @@ def environment(spark_home: str) -> dict[str, str]:
     """The server's environment: pyspark's Spark, and Python workers on this interpreter with citeflow importable."""
     root = str(Path(__file__).resolve().parents[1])
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": path}
+    env = {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": path}
+    # the server's JVM logs its errors to its own output (its log, or the terminal of `citeflow spark-server`),
+    # not to the log of a run that happened to start it (spark/log4j2.properties)
+    env.pop("CITEFLOW_RUN_LOG", None)
+    env["CITEFLOW_JVM_CONSOLE"] = env.get("CITEFLOW_JVM_CONSOLE") or "error"
+    return env
 
 
 def _reachable(host: str) -> str:

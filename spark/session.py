@@ -18,6 +18,7 @@ user, and `spark.conf` may hold a secret (an object store's key).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -174,12 +175,35 @@ def launch_driver(settings: dict[str, str]) -> None:
                 f"--properties-file {shlex.quote(path)} --load-spark-defaults {own or 'pyspark-shell'}"
             )
             try:
-                SparkContext._ensure_initialized()
+                with _jvm_output_to_run_log():
+                    SparkContext._ensure_initialized()
             finally:
                 if own is None:
                     os.environ.pop(SUBMIT_ARGS, None)
                 else:
                     os.environ[SUBMIT_ARGS] = own
+
+
+@contextlib.contextmanager
+def _jvm_output_to_run_log():
+    """While the JVM starts, this process's stderr is the run's log (`CITEFLOW_RUN_LOG`), so the JVM keeps it as
+    its own: what it prints outside log4j (the JDK's notes, a crash) goes there too. Not on a terminal, where
+    Spark's progress bar is wanted, nor with `citeflow -v` (`CITEFLOW_JVM_CONSOLE`)."""
+    log_path = os.environ.get("CITEFLOW_RUN_LOG")
+    if not log_path or os.environ.get("CITEFLOW_JVM_CONSOLE") or sys.stderr.isatty():
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(target, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
 
 
 def properties_text(props: dict[str, str]) -> str:

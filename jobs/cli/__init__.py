@@ -57,13 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     for noisy in ("py4j", "matplotlib", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.verbose:  # Spark's JVM logs its errors on the terminal too (spark/log4j2.properties)
+        os.environ.setdefault("CITEFLOW_JVM_CONSOLE", "error")
     run_log = start_run_log(args) if args.command == "run" else None
     details = f"; details in {run_log}" if run_log else ""
     try:
         return COMMANDS[args.command](args)
     except CiteflowError as exc:
         log.debug("the run stopped", exc_info=True)
-        print(f"citeflow: error: {exc}", file=sys.stderr)
+        print(f"citeflow: error: {exc}{details}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the output went to a pipe that closed early (`citeflow settings | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -108,6 +110,7 @@ def start_run_log(args) -> str | None:
         old = sorted((e for e in os.scandir(folder) if e.name.startswith("run-")), key=lambda e: e.stat().st_mtime)
         for entry in old[: max(0, len(old) - KEEP_RUN_LOGS + 1)]:
             os.remove(entry.path)
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))  # the user's only
         handler = logging.FileHandler(path, encoding="utf-8")
     except OSError:
         return None
