@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         quiet_after_interrupt()
-        print(f"citeflow: interrupted; incomplete artifacts are cleaned up on the next run{details}", file=sys.stderr)
+        print(
+            f"citeflow: interrupted; the version being built was removed (a rerun builds it){details}", file=sys.stderr
+        )
         return 130
     except Exception as exc:
         cause = environment_cause(exc, where=getattr(args, "artifacts", None))
@@ -120,6 +122,10 @@ def start_run_log(args) -> str | None:
     py4j = logging.getLogger("py4j")
     py4j.propagate = bool(args.verbose)
     py4j.addHandler(handler)
+    if not args.verbose:  # py4j also logs some errors on the root logger itself (`logging.exception`)
+        for terminal in logging.getLogger().handlers:
+            if terminal is not handler:
+                terminal.addFilter(lambda record: f"{os.sep}py4j{os.sep}" not in record.pathname)
     os.environ["CITEFLOW_RUN_LOG"] = path  # for the processes the run starts (the Spark driver's JVM)
     return path
 
