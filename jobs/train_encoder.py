@@ -67,6 +67,25 @@ def run(config: RunConfig) -> Manifest:
         for name in ("vocab_size", "hidden_size", "layers", "heads"):
             versioned.pop(name)
     leakage = store.upstream(triplets, "filter_leakage")
+    warm = None
+    if cfg.init_from != "off":
+        from models.encoder_warm import find_warm_model, warm_steps
+
+        source = find_warm_model(config, store, triplets, [i for i in inputs if i.get("kind") == "model"])
+        steps, of_steps = warm_steps(
+            cfg.warm_share, triplets.tables["triplets"]["rows"], cfg.batch_size, cfg.epochs, cfg.max_steps
+        )
+        warm = {"snapshot": source.snapshot, "version": source.version, "steps": steps, "of_steps": of_steps}
+        inputs.append({**source.lineage(), "snapshot": source.snapshot})
+        versioned["warm_steps"] = steps
+        log.info(
+            "%s: warm start from version %s of snapshot %s: %d of %d steps",
+            STAGE,
+            source.version,
+            source.snapshot,
+            steps,
+            of_steps,
+        )
     return execute(
         store=store,
         snapshot=config.snapshot,
@@ -78,10 +97,11 @@ def run(config: RunConfig) -> Manifest:
             "resolved_from": usage.sources,
             "strategy": triplets.metrics["strategy"],
             "leakage_mode": leakage.metrics["mode"],
+            "warm_start": warm,
         },
         inputs=inputs,
         tables=TABLES,
-        build=lambda path: build(config, store, triplets, leakage, Path(path), usage.values),
+        build=lambda path: build(config, store, triplets, leakage, Path(path), usage.values, warm),
     )
 
 
@@ -112,6 +132,7 @@ def build(
     leakage: Manifest,
     path: Path,
     usage: dict[str, Any],
+    warm: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -127,7 +148,15 @@ def build(
     text_ids = _column(texts_path, "corpus_id")
     audit = audit_no_benchmark_papers(text_ids, leakage, what="encoder training texts")
 
-    if cfg.model == "small":
+    if warm is not None:
+        from models.encoder_warm import check_compatible
+
+        previous = Path(store.version_path(warm["snapshot"], STAGE, warm["version"])) / "model"
+        shape = {"model_type": "bert", "hidden_size": cfg.hidden_size, "num_hidden_layers": cfg.layers}
+        shape["num_attention_heads"] = cfg.heads
+        check_compatible(previous, None if cfg.model == "small" else Path(cfg.model), shape)
+        model_in = str(previous)
+    elif cfg.model == "small":
         base = work / "base_model"
         if not (base / "config.json").is_file():
             log.info(
@@ -164,7 +193,7 @@ def build(
         work=str(work / "checkpoints"),
         log=str(work / "log.jsonl"),
         epochs=cfg.epochs,
-        max_steps=cfg.max_steps,
+        max_steps=warm["steps"] if warm else cfg.max_steps,
         batch_size=cfg.batch_size,
         per_device_batch=_per_device(cfg.batch_size, cfg.per_device_batch, nproc),
         lr=cfg.lr,
@@ -253,6 +282,7 @@ def build(
         "processes": nproc,
         "device": "cuda" if _gpus() else "cpu",
         "resumed_from_step": resumed,
+        "warm_start": warm,
     }
 
 

@@ -322,6 +322,19 @@ class TrainEncoderConfig:
     )
     bitfit: bool = field(default=False, metadata=_help("train bias terms only (BitFit)"))
     bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit"))
+    init_from: str = field(
+        default="off",
+        metadata=_help(
+            "start from a previous release's trained model instead of train_encoder.model: off; previous: the "
+            "release this release's build_graph was merged from by a diff; or a snapshot id. That snapshot's "
+            "train_encoder version of the same strategy and base model is used (one line when there is none, "
+            "several, or another architecture or tokenizer); it trains warm_share of the steps",
+            versioned=False,  # a warm start enters the version through its source version and steps
+        ),
+    )
+    warm_share: float = field(
+        default=0.4, metadata=_help("init_from: the share of a run's optimizer steps a warm-started run trains")
+    )
     seed: int = field(default=0, metadata=_help("seed of the initialisation (small model) and the data order"))
     vocab_size: int = field(default=16_000, metadata=_help("small model: WordPiece vocabulary"))
     hidden_size: int = field(default=256, metadata=_help("small model: hidden size"))
@@ -410,6 +423,15 @@ class TrainEncoderConfig:
             raise CiteflowError(f"train_encoder.loss must be triplet, triplet_cosine or in_batch, not {self.loss!r}")
         if self.scale <= 0:
             raise CiteflowError("train_encoder.scale must be positive")
+        if self.init_from not in ("off", "previous"):
+            from citeflow.config.base import validate_snapshot_id
+
+            try:
+                validate_snapshot_id(self.init_from)
+            except CiteflowError as exc:
+                raise CiteflowError(f"train_encoder.init_from must be off, previous or a snapshot id: {exc}") from None
+        if not 0 < self.warm_share <= 1:
+            raise CiteflowError("train_encoder.warm_share must be above 0 and at most 1")
         if self.max_length is not None and not 1 <= self.max_length <= ENCODER_MAX_LENGTH:
             raise CiteflowError(f"train_encoder.max_length must be between 1 and {ENCODER_MAX_LENGTH}")
         for name in (
