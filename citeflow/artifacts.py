@@ -238,6 +238,30 @@ class ArtifactStore:
                 return found
         raise CiteflowError(f"{manifest.stage} {manifest.version} has no {stage} input")
 
+    def lineage(self, manifest: Manifest, stages: tuple[str, ...]) -> list[Manifest]:
+        """`manifest` and every version of `stages` it was built from (through the manifests' inputs), upstream
+        first in the order of `stages`, each once; one line when one of them is gone."""
+        seen: dict[tuple[str, str], Manifest] = {}
+
+        def visit(m: Manifest) -> None:
+            for item in m.inputs:
+                if item.get("stage") in stages and item.get("version"):
+                    key = (item["stage"], item["version"])
+                    if key in seen:
+                        continue
+                    found = self.read_manifest(item.get("snapshot", m.snapshot), item["stage"], item["version"])
+                    if found is None:
+                        raise CiteflowError(
+                            f"{m.stage} {m.version} was built from {item['stage']} {item['version']}, which is gone "
+                            f"from {self.uri}: its lineage cannot be stated"
+                        )
+                    seen[key] = found
+                    visit(found)
+
+        visit(manifest)
+        order = {stage: i for i, stage in enumerate(stages)}
+        return sorted(seen.values(), key=lambda m: order[m.stage]) + [manifest]
+
     def scan(self, snapshot: str, stage: str) -> list[tuple[str, Manifest | None, DamagedVersion | None]]:
         """(version, manifest or None, damage or None) for every version folder of a stage that has a
         manifest, intact or not, by folder name."""

@@ -29,7 +29,7 @@ import sys
 from citeflow.errors import CiteflowError, environment_cause
 from jobs.cli.commands import cmd_artifacts, cmd_generate, cmd_run, cmd_settings, cmd_spark_server, cmd_verify
 from jobs.cli.parser import build_parser
-from jobs.cli.results import cmd_benchmark, cmd_export_dataset, cmd_export_model, cmd_report
+from jobs.cli.results import cmd_benchmark, cmd_compare, cmd_export_dataset, cmd_export_model, cmd_report
 
 log = logging.getLogger("citeflow")
 
@@ -43,6 +43,7 @@ COMMANDS = {
     "benchmark": cmd_benchmark,
     "export-model": cmd_export_model,
     "export-dataset": cmd_export_dataset,
+    "compare": cmd_compare,
     "spark-server": cmd_spark_server,
 }
 

@@ -52,7 +52,7 @@ def export_dataset(
         raise CiteflowError(f"{out!r} is a file: give a folder that is absent or empty")
     if target.exists() and any(target.iterdir()):
         raise CiteflowError(f"{out!r} is not empty: give a folder that is absent or empty")
-    lineage = _lineage(store, manifest)
+    lineage = store.lineage(manifest, STAGES)
     staging = target.with_name(f".{target.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -95,31 +95,6 @@ def _chosen(store: ArtifactStore, snapshot: str, stage: str, version: str | None
             f"{stage} of snapshot {snapshot!r} has {len(versions)} versions: name one with --version ({listed})"
         )
     return versions[0]
-
-
-def _lineage(store: ArtifactStore, manifest: Manifest) -> list[Manifest]:
-    """`manifest` and every version it was built from, upstream first, each once."""
-    seen: dict[tuple[str, str], Manifest] = {}
-
-    def visit(m: Manifest) -> None:
-        for item in m.inputs:
-            if item.get("stage") in STAGES and item.get("version"):
-                key = (item["stage"], item["version"])
-                if key in seen:
-                    continue
-                snapshot = item.get("snapshot", m.snapshot)
-                found = store.read_manifest(snapshot, item["stage"], item["version"])
-                if found is None:
-                    raise CiteflowError(
-                        f"{m.stage} {m.version} was built from {item['stage']} {item['version']}, which is gone "
-                        f"from {store.uri}: its lineage cannot be stated"
-                    )
-                seen[key] = found
-                visit(found)
-
-    visit(manifest)
-    order = {stage: i for i, stage in enumerate(STAGES)}
-    return sorted(seen.values(), key=lambda m: order[m.stage]) + [manifest]
 
 
 def _yaml(value: Any) -> str:

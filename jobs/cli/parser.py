@@ -218,6 +218,18 @@ def _add_export_dataset(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
 
 
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="what a later release changed: graph, graph and encoder embeddings, triplets and scores of two snapshots",
+    )
+    p.add_argument("--snapshot", action="append", required=True, help="the earlier release, then the later one")
+    p.add_argument(
+        "--strategy", choices=["scincl", "specter"], help="the strategy compared (needed when there are two)"
+    )
+    p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
+
+
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="put named benchmark versions of a snapshot side by side in one report")
     p.add_argument("--snapshot", required=True, help="snapshot id")
@@ -263,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_benchmark(sub)
     _add_export_model(sub)
     _add_export_dataset(sub)
+    _add_compare(sub)
     _add_report(sub)
     sub.add_parser("settings", help="list every setting --set accepts")
     _add_spark_server(sub)

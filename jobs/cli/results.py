@@ -155,6 +155,19 @@ def cmd_export_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from citeflow.artifacts import ArtifactStore
+    from citeflow.errors import CiteflowError
+    from jobs import drift
+
+    if len(args.snapshot) != 2:
+        raise CiteflowError("compare takes two snapshots: --snapshot EARLIER --snapshot LATER")
+    manifest = drift.run(ArtifactStore(args.artifacts), *args.snapshot, strategy=args.strategy)
+    print(drift.table_text(manifest))
+    print(f"drift report {manifest.version}: {manifest.path} (plot: {manifest.path}/{drift.PLOT})")
+    return 0
+
+
 def cmd_export_model(args: argparse.Namespace) -> int:
     from jobs.cli.export_model import export_model
 
