@@ -37,6 +37,8 @@ from citeflow.manifest import VERSION_RE, DamagedVersion
 from citeflow.redaction import redact
 
 SAMPLE_ROWS = 5
+WHOLE_ROWS = 200
+WHOLE_TABLES = {"drift": ("summary",), "filter_leakage": ("leakage_report",)}
 PLOT_SUFFIXES = (".png",)
 MAX_PLOT_BYTES = 8 << 20
 XCOM_FIELDS = ("artifacts", "snapshot", "stage", "version")
@@ -65,7 +67,9 @@ def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> 
         )
     tables = []
     for name, stats in manifest.tables.items():
-        sample = head(store.fs, manifest.table_path(name), SAMPLE_ROWS).to_pylist()  # as readers read it
+        # the reports whole (the drift report's summary, the leakage report), else the first rows
+        shown = min(stats["rows"], WHOLE_ROWS) if name in WHOLE_TABLES.get(stage, ()) else SAMPLE_ROWS
+        sample = head(store.fs, manifest.table_path(name), shown).to_pylist()
         tables.append(
             {
                 "name": name,
@@ -174,7 +178,7 @@ def xcom_target(value: Any) -> dict[str, Any]:
             "this task instance recorded no citeflow artifact (not a stage task, or it failed before writing one)"
         )
     validate_snapshot_id(value["snapshot"])
-    if value["stage"] not in STAGES:
+    if value["stage"] not in (*STAGES, "drift"):  # the stages and the releases' drift report
         raise CiteflowError(f"the task's XCom names no citeflow stage: {value['stage'][:40]!r}")
     if not VERSION_RE.fullmatch(value["version"]):
         raise CiteflowError(f"the task's XCom names no artifact version: {value['version'][:40]!r}")

@@ -331,6 +331,42 @@ def how_built(manifest) -> tuple[str, str]:
     return "full", "in full"
 
 
+def run_drift_task(settings: dict[str, Any], strategy: str) -> dict[str, Any]:
+    """Body of a `drift` task (the releases DAG, after the benchmark): the drift report of this release against the
+    release its graph was merged from; skipped for a release built from its shards (it has no previous one)."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from citeflow.artifacts import ArtifactStore
+    from citeflow.errors import CiteflowError
+    from jobs import drift
+
+    context = get_current_context()
+    try:
+        config = run_config(settings)
+        store = ArtifactStore(config.artifacts, config.store)
+        graph = drift.release(store, config.snapshot, strategy)["build_graph"]
+        base = (graph.metrics.get("from_diff") or {}).get("base")
+        if not base:
+            raise AirflowSkipException("drift: this release was built from its shards; no previous release")
+        manifest = drift.run(store, base["snapshot"], config.snapshot, strategy=strategy)
+    except CiteflowError as exc:
+        _fail(f"citeflow: {exc}")
+    summary = {
+        "stage": drift.STAGE,
+        "artifacts": settings["artifacts"],
+        "snapshot": manifest.snapshot,
+        "version": manifest.version,
+        "manifest": f"{manifest.path}/_manifest.json",
+        "cached": manifest.skipped,
+        "strategy": strategy,
+        "rows": {name: t["rows"] for name, t in manifest.tables.items()},
+        "metrics": headline(manifest.metrics),
+    }
+    context["ti"].xcom_push(key="return_value", value=summary)
+    print(drift.table_text(manifest))
+    return summary
+
+
 def run_rank_task(settings: dict[str, Any], rank: int) -> dict[str, Any]:
     """Body of an `embed_graph_rank` task: rank `rank` of distributed PBG; skipped when the version is cached."""
     from airflow.sdk.exceptions import AirflowSkipException
@@ -365,8 +401,9 @@ def _stage_task(stage: str, **kwargs: Any):
     )
 
 
-def stage_tasks(settings: Any) -> None:
-    """Lay out the stage tasks of one DAG after `settings` (the XComArg of the DAG's check_inputs task)."""
+def stage_tasks(settings: Any, *, drift: bool = False) -> None:
+    """Lay out the stage tasks of one DAG after `settings` (the XComArg of the DAG's check_inputs task); with
+    `drift`, each strategy's benchmark is followed by the drift report against the previous release."""
 
     @_stage_task("build_graph")
     def build_graph(settings: dict) -> dict:
@@ -415,14 +452,20 @@ def stage_tasks(settings: Any) -> None:
     def benchmark(settings: dict, strategy: str) -> dict:
         return run_stage_task("benchmark", settings, strategy)
 
+    @task(task_id="drift", trigger_rule="none_failed")
+    def drift_report(settings: dict, strategy: str) -> dict:
+        return run_drift_task(settings, strategy)
+
     @task_group(group_id="per_strategy")
     def per_strategy(settings: dict, strategy: str) -> None:
-        (
+        scored = (
             mine_triplets(settings, strategy)
             >> train_encoder(settings, strategy)
             >> embed_papers(settings, strategy)
             >> benchmark(settings, strategy)
         )
+        if drift:
+            scored >> drift_report(settings, strategy)
 
     leakage = build_graph(settings) >> filter_leakage(settings)
     graph = leakage >> embed_graph(settings)

@@ -8,7 +8,8 @@ release skips the whole run. Bring past releases through with Airflow's own back
     airflow backfill create --dag-id citeflow_releases --from-date 2023-08-01 --to-date 2023-09-30
 
 Each release gets its own artifacts (`ARTIFACTS/<date>/...`); re-running a date reuses every stage whose
-inputs did not change, and never touches other releases' artifacts.
+inputs did not change, and never touches other releases' artifacts. A release built from a diff of an earlier
+one ends with the drift report against it (`drift`, jobs/drift.py), shown in the Artifacts tab.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def citeflow_releases():
         print(f"release {release}: corpus {settings['corpus']}")
         return check_settings(settings)
 
-    stage_tasks(check_inputs())
+    stage_tasks(check_inputs(), drift=True)
 
 
 dag_object = citeflow_releases()

@@ -75,8 +75,9 @@ BY_AGE = re.compile(r"versions\[-1\]|dirname\(os\.path\.dirname\(manifest")
 
 
 def test_nothing_reads_the_newest_version():
-    """Versions are named by content, never chosen by age: only export-model and export-dataset (which refuse
-    to choose between several), build_graph's diff finder and
+    """Versions are named by content, never chosen by age: only export-model, export-dataset and the drift
+    report (which refuse to choose between several), build_graph's diff finder, the encoder's warm start (which
+    matches by strategy, base model and lineage and refuses to choose between several) and
     embed_graph's warm start (which match by settings and lineage and refuse to choose between several),
     filter_leakage's carried paper keys (which match by lineage: every version on one graph holds the same
     keys, and a carried table must hold one row per paper), its paper-ids diff (which matches by the lines'
@@ -95,9 +96,11 @@ def test_nothing_reads_the_newest_version():
         "citeflow/artifacts.py",
         "jobs/build_graph.py",
         "jobs/cli/export_dataset.py",
+        "jobs/drift.py",
         "jobs/cli/export_model.py",
         "jobs/filter_leakage.py",
         "jobs/paper_ids_diff.py",
+        "models/encoder_warm.py",
         "models/pbg_warm.py",
     }
     assert by_age == []
