@@ -35,14 +35,17 @@ reference or ArXiv with the arXiv id as volume, the open-access block (arXiv's P
 `isinfluential` false with null contexts and intents, and every `updated` the last day of the citing or cited
 paper's year. Other ids (DOI, MAG, ...) are null.
 
-The benchmark (SciDocs' cite and cocite tasks, SPEC §6) comes from the first release's papers and citations,
+The benchmark (SciDocs' cite and cocite tasks, docs/reference.md) comes from the first release's papers and citations,
 so that it maps in every release: per task and split `queries` queries, each with up to `positives` related
 papers (cite: papers it cites; cocite: papers cited together with it by some paper) as rel 1 and up to
 `negatives` unrelated papers of a seeded negative pool as rel 0, keyed by the papers' shas:
 `paper_metadata_view_cite_read.json` ({sha: {paper_id, title, abstract}}) and `{cite,cocite}/{val,test}.qrel`
 (`qid 0 pid rel`). No MAG, MeSH, co-view, co-read or recomm files: HEP-Th has no labels or usage logs, and the
 benchmark stage reports those tasks as missing. filter_leakage maps the shas through `paper-ids` and removes
-the benchmark's papers from the training graph, which is what holds these edges out.
+the benchmark's papers from the training graph, which is what holds these edges out. With `benchmark=new` the
+benchmark comes from the last release's graph instead, its queries the papers that release adds, so that it scores
+a model on citations only the last release holds (an earlier release then lacks those queries: its
+filter_leakage counts them unmapped, and needs `filter_leakage.max_unmapped_share` raised).
 
 `subset=N` keeps the N papers with the most lines in the citations file (citing or cited; ties: the smaller
 arXiv number), a citation-dense sub-graph (3,000 papers: 76k citations between them), for e2e tests on CPUs.
@@ -128,6 +131,13 @@ class HepthConfig:
         ),
     )
     compresslevel: int = field(default=6, metadata=field_help("gzip level of the shards"))
+    benchmark: str = field(
+        default="first",
+        metadata=field_help(
+            "first: the benchmark is built from the first release's graph; new: from the last release's, its "
+            "queries the papers the last release adds (their citations are held-out edges of that release)"
+        ),
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", os.fspath(self.out))
@@ -140,6 +150,10 @@ class HepthConfig:
         for name, value in counts.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise CiteflowError(f"{name} must be a positive integer, not {value!r}")
+        if self.benchmark not in ("first", "new"):
+            raise CiteflowError(f"benchmark must be first or new, not {self.benchmark!r}")
+        if self.benchmark == "new" and len(self.years) < 2:
+            raise CiteflowError("benchmark=new needs two releases or more: it asks the papers the last one adds")
         for name in ("subset", "negative_pool"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 2):
@@ -383,8 +397,11 @@ def write_diff(root: Path, old: str, new: str, before: dict, after: dict, level:
 Rows = list[tuple[str, str, int]]  # (query, candidate, rel), arXiv numbers
 
 
-def plan_benchmark(papers: list[str], edges: list[tuple[str, str]], config: HepthConfig) -> dict[str, dict[str, Rows]]:
-    """Per task and split, the qrel rows over `papers` (sorted arXiv numbers) and the `edges` between them.
+def plan_benchmark(
+    papers: list[str], edges: list[tuple[str, str]], config: HepthConfig, queries_from: set[str] | None = None
+) -> dict[str, dict[str, Rows]]:
+    """Per task and split, the qrel rows over `papers` (sorted arXiv numbers) and the `edges` between them, the
+    queries among `queries_from` when given.
 
     Queries are drawn in a seeded order from the papers with a related paper; val and test take distinct ones.
     A query's candidates are up to `positives` of its related papers and up to `negatives` papers of the pool
@@ -407,6 +424,8 @@ def plan_benchmark(papers: list[str], edges: list[tuple[str, str]], config: Hept
     plan: dict[str, dict[str, Rows]] = {}
     for task in TASKS:
         eligible = [p for p in papers if (refs if task == "cite" else citers)[p]]
+        if queries_from is not None:
+            eligible = [p for p in eligible if p in queries_from]
         chosen: list[tuple[str, set[str]]] = []
         for i in rng.permutation(len(eligible)).tolist():
             rel = related(task, eligible[i])
@@ -474,9 +493,14 @@ def write_releases(config: HepthConfig) -> HepthReleases:
     kept = most_connected(hepth, config.subset) if config.subset else list(hepth.papers)
     level = config.compresslevel
 
-    first = [p for p in kept if hepth.papers[p]["year"] <= config.years[0]]
-    inside = set(first)
-    plan = plan_benchmark(first, [e for e in hepth.edges if e[0] in inside and e[1] in inside], config)
+    if config.benchmark == "first":
+        graph = [p for p in kept if hepth.papers[p]["year"] <= config.years[0]]
+        new = None
+    else:
+        graph = [p for p in kept if hepth.papers[p]["year"] <= config.years[-1]]
+        new = {p for p in graph if hepth.papers[p]["year"] > config.years[-2]}
+    inside = set(graph)
+    plan = plan_benchmark(graph, [e for e in hepth.edges if e[0] in inside and e[1] in inside], config, new)
 
     written, previous, summary = [], None, []
     for year in config.years:
