@@ -155,7 +155,7 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
     from citeflow.artifacts import ArtifactStore
 
     store = ArtifactStore(args.artifacts)
-    scanned = {stage: store.scan(args.snapshot, stage) for stage in STAGES}
+    scanned = {stage: store.scan(args.snapshot, stage) for stage in (*STAGES, "drift")}
     found = {
         stage: sorted((m for _, m, _ in versions if m is not None), key=lambda m: (m.finished_at, m.version))
         for stage, versions in scanned.items()
@@ -168,7 +168,7 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
         return 0
     if not any(scanned.values()):
         known = ", ".join(store.snapshots()) or "none"
-        unfinished = [f"{s}/{v}" for s in STAGES for v in store.incomplete_versions(args.snapshot, s)]
+        unfinished = [f"{s}/{v}" for s in scanned for v in store.incomplete_versions(args.snapshot, s)]
         more = f"; unfinished (being built, or killed runs): {', '.join(unfinished)}" if unfinished else ""
         raise CiteflowError(
             f"no artifacts for snapshot {args.snapshot!r} under {store.uri} (snapshots there: {known}){more}"
@@ -188,6 +188,11 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
                 _print_leakage(m.metrics)
             if stage == "mine_triplets":
                 _print_triplets(m.metrics)
+            if stage == "drift":
+                from jobs.drift import table_text
+
+                print(f"      against snapshot {m.config.get('before')} ({m.config.get('strategy')}):")
+                print("\n".join(f"      {line}" for line in table_text(m).splitlines()))
             if stage == "benchmark":
                 for which in ("trained", "base"):
                     if which in m.metrics and m.metrics[which].get("mean") is not None:
