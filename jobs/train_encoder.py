@@ -240,8 +240,10 @@ def build(
     shutil.move(str(work / "model"), str(path / "model"))
     dimension = json.loads((path / "model" / "config.json").read_text())["hidden_size"]
     write_sentence_transformers_files(path / "model", **usage, dimension=dimension)
-    if cfg.model == "small":
-        shutil.copytree(work / "base_model", path / "base_model")
+    if cfg.model == "small":  # the untrained init, embed_papers' baseline; a warm start keeps its source's
+        base = work / "base_model" if warm is None else Path(model_in).parent / "base_model"
+        if base.is_dir():
+            shutil.copytree(base, path / "base_model")
     rows = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines() if line.strip()]
     folder = path / "training_log"
     folder.mkdir()

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
-from spark.session import properties_text
+from spark.driver import properties_text
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_HOST = "127.0.0.1"

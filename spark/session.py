@@ -12,26 +12,24 @@ its own). Stage code therefore uses the DataFrame API alone: no RDDs and no
 SparkContext, which Spark Connect does not have.
 
 The local driver's JVM is started with its settings in a properties file only this user can read
-(`launch_driver`), never as `--conf key=value` arguments: a JVM's command line is readable by every local
+(`spark.driver.launch_driver`), never as `--conf key=value` arguments: a JVM's command line is readable by every local
 user, and `spark.conf` may hold a secret (an object store's key).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
-import shlex
 import subprocess
 import sys
-import threading
 import warnings
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
+from spark.driver import launch_driver
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -146,74 +144,6 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
         raise CiteflowError(f"Spark's driver did not start: {start_failure(exc)}") from exc
     CA.note_written(archive, spark, java_options, config.driver_memory)
     return spark
-
-
-SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"  # pyspark's spark-submit arguments for the JVM it starts
-_launching = threading.Lock()
-
-
-def launch_driver(settings: dict[str, str]) -> None:
-    """Start this process's Spark JVM (pyspark's gateway) with `settings`, unless it runs already.
-
-    The builder would hand pyspark each setting as `--conf key=value` for spark-submit's command line, and
-    Spark's launcher copies them onto the JVM's. Here they go in a properties file readable by this user only
-    (`citeflow.process.private_file`), named in `PYSPARK_SUBMIT_ARGS` while the JVM starts, with
-    `--load-spark-defaults` so that a `spark-defaults.conf` still applies as before; spark-submit reads the
-    file as it starts, and it is removed once the JVM is up. A user's own `PYSPARK_SUBMIT_ARGS` follows."""
-    from pyspark import SparkContext
-
-    from citeflow.process import private_file
-
-    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
-        return  # pyspark reuses the JVM it has, or connects to one started for it
-    with _launching:
-        if SparkContext._gateway is not None:
-            return
-        own = os.environ.get(SUBMIT_ARGS)
-        with private_file("spark.properties", properties_text(settings)) as path:
-            os.environ[SUBMIT_ARGS] = (
-                f"--properties-file {shlex.quote(path)} --load-spark-defaults {own or 'pyspark-shell'}"
-            )
-            try:
-                with _jvm_output_to_run_log():
-                    SparkContext._ensure_initialized()
-            finally:
-                if own is None:
-                    os.environ.pop(SUBMIT_ARGS, None)
-                else:
-                    os.environ[SUBMIT_ARGS] = own
-
-
-@contextlib.contextmanager
-def _jvm_output_to_run_log():
-    """While the JVM starts, this process's stderr is the run's log (`CITEFLOW_RUN_LOG`), so the JVM keeps it as
-    its own: what it prints outside log4j (the JDK's notes, a crash) goes there too. Not on a terminal, where
-    Spark's progress bar is wanted, nor with `citeflow -v` (`CITEFLOW_JVM_CONSOLE`)."""
-    log_path = os.environ.get("CITEFLOW_RUN_LOG")
-    if not log_path or os.environ.get("CITEFLOW_JVM_CONSOLE") or sys.stderr.isatty():
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    target = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    os.dup2(target, 2)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(target)
-
-
-def properties_text(props: dict[str, str]) -> str:
-    """`props` as a Java properties file (backslashes escaped; a line break in a value is refused)."""
-    lines = []
-    for key, value in props.items():
-        if any(c in key + value for c in "\r\n"):
-            raise CiteflowError(f"the Spark setting {key} holds a line break")
-        lines.append(f"{key}={value}".replace("\\", "\\\\"))
-    return "\n".join(lines) + "\n"
 
 
 def start_failure(exc: BaseException) -> str:

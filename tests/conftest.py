@@ -22,7 +22,10 @@ TEST_SPARK_OVERRIDES = ["spark.shuffle_partitions=4", "spark.driver_memory=2g", 
 # checks that every file using them is listed.
 FIXTURE_GROUPS = {
     **{f"tests/e2e/{name}.py": "topics" for name in ("test_benchmark", "test_mine_triplets", "test_train_encoder")},
-    **{f"tests/faults/{name}.py": "world" for name in ("test_concurrent", "test_inputs", "test_kill", "test_tamper")},
+    **{
+        f"tests/faults/{name}.py": "world"
+        for name in ("test_concurrent", "test_failures", "test_inputs", "test_kill", "test_secrets", "test_tamper")
+    },
     # the whole pipeline through Airflow, built once (`airflow_rebuild`) and reused by the others' runs
     **{f"tests/e2e/{name}.py": "airflow" for name in ("test_browser", "test_dag_run", "test_readers", "test_releases")},
 }

@@ -161,6 +161,18 @@ def finish(process: subprocess.Popen, timeout_s: float = 300) -> tuple[int, str]
     return code, Path(process.log_path).read_text(errors="replace")
 
 
+def error_lines(log: str) -> list[str]:
+    """The `citeflow: error:` lines of a run's output, each without the `; details in LOG` that names the run's
+    log (checked to exist: the line points a user at it)."""
+    lines = []
+    for line in log.splitlines():
+        if line.startswith("citeflow: error:"):
+            line, _, details = line.partition("; details in ")
+            assert details and Path(details).is_file(), line
+            lines.append(line)
+    return lines
+
+
 def family(tag: str) -> list[int]:
     """Pids of live processes (not zombies) carrying `TAG_ENV=tag` in their environment."""
     return [pid for pid, _ in tagged(tag)]

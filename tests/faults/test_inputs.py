@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.faults.conftest import NOT_UTF8, SECRET, SNAPSHOT, STAGE_ORDER, digest, finish
+from tests.faults.conftest import NOT_UTF8, SECRET, SNAPSHOT, STAGE_ORDER, digest, error_lines, finish
 
 
 def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_tab(world, monkeypatch):
@@ -143,5 +143,4 @@ def test_the_minor_attacks_end_in_one_line(world):
         ([], world.tmp / "a-file", f"artifact root '{world.tmp / 'a-file'}' is a file, not a folder"),
     ):
         code, log = finish(world.cli(root, "build_graph", *extra))
-        errors = [line for line in log.splitlines() if line.startswith("citeflow: error:")]
-        assert code == 2 and errors == [f"citeflow: error: {message}"] and "Traceback" not in log, log
+        assert code == 2 and error_lines(log) == [f"citeflow: error: {message}"] and "Traceback" not in log, log

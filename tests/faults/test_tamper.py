@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.faults.conftest import SNAPSHOT, digest, finish, read
+from tests.faults.conftest import SNAPSHOT, digest, error_lines, finish, read
 
 
 def _verify(root, capsys, stage):
@@ -109,9 +109,8 @@ def test_bytes_flipped_in_a_committed_input_stop_the_next_run_and_repair_rebuild
     part.write_bytes(bytes(data))
 
     code, log = finish(world.cli(root, "filter_leakage"))
-    errors = [line for line in log.splitlines() if line.startswith("citeflow: error:")]
     assert code == 2 and "Traceback" not in log, log
-    assert errors == [
+    assert error_lines(log) == [
         f"citeflow: error: filter_leakage cannot build on build_graph version {graph.version} of snapshot "
         f"{SNAPSHOT}, which is damaged: {part}: content hash differs from the manifest (same size, other bytes). "
         f"`citeflow run ... --repair` moves it aside and rebuilds it (`citeflow verify --snapshot {SNAPSHOT} "

@@ -567,7 +567,7 @@ sys.stdin.read()
 @pytest.mark.slow
 def test_the_local_drivers_jvm_gets_its_settings_in_a_private_file_not_on_its_command_line(tmp_path):
     """pyspark passes a session's settings to spark-submit as `--conf key=value`, and Spark's launcher copies
-    them onto the JVM's command line, which every local user can read (`spark.session.launch_driver`)."""
+    them onto the JVM's command line, which every local user can read (`spark.driver.launch_driver`)."""
     import subprocess
     import sys
 
