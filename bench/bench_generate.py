@@ -6,7 +6,7 @@ The baseline's tree is exported with `git archive` into a scratch folder and run
 same Python and packages); the two generators then run alternately, `--rounds` times each, each as its own
 process writing to a fresh scratch folder, so that a busy machine slows both alike. Reports each run's wall
 seconds and peak resident memory, the medians and the ratio new / baseline in OUT/generate.json and
-OUT/generate.md. Issue 22's target: the ratio at most 1.2 at 1,000,000 papers. Timings from a shared or busy
+OUT/generate.md. The target: the ratio at most 1.2 at 1,000,000 papers. Timings from a shared or busy
 machine say little: note the load average (printed) with any figure you quote.
 """
 
@@ -69,7 +69,9 @@ def export(commit: str, dest: Path) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--papers", type=int, default=1_000_000)
-    parser.add_argument("--baseline", default="0a9199d", help="commit to compare with (default: before issue 22)")
+    parser.add_argument(
+        "--baseline", default="0a9199d", help="commit to compare with (default: the generator before its calibration)"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="runs of each generator, alternating")
     parser.add_argument("--format", choices=["s2orc", "s2ag"], default="s2orc")
     parser.add_argument("--out", default="bench/results")

@@ -17,7 +17,7 @@ R2; both kept under `--snapshots` (as `<root>/releases/2024-01-01` and `2024-02-
      are R1's (hard links) and whose diff from R1 changes nothing (each dataset's manifest lists no file):
      what the diff path costs before any row is merged, its fixed cost.
    Seconds, peak memory of the process tree and load average as bench_stages.py measures them; the report
-   gives the medians, the ratio incremental / full (the issue's goal: at most 0.25), the floor's ratio, and
+   gives the medians, the ratio incremental / full (the goal: at most 0.25), the floor's ratio, and
    whether the two builds' tables are equal (order-free digests of papers, citations and degrees of both
    stages, and filter_leakage's benchmark_ids, paper_keys and paper_id_lines, whose paper-ids diff the
    incremental run applies), and whether the empty diff's tables equal R1's.

@@ -1,7 +1,7 @@
 """SciNCL mining throughput against the bare matrix-product bound, in one run.
 
     python bench/bench_mine.py --pool 200000 --queries 4096 --dim 768 --out bench/results
-    python bench/bench_mine.py ... --library-threads      # the libraries' own thread settings (before issue 20)
+    python bench/bench_mine.py ... --library-threads      # the libraries' own thread settings (the former default)
 
 Builds a pool of --pool unit vectors (--dim, clustered, seeded) and mines
 SciNCL triplets for --queries of them exactly as the stage does
@@ -116,7 +116,9 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=2048, help="queries per FAISS search (the stage's batch_size)")
     parser.add_argument("--bound-batch", type=int, default=1024, help="queries per GEMM block of the rate")
     parser.add_argument("--gemm-repeats", type=int, default=5)
-    parser.add_argument("--library-threads", action="store_true", help="skip citeflow.threads (before issue 20)")
+    parser.add_argument(
+        "--library-threads", action="store_true", help="skip citeflow.threads (the libraries' own thread settings)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()

@@ -1,4 +1,4 @@
-"""Peak memory of PBG's import and training by partition count, on one host (issue #18, item 2).
+"""Peak memory of PBG's import and training by partition count, on one host.
 
     python bench/bench_pbg_memory.py --nodes 3000000 --edges 6000000 --dim 128 --partitions 1 4 8 \
         --workers 2 --out bench/results

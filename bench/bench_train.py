@@ -18,7 +18,7 @@ tokenised by the run's tokenizer and truncated at --tokens, so the lengths
 are those of real `title [SEP] abstract` inputs; `--lengths fixed` makes
 synthetic papers that all fill --tokens tokens (no padding at all).
 
-`--compare` runs the trainer's settings before issue 20 (`length_grouping`
+`--compare` runs the trainer's former settings (`length_grouping`
 off, one forward pass per micro-batch, no prefetch, the loss read back every
 step, the libraries' own thread settings) and the current defaults on the
 same data, alternately for --rounds rounds, so both see the same load.
@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 SHAPES = {"small": dict(hidden=128, layers=2, heads=2), "bert-base": dict(hidden=768, layers=12, heads=12)}
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DEFAULT_TEXTS = [DATA / "s2orc" / "metadata_sample.jsonl", DATA / "scirepeval"]
-# The trainer as it ran before issue 20, as named settings.
+# The trainer's former settings (before length grouping and prefetch), as named settings.
 BEFORE = {"length_grouping": False, "length_pieces": 1, "prefetch": 0, "log_every": 1, "tune_threads": False}
 
 
@@ -167,7 +167,11 @@ def main() -> int:
     parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--compile", action="store_true", help="torch.compile the encoder (current settings)")
-    parser.add_argument("--compare", action="store_true", help="also run the settings before issue 20, alternately")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the former settings (before length grouping and prefetch), alternately",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="with --compare: before/current pairs")
     parser.add_argument("--busy", action="store_true", help="also run each setting beside one busy-looping process")
     parser.add_argument(

@@ -75,8 +75,8 @@ def distinct_ids(bench: pa.Table) -> pa.Table:
     external ids stated for it, in the order the rows come, and `folded_title`, the title's `fold_title`:
     the input of the mapping cascade.
 
-    The titles are folded here, in the driver that holds them (0.3 s for SciDocs' 159k ids): in Spark the
-    non-ASCII ones went through Python workers, whose start kept the cores idle for 2 s (issue 21)."""
+    The titles are folded here, in the driver that holds them: in Spark the non-ASCII ones would go through
+    Python workers, whose start keeps the cores idle."""
     stated = ["title", "doi", "pubmed_id", "arxiv_id"]
     firsts = bench.group_by("id", use_threads=False).aggregate([(c, "first") for c in stated])
     firsts = firsts.rename_columns(["id", *stated])
@@ -122,7 +122,7 @@ def first_steps(ids: pa.Table, by_sha: pa.Table | None) -> pa.Table:
     """(id, corpus_id, method) of every id for the cascade's two steps that read no papers, made in the
     driver that holds the ids: `spark.leakage.id_steps`' rows (tests/unit/spark/test_leakage.py compares
     the two), with the sha lookup already done in Spark (`by_sha`: `looked_up_shas`, None without a
-    paper-ids table). Spark's plan for these few hundred thousand rows cost a query of its own (issue 21)."""
+    paper-ids table). Spark's plan for these few hundred thousand rows costs a query of its own."""
     trimmed = pc.utf8_trim(ids["id"], " ")
     digits = pc.struct_field(pc.extract_regex(trimmed, _CORPUS_ID_SPELLING), "digits")
     by_id = pc.cast(digits, pa.int64())  # null where the pattern does not match
@@ -159,8 +159,8 @@ def later_steps(ids: pa.Table, sharing: pa.Table, *, match_titles: bool = True) 
     given the papers that share a key with them (`spark.leakage.papers_sharing_keys`, with their keys).
 
     `spark.leakage.map_ids`' steps on these rows, made in the driver: the rows are bounded by the benchmark
-    and the papers that share its keys, and Spark's plan for them ran some fifteen stages of a few rows
-    each (4-5 s at 1M papers, issue 21). Every string the steps compare was made by Spark (the keys by
+    and the papers that share its keys, and Spark's plan for them runs some fifteen stages of a few rows
+    each. Every string the steps compare was made by Spark (the keys by
     `lower(trim(...))`, the papers' title folds), so the joins here compare bytes as Spark's do.
     tests/unit/spark/test_leakage.py checks this against `map_ids`. A DOI, PubMed id or arXiv id maps an id
     when exactly one paper has it; a folded title likewise, and a title several papers have leaves the id

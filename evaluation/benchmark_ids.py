@@ -306,9 +306,9 @@ class Collecting:
 
     A stage that starts Spark's JVM reads its benchmark meanwhile. In a thread beside the start the reading
     held the GIL that the start's own Python (the launcher, the Py4J handshake, the session's set-up calls)
-    waited for, and both ended later than one after the other (issue 21, 1M papers: ids read and JVM up 9 s
-    after the stage began, 7.3 s one after the other, 6-6.7 s apart). The child sends the table as an Arrow
-    stream; a mistake in the user's input is raised here as the same one-line `CiteflowError`.
+    waited for, and both ended later than one after the other; in a process of its own it does not. The child
+    sends the table as an Arrow stream; a mistake in the user's input is raised here as the same one-line
+    `CiteflowError`.
     """
 
     def __init__(

@@ -7,7 +7,7 @@ Writes `ARTIFACTS/<snapshot>/build_graph/<version>/`:
   external ids; one row per corpus id (no set order).
 - `degrees`: corpus_id, out_degree, in_degree (int32) of every paper in
   `papers` (0 for a paper without edges), counted on `citations`; apart from
-  the text so that a release whose edges change rewrites no text (issue 19).
+  the text so that a release whose edges change rewrites no text.
 - `citations`: citing, cited (corpus ids); SciNCL's graph (SPEC §2): from
   S2ORC `outbound_citations` (or `inbound_citations`), no self-loops, no
   duplicates, both ends in the corpus.
@@ -19,7 +19,7 @@ Writes `ARTIFACTS/<snapshot>/build_graph/<version>/`:
 Every input line ends up in exactly one place: papers rows + rejected rows of
 kind `paper` = lines of the papers files (a test holds the stage to it).
 
-How the work is laid out (issue 21): the corpus text is read and parsed once
+How the work is laid out: the corpus text is read and parsed once
 into a staging copy (no shuffle, Snappy, no dictionary encoding), duplicates are
 ranked on light columns only, S2ORC edges are labelled inside each paper's list
 with a broadcast look-up of the corpus ids, and the text moves once more, into
@@ -27,7 +27,7 @@ with a broadcast look-up of the corpus ids, and the text moves once more, into
 papers' ids. `tests/e2e/test_filter_leakage.py`
 holds the output to the rows written before this layout (`pinned_contents.json`).
 
-From a diff (issue 19): when the S2AG release holds a diff to this snapshot
+From a diff: when the S2AG release holds a diff to this snapshot
 (`<release>/diffs/<start>/to/<snapshot>/`, citeflow/diffs.py; `build_graph.diffs`)
 from a release `<start>` that the artifact root holds a build_graph version of
 (snapshot `<start>`, same settings), the stage merges that version's tables
@@ -247,7 +247,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     duplicates = stage(G.duplicate_rows(staged), "duplicates")
     small = lambda rows: rows <= config.spark.broadcast_rows  # noqa: E731
     # Usable papers and duplicates are both at most the staged lines, which the staging files' footers
-    # count: within `broadcast_rows`, neither needs a Spark job to count it (issue 21).
+    # count: within `broadcast_rows`, neither needs a Spark job to count it.
     few_lines = small(table_stats(store, posixpath.join(path, "_staging", "papers"))["rows"])
     few_duplicates = few_lines or small(duplicates.count())
     kept = G.kept_papers(staged, duplicates, broadcast=few_duplicates)
@@ -257,13 +257,13 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     few_papers = few_lines or small(staged.where(F.col("reason").isNull()).count())
     if snapshot.format == "s2orc":
         # labelled within each paper's list (no shuffle), once: staged light (the raw ids and the source only
-        # for rejected edges) for the citations and the rejected rows to read (issue 21)
+        # for rejected edges) for the citations and the rejected rows to read
         log.info("%s: cleaning citation edges", STAGE)
         labelled = G.label_s2orc_edges(kept, corpus_ids, cfg.citations_from, broadcast=few_papers)
         labelled_edges = stage(G.light_labels(labelled), "edges")
     else:
         # Each S2AG dataset is parsed once: what the papers and the rejected rows need of its lines is
-        # decided in that pass and staged, light (issue 21: the rejected rows parsed them again).
+        # decided in that pass and staged, light, so that the rejected rows do not parse them again.
         abstract_lines = lines("abstracts")
         if abstract_lines is not None:
             log.info("%s: ranking abstracts", STAGE)
@@ -335,8 +335,8 @@ def finish(
     def write_rejected() -> None:
         all_rejected.coalesce(cfg.output_files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("rejected"))
 
-    # The rejected rows are written beside the graph (issue 21: their small jobs and the graph's broadcasts
-    # left cores idle, one after another).
+    # The rejected rows are written beside the graph: one after another, their small jobs and the graph's
+    # broadcasts left cores idle.
     log.info("%s: writing citations, papers, degrees and rejected rows", STAGE)
     concurrently(
         spark,
@@ -368,7 +368,7 @@ def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=No
     if text is None:
         text = G.summary_stats(written("papers"))
 
-    # The statistics' small jobs run at once (issue 21: one after another they had a core idle most of 3 s);
+    # The statistics' small jobs run at once, since one after another they leave a core idle;
     # the histogram (a few hundred rows) is written and plotted by the driver while the others run
     histogram, reasons, nodes, flags = concurrently(
         spark,

@@ -29,7 +29,7 @@ rank 0 here and `follow(config, rank)` runs rank R wherever it is called
 the shared run folder (`models/pbg_ranks.py`). Either way a rank that dies
 stops all of them and the stage fails with one line; nothing is committed.
 
-Warm start (issue 19, `embed_graph.warm_start`): the mining run can start
+Warm start (`embed_graph.warm_start`): the mining run can start
 from a previous release's embeddings through PBG's `init_path`
 (models/pbg_warm.py): surviving papers keep their vectors in the new entity
 order, new papers start random, and the run trains `warm_epochs` of the

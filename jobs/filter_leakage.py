@@ -203,7 +203,7 @@ def _build(
 
     # One row per benchmark id, made here and written through the store for Spark to read: a local relation
     # of a few hundred thousand rows would go through pandas and the driver's serializer, and grouping the
-    # benchmark's rows here costs less than Spark's plan for it (issue 21).
+    # benchmark's rows here costs less than Spark's plan for it.
     def staged(name: str, table):
         """`table` written by pyarrow into the staging folder, read by Spark."""
         folder = posixpath.join(path, "_staging", name)
@@ -220,7 +220,7 @@ def _build(
         return O.stage(spark, frame, out(f"_staging/{name}"))
 
     # The graph's side needs no benchmark: the papers' keys and the paper-ids lines. On a graph merged from a
-    # diff they are carried over in a few seconds, while the child reads the benchmark (issue 19). A full build
+    # diff they are carried over in a few seconds, while the child reads the benchmark. A full build
     # keys every paper and parses the paper-ids table, which grow with the corpus: the benchmark is taken first,
     # so that a mistake in it is one line at once rather than after those passes.
     if not upstream.metrics.get("from_diff"):
@@ -252,7 +252,7 @@ def _build(
         return bench_table, (layouts, unaudited), distinct, staged("ids", distinct), shas
 
     # Three independent parts at once (`session.concurrently`): the papers' keys, the paper-ids lines and the
-    # benchmark's ids; each alone leaves a core idle between its small queries (issue 19).
+    # benchmark's ids; each alone leaves a core idle between its small queries.
     metrics["paper_keys"], lines_entry, (bench_table, layouts, distinct, ids, shas) = concurrently(
         spark,
         lambda: _write_paper_keys(spark, store, config, upstream, path, papers, materialize),
@@ -294,9 +294,9 @@ def _build(
         by_sha = looked_up_shas(looked_up)
 
     # The cascade's steps that read the papers run only for the ids the corpus_id and sha steps leave
-    # unmapped (`map_ids_narrow`: the same rows as `map_ids`, issue 19), on the keys they state (issue 21).
+    # unmapped (`map_ids_narrow`: the same rows as `map_ids`), on the keys they state.
     log.info("%s: mapping benchmark ids", STAGE)
-    # the steps that read no papers (corpus id, sha), on the ids the driver holds (issue 21)
+    # the steps that read no papers (corpus id, sha), on the ids the driver holds
     first = staged("first", first_steps(distinct.select(["id"]), by_sha))
     mapped = L.map_ids_narrow(
         ids,

@@ -3,8 +3,8 @@ from one file at start instead of found, read and verified one by one by every n
 
 A JVM started with `-XX:ArchiveClassesAtExit=FILE` (JDK 13 or newer, HotSpot: Java's dynamic AppCDS
 archive) writes the classes it loaded into FILE as it exits; a JVM started with
-`-XX:SharedArchiveFile=FILE` maps them. On 2 cores a session's start (the builder's `getOrCreate`) took
-6.1-6.8 s without and 3.6-4.0 s with one, and its first query 2.7-3.4 s against 1.4-1.6 s (issue 21).
+`-XX:SharedArchiveFile=FILE` maps them. One roughly halves a session's start (the builder's `getOrCreate`)
+and its first query.
 
 The life of an archive, one per Java and Spark install and driver settings (`archive_name`), in
 `$XDG_CACHE_HOME/citeflow/jvm` (`~/.cache/citeflow/jvm` by default):

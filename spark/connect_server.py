@@ -1,12 +1,9 @@
-"""A Spark Connect server on this machine, with the local driver's settings: `citeflow spark-server` (issue 21).
+"""A Spark Connect server on this machine, with the local driver's settings: `citeflow spark-server`.
 
 Each `citeflow run` with a local driver starts a JVM, and that JVM's compilers warm up on the stage's own work:
-the first tasks of build_graph's parse ran 2-3 times slower than the later ones. A server started once pays
+the first tasks of build_graph's parse run 2-3 times slower than the later ones. A server started once pays
 the start and the warm-up once; each stage then runs as a thin client of it (`--set spark.remote=sc://...`)
-and does the same work (same versions, same rows: tests/e2e/test_spark_cluster.py). At 1M papers on 2 cores
-(bench/bench_stages.py `--spark-connect`, 2026-11-28, two runs, load 2.5-2.9): build_graph 60.8 / 71.6 s with a
-local driver against 43.7 / 50.5 s through a server that had run it before (56.9 / 64.4 s as a fresh server's
-first client); filter_leakage 36.5 / 44.3 s against 27.5 / 29.6 s.
+and does the same work (same versions, same rows: tests/e2e/test_spark_cluster.py).
 
 The server is Spark's own (`SparkConnectServer` through pyspark's `bin/spark-submit`), run with the settings a
 local driver gets (`SparkConfig`: master, driver memory, local dir, `spark.conf`, and

@@ -145,8 +145,8 @@ def abstract_order() -> list[Column]:
 
 def stage_abstracts(abstracts: DataFrame, corpus_ids: DataFrame, *, broadcast: bool = True) -> DataFrame:
     """S2AG: every parsed abstract line (`readers.s2ag_abstracts`) with what becomes of it, decided in the
-    pass that parses it, for the stage to write once to staging (issue 21: the lines were parsed again for
-    the rejected rows).
+    pass that parses it, for the stage to write once to staging, so that the rejected rows need not parse
+    the lines again.
 
     `_fate` is `best` (the first of its id in `abstract_order`, the id among `corpus_ids`: the paper's
     abstract), `unusable` (parse or id error, `reason`), `duplicate_abstract` (ranked below another of its

@@ -188,7 +188,7 @@ def abstract_inputs(
     """The abstracts diff's lines (`updates`, `deletes`: parsed lines plus `_step`) and the base's quarantined
     abstract lines, ready for the merge. `materialize(frame, name)` computes each once for the plans that read
     it (three: the touched keys, the merged rows, the rejected rows), so neither the diff's files nor the
-    base's quarantined lines are parsed again by each (issue 19)."""
+    base's quarantined lines are parsed again by each."""
     good, bad_updates = G.split_unparseable(updates, kind="abstract")
     good_deletes, bad_deletes = G.split_keyed(deletes, kind="abstract")
     good = materialize(good.withColumn("corpus_id", F.col("id_raw").try_cast("long")), "abstract_updates")
@@ -320,7 +320,7 @@ def _edge_inputs(
 
     # The base's kept edges (every edge of the graph) keep their ids as numbers: they match the keys the diff
     # names that are written as a number's own spelling (`cast(id as string)`, which a kept edge's raw ids are),
-    # so no id of the whole table goes to a string and back (issue 19: the scan of the base's edges).
+    # so no id of the whole table goes to a string and back.
     kept = base_citations.select(
         F.col("citing").alias("_c1"),
         F.col("cited").alias("_c2"),

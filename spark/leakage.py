@@ -72,9 +72,8 @@ def is_ascii(col: Column) -> Column:
 def ascii_fold(col: Column) -> Column:
     """`fold_title` of an ASCII title in Spark's own functions (null when nothing is left).
 
-    `nullif` evaluates the fold once; `when(folded != "", folded)` ran the regular expression twice per
-    title (1M titles on 2 cores, warm: 2.3-2.6 s against 2.9-3.6 s). Under `is_ascii`'s `when` (the key
-    scan) both forms take the same time (issue 21)."""
+    `nullif` evaluates the fold once, where `when(folded != "", folded)` would run the regular expression
+    twice per title."""
     folded = F.trim(F.regexp_replace(F.lower(col), "[^a-z0-9]+", " "))
     return F.nullif(folded, F.lit(""))
 
@@ -85,8 +84,7 @@ def paper_id_pairs(parsed: DataFrame) -> DataFrame:
 
     A line gives its pair, or nothing, in one projection (a 1-element array or null, inlined): a filter
     above the parse would be pushed below it with `from_json` copied into it once per field it tests,
-    parsing every line three times; a one-row generator between the two (the plan before) cost 0.8 s more
-    for 1.15M lines, warm (issue 21).
+    parsing every line three times; a one-row generator between the two is slower.
     """
     sha, corpus_id, usable = _pair_parts()
     pair = F.struct(sha.alias("sha"), corpus_id.alias("corpus_id"))
@@ -382,10 +380,8 @@ def folded_other_titles(papers: DataFrame, materialize: Callable[[DataFrame, str
 
     The non-ASCII titles are materialised first (`materialize(frame, name)`: written and read back by the
     stage) and folded only if there are any: Spark starts its Python workers for every task of a plan that
-    holds the UDF, rows or none (issue 21, 1M all-ASCII titles: 2.9 s of task time starting and setting up
-    the workers of the key scan, 4.7 s more in the second cascade, for 0.2 s of Python; filter_leakage took
-    39.4 s against 41.6 s, six interleaved pairs). The fold is materialised too, so that it runs once
-    however many plans read it.
+    holds the UDF, rows or none. The fold is materialised too, so that it runs once however many plans read
+    it.
     """
     title = F.col("title")
     other = materialize(papers.where(title.isNotNull() & ~is_ascii(title)).select("corpus_id", "title"), "other_titles")
@@ -406,7 +402,7 @@ def paper_key_rows(
     null where a paper has no such key). Without `titles`, `_folded` is left out (no title is folded).
 
     filter_leakage writes these rows as its `paper_keys` table, so that the next release's build from a diff
-    keys only the papers its diff wrote (issue 19); `papers_sharing_keys` finds a benchmark's keys among them.
+    keys only the papers its diff wrote; `papers_sharing_keys` finds a benchmark's keys among them.
     """
     external = [column for _, column in EXTERNAL_STEPS]
     light = papers.select("corpus_id", "title", *external)

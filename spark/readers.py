@@ -51,9 +51,7 @@ DUPLICATE_CITATION = "duplicate_citation"
 CORPUS_ID_PATTERN = r"^[0-9]{1,18}$"
 # Parquet options of a stage's staging files (written once, read back within the run, then deleted):
 # - Snappy, a codec cheap to write and read, unlike the zstd of the tables a stage publishes. Its codec is
-#   native (snappy-java); Parquet's LZ4_RAW, used before, is pure Java and wrote the same bytes slower
-#   (issue 21, build_graph's staging at 1M papers, warm: 1.51 GB in 19.5 s against 1.52 GB in 21.6 s; the
-#   whole stage 1.4-2.5 s faster in each of 5 interleaved pairs, load 1.7-3.1).
+#   native (snappy-java), while Parquet's LZ4_RAW is pure Java and writes the same bytes slower.
 # - No dictionary encoding, which Parquet tries on every string column chunk before giving up on long
 #   unique text.
 # - None of the min/max and size statistics and page checksums a published table carries: no reader of a
@@ -99,8 +97,8 @@ def s2orc_schema(citations_from: str) -> T.StructType:
     """`S2ORC_SCHEMA` without the citation list the stage does not read (`citations_from` picks
     `outbound_citations` or `inbound_citations`).
 
-    The other list is as long as the one used and costs as much to parse (about a quarter of the parse
-    at 1M papers, issue 21); left out of the schema, Spark's JSON parser skips it unread, so a wrong type
+    The other list is as long as the one used and costs as much to parse (about a quarter of the parse);
+    left out of the schema, Spark's JSON parser skips it unread, so a wrong type
     there no longer rejects a paper whose fields in use are all sound.
     """
     unused = "inbound_citations" if citations_from == "outbound" else "outbound_citations"
@@ -169,7 +167,7 @@ def nonblank(col: Column) -> Column:
     """Trimmed string, or null when empty.
 
     Compared with the empty string rather than by `length`, which counts the characters of every title and
-    abstract (issue 21)."""
+    abstract."""
     trimmed = F.trim(col)
     return F.when(trimmed != F.lit(""), trimmed)
 
@@ -200,11 +198,10 @@ def read_lines(spark, files: list[str], sizes: list[int]) -> DataFrame:
     A gzip file cannot be split, and Spark packs small files into tasks of up to `maxPartitionBytes` (128
     MB): 20 shards of 28 MB on two cores became 5 tasks, the last running alone. So the session's
     `maxPartitionBytes` is set to the largest shard's size, but never below 16 MB: the setting holds for
-    the session's later reads too, and a diff's 1 MB files had every parquet table read in 1 MB tasks after
-    them (279 tasks for a 278 MB table; issue 19, one run each: the incremental build_graph 76.9 s -> 61.3
-    s, filter_leakage 53.4 s -> 35.5 s). One scan per shard, unioned, would need no setting, but parsed 20
-    S2ORC shards 25% slower (S2ORC build_graph at 1M papers: 66 s -> 76 s). A `maxPartitionBytes` the user
-    set (`spark.conf`) is left as it is. Plain `.jsonl` files are split by the session's setting.
+    the session's later reads too, and a diff's 1 MB files would have every parquet table read in 1 MB tasks
+    after them (279 tasks for a 278 MB table). One scan per shard, unioned, would need no setting, but parses
+    S2ORC shards about 25% slower. A `maxPartitionBytes` the user set (`spark.conf`) is left as it is. Plain
+    `.jsonl` files are split by the session's setting.
     """
     if files and all(f.endswith(".gz") for f in files) and _task_size_is_ours(spark):
         _set_task_size(spark, max(max(sizes), MIN_TASK_BYTES))
@@ -259,11 +256,9 @@ def read_parquet(spark, uri: str, sizes: list[int]) -> DataFrame:
     (128 MB; `FilePartition.maxSplitBytes`). A table a little over 128 MB a core becomes one task more than
     the cores, which runs alone after the others: filter_leakage's upstream `papers` at 1M papers (six
     files of 29-58 MB, 290 MB) became tasks of 116, 101 and 72 MB on two cores, in its key scan and again
-    in its write (issue 21). So the session's `maxPartitionBytes` is set to the core's share, which Spark's
-    packing then uses as the task size (tasks of 116, 144 and 29 MB, the two cores finishing together; in 4
-    interleaved pairs the key scan took 5.3-6.4 s instead of 6.5-8.4 s, the write 6.7-8.9 s instead of
-    8.0-10.3 s). A larger table is read in tasks of Spark's own size, whose last wave is a smaller share of
-    the scan.
+    in its write. So the session's `maxPartitionBytes` is set to the core's share, which Spark's packing then
+    uses as the task size (tasks of 116, 144 and 29 MB, the two cores finishing together). A larger table is
+    read in tasks of Spark's own size, whose last wave is a smaller share of the scan.
 
     The setting is the session's and is read when a scan runs, so it is only ever raised here: a larger
     value leaves the tasks of every smaller table as they were (Spark takes their core's share), and a
@@ -359,7 +354,7 @@ def parse_lines(lines: DataFrame, schema: T.StructType) -> DataFrame:
     data_fields = [f.name for f in schema.fields if f.name != CORRUPT]
     any_field = F.coalesce(*[F.col(f"rec.{f}").cast("string") for f in data_fields])
     # A line of spaces never parses (`rec` is null), so only the lines that did not parse are trimmed and
-    # measured (issue 21: doing so for every line cost a quarter of the parse).
+    # measured: doing so for every line costs a quarter of the parse.
     blank = F.trim("value") == F.lit("")
     error = (
         F.when(F.col("rec").isNull(), F.when(blank, F.lit(BLANK_LINE)).otherwise(F.lit(MALFORMED)))

@@ -77,14 +77,12 @@ SESSION_SQL = {
 
 
 # HotSpot's optimising compiler (C2) takes a method after 4-7x the invocations and loop iterations of its
-# defaults (30,000 / 4,000 / 60,000 / 240,000; JDK 17's: 5,000 / 600 / 15,000 / 40,000). A stage's run at
-# 1M papers spent a third of the JVM's CPU in C2 (filter_leakage 25-27 of 89 CPU-s, build_graph 31-35 of
-# 142), much of it on code that ran a few thousand times (Spark generates new classes for every query);
-# the first tier's code runs a little longer meanwhile. Interleaved on 2 cores (issue 21, load 2.3-3.1):
-# filter_leakage 51.9 / 52.9 s against 56.0 / 56.3 s (C2 16-18 CPU-s), build_graph 79.9 s against 83.6 s
-# (means of 4 pairs). A long run's hot code is compiled as before, only later. Twice these thresholds
-# gained no more (C2 15.7 CPU-s); fewer compiles on every tier (`-XX:CompileThresholdScaling=3`), no
-# tiers (`-XX:-TieredCompilation`), shallower inlining and no escape analysis were slower or within noise.
+# defaults (30,000 / 4,000 / 60,000 / 240,000; JDK 17's: 5,000 / 600 / 15,000 / 40,000): with the defaults a
+# stage spends a third of the JVM's CPU in C2, much of it on code that runs a few thousand times (Spark
+# generates new classes for every query), while the first tier's code runs only a little longer meanwhile. A
+# long run's hot code is compiled as before, only later. Twice these thresholds gain no more; fewer compiles
+# on every tier (`-XX:CompileThresholdScaling=3`), no tiers (`-XX:-TieredCompilation`), shallower inlining and
+# no escape analysis were slower or within noise.
 LATER_C2 = (
     "-XX:Tier4InvocationThreshold=30000 -XX:Tier4MinInvocationThreshold=4000 "
     "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=240000"
@@ -96,8 +94,8 @@ def driver_java_options() -> str:
     (`spark.connect_server`): citeflow's log4j settings, the throughput collector and `LATER_C2`.
 
     The throughput collector: the stages are batch jobs, and on a small machine G1's concurrent work competes
-    with the tasks for the cores (S2ORC build_graph at 1M papers on 2 cores: 61.4/62.3 s against 65.9/67.5 s
-    with G1, interleaved). Executors of a cluster keep their own settings."""
+    with the tasks for the cores (build_graph ran a few percent slower with G1). Executors of a cluster keep
+    their own settings."""
     log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
     return f"-Dlog4j2.configurationFile=file:{log4j} -XX:+UseParallelGC {LATER_C2}"
 
@@ -218,12 +216,11 @@ def get_spark_meanwhile(
     """(`get_spark(config, app_name)`, `work` under way): the stage takes the result when it needs it.
 
     `apart` starts the work in another process before the session is asked for, so it runs while a local JVM
-    starts (3-3.5 s on 2 cores, issue 21) and then beside the stage's first Spark jobs, until the stage calls
-    `result()`. That holds with no JVM to start too: a Spark Connect client, or a session this process holds
-    already (`citeflow run`'s stages after the first). filter_leakage reads its benchmark ids this way (4 s at
-    1M papers); on a graph merged from a diff, Spark carries its paper keys and paper-ids lines over meanwhile
-    (issue 19). In a thread of this process, Python work holds the GIL that the JVM's start waits for (the
-    benchmark ids and a started JVM: 9 s in a thread, 7.3 s one after the other, 6-6.7 s in a child process).
+    starts and then beside the stage's first Spark jobs, until the stage calls `result()`. That holds with no
+    JVM to start too: a Spark Connect client, or a session this process holds already (`citeflow run`'s stages
+    after the first). filter_leakage reads its benchmark ids this way; on a graph merged from a diff, Spark
+    carries its paper keys and paper-ids lines over meanwhile. In a thread of this process, Python work would
+    hold the GIL that the JVM's start waits for, so the two would end later than one after the other.
     Without `apart` (or when it cannot start a process), `work` runs here while a thread starts the JVM, or,
     with no JVM to start, when the stage asks for its result (a Spark Connect client tags its session in the
     calling thread, so it comes first). If the session does not start, the work apart is stopped. An error of
@@ -260,7 +257,7 @@ def concurrently(spark, *calls: Callable[[], Any]) -> list[Any]:
 
     Spark's FIFO scheduler offers the cores to the tasks of the job submitted first; the other jobs' tasks
     take the cores it leaves idle (a stage's last tasks, a broadcast being built, the driver planning the
-    next job), so independent jobs end sooner together than one after another (issue 21). A Spark Connect
+    next job), so independent jobs end sooner together than one after another. A Spark Connect
     session's operation tags are per thread: each thread carries the caller's. Every call runs to its end;
     then the first error, in the order given, is raised.
     """

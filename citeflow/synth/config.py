@@ -67,7 +67,7 @@ class TopicStrength:
 
 
 # difficulty -> TopicStrength; values between two anchors are interpolated linearly. 0 is easy, like the
-# generator before #22 (over half of a text's words name its topic; references stay in the subtopic); 0.5 is
+# generator's first version (over half of a text's words name its topic; references stay in the subtopic); 0.5 is
 # calibrated on real samples (calibration.py: topic-specific token share, same-field and citation text
 # similarity); 1 is harder than real text.
 DIFFICULTY_ANCHORS = (
