@@ -51,6 +51,7 @@ from citeflow.config import STAGES
 from cockpit.settings import (
     GPU_POOL,
     GPU_QUEUE,
+    INPUT_ROOTS_VARIABLE,
     PBG_CONN_ID,
     PBG_POOL,
     PBG_QUEUE,
@@ -144,6 +145,18 @@ def spark_master_from_connection() -> list[str]:
     return overrides
 
 
+def input_roots() -> list[str]:
+    """The folders a run may read its inputs from: the Airflow Variable `citeflow_input_roots` (env
+    `CITEFLOW_INPUT_ROOTS_VARIABLE` names another), paths separated by commas; unset, the demo's folder
+    ($CITEFLOW_HOME, else `demo/` in the checkout) alone."""
+    from airflow.sdk import Variable
+
+    from citeflow.inputs import parse_roots
+    from cockpit.params import demo_root
+
+    return parse_roots(Variable.get(INPUT_ROOTS_VARIABLE, default=None)) or parse_roots(demo_root(__file__))
+
+
 def pbg_rendezvous_from_connection() -> list[str]:
     """`embed_graph.rendezvous` from the Airflow connection (host and port), or none when it is not defined."""
     from airflow.sdk import Connection
@@ -178,6 +191,7 @@ def run_config(settings: dict[str, Any]):
     """The RunConfig of a DAG run: profile, then form fields, then the Spark connection, then overrides."""
     from citeflow.config import RunConfig, apply_overrides, profile_overrides, validate_snapshot_id
     from citeflow.errors import CiteflowError
+    from citeflow.inputs import check_under_roots, input_folders
 
     validate_snapshot_id(settings["snapshot"])
     for key in ("corpus", "scidocs", "paper_ids"):
@@ -204,6 +218,8 @@ def run_config(settings: dict[str, Any]):
         artifacts=settings["artifacts"],
     )
     config = apply_overrides(base, overrides)
+    # the trigger form names folders on the workers' disks: only those an administrator allowed are read
+    check_under_roots(input_folders(config), input_roots(), f"the Airflow Variable {INPUT_ROOTS_VARIABLE}")
     if config.embed_graph.machines > 1:
         # under Airflow the other ranks are the embed_graph_rank tasks: rank 0 never starts them itself
         if not config.embed_graph.rendezvous:

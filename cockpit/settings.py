@@ -17,6 +17,8 @@ PBG_QUEUE = os.environ.get("CITEFLOW_PBG_QUEUE", "default")
 PBG_RANK_QUEUE = os.environ.get("CITEFLOW_PBG_RANK_QUEUE", PBG_QUEUE)
 SPARK_CONN_ID = os.environ.get("CITEFLOW_SPARK_CONN_ID", "spark_default")
 PBG_CONN_ID = os.environ.get("CITEFLOW_PBG_CONN_ID", "pbg_rendezvous")
+# The Airflow Variable listing the folders a DAG run may read inputs from (comma-separated); unset: the demo's.
+INPUT_ROOTS_VARIABLE = os.environ.get("CITEFLOW_INPUT_ROOTS_VARIABLE", "citeflow_input_roots")
 
 # (name, slots, description) of each pool, as `airflow pools set` takes them.
 POOLS = (

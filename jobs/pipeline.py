@@ -45,6 +45,7 @@ def preflight(config: RunConfig, stages: list[str]) -> None:
     """User mistakes that would only surface late (after hours of Spark and PBG), caught before any work."""
     import os
 
+    from citeflow.inputs import check_input_folders
     from citeflow.snapshot import discover
 
     discover(config.corpus, config.build_graph.format)  # a missing or unknown corpus first
@@ -64,6 +65,7 @@ def preflight(config: RunConfig, stages: list[str]) -> None:
     for path in (config.embed_papers.papers, *config.benchmark.scirepeval):
         if path and not os.path.exists(path):
             raise CiteflowError(f"path {path!r} does not exist")
+    check_input_folders(config)  # last: it walks the folders, which the checks above show to exist
 
 
 def with_strategy(config: RunConfig, strategy: str) -> RunConfig:

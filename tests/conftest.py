@@ -92,10 +92,13 @@ def pytest_configure(config):
     # Spark's Python workers (pandas UDFs) must run this interpreter, with its packages.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     # the runs' logs (jobs/cli `log_folder`) in a folder of the test session's, not the user's state folder
-    if "CITEFLOW_LOG_DIR" not in os.environ:
-        import tempfile
+    import tempfile
 
+    if "CITEFLOW_LOG_DIR" not in os.environ:
         os.environ["CITEFLOW_LOG_DIR"] = tempfile.mkdtemp(prefix="citeflow-test-logs-")
+    # the folders the tests' Airflow runs may read inputs from: pytest's temp folders and the shared samples
+    # (cockpit.orchestration.input_roots; tests/unit/test_orchestration.py checks the default)
+    os.environ.setdefault("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS", f"{tempfile.gettempdir()},{REPO.parent / 'shared'}")
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ imported from `citeflow.config`.
 """
 
 from citeflow.config.base import SNAPSHOT_ID_RE, STAGES, URI_PASSWORD, validate_snapshot_id
-from citeflow.config.engines import SparkConfig, StoreConfig
+from citeflow.config.engines import InputsConfig, SparkConfig, StoreConfig
 from citeflow.config.overrides import apply_overrides, describe, to_dict, versioned_dict
 from citeflow.config.pbg import (
     PBG_DISTRIBUTED_KEYS,
@@ -57,6 +57,7 @@ __all__ = [
     "EmbedGraphConfig",
     "EmbedPapersConfig",
     "FilterLeakageConfig",
+    "InputsConfig",
     "MineTripletsConfig",
     "RunConfig",
     "SparkConfig",

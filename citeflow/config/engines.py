@@ -184,3 +184,17 @@ class StoreConfig:
             raise CiteflowError("store.lease_wait_s must not be negative")
         if self.lease_heartbeat_s <= 0 or self.lease_stale_s <= 2 * self.lease_heartbeat_s:
             raise CiteflowError("store.lease_stale_s must be more than twice store.lease_heartbeat_s, both positive")
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputsConfig:
+    """Which files a run may read. Not versioned: it decides whether a run reads its inputs, not what it makes."""
+
+    allow_outside: bool = field(
+        default=False,
+        metadata=_help(
+            "read files under an input folder (corpus, SciDocs, paper-ids, diffs, benchmark, model) that are links "
+            "to somewhere outside it; false: such a link stops the run in one line before any work",
+            versioned=False,
+        ),
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from citeflow.config.base import URI_PASSWORD, _help, validate_snapshot_id
-from citeflow.config.engines import SparkConfig, StoreConfig
+from citeflow.config.engines import InputsConfig, SparkConfig, StoreConfig
 from citeflow.config.pbg import EmbedGraphConfig
 from citeflow.config.stages import (
     BenchmarkConfig,
@@ -36,6 +36,7 @@ class RunConfig:
     embed_papers: EmbedPapersConfig = field(default_factory=EmbedPapersConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    inputs: InputsConfig = field(default_factory=InputsConfig)
 
     def __post_init__(self) -> None:
         validate_snapshot_id(self.snapshot)

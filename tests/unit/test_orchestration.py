@@ -45,7 +45,8 @@ def connection(connections):
 
 
 @pytest.fixture
-def params(tmp_path):
+def params(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS", str(tmp_path))  # the folders this Airflow may read
     corpus = tmp_path / "corpus" / "metadata"
     corpus.mkdir(parents=True)
     (corpus / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
@@ -284,3 +285,31 @@ def test_the_trigger_forms_artifact_root_defaults_to_citeflow_artifacts(monkeypa
     assert P.common_params("/srv/demo")["artifacts"].value == str(tmp_path / "root")
     monkeypatch.delenv("CITEFLOW_ARTIFACTS")
     assert P.common_params("/srv/demo")["artifacts"].value == "/srv/demo/artifacts"
+
+
+def test_a_run_reads_inputs_only_under_the_folders_the_variable_allows(connection, params, monkeypatch, tmp_path):
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    (elsewhere / "metadata").mkdir(parents=True)
+    (elsewhere / "metadata" / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
+    with pytest.raises(CiteflowError) as caught:
+        O.run_config({**params, "corpus": str(elsewhere)})
+    assert str(caught.value) == (
+        f"corpus folder {elsewhere} is outside the input folders this Airflow allows ({tmp_path}): move it under one "
+        "of them, or add its folder to the Airflow Variable citeflow_input_roots"
+    )
+    # an override naming a folder elsewhere is refused too
+    with pytest.raises(CiteflowError, match=r"^BEIR folder .* is outside the input folders"):
+        O.run_config({**params, "overrides": [f"filter_leakage.beir={elsewhere}"]})
+    # a link under an allowed folder leads nowhere else
+    (tmp_path / "link").symlink_to(elsewhere)
+    with pytest.raises(CiteflowError, match="is outside the input folders"):
+        O.run_config({**params, "corpus": str(tmp_path / "link")})
+    monkeypatch.setenv("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS", f"{tmp_path}, {elsewhere}")
+    assert O.run_config({**params, "corpus": str(elsewhere)}).corpus == str(elsewhere)
+
+
+def test_without_the_variable_only_the_demo_folder_is_read(connection, params, monkeypatch, tmp_path):
+    monkeypatch.delenv("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS")
+    monkeypatch.setenv("CITEFLOW_HOME", str(tmp_path / "demo"))
+    with pytest.raises(CiteflowError, match=rf"this Airflow allows \({tmp_path / 'demo'}\)"):
+        O.run_config(params)
