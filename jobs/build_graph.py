@@ -14,7 +14,9 @@ Writes `ARTIFACTS/<snapshot>/build_graph/<version>/`:
 - `rejected`: every line, record or edge that was dropped, with its reason
   (`raw`: the input line's bytes, binary).
 - `degree_histogram` and `degree_distribution.png`.
-- `_manifest.json` with the counts of each reason and degree statistics.
+- `_manifest.json` with the counts of each reason and degree statistics, and `lossy_text`: per string field of
+  `papers`, the papers whose value holds U+FFFD, which Spark's UTF-8 decoding puts in place of each byte that is
+  not UTF-8 (such a record is kept, so it is counted and warned about rather than passing silently).
 
 Every input line ends up in exactly one place: papers rows + rejected rows of
 kind `paper` = lines of the papers files (a test holds the stage to it).
@@ -298,7 +300,11 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
 
     text = None
     if snapshot.format == "s2orc":  # the text flags were noted in pass 1: no need to read the text again
-        text = kept.select(F.col("_no_title").alias("no_title"), F.col("_no_abstract").alias("no_abstract"))
+        text = kept.select(
+            F.col("_no_title").alias("no_title"),
+            F.col("_no_abstract").alias("no_abstract"),
+            F.col("_lossy").alias("lossy"),
+        )
     metrics = finish(
         spark, store, path, config, kept.select(*G.PAPERS_COLUMNS), labelled_edges, rejected, few_papers, text
     )
@@ -319,8 +325,9 @@ def finish(
     text=None,
 ) -> dict[str, Any]:
     """Write papers, citations, degrees, rejected and degree_histogram from the cleaned frames; the manifest metrics
-    (degree statistics, text flags, rejected counts by reason: `summarize`). `text` (no_title, no_abstract
-    per paper) defaults to reading the written papers; `broadcast`: the papers are few enough to join by broadcast."""
+    (degree statistics, text flags, rejected counts by reason: `summarize`). `text` (no_title, no_abstract and
+    lossy per paper: `graph.text_counts`) defaults to reading the written papers; `broadcast`: the papers are few
+    enough to join by broadcast."""
     from spark import graph as G
     from spark import output as O
     from spark import readers as R
@@ -357,8 +364,8 @@ def finish(
 
 def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=None) -> dict[str, Any]:
     """The degree histogram (table and plot) and the manifest metrics of the tables written into `path`, read
-    back; `text` (no_title, no_abstract per paper, or their `graph.text_counts`) defaults to reading the written
-    papers. Removes the version's staging folder."""
+    back; `text` (no_title, no_abstract and lossy per paper, or their `graph.text_counts`) defaults to reading the
+    written papers, in the one aggregation that counts them. Removes the version's staging folder."""
     from spark import graph as G
     from spark import readers as R
     from spark.session import concurrently
@@ -393,18 +400,33 @@ def write_histogram(store: ArtifactStore, path: str, config: RunConfig, histogra
 
 
 def metrics_of(
-    store: ArtifactStore, path: str, histogram, nodes: int, text: dict[str, int], rejected: dict[str, int]
+    store: ArtifactStore, path: str, histogram, nodes: int, text: dict[str, Any], rejected: dict[str, int]
 ) -> dict[str, Any]:
     """The manifest metrics of a version's graph (`graph.histogram_summary` of its degree histogram, papers with
-    an edge and text counts; `rejected`: its rejected rows counted by `kind.reason`); removes the version's
-    staging folder."""
+    an edge and text counts; `lossy_text`: the papers per field holding U+FFFD, `graph.text_counts`; `rejected`:
+    its rejected rows counted by `kind.reason`); removes the version's staging folder."""
     from spark import graph as G
 
     store.fs.delete_dir(posixpath.join(path, "_staging"))
     metrics = G.histogram_summary(histogram, nodes, text)
+    metrics[G.LOSSY_TEXT] = dict(text[G.LOSSY_TEXT])
+    warn_lossy(metrics[G.LOSSY_TEXT])
     metrics["rejected"] = {k: n for k, n in sorted(rejected.items()) if n}
     metrics["rejected_total"] = sum(metrics["rejected"].values())
     return metrics
+
+
+def warn_lossy(lossy: dict[str, int]) -> None:
+    """One warning line naming the papers per field that hold U+FFFD, when any does: the records are kept, so
+    the replaced bytes would otherwise pass unnoticed."""
+    if lossy:
+        counts = ", ".join(f"{field} {n:,}" for field, n in lossy.items())
+        log.warning(
+            "%s: bytes that are not UTF-8 were replaced by U+FFFD in kept papers (papers per field: %s; "
+            "metrics lossy_text)",
+            STAGE,
+            counts,
+        )
 
 
 def _plot_degrees(store: ArtifactStore, path: str, histogram, snapshot: str) -> None:

@@ -21,8 +21,10 @@ unchanged, a file that holds a row the release no longer has is written again wi
 changes or brings go to new files of their own; every table stays plain Parquet that any reader reads whole.
 The degree histogram and the metrics are counts: the base's, less those of the rows that go, plus those of the
 rows written (`_summarize_changes`; where it cannot, the written tables are counted as a full build counts them,
-jobs/build_graph.py `summarize`). All of it runs in Spark, so the diff path runs where a full build runs (a
-cluster, Spark Connect) and holds no table in this process beyond the histogram's few hundred rows.
+jobs/build_graph.py `summarize`). So is `lossy_text`, the papers per field holding U+FFFD: it counts the whole
+resulting table, as a full build's does, not only the records the diff wrote. All of it runs in Spark, so the diff
+path runs where a full build runs (a cluster, Spark Connect) and holds no table in this process beyond the
+histogram's few hundred rows.
 
 The result equals a full build of the release (tests/e2e/test_incremental.py).
 """
@@ -187,8 +189,9 @@ def _finish_in_place(
     (`split_edges`' `gone_kept`); degrees: those of the papers whose row was replaced or whose edges arrived or
     left (`incremental.changed_degrees`); rejected: the new rejected rows, those the merge decided again going.
     A paper nobody touched keeps its row, in `papers` and in `degrees`. The papers' text counts
-    (`graph.TEXT_COUNTS`) are the base's, less those of the touched keys' base rows, plus those of their new rows,
-    so the statistics read no text."""
+    (`graph.TEXT_COUNTS` and `graph.LOSSY_TEXT`) are the base's, less those of the touched keys' base rows, plus
+    those of their new rows, so the statistics read no text beyond those rows and hold for the whole table; a
+    base whose manifest lacks any of them has the written tables counted (`summarize`)."""
     from jobs.build_graph import summarize
     from spark import graph as G
     from spark import output as O
@@ -212,9 +215,10 @@ def _finish_in_place(
     # the papers and rejected rows beside the edges and, after them, the degrees
     concurrently(spark, lambda: over("citations", "degrees"), lambda: over("papers", "rejected"))
     text = None
-    if all(k in base.metrics for k in G.TEXT_COUNTS):
+    if all(k in base.metrics for k in (*G.TEXT_COUNTS, G.LOSSY_TEXT)):
         gone, added = (G.text_counts(G.summary_stats(f)) for f in (touched_base, changed))
         text = {k: base.metrics[k] - gone[k] + added[k] for k in G.TEXT_COUNTS}
+        text[G.LOSSY_TEXT] = lossy_after(base.metrics[G.LOSSY_TEXT], gone[G.LOSSY_TEXT], added[G.LOSSY_TEXT])
 
     def new_rows(table: str):
         names = written[table]["new"]
@@ -224,6 +228,15 @@ def _finish_in_place(
     metrics = _summarize_changes(spark, store, path, config, base, text, changes)
     files_by_table = {t: written[t] for t in OVER_BASE}
     return (metrics if metrics is not None else summarize(spark, store, path, config, text)), files_by_table
+
+
+def lossy_after(base: dict[str, int], gone: dict[str, int], added: dict[str, int]) -> dict[str, int]:
+    """`graph.LOSSY_TEXT` of the whole table after a diff: the base's papers per field holding U+FFFD, less those
+    of the base rows that go, plus those of the rows written; fields with none left out."""
+    from spark import graph as G
+
+    after = {f: base.get(f, 0) - gone.get(f, 0) + added.get(f, 0) for f in G.LOSSY_FIELDS}
+    return {f: n for f, n in after.items() if n}
 
 
 def _summarize_changes(

@@ -9,6 +9,8 @@ count and keep it (quarantine, never a silent drop).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -19,6 +21,22 @@ PAPERS_COLUMNS = ["corpus_id", *R.PAPER_ATTRIBUTES]
 STAGED_COLUMNS = ["id_raw", *PAPERS_COLUMNS, "refs", "source", "reason", "raw"]
 # Light columns the deduplication ranks on (the staging's heavy text columns are never shuffled).
 RANK_COLUMNS = ["_row", "corpus_id", "_score", "_refs", "_hash"]
+# The papers' string fields `lossy_text` counts: Spark decodes each corpus line as UTF-8, leaving U+FFFD in
+# place of every byte that is not UTF-8, and keeps the record.
+LOSSY_FIELDS = (
+    "title",
+    "abstract",
+    "venue",
+    "fields_of_study",
+    "doi",
+    "pubmed_id",
+    "pmc_id",
+    "arxiv_id",
+    "acl_id",
+    "mag_id",
+    "dblp_id",
+)
+REPLACEMENT = "\ufffd"
 
 
 def unusable_reason() -> Column:
@@ -69,7 +87,7 @@ def stage_papers(papers: DataFrame) -> DataFrame:
     `STAGED_COLUMNS` plus what deduplication ranks on (`RANK_COLUMNS`: a row
     number `_row` unique in this staging, the completeness `_score`, the
     citation count `_refs` and `_hash`, a 64-bit hash of the raw line) and
-    `_no_title` / `_no_abstract` for the manifest. `reason` is set for lines
+    `_no_title` / `_no_abstract` / `_lossy` (`lossy_mask`) for the manifest. `reason` is set for lines
     that are unusable (parse or id errors; `corpus_id` null); `raw` keeps every
     line's text, since which records are duplicates is known only after all
     lines are read.
@@ -86,7 +104,27 @@ def stage_papers(papers: DataFrame) -> DataFrame:
         F.xxhash64("value").alias("_hash"),
         F.col("title").isNull().alias("_no_title"),
         F.col("abstract").isNull().alias("_no_abstract"),
+        lossy_mask(papers.columns).alias("_lossy"),
     )
+
+
+def holds_replacement(field: str) -> Column:
+    """Whether a papers row's `field` (a string, or `fields_of_study`'s list) holds U+FFFD; null where null."""
+    if field == "fields_of_study":
+        return F.exists(F.col(field), lambda v: v.contains(REPLACEMENT))
+    return F.col(field).contains(REPLACEMENT)
+
+
+def lossy_mask(columns: list[str]) -> Column:
+    """An int whose bit i is set where the row's `LOSSY_FIELDS[i]` holds U+FFFD (fields not in `columns`: 0).
+
+    One light column, so that the pass that parses the text can note it and the counts read no text again."""
+    bits = [
+        F.when(holds_replacement(f), F.lit(1 << i)).otherwise(F.lit(0))
+        for i, f in enumerate(LOSSY_FIELDS)
+        if f in columns
+    ]
+    return sum(bits[1:], bits[0]) if bits else F.lit(0)
 
 
 def duplicate_rows(staged: DataFrame) -> DataFrame:
@@ -368,16 +406,23 @@ def with_degrees(papers: DataFrame, edges: DataFrame, *, broadcast: bool = False
 
 
 TEXT_COUNTS = ("papers_without_title", "papers_without_abstract", "papers_without_text")
+# The text counts' papers per field of `LOSSY_FIELDS` holding U+FFFD, fields with none left out.
+LOSSY_TEXT = "lossy_text"
 
 
-def text_counts(text: DataFrame) -> dict[str, int]:
-    """`TEXT_COUNTS` of `text` (one row per paper with `no_title` and `no_abstract`, booleans)."""
+def text_counts(text: DataFrame) -> dict[str, Any]:
+    """`TEXT_COUNTS` and `LOSSY_TEXT` of `text` (one row per paper with `no_title` and `no_abstract`, booleans,
+    and `lossy`, a `lossy_mask`), in one aggregation."""
+    lossy = [F.sum((F.col("lossy").bitwiseAND(1 << i) != 0).cast("int")).alias(f) for i, f in enumerate(LOSSY_FIELDS)]
     row = text.agg(
         F.sum(F.col("no_title").cast("int")).alias(TEXT_COUNTS[0]),
         F.sum(F.col("no_abstract").cast("int")).alias(TEXT_COUNTS[1]),
         F.sum((F.col("no_title") & F.col("no_abstract")).cast("int")).alias(TEXT_COUNTS[2]),
+        *lossy,
     ).first()
-    return {k: int(row[k] or 0) for k in TEXT_COUNTS}
+    counts: dict[str, Any] = {k: int(row[k] or 0) for k in TEXT_COUNTS}
+    counts[LOSSY_TEXT] = {f: int(row[f]) for f in LOSSY_FIELDS if row[f]}
+    return counts
 
 
 def graph_nodes(degrees: DataFrame) -> int:
@@ -434,7 +479,11 @@ def degree_quantiles(counts: list[tuple[int, int]], quantiles) -> list[int]:
 
 def summary_stats(papers: DataFrame) -> DataFrame:
     """`text_counts`' input from a papers table."""
-    return papers.select(F.col("title").isNull().alias("no_title"), F.col("abstract").isNull().alias("no_abstract"))
+    return papers.select(
+        F.col("title").isNull().alias("no_title"),
+        F.col("abstract").isNull().alias("no_abstract"),
+        lossy_mask(papers.columns).alias("lossy"),
+    )
 
 
 def degree_histogram(papers_with_degrees: DataFrame) -> DataFrame:

@@ -184,6 +184,8 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
             print(f"  {m.version}  finished {m.finished_at}  ({m.duration_s:.1f}s)  {m.path}")
             for name, table in m.tables.items():
                 print(f"      {name:<18} {table['rows']:>14,} rows  {table['files']} files")
+            if stage == "build_graph":
+                _print_lossy(m.metrics)
             if stage == "filter_leakage":
                 _print_leakage(m.metrics)
             if stage == "mine_triplets":
@@ -263,6 +265,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _print_lossy(metrics: dict) -> None:
+    """build_graph's `lossy_text`, when any field has papers holding U+FFFD (nothing for a version without it)."""
+    lossy = metrics.get("lossy_text")
+    if lossy:
+        counts = ", ".join(f"{field} {n:,}" for field, n in lossy.items())
+        print(f"      lossy text (bytes that are not UTF-8 replaced by U+FFFD), papers per field: {counts}")
 
 
 def _print_leakage(metrics: dict) -> None:

@@ -1,4 +1,5 @@
-"""Secrets at rest (issue #16, attack 4), unreadable shards and corrupt manifests of other snapshots (7)."""
+"""Secrets at rest, unreadable shards, corrupt manifests of other snapshots, links out of an input folder and the
+minor attacks (a nan setting, a file as the artifact root)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import shutil
 
 import pytest
 
-from tests.faults.conftest import NOT_UTF8, SECRET, SNAPSHOT, STAGE_ORDER, digest, error_lines, finish
+from tests.faults.conftest import NOT_UTF8, SECRET, SNAPSHOT, STAGE_ORDER, digest, error_lines, finish, read
 
 
 def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_tab(world, monkeypatch):
@@ -22,6 +23,7 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
     from cockpit import orchestration
     from cockpit.artifact_view import render_html, summarize
 
+    monkeypatch.setenv("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS", str(world.tmp))  # the folders this Airflow may read
     files = [p for p in world.reference.rglob("*") if p.is_file()]
     assert len(files) > 50
     assert [str(p) for p in files if SECRET.encode() in p.read_bytes()] == []
@@ -144,3 +146,98 @@ def test_the_minor_attacks_end_in_one_line(world):
     ):
         code, log = finish(world.cli(root, "build_graph", *extra))
         assert code == 2 and error_lines(log) == [f"citeflow: error: {message}"] and "Traceback" not in log, log
+
+
+def test_a_shard_that_links_outside_the_corpus_folder_is_refused_before_any_work(world, tmp_path, capsys):
+    """A shard `metadata_1.jsonl -> /etc/passwd` was followed and its lines stored in the committed `rejected`
+    table; now the run stops in one line, and writes nothing."""
+    from jobs.cli import main
+
+    corpus = _corpus_copy(world, "linked-corpus")
+    (corpus / "metadata" / "metadata_1.jsonl").symlink_to("/etc/passwd")
+    root = tmp_path / "root"
+    args = ["run", "--snapshot", SNAPSHOT, "--corpus", str(corpus), "--artifacts", str(root), "--until", "build_graph"]
+    assert main(args) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(
+        f"citeflow: error: corpus file {corpus / 'metadata' / 'metadata_1.jsonl'} is a link to /etc/passwd, outside "
+        f"the corpus folder {corpus}: copy the file into the folder, or set inputs.allow_outside=true"
+    ), line
+    assert not root.exists()
+
+
+def _records(shard) -> list[tuple[bytes, dict | None]]:
+    """Each line of a gzipped shard with its JSON object (None for a line that is not one)."""
+    out = []
+    for line in gzip.decompress(shard.read_bytes()).split(b"\n"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        out.append((line, record if isinstance(record, dict) else None))
+    return out
+
+
+def _plant_byte_in_a_title(corpus, reference) -> tuple[int, str]:
+    """Rewrite the line of a paper that is kept and has one line in the corpus, with the byte 0xFF inside its
+    title (the line stays valid JSON); returns (its corpus id, the title as Spark reads it back: U+FFFD for the
+    byte)."""
+    import collections
+
+    import pyarrow.dataset as ds
+
+    papers = ds.dataset(reference.table_path("papers"), format="parquet", ignore_prefixes=[".", "_"])
+    titles = {str(r["corpus_id"]): r["title"] for r in papers.to_table(columns=["corpus_id", "title"]).to_pylist()}
+    shards = sorted((corpus / "metadata").glob("*.jsonl.gz"))
+    lines = {shard: _records(shard) for shard in shards}
+    ids = collections.Counter(str(r.get("paper_id")) for rows in lines.values() for _, r in rows if r is not None)
+    shard = shards[0]
+    for i, (line, record) in enumerate(lines[shard]):
+        paper, title = str((record or {}).get("paper_id")), (record or {}).get("title")
+        quoted = json.dumps(title).encode()
+        plain = isinstance(title, str) and len(title) > 3 and quoted in line
+        if plain and ids[paper] == 1 and titles.get(paper) == title:
+            planted = [row for row, _ in lines[shard]]
+            planted[i] = line.replace(quoted, quoted[:4] + b"\xff" + quoted[4:], 1)
+            shard.write_bytes(gzip.compress(b"\n".join(planted)))
+            return int(paper), title[:3] + "\ufffd" + title[3:]
+    raise AssertionError(f"no kept paper with a plain title of its own in {shard}")
+
+
+def test_invalid_utf8_inside_a_title_is_counted_not_silent(world, capsys):
+    """A valid JSON line whose title holds a byte that is not UTF-8: the paper is kept with U+FFFD in its place,
+    and the stage counts it per field in its metrics, warns about it, and the summaries show it."""
+    import pyarrow.dataset as ds
+
+    from citeflow.artifacts import ArtifactStore
+    from cockpit.artifact_view import render_html, summarize
+    from jobs.cli import main
+
+    reference = world.manifests["build_graph"]
+    assert reference.metrics["lossy_text"] == {}  # the generated corpus holds none
+    corpus = _corpus_copy(world, "corpus-lossy-title")
+    paper, title = _plant_byte_in_a_title(corpus, reference)
+    root = world.tmp / "lossy-title"
+    code, log = finish(world.cli(root, "build_graph", args=("--corpus", str(corpus))))
+    assert code == 0, log[-3000:]
+
+    manifest = read(root, "build_graph")
+    assert manifest.metrics["lossy_text"] == {"title": 1}
+    warnings = [line for line in log.splitlines() if "not UTF-8" in line]
+    assert len(warnings) == 1 and warnings[0].endswith(
+        " WARNING build_graph: bytes that are not UTF-8 were replaced by U+FFFD in kept papers "
+        "(papers per field: title 1; metrics lossy_text)"
+    ), warnings
+    # the record is kept, not rejected; every other count is the reference's
+    papers = ds.dataset(manifest.table_path("papers"), format="parquet", ignore_prefixes=[".", "_"])
+    kept = papers.to_table(filter=ds.field("corpus_id") == paper).to_pylist()
+    assert [r["title"] for r in kept] == [title]
+    assert manifest.tables["papers"]["rows"] == reference.tables["papers"]["rows"]
+    assert manifest.metrics["rejected"] == reference.metrics["rejected"]
+
+    page = render_html(summarize(ArtifactStore(str(root)), SNAPSHOT, "build_graph", manifest.version))
+    assert "&quot;lossy_text&quot;: {\n    &quot;title&quot;: 1\n  }" in page
+    capsys.readouterr()
+    assert main(["artifacts", "--snapshot", SNAPSHOT, "--artifacts", str(root)]) == 0
+    shown = capsys.readouterr().out
+    assert "lossy text (bytes that are not UTF-8 replaced by U+FFFD), papers per field: title 1" in shown
