@@ -21,8 +21,8 @@ PAPERS_COLUMNS = ["corpus_id", *R.PAPER_ATTRIBUTES]
 STAGED_COLUMNS = ["id_raw", *PAPERS_COLUMNS, "refs", "source", "reason", "raw"]
 # Light columns the deduplication ranks on (the staging's heavy text columns are never shuffled).
 RANK_COLUMNS = ["_row", "corpus_id", "_score", "_refs", "_hash"]
-# The papers' string fields (every attribute but the year), which `lossy_text` counts: Spark decodes each corpus line as UTF-8, leaving U+FFFD in
-# place of every byte that is not UTF-8, and keeps the record.
+# The papers' string fields (every attribute but the year), which `lossy_text` counts: Spark decodes each corpus
+# line as UTF-8, leaving U+FFFD in place of every byte that is not UTF-8, and keeps the record.
 LOSSY_FIELDS = tuple(name for name in R.PAPER_ATTRIBUTES if name != "year")
 REPLACEMENT = "\ufffd"
 
