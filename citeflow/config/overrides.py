@@ -95,21 +95,29 @@ def _parse_value(raw: str, tp: Any, key: str) -> Any:
     raise CiteflowError(f"{key} cannot be set from the command line")
 
 
+class _Section(dict):
+    """The overrides of one nested section, by field name (a plain dict value is a setting's own value)."""
+
+
 def apply_overrides(config: Any, overrides: list[str] | tuple[str, ...]) -> Any:
     """Return a copy of `config` with `section.key=value` (or `key=value`) overrides applied.
 
     Each value is parsed against the declared type of its field; unknown keys and
-    values of the wrong type raise a `CiteflowError` naming the valid choices.
+    values of the wrong type raise a `CiteflowError` naming the valid choices. All
+    overrides are applied before any section is validated, so their order does not
+    matter (the last of two for one key wins).
     """
+    tree = _Section()
     for item in overrides:
         if "=" not in item:
             raise CiteflowError(f"override {item!r} must look like stage.key=value")
         dotted, raw = item.split("=", 1)
-        config = _set_path(config, dotted.strip().split("."), raw.strip(), dotted.strip())
-    return config
+        _place(config, tree, dotted.strip().split("."), raw.strip(), dotted.strip())
+    return _apply(config, tree)
 
 
-def _set_path(config: Any, path: list[str], raw: str, key: str) -> Any:
+def _place(config: Any, tree: _Section, path: list[str], raw: str, key: str) -> None:
+    """Parse one override into `tree`, checking its key and value against `config`'s fields."""
     hints = typing.get_type_hints(type(config))
     names = [f.name for f in dataclasses.fields(config)]
     head = path[0]
@@ -119,9 +127,21 @@ def _set_path(config: Any, path: list[str], raw: str, key: str) -> Any:
     if len(path) > 1:
         if not dataclasses.is_dataclass(current):
             raise CiteflowError(f"{key!r}: {head} has no sub-settings")
-        return dataclasses.replace(config, **{head: _set_path(current, path[1:], raw, key)})
+        _place(current, tree.setdefault(head, _Section()), path[1:], raw, key)
+        return
     if dataclasses.is_dataclass(current):
         raise CiteflowError(
             f"{key!r} is a section; set one of its keys, e.g. {key}.{dataclasses.fields(current)[0].name}=..."
         )
-    return dataclasses.replace(config, **{head: _parse_value(raw, hints[head], key)})
+    tree[head] = _parse_value(raw, hints[head], key)
+
+
+def _apply(config: Any, tree: _Section) -> Any:
+    """`config` with `tree`'s values, each section replaced once (and so validated once), innermost first."""
+    if not tree:
+        return config
+    changes = {
+        name: _apply(getattr(config, name), value) if isinstance(value, _Section) else value
+        for name, value in tree.items()
+    }
+    return dataclasses.replace(config, **changes)

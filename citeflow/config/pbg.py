@@ -211,7 +211,7 @@ class EmbedGraphConfig:
         if self.machines > 1 and self.num_partitions < 2 * self.machines:
             raise CiteflowError(
                 f"distributed PBG on {self.machines} machines needs embed_graph.num_partitions >= "
-                f"{2 * self.machines}, not {self.num_partitions} (--set applies in order: set num_partitions first)"
+                f"{2 * self.machines}, not {self.num_partitions}"
             )
         if self.rendezvous:
             match = RENDEZVOUS_RE.fullmatch(self.rendezvous)
@@ -222,8 +222,7 @@ class EmbedGraphConfig:
                 )
         if self.machines > 1 and self.launch == "external" and not self.rendezvous:
             raise CiteflowError(
-                "embed_graph.launch=external needs embed_graph.rendezvous=tcp://HOST:PORT, reachable from every rank "
-                "(--set applies in order: set rendezvous first)"
+                "embed_graph.launch=external needs embed_graph.rendezvous=tcp://HOST:PORT, reachable from every rank"
             )
         if self.rank_wait_s <= 0:
             raise CiteflowError("embed_graph.rank_wait_s must be positive")

@@ -75,6 +75,19 @@ def test_distributed_pbg_needs_two_partitions_per_machine():
         apply_overrides(base(), ["embed_graph.machines=0"])
 
 
+def test_overrides_apply_in_any_order_and_the_last_of_one_key_wins():
+    pairs = ["embed_graph.num_partitions=4", "embed_graph.machines=2"]
+    assert apply_overrides(base(), pairs) == apply_overrides(base(), pairs[::-1])
+    external = ["embed_graph.machines=2", "embed_graph.num_partitions=4", "embed_graph.launch=external"]
+    cfg = apply_overrides(base(), [*external, "embed_graph.rendezvous=tcp://10.0.0.1:29500"])
+    assert cfg == apply_overrides(base(), ["embed_graph.rendezvous=tcp://10.0.0.1:29500", *external[::-1]])
+    again = apply_overrides(base(), ["embed_graph.num_epochs=3", "embed_graph.num_epochs=5"])
+    assert again.embed_graph.num_epochs == 5
+    # a combination that is wrong stays wrong, whatever the order
+    with pytest.raises(CiteflowError, match="num_partitions >= 4, not 2"):
+        apply_overrides(base(), ["embed_graph.machines=2", "embed_graph.num_partitions=2"])
+
+
 def test_machines_and_where_ranks_meet_do_not_change_the_version():
     from citeflow.config import EmbedGraphConfig
 
