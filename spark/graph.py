@@ -255,16 +255,6 @@ def best_abstracts(ranked: DataFrame, papers: DataFrame) -> tuple[DataFrame, Dat
     return joined, duplicates.unionByName(orphans)
 
 
-def s2orc_edge_candidates(papers: DataFrame, citations_from: str) -> DataFrame:
-    """One row per entry of each kept paper's citation list: (citing_raw, cited_raw, source)."""
-    exploded = papers.select("corpus_id", "source", F.explode("refs").alias("other"))
-    other = F.trim(F.col("other"))
-    me = F.col("corpus_id").cast("string")
-    if citations_from == "outbound":
-        return exploded.select(me.alias("citing_raw"), other.alias("cited_raw"), "source")
-    return exploded.select(other.alias("citing_raw"), me.alias("cited_raw"), "source")
-
-
 def _with_id_checks(edges: DataFrame) -> DataFrame:
     """`citing`, `cited` (longs) and `_reason`: the first of null id, invalid id, self-citation that applies."""
     citing, cited = F.col("citing_raw"), F.col("cited_raw")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.shared import missing
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
@@ -113,5 +115,5 @@ def spark():
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"real samples not found at {SHARED_DATA}")
+        missing(f"real samples not found at {SHARED_DATA}")
     return SHARED_DATA

@@ -89,15 +89,12 @@ Key = int | str | tuple[str, str]
 def require_files(folder: Path, *names: str) -> Path:
     """`folder` when it holds the files `names`; else the test is skipped, or fails where `CI=true` (CI has
     ../shared, so a missing file there is a broken checkout, not a reason to skip)."""
-    import pytest
+    from tests.support.shared import missing
 
-    missing = [n for n in names if not (folder / n).is_file()]
-    if not missing:
+    absent = [n for n in names if not (folder / n).is_file()]
+    if not absent:
         return folder
-    message = f"{', '.join(missing)} not found in {folder}"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message + " (CI=true: the shared data must be there)")
-    pytest.skip(message)
+    missing(f"{', '.join(absent)} not found in {folder}")
 
 
 def require_hepth(data: Path = HEPTH_DATA) -> Path:

@@ -10,7 +10,6 @@ within 1e-12 (README of the fixture). Without the fixture these tests skip, and 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,6 +17,7 @@ import pytest
 
 from evaluation.beir import read_beir
 from evaluation.mteb_retrieval import TASKS, evaluate, retrieval_scores, score_names, score_run, search, with_settings
+from tests.support.shared import missing
 
 FIXTURE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "mteb"
 VARIANTS = ("scidocs", "scidocs_paper_vectors", "ignore_identical_ids", "dot")
@@ -29,10 +29,7 @@ EXACT = 1e-12
 @pytest.fixture(scope="module")
 def fixture_dir() -> Path:
     if not FIXTURE.is_dir():
-        message = f"MTEB reference fixture not found at {FIXTURE}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{message}; CI=true: the oracle must run", pytrace=False)
-        pytest.skip(message)
+        missing(f"MTEB reference fixture not found at {FIXTURE}")
     return FIXTURE
 
 

@@ -7,7 +7,7 @@ made and the tolerances: `../shared/reference/README.md`). Tolerances, from that
   measured 1e-9 for a faithful port), the 2-decimal values equal, per query too;
 - SciDocs MAG / MeSH: a scikit-learn port is allowed 1.0 F1 (lightning's solver is not installable);
 - SciRepEval classification: 0.01; regression: only lightning's LinearSVR reproduces it, so it must match exactly.
-The tests skip when the fixture is absent.
+The tests skip when the fixture is absent, and fail when CI=true.
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.shared import missing
+
 REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
-pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(), reason=f"reference fixture not found at {REFERENCE}")
+if not REFERENCE.is_dir():
+    missing(f"reference fixture not found at {REFERENCE}")
 
 # citeflow's SciDocs task names -> the reference's result keys (scidocs/__init__.py: get_scidocs_metrics)
 RANKING = {"cite": "cite", "cocite": "co-cite", "coview": "co-view", "coread": "co-read"}

@@ -19,6 +19,16 @@ def s2orc(spark, records, citations_from="outbound"):
     return R.s2orc_papers(R.parse_lines(lines(spark, records), R.s2orc_schema(citations_from)), citations_from)
 
 
+def list_entries(papers, citations_from):
+    """The oracle of label_s2orc_edges: one candidate edge per entry of each paper's list, labelled apart by
+    label_edges (the general path of S2AG's citation rows)."""
+    exploded = papers.select("corpus_id", "source", F.explode("refs").alias("other"))
+    other, me = F.trim(F.col("other")), F.col("corpus_id").cast("string")
+    if citations_from == "outbound":
+        return exploded.select(me.alias("citing_raw"), other.alias("cited_raw"), "source")
+    return exploded.select(other.alias("citing_raw"), me.alias("cited_raw"), "source")
+
+
 def dedupe(papers, broadcast=True):
     staged = G.stage_papers(papers).localCheckpoint()  # as the stage reads its staging copy: computed once
     duplicates = G.duplicate_rows(staged)
@@ -184,7 +194,7 @@ def test_s2orc_lists_are_labelled_in_the_row_as_label_edges_labels_them(spark, c
         )
     )
     ids = kept.select("corpus_id")
-    general = G.label_edges(G.s2orc_edge_candidates(kept, citations_from), ids)
+    general = G.label_edges(list_entries(kept, citations_from), ids)
     in_row = G.label_s2orc_edges(kept, ids, citations_from, broadcast=broadcast)
     key = lambda r: (str(r["citing_raw"]), str(r["cited_raw"]), str(r["reason"]))  # noqa: E731
 
@@ -208,10 +218,11 @@ def test_s2orc_lists_are_labelled_in_the_row_as_label_edges_labels_them(spark, c
 
 
 def test_inbound_lists_give_edges_pointing_at_the_paper(spark):
-    papers = s2orc(spark, [{"paper_id": "5", "inbound_citations": ["7"], "outbound_citations": ["8"]}], "inbound")
-    kept, _ = dedupe(papers)
-    got = [(r["citing_raw"], r["cited_raw"]) for r in G.s2orc_edge_candidates(kept, "inbound").collect()]
-    assert got == [("7", "5")]
+    records = [{"paper_id": "5", "inbound_citations": ["7"], "outbound_citations": ["8"]}, {"paper_id": "7"}]
+    kept, _ = dedupe(s2orc(spark, records, "inbound"))
+    labelled = G.label_s2orc_edges(kept, kept.select("corpus_id"), "inbound")
+    got = [(r["citing_raw"], r["cited_raw"], r["citing"], r["cited"], r["reason"]) for r in labelled.collect()]
+    assert got == [("7", "5", 7, 5, None)]
 
 
 def test_degrees_and_summary(spark):
