@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from evaluation.metrics import score_row
+
 log = logging.getLogger("citeflow")
 
 FEATURES = 11
@@ -287,10 +289,10 @@ def ranked_above(clicked_score: float, other_scores) -> float:
 
 
 def _rows(split, values, n, missing, status="ok", reason="", details=None):
-    from evaluation.scidocs import _row
-
     return [
-        _row("recomm", split, m, values.get(m), n=n, missing=missing, status=status, reason=reason, details=details)
+        score_row(
+            "recomm", split, m, values.get(m), n=n, missing=missing, status=status, reason=reason, details=details
+        )
         for m in ("adj-ndcg", "adj-p@1")
     ]
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.metrics import evaluate_run
+from evaluation.metrics import evaluate_run, score_row
 
 log = logging.getLogger("citeflow")
 
@@ -57,20 +57,6 @@ HEADLINE = [
     ("recomm", "adj-ndcg"),
     ("recomm", "adj-p@1"),
 ]
-
-
-def _row(task, split, metric, value, n=0, missing=0, status="ok", reason="", details=None):
-    return {
-        "task": task,
-        "split": split,
-        "metric": metric,
-        "value": value,
-        "n": n,
-        "missing": missing,
-        "status": status,
-        "reason": reason,
-        "details": details or {},
-    }
 
 
 def typed(values: list[str]) -> list:
@@ -137,7 +123,7 @@ def classification(
     files = {s: root / task / f"{s}.csv" for s in ("train", *splits)}
     absent = [f"{task}/{p.name}" for p in files.values() if not p.is_file()]
     if absent:
-        return [_row(task, s, "f1", None, status="missing", reason=f"{', '.join(absent)} absent") for s in splits]
+        return [score_row(task, s, "f1", None, status="missing", reason=f"{', '.join(absent)} absent") for s in splits]
     dim = len(next(iter(embeddings.values())))
     train = read_labels(files["train"])
     train_x, zero_train = _matrix([p for p, _ in train], embeddings, dim)
@@ -156,7 +142,7 @@ def classification(
         }
         reason = f"C={chosen:g}; {zero_train} train and {zero} {split} papers without embedding were zero vectors"
         rows.append(
-            _row(task, split, "f1", f1, n=len(labelled), missing=zero_train + zero, reason=reason, details=details)
+            score_row(task, split, "f1", f1, n=len(labelled), missing=zero_train + zero, reason=reason, details=details)
         )
         log.info("scidocs %s/%s: macro F1 %.2f (%s)", task, split, f1, reason)
     return rows
@@ -194,7 +180,8 @@ def ranking(root: Path, task: str, split: str, embeddings: Mapping[str, np.ndarr
     path = root / task / f"{split}.qrel"
     if not path.is_file():
         return [
-            _row(task, split, m, None, status="missing", reason=f"{task}/{split}.qrel absent") for m in ("map", "ndcg")
+            score_row(task, split, m, None, status="missing", reason=f"{task}/{split}.qrel absent")
+            for m in ("map", "ndcg")
         ]
     qrels, lines = read_qrels(path)
     run, dropped = l2_run(qrels, embeddings)
@@ -210,7 +197,7 @@ def ranking(root: Path, task: str, split: str, embeddings: Mapping[str, np.ndarr
         f"{len(dropped['queries_skipped'])} of {len(qrels)} queries left out (no embedding or no scored candidate)"
     )
     return [
-        _row(
+        score_row(
             task,
             split,
             m,

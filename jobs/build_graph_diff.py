@@ -21,7 +21,7 @@ unchanged, a file that holds a row the release no longer has is written again wi
 changes or brings go to new files of their own; every table stays plain Parquet that any reader reads whole.
 The degree histogram and the metrics are counts: the base's, less those of the rows that go, plus those of the
 rows written (`_summarize_changes`; where it cannot, the written tables are counted as a full build counts them,
-jobs/build_graph.py `summarize`). So is `lossy_text`, the papers per field holding U+FFFD: it counts the whole
+jobs/graph_summary.py `summarize`). So is `lossy_text`, the papers per field holding U+FFFD: it counts the whole
 resulting table, as a full build's does, not only the records the diff wrote. All of it runs in Spark, so the diff
 path runs where a full build runs (a cluster, Spark Connect) and holds no table in this process beyond the
 histogram's few hundred rows.
@@ -192,7 +192,7 @@ def _finish_in_place(
     (`graph.TEXT_COUNTS` and `graph.LOSSY_TEXT`) are the base's, less those of the touched keys' base rows, plus
     those of their new rows, so the statistics read no text beyond those rows and hold for the whole table; a
     base whose manifest lacks any of them has the written tables counted (`summarize`)."""
-    from jobs.build_graph import summarize
+    from jobs.graph_summary import summarize
     from spark import graph as G
     from spark import output as O
     from spark.session import concurrently
@@ -242,7 +242,7 @@ def lossy_after(base: dict[str, int], gone: dict[str, int], added: dict[str, int
 def _summarize_changes(
     spark, store: ArtifactStore, path: str, config: RunConfig, base: Manifest, text: dict | None, changes: dict
 ) -> dict[str, Any] | None:
-    """jobs/build_graph.py `summarize`'s histogram and metrics, from the base's and the rows this version changes:
+    """jobs/graph_summary.py `summarize`'s histogram and metrics, from the base's and the rows this version changes:
     the base's degree histogram, papers with an edge and rejected counts, less those of the base rows it removes,
     plus those of the rows it writes (`changes`: per table `degrees` and `rejected`, (the new rows, the base rows
     that go)). Every one of them is a count, so the result is `summarize`'s, for three small aggregations over the
@@ -253,7 +253,7 @@ def _summarize_changes(
     from pyspark.sql import functions as F
 
     from citeflow import tables as T
-    from jobs.build_graph import metrics_of, write_histogram
+    from jobs.graph_summary import metrics_of, write_histogram
     from spark.session import concurrently
 
     if text is None or "degree_histogram" not in base.tables or "rejected" not in base.metrics:

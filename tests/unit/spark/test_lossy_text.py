@@ -58,8 +58,8 @@ def test_a_clean_corpus_counts_no_lossy_text(spark):
 
 
 def test_the_warning_names_the_counts_and_a_diff_counts_the_whole_table(caplog):
-    from jobs.build_graph import warn_lossy
     from jobs.build_graph_diff import lossy_after
+    from jobs.graph_summary import warn_lossy
 
     with caplog.at_level(logging.WARNING, logger="citeflow"):
         warn_lossy({})
