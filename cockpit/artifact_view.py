@@ -1,7 +1,9 @@
 """What a stage wrote, as a person reads it: the artifact summary behind Airflow's "Artifacts" tab.
 
 `summarize(store, snapshot, stage, version)` reads one version through its manifest: version, lineage
-(input versions), each table's schema, row count and first rows, metrics and plots. `render_html` turns
+(input versions), each table's schema, row count and first rows, metrics and plots; a benchmark's page also shows
+the drift reports (`citeflow compare`, the releases DAG's drift task) of this benchmark against an earlier
+release: the cross-release view. `render_html` turns
 that into one self-contained page (plots inlined). Both are plain functions, usable without Airflow.
 
 `create_app()` is the FastAPI app the citeflow Airflow plugin (`cockpit.plugin`) mounts under
@@ -101,7 +103,30 @@ def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> 
         "plots": plots,
         "files": sorted(manifest.files),
         "reused_from": manifest.reused_from,
+        "drift": drift_reports(store, manifest) if manifest.stage == "benchmark" else [],
     }
+
+
+def drift_reports(store: ArtifactStore, benchmark) -> list[dict[str, Any]]:
+    """The drift reports whose later release is this benchmark version (their summary whole, their plot), newest
+    first: what this release changed against an earlier one."""
+    reports = []
+    for m in store.list_versions(benchmark.snapshot, "drift"):
+        after = [i for i in m.inputs if i.get("side") == "after" and i.get("stage") == "benchmark"]
+        if [i.get("version") for i in after] != [benchmark.version]:
+            continue
+        found = summarize(store, m.snapshot, "drift", m.version)
+        (summary_table,) = (t for t in found["tables"] if t["name"] == "summary")
+        reports.append(
+            {
+                "version": m.version,
+                "before": m.config.get("before"),
+                "finished_at": m.finished_at,
+                "summary": summary_table["sample"],
+                "plots": found["plots"],
+            }
+        )
+    return sorted(reports, key=lambda r: str(r["finished_at"]), reverse=True)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -155,6 +180,20 @@ def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_u
         if t["sample"]:
             columns = list(t["sample"][0])
             parts.append(_table(columns, [[row[c] for c in columns] for row in t["sample"]]))
+    for drift in summary.get("drift", []):
+        parts.append(
+            f"<h2>Drift against snapshot {e(str(drift['before']))}</h2>"
+            f"<p>What this release changed (drift version {e(drift['version'])}, "
+            f"<code>citeflow compare --snapshot {e(str(drift['before']))} --snapshot {e(summary['snapshot'])}</code>)."
+            "</p>"
+        )
+        columns = ["section", "name", "before", "after", "value"]
+        parts.append(_table(columns, [[row.get(c, "") for c in columns] for row in drift["summary"]]))
+        parts += [
+            f"<figure><img alt='drift {e(name)}' src='data:image/png;base64,{data}'><figcaption>{e(name)}</figcaption>"
+            "</figure>"
+            for name, data in drift["plots"].items()
+        ]
     if summary["plots"]:
         parts.append("<h2>Plots</h2>")
         for name, data in summary["plots"].items():

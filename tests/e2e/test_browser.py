@@ -1,5 +1,6 @@
 """Airflow's own UI in headless Chromium: log in, trigger `citeflow_rebuild` from its Params form, wait for
-the run, then open a task instance's "Artifacts" tab (the citeflow plugin's external view).
+the run, then open a task instance's "Artifacts" tab (the citeflow plugin's external view), and the benchmark's,
+which shows the drift report against an earlier release (`citeflow compare`).
 
 Runs a real Airflow (`cockpit/local_airflow.py`: standalone, SQLite, LocalExecutor) in a temp AIRFLOW_HOME
 on a free port, on the generated 3,000-paper snapshot; a few minutes on 2 cores. The artifact root holds
@@ -148,6 +149,7 @@ def test_trigger_form_run_and_artifacts_tab(airflow_server, generated_s2orc, see
             assert json.loads(leak_path.read_text())["reused_from"]["snapshot"] == "dag-demo"
 
             _artifacts_tab(page, airflow_server, shot, version)
+            _drift_in_the_benchmark_tab(page, airflow_server, shot, snap, artifacts)
 
             # the logged-in user's token (the UI's `_token` cookie) opens the page; no credentials do not
             token = next(c["value"] for c in context.cookies() if c["name"] == "_token")
@@ -239,3 +241,35 @@ def _artifacts_tab(page, server, shot, version: str) -> None:
     assert heading.count() == 1, f"Artifacts tab ({src}) shows no <h1>: {frame.locator('body').inner_text()[:800]}"
     text = heading.inner_text()
     assert "build_graph" in text and "version" in text and version in text, text
+
+
+def _drift_in_the_benchmark_tab(page, server, shot, snap: Path, artifacts: Path) -> None:
+    """An earlier release of the same inputs (`browser-before`, every stage reused from the run's versions),
+    compared with the run's release from the command line; the run's benchmark task (mapped over strategies:
+    index 0, specter) then shows that drift report, its table and its plot, in its Artifacts tab."""
+    from cockpit.orchestration import run_config
+    from cockpit.params import rebuild_params, settings_from_params
+    from jobs.cli import main
+    from jobs.pipeline import run_pipeline
+
+    params = {key: param.value for key, param in rebuild_params(str(artifacts)).items()}
+    paths = {"corpus": str(snap / "corpus"), "paper_ids": str(snap / "paper-ids")}
+    params |= {"scidocs": str(snap / "scidocs"), "artifacts": str(artifacts), "triplet_strategy": "specter"}
+    params |= {"overrides": FAST_OVERRIDES, **paths}
+    earlier = run_config(settings_from_params(params, snapshot="browser-before", **paths))
+    built = run_pipeline(earlier, strategies=["specter"], report=lambda line: None)
+    assert all(m.reused_from for m in built), [m.stage for m in built if not m.reused_from]
+    compare = ["compare", "--snapshot", "browser-before", "--snapshot", RUN_ID, "--strategy", "specter"]
+    assert main([*compare, "--artifacts", str(artifacts)]) == 0
+
+    page.goto(f"{server.url}/dags/{DAG_ID}/runs/{RUN_ID}/tasks/per_strategy.benchmark/mapped/0")
+    page.get_by_role("link", name="Artifacts", exact=True).click()
+    frame = page.frame_locator('iframe[title="Artifacts"]')
+    frame.locator("body").wait_for(timeout=60_000)
+    heading = frame.get_by_role("heading", name="Drift against snapshot browser-before", level=2)
+    heading.wait_for(timeout=30_000)
+    shot("benchmark-drift")
+    body = frame.locator("body").inner_text()
+    assert "benchmark" in frame.get_by_role("heading", level=1).inner_text()
+    assert "papers added" in body and "top-10 neighbour overlap mean" in body, body[:2000]
+    assert frame.locator("img[alt='drift drift.png']").count() == 1

@@ -164,3 +164,51 @@ def test_binary_cells_are_shown_escaped_and_secrets_redacted(tmp_path):
     assert summary["tables"][0]["sample"] == [{"reason": "malformed_json", "raw": "caf\\xe9 <b>"}]
     assert "<td>caf\\xe9 &lt;b&gt;</td>" in page
     assert "S3CR3T-2" not in page and "spark.hadoop.fs.s3a.secret.key=***" in page
+
+
+def test_a_benchmark_page_shows_the_drift_reports_against_earlier_releases(tmp_path):
+    store = ArtifactStore(str(tmp_path))
+
+    def version(stage, snapshot, inputs, build, config=None):
+        return execute(
+            store=store,
+            snapshot=snapshot,
+            stage=stage,
+            stage_version=1,
+            config=config or {},
+            resolved_config=config or {},
+            inputs=inputs,
+            tables=["summary"] if stage == "drift" else ["scores"],
+            build=build,
+        )
+
+    def scores(path):
+        os.makedirs(os.path.join(path, "scores"))
+        pq.write_table(pa.table({"task": ["cite"], "value": [80.0]}), os.path.join(path, "scores", "part-0.parquet"))
+        return {}
+
+    def report(value):
+        def build(path):
+            rows = {"section": ["graph"], "name": ["papers added"], "before": [None], "after": [None], "value": [value]}
+            os.makedirs(os.path.join(path, "summary"))
+            pq.write_table(pa.table(rows), os.path.join(path, "summary", "part-0.parquet"))
+            with open(os.path.join(path, "drift.png"), "wb") as fh:
+                fh.write(PNG)
+            return {}
+
+        return build
+
+    old = version("benchmark", "r1", [], scores)
+    new = version("benchmark", "r2", [], scores, {"seed": 1})
+    other = version("benchmark", "r2", [], scores, {"seed": 2})
+    side = lambda m, s: {**m.lineage(), "snapshot": m.snapshot, "side": s}  # noqa: E731
+    version("drift", "r2", [side(old, "before"), side(new, "after")], report(42.0), {"before": "r1"})
+    version("drift", "r2", [side(old, "before"), side(other, "after")], report(7.0), {"before": "r1"})
+
+    summary = summarize(store, "r2", "benchmark", new.version)
+    (drift,) = summary["drift"]  # the report of this benchmark version, not the other's
+    assert drift["before"] == "r1" and drift["summary"][0]["value"] == "42.0"
+    page = render_html(summary)
+    assert "<h2>Drift against snapshot r1</h2>" in page and "<td>papers added</td>" in page
+    assert "alt='drift drift.png'" in page
+    assert summarize(store, "r1", "benchmark", old.version)["drift"] == []

@@ -76,7 +76,8 @@ BY_AGE = re.compile(r"versions\[-1\]|dirname\(os\.path\.dirname\(manifest")
 
 def test_nothing_reads_the_newest_version():
     """Versions are named by content, never chosen by age: only export-model, export-dataset and the drift
-    report (which refuse to choose between several), build_graph's diff finder, the encoder's warm start (which
+    report (which refuse to choose between several), the Artifacts tab's drift section (every drift report whose
+    later side is the benchmark version shown, by lineage), build_graph's diff finder, the encoder's warm start (which
     matches by strategy, base model and lineage and refuses to choose between several) and
     embed_graph's warm start (which match by settings and lineage and refuse to choose between several),
     filter_leakage's carried paper keys (which match by lineage: every version on one graph holds the same
@@ -94,6 +95,7 @@ def test_nothing_reads_the_newest_version():
             by_age += [f"{name}: {m.group(0)}" for m in re.finditer(BY_AGE, text)]
     assert listing == {
         "citeflow/artifacts.py",
+        "cockpit/artifact_view.py",
         "jobs/build_graph.py",
         "jobs/cli/export_dataset.py",
         "jobs/drift.py",
