@@ -1,6 +1,7 @@
 """Backfilling a release from its diff against building it in full; PBG warm start against a cold start.
 
     python bench/bench_incremental.py --papers 1000000 --snapshots /tmp/citeflow-snaps --repeat 3 --out bench/results
+    python bench/bench_incremental.py --hepth ../shared/data/hepth --pipeline --repeat 1 --out bench/results
 
 Releases: a generated S2AG release R1 (`--papers`, seed 5, one shard per 50k papers) and R2 derived from it
 with about `--change` of R1's papers touched (40% added, 20% removed, 40% changed), which ships the diff R1 ->
@@ -27,6 +28,19 @@ R2; both kept under `--snapshots` (as `<root>/releases/2024-01-01` and `2024-02-
    init_path via models/pbg_warm.py), both on R2's training edges; each scored on the held-out edges
    (evaluation/link_prediction.py: MRR against 1,000 random candidates). Goal: warm MRR within 2% of cold
    with at most 30% of the epochs.
+3. Whole pipeline (`--pipeline`). R1 is taken on from section 1's base to the benchmark; then, `--repeat` times,
+   R2 is run to the benchmark twice, each in its own process and root: backfilled (R1's root hard-linked, R2's
+   build_graph from the diff, `embed_graph.warm_start=auto` and `train_encoder.init_from=previous`) and from
+   scratch (a fresh root, `build_graph.diffs=off`, no warm start). The report gives each stage's seconds as the
+   run printed them, the whole runs' medians and ratio, PBG's epochs and the encoder's steps of both, the
+   benchmark's test cite and co-cite scores of both models and of the untrained one (and the mean of the four:
+   goal, the warm-started model within 1 point of the one from scratch at <= 40% of its steps), and the drift
+   report `citeflow compare` prints for the backfilled pair.
+`--hepth DATA`: the real pair instead of generated releases: arXiv HEP-Th (`../shared/data/hepth`, written by
+tests/support/hepth.py under `--snapshots`) up to 1999 (`2000-01-01`) and up to 2001 (`2002-01-01`), the
+benchmark's `--queries` queries per task and split taken from the papers the later release adds, so that both
+R2 models are scored on citations neither saw (R1 lacks those queries: its filter_leakage is let count them
+unmapped).
 `--spark-connect`: the runs of R2 (and of the empty release) go through a Spark Connect server the bench
 starts (spark/connect_server.py, as `citeflow spark-server` runs it); before the timed runs each path runs once
 through it untimed (`first_runs`: the fresh server's JVM compiles the stages' code there, as a long-running
@@ -44,25 +58,36 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_stages import connect_server, measure, warm_up  # noqa: E402
 
-R1, R2 = "2024-01-01", "2024-02-01"
+R1, R2 = "2024-01-01", "2024-02-01"  # the generated pair
+HEPTH_R1, HEPTH_R2 = "2000-01-01", "2002-01-01"  # arXiv HEP-Th up to 1999 and up to 2001 (tests/support/hepth.py)
 EMPTY = "2024-01-15"  # R1's shards again, with a diff from R1 that changes nothing
 SEED = 5
 GRAPH = ("papers", "citations", "degrees")  # the tables of both stages compared, as their readers read them
 TABLES = {"build_graph": GRAPH, "filter_leakage": (*GRAPH, "benchmark_ids", "paper_keys", "paper_id_lines")}
 
 
-def releases(root: Path, papers: int, change: float) -> Path:
+class Pair(NamedTuple):
+    """Two releases under `root` (each a folder named by its release id), the later with a diff from the earlier."""
+
+    root: Path
+    r1: str
+    r2: str
+
+
+def releases(root: Path, papers: int, change: float) -> Pair:
     """R1 and R2 under `root/releases`, generated when absent (R2 also when an older generator derived it: its
     diff may lack a dataset, DERIVE_VERSION 4 added paper-ids)."""
     rel = root / "releases"
@@ -77,14 +102,27 @@ def releases(root: Path, papers: int, change: float) -> Path:
         counts = ["--added", str(round(0.4 * n)), "--removed", str(round(0.2 * n)), "--changed", str(round(0.4 * n))]
         cmd = [sys.executable, "-m", "jobs.cli", "generate", "--derive-from", str(rel / R1), "--out", str(rel / R2)]
         measure([*cmd, *counts, "--seed", "1", "--overwrite"])
-    return rel
+    return Pair(rel, R1, R2)
 
 
-def empty_release(rel: Path) -> None:
+def hepth_releases(root: Path, data: str, queries: int) -> Pair:
+    """The real pair: every HEP-Th paper up to 1999, then up to 2001, with the benchmark held out of the later
+    release (its queries are papers that release adds); written under `root/releases` when absent."""
+    from tests.support.hepth import HepthConfig, write_releases
+
+    rel = root / "releases"
+    if not (rel / "hepth.json").exists():
+        shutil.rmtree(rel, ignore_errors=True)
+        write_releases(HepthConfig(out=str(rel), data=data, benchmark="new", queries=queries))
+    return Pair(rel, HEPTH_R1, HEPTH_R2)
+
+
+def empty_release(pair: Pair) -> None:
     """`rel/EMPTY`: R1's corpus, paper-ids and SciDocs files hard-linked, and a diff R1 -> EMPTY of every dataset
     (the corpus's and paper-ids) whose one step lists no update and no delete file. Made again each run."""
     from citeflow import diffs as D
 
+    rel, R1 = pair.root, pair.r1
     target = rel / EMPTY
     shutil.rmtree(target, ignore_errors=True)
     for folder in ("corpus", "paper-ids", "scidocs"):
@@ -99,10 +137,10 @@ def settings(*overrides: str) -> list[str]:
     return ["--profile", "demo", *(arg for item in overrides for arg in ("--set", item))]
 
 
-def citeflow_run(rel: Path, release: str, artifacts: Path, *overrides: str) -> list[str]:
+def citeflow_run(rel: Path, release: str, artifacts: Path, *overrides: str, until: str = "filter_leakage") -> list[str]:
     cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", release, "--corpus", str(rel / release / "corpus")]
     cmd += ["--scidocs", str(rel / release / "scidocs"), "--paper-ids", str(rel / release / "paper-ids")]
-    return [*cmd, "--artifacts", str(artifacts), "--until", "filter_leakage", *settings(*overrides)]
+    return [*cmd, "--artifacts", str(artifacts), "--until", until, *settings(*overrides)]
 
 
 def manifest(artifacts: Path, release: str, stage: str) -> dict:
@@ -138,10 +176,11 @@ def from_diff(artifacts: Path, release: str) -> None:
         raise SystemExit(f"the run of {release} did not build from the diff")
 
 
-def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str], floor: bool = True, server=None) -> dict:
+def spark_stages(pair: Pair, work: Path, repeat: int, overrides: list[str], floor: bool = True, server=None) -> dict:
     """Section 1 of the module docstring. `server`: a Spark Connect server (spark/connect_server.py `Server`)
     that every run after the base's goes through as its client (`--spark-connect`): each path runs once
     through it untimed first (`first_runs`), and the server's memory counts in each run's peak."""
+    rel, R1, R2 = pair
     base = work / "base"
     # every time: a base built by other code has its stale stages built again (filter_leakage's paper_keys,
     # which R2's filter_leakage carries over, came with its stage version 3); a current one is reused
@@ -154,7 +193,7 @@ def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str], floor
         beside = psutil.Process(server.process.pid)
     warm_up(rel.parent, work, settings(*overrides))
     if floor:
-        empty_release(rel)
+        empty_release(pair)
         base_digests = digests(base, R1)  # what every floor run must equal
     runs: dict[str, list[dict]] = {"incremental": [], "full": []} | ({"floor": []} if floor else {})
     equal, empty_equal = [], []
@@ -208,8 +247,9 @@ def spark_stages(rel: Path, work: Path, repeat: int, overrides: list[str], floor
     }
 
 
-def pbg_warm_start(base: Path, full: Path, work: Path, args) -> dict:
+def pbg_warm_start(pair: Pair, base: Path, full: Path, work: Path, args) -> dict:
     """Section 2 of the module docstring; `base` holds R1's filter_leakage, `full` R2's."""
+    _, R1, R2 = pair
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -287,10 +327,130 @@ def pbg_warm_start(base: Path, full: Path, work: Path, args) -> dict:
     }
 
 
+WARM = ("embed_graph.warm_start=auto", "train_encoder.init_from=previous")
+STAGE_LINE = re.compile(r"\] (\w+): (?:built|reused from snapshot \S+) in ([\d.]+)s — version ([0-9a-f]+)")
+CITATION_TASKS = (("cite", "map"), ("cite", "ndcg"), ("cocite", "map"), ("cocite", "ndcg"))
+
+
+def stage_lines(output: str) -> dict[str, dict]:
+    """{stage: {"seconds", "version"}} from `citeflow run`'s report lines (a stage it skipped as up to date is
+    absent): each stage's time as the run saw it, its own process's share of the whole."""
+    return {m[1]: {"seconds": float(m[2]), "version": m[3]} for m in STAGE_LINE.finditer(output)}
+
+
+def citation_scores(artifacts: Path, release: str, version: str) -> dict[str, dict[str, float]]:
+    """{model: {"<task> <metric>": value}} of a benchmark version's test split, cite and co-cite, with their mean
+    as "citation mean" (the four numbers, as SciDocs averages its tasks)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(artifacts / release / "benchmark" / version / "scores").to_pylist()
+    out: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if (r["task"], r["metric"]) in CITATION_TASKS and r["split"] == "test" and r["status"] == "ok":
+            out.setdefault(r["model"], {})[f"{r['task']} {r['metric']}"] = r["value"]
+    for numbers in out.values():
+        if len(numbers) == len(CITATION_TASKS):
+            numbers["citation mean"] = round(statistics.fmean(numbers.values()), 2)
+    return out
+
+
+def whole_pipeline(pair: Pair, work: Path, repeat: int, overrides: list[str]) -> dict:
+    """Section 3 of the module docstring: R2 to the benchmark, backfilled (from R1's versions, every warm start)
+    against built from scratch, stage by stage, with both benchmarks' citation scores and the drift report."""
+    rel, R1, R2 = pair
+    base = work / "base"  # section 1's R1 (to filter_leakage), taken on to the benchmark here
+    first = measure(citeflow_run(rel, R1, base, *overrides, until="benchmark"))
+    runs: dict[str, list[dict]] = {"backfill": [], "scratch": []}
+    drift_text = ""
+    for i in range(repeat):
+        back, scratch = work / f"backfill-{i}", work / f"scratch-{i}"
+        for folder in (back, scratch):
+            shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(base, back, copy_function=os.link)
+        for kind, root, extra in (("backfill", back, WARM), ("scratch", scratch, ("build_graph.diffs=off",))):
+            r = measure(citeflow_run(rel, R2, root, *overrides, *extra, until="benchmark"))
+            stages = stage_lines(r.pop("output"))
+            graph, encoder = (manifest(root, R2, s)["metrics"] for s in ("build_graph", "train_encoder"))
+            embed = manifest(root, R2, "embed_graph")["metrics"]
+            runs[kind].append(
+                r
+                | {
+                    "stages": {name: s["seconds"] for name, s in stages.items()},
+                    "scores": citation_scores(root, R2, stages["benchmark"]["version"]),
+                    "from_diff": "from_diff" in graph,
+                    "pbg_epochs": embed["runs"]["mining"]["epochs"],
+                    "pbg_warm_start": embed.get("warm_start"),
+                    "encoder_steps": encoder["steps"],
+                    "encoder_warm_start": encoder["warm_start"],
+                }
+            )
+        if not runs["backfill"][-1]["from_diff"] or runs["backfill"][-1]["encoder_warm_start"] is None:
+            raise SystemExit("the backfilled run did not build from the diff with its warm starts")
+        compare = [sys.executable, "-m", "jobs.cli", "compare", "--snapshot", R1, "--snapshot", R2]
+        drift_text = measure([*compare, "--artifacts", str(back)])["output"]
+        shutil.rmtree(back)
+        shutil.rmtree(scratch)
+    med = {k: round(statistics.median(r["seconds"] for r in v), 1) for k, v in runs.items()}
+    back, scratch = runs["backfill"][-1], runs["scratch"][-1]
+    mean = lambda run: run["scores"].get("trained", {}).get("citation mean")  # noqa: E731
+    return {
+        "r1_seconds": first["seconds"],
+        "runs": runs,
+        "median_seconds": med,
+        "ratio": round(med["backfill"] / med["scratch"], 3),
+        "citation_mean_gap": None if None in (mean(back), mean(scratch)) else round(mean(scratch) - mean(back), 2),
+        "step_share": round(back["encoder_steps"] / scratch["encoder_steps"], 3),
+        "drift": drift_text.strip(),
+    }
+
+
+def pipeline_report(w: dict, pair: Pair) -> list[str]:
+    back, scratch = w["runs"]["backfill"][-1], w["runs"]["scratch"][-1]
+    stages = list(scratch["stages"])
+    lines = [
+        "",
+        f"## {pair.r2} to the benchmark: backfilled from {pair.r1} against built from scratch (last run)",
+        "",
+        "| stage | backfilled s | from scratch s |",
+        "|---|---:|---:|",
+        *(f"| {s} | {back['stages'].get(s, '-')} | {scratch['stages'][s]} |" for s in stages),
+        f"| whole run (process) | {back['seconds']} | {scratch['seconds']} |",
+        "",
+        f"Median whole-run seconds: backfilled {w['median_seconds']['backfill']}, from scratch "
+        f"{w['median_seconds']['scratch']}; ratio **{w['ratio']}**. PBG epochs {back['pbg_epochs']} of "
+        f"{scratch['pbg_epochs']}; encoder steps {back['encoder_steps']} of {scratch['encoder_steps']} "
+        f"({w['step_share']:.0%}). R1 to the benchmark, once: {w['r1_seconds']} s.",
+        "",
+        "| model (test split) | cite MAP | cite nDCG | co-cite MAP | co-cite nDCG | citation mean |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, run, model in (
+        ("untrained (base)", scratch, "base"),
+        ("backfilled, warm-started", back, "trained"),
+        ("from scratch", scratch, "trained"),
+    ):
+        numbers = run["scores"].get(model, {})
+        cells = [numbers.get(f"{t} {m}") for t, m in CITATION_TASKS] + [numbers.get("citation mean")]
+        lines.append(f"| {label} | " + " | ".join("-" if v is None else f"{v:.2f}" for v in cells) + " |")
+    gap = w["citation_mean_gap"]
+    lines += [
+        "",
+        f"Citation mean, from scratch - warm-started: **{gap if gap is not None else '-'}** points (goal <= 1 at "
+        "<= 40% of the steps).",
+        "",
+        "Drift report (`citeflow compare`) of the backfilled pair:",
+        "",
+        "```",
+        w["drift"],
+        "```",
+    ]
+    return lines
+
+
 def report(result: dict) -> str:
     s = result["spark"]
     lines = [
-        f"# Incremental backfill: {result['papers']:,} papers, {result['change']:.1%} changed",
+        f"# Incremental backfill: {result['releases']}",
         "",
         f"Machine: {result['machine']}; load average before/after each step in incremental.json.",
         "",
@@ -343,6 +503,8 @@ def report(result: dict) -> str:
             f"MRR gap (cold - warm) / cold: **{p['mrr_relative_gap']:.2%}** (goal <= 2%) at "
             f"{p['epoch_share']:.0%} of the epochs (goal <= 30%); {p['held_out_edges']:,} held-out edges.",
         ]
+    if "pipeline" in result:
+        lines += pipeline_report(result["pipeline"], Pair(Path(), *result["pair"]))
     return "\n".join(lines) + "\n"
 
 
@@ -364,6 +526,18 @@ def main() -> int:
         action="store_true",
         help="run R2's stages as clients of a Spark Connect server the bench starts (module docstring)",
     )
+    parser.add_argument(
+        "--hepth",
+        metavar="DATA",
+        help="the real pair instead of generated releases: arXiv HEP-Th from DATA (../shared/data/hepth) up to "
+        "1999 and up to 2001, its benchmark's queries papers of the later release",
+    )
+    parser.add_argument("--queries", type=int, default=100, help="--hepth: benchmark queries per task and split")
+    parser.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="also time R2 to the benchmark, backfilled with every warm start against from scratch (section 3)",
+    )
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
 
@@ -373,25 +547,39 @@ def main() -> int:
     # the load and the thread settings beside every figure: a shared machine changes them all
     print(f"machine: {json.dumps(describe())}", flush=True)
 
-    root = Path(args.snapshots) / f"incremental-{args.papers}-{args.change}"
-    rel = releases(root, args.papers, args.change)
+    if args.hepth:
+        root = Path(args.snapshots) / f"incremental-hepth-{args.queries}"
+        pair = hepth_releases(root, args.hepth, args.queries)
+        # R1 lacks the benchmark's queries (papers R2 adds): they count as unmapped there
+        overrides = ["filter_leakage.max_unmapped_share=1", *args.overrides]
+        described = f"arXiv HEP-Th, {pair.r1} (up to 1999) and {pair.r2} (up to 2001)"
+    else:
+        root = Path(args.snapshots) / f"incremental-{args.papers}-{args.change}"
+        pair = releases(root, args.papers, args.change)
+        overrides = args.overrides
+        described = f"{args.papers:,} generated papers, {args.change:.1%} changed"
+    rel = pair.root
     work = root / "work"
     work.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         server = connect_server(stack, work) if args.spark_connect else None
-        spark = spark_stages(rel, work, args.repeat, args.overrides, floor=not args.no_floor, server=server)
+        spark = spark_stages(pair, work, args.repeat, overrides, floor=not args.no_floor, server=server)
+    made = rel / pair.r2 / "generator.json"
     result = {
-        "papers": args.papers,
-        "change": args.change,
+        "releases": described,
+        "pair": [pair.r1, pair.r2],
+        "overrides": overrides,
         "machine": f"{platform.node()} ({os.cpu_count()} cores)",
-        "diff": json.loads((rel / R2 / "generator.json").read_text())["diff"]["diffs"],
+        "diff": json.loads(made.read_text())["diff"]["diffs"] if made.exists() else None,
         "spark": spark,
     }
     if not args.no_pbg:
         full = work / "pbg-full"
-        if not (full / R2 / "filter_leakage").exists():
-            measure(citeflow_run(rel, R2, full, *args.overrides, "build_graph.diffs=off"))
-        result["pbg"] = pbg_warm_start(work / "base", full, work, args)
+        if not (full / pair.r2 / "filter_leakage").exists():
+            measure(citeflow_run(rel, pair.r2, full, *overrides, "build_graph.diffs=off"))
+        result["pbg"] = pbg_warm_start(pair, work / "base", full, work, args)
+    if args.pipeline:
+        result["pipeline"] = whole_pipeline(pair, work, args.repeat, overrides)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "incremental.json").write_text(json.dumps(result, indent=1) + "\n")
