@@ -69,6 +69,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_real_encoder import TASKS, scores  # noqa: E402
 from bench_stages import connect_server, measure, warm_up  # noqa: E402
 
 R1, R2 = "2024-01-01", "2024-02-01"  # the generated pair
@@ -329,7 +330,6 @@ def pbg_warm_start(pair: Pair, base: Path, full: Path, work: Path, args) -> dict
 
 WARM = ("embed_graph.warm_start=auto", "train_encoder.init_from=previous")
 STAGE_LINE = re.compile(r"\] (\w+): (?:built|reused from snapshot \S+) in ([\d.]+)s — version ([0-9a-f]+)")
-CITATION_TASKS = (("cite", "map"), ("cite", "ndcg"), ("cocite", "map"), ("cocite", "ndcg"))
 
 
 def stage_lines(output: str) -> dict[str, dict]:
@@ -339,18 +339,14 @@ def stage_lines(output: str) -> dict[str, dict]:
 
 
 def citation_scores(artifacts: Path, release: str, version: str) -> dict[str, dict[str, float]]:
-    """{model: {"<task> <metric>": value}} of a benchmark version's test split, cite and co-cite, with their mean
-    as "citation mean" (the four numbers, as SciDocs averages its tasks)."""
-    import pyarrow.parquet as pq
-
-    rows = pq.read_table(artifacts / release / "benchmark" / version / "scores").to_pylist()
+    """{model: {"<task> <metric>": value}} of a benchmark version's test split, cite and co-cite
+    (bench_real_encoder.py `scores`), with the mean of the four as "citation mean", as SciDocs averages its tasks."""
     out: dict[str, dict[str, float]] = {}
-    for r in rows:
-        if (r["task"], r["metric"]) in CITATION_TASKS and r["split"] == "test" and r["status"] == "ok":
-            out.setdefault(r["model"], {})[f"{r['task']} {r['metric']}"] = r["value"]
-    for numbers in out.values():
-        if len(numbers) == len(CITATION_TASKS):
-            numbers["citation mean"] = round(statistics.fmean(numbers.values()), 2)
+    for model, numbers in scores(artifacts, release, version).items():
+        test = {f"{t} {m}": numbers[f"test {t} {m}"] for t, m in TASKS if f"test {t} {m}" in numbers}
+        if len(test) == len(TASKS):
+            test["citation mean"] = round(statistics.fmean(test.values()), 2)
+        out[model] = test
     return out
 
 
@@ -370,8 +366,8 @@ def whole_pipeline(pair: Pair, work: Path, repeat: int, overrides: list[str]) ->
         for kind, root, extra in (("backfill", back, WARM), ("scratch", scratch, ("build_graph.diffs=off",))):
             r = measure(citeflow_run(rel, R2, root, *overrides, *extra, until="benchmark"))
             stages = stage_lines(r.pop("output"))
-            graph, encoder = (manifest(root, R2, s)["metrics"] for s in ("build_graph", "train_encoder"))
-            embed = manifest(root, R2, "embed_graph")["metrics"]
+            read = ("build_graph", "embed_graph", "train_encoder")
+            graph, embed, encoder = (manifest(root, R2, stage)["metrics"] for stage in read)
             runs[kind].append(
                 r
                 | {
@@ -430,7 +426,7 @@ def pipeline_report(w: dict, pair: Pair) -> list[str]:
         ("from scratch", scratch, "trained"),
     ):
         numbers = run["scores"].get(model, {})
-        cells = [numbers.get(f"{t} {m}") for t, m in CITATION_TASKS] + [numbers.get("citation mean")]
+        cells = [numbers.get(f"{t} {m}") for t, m in TASKS] + [numbers.get("citation mean")]
         lines.append(f"| {label} | " + " | ".join("-" if v is None else f"{v:.2f}" for v in cells) + " |")
     gap = w["citation_mean_gap"]
     lines += [

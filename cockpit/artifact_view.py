@@ -1,10 +1,10 @@
 """What a stage wrote, as a person reads it: the artifact summary behind Airflow's "Artifacts" tab.
 
 `summarize(store, snapshot, stage, version)` reads one version through its manifest: version, lineage
-(input versions), each table's schema, row count and first rows, metrics and plots; a benchmark's page also shows
+(input versions), each table's schema, row count and first rows, metrics and plots; a benchmark's also holds
 the drift reports (`citeflow compare`, the releases DAG's drift task) of this benchmark against an earlier
-release: the cross-release view. `render_html` turns
-that into one self-contained page (plots inlined). Both are plain functions, usable without Airflow.
+release: the cross-release view. `render_html` turns that into one self-contained page (plots inlined). Both
+are plain functions, usable without Airflow.
 
 `create_app()` is the FastAPI app the citeflow Airflow plugin (`cockpit.plugin`) mounts under
 `/citeflow` in Airflow's API server:
@@ -59,18 +59,23 @@ def _cell(value: Any) -> str:
 
 def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> dict[str, Any]:
     """Everything the artifact page shows, read through the version's manifest."""
-    from citeflow.tables import head
-
     manifest = store.read_manifest(snapshot, stage, version)
     if manifest is None:
         raise CiteflowError(
             f"{stage} version {version} of snapshot {snapshot} has no manifest in {store.uri} "
             "(deleted, or never completed)"
         )
+    return summary_of(store, manifest)
+
+
+def summary_of(store: ArtifactStore, manifest) -> dict[str, Any]:
+    """`summarize` of a manifest already read (and checked) by the store."""
+    from citeflow.tables import head
+
     tables = []
     for name, stats in manifest.tables.items():
         # the reports whole (the drift report's summary, the leakage report), else the first rows
-        shown = min(stats["rows"], WHOLE_ROWS) if name in WHOLE_TABLES.get(stage, ()) else SAMPLE_ROWS
+        shown = min(stats["rows"], WHOLE_ROWS) if name in WHOLE_TABLES.get(manifest.stage, ()) else SAMPLE_ROWS
         sample = head(store.fs, manifest.table_path(name), shown).to_pylist()
         tables.append(
             {
@@ -111,22 +116,21 @@ def drift_reports(store: ArtifactStore, benchmark) -> list[dict[str, Any]]:
     """The drift reports whose later release is this benchmark version (their summary whole, their plot), newest
     first: what this release changed against an earlier one."""
     reports = []
-    for m in store.list_versions(benchmark.snapshot, "drift"):
+    for m in reversed(store.list_versions(benchmark.snapshot, "drift")):  # the store lists oldest first
         after = [i for i in m.inputs if i.get("side") == "after" and i.get("stage") == "benchmark"]
         if [i.get("version") for i in after] != [benchmark.version]:
             continue
-        found = summarize(store, m.snapshot, "drift", m.version)
+        found = summary_of(store, m)
         (summary_table,) = (t for t in found["tables"] if t["name"] == "summary")
         reports.append(
             {
                 "version": m.version,
                 "before": m.config.get("before"),
-                "finished_at": m.finished_at,
                 "summary": summary_table["sample"],
                 "plots": found["plots"],
             }
         )
-    return sorted(reports, key=lambda r: str(r["finished_at"]), reverse=True)
+    return reports
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
