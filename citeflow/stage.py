@@ -1,7 +1,7 @@
 """The life cycle every stage shares: version, skip, lease, build, verify, manifest.
 
-A stage entry point (`jobs/<stage>.py: run(config) -> Manifest`) computes
-what it depends on, then hands a `build(path) -> metrics` function to
+A stage (`jobs/<stage>.py: run_on(config, upstream) -> Manifest`, declared in
+`citeflow.registry`) computes what it depends on, then hands a `build(path) -> metrics` function to
 `execute`, which:
 
 1. returns the existing manifest when the version is complete and intact

@@ -33,10 +33,11 @@ import posixpath
 from typing import Any
 
 from citeflow.artifacts import ArtifactStore
-from citeflow.config import STAGES, validate_snapshot_id
+from citeflow.config import validate_snapshot_id
 from citeflow.errors import CiteflowError
 from citeflow.manifest import VERSION_RE, DamagedVersion
 from citeflow.redaction import redact
+from citeflow.registry import STAGES
 
 SAMPLE_ROWS = 5
 WHOLE_ROWS = 200

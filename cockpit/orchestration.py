@@ -3,14 +3,16 @@
 The trigger forms (Params) are in `cockpit/params.py`.
 
 The DAG files in `dags/` stay thin: they pick a schedule and the task that turns a DAG run into run
-settings (`check_inputs`), then call `stage_tasks(settings)`, which lays out one task per stage:
+settings (`check_inputs`), then call `stage_tasks(settings)`, which lays out one task per stage of
+`citeflow.registry`, on its edges:
 
     build_graph >> filter_leakage >> embed_graph >> per_strategy[scincl|specter](
         mine_triplets >> train_encoder >> embed_papers >> benchmark)
 
 - `check_inputs` validates everything a user typed (snapshot id, paths, settings) before any work; a
   mistake fails the run at once with one clear message (`AirflowFailException`: no retries).
-- A stage task calls the stage's `run(config)`. An up-to-date stage is not re-run: its task pushes the
+- A stage task runs its stage through `jobs.pipeline.run_stage` (its upstream versions are found up to
+  date). An up-to-date stage is not re-run: its task pushes the
   existing manifest's summary to XCom and ends as *skipped*, so the grid shows at a glance what was
   cached; later stages run anyway (trigger rule `none_failed`).
 - A stage that built a version records an Asset event (`citeflow.<stage>`) whose extra carries the
@@ -47,7 +49,7 @@ from typing import Any
 
 from airflow.sdk import Asset, get_current_context, task, task_group
 
-from citeflow.config import STAGES
+from citeflow.registry import REGISTRY, STAGES, STRATEGIES, Stage
 from cockpit.settings import (
     GPU_POOL,
     GPU_QUEUE,
@@ -406,33 +408,46 @@ def run_rank_task(settings: dict[str, Any], rank: int) -> dict[str, Any]:
     }
 
 
-def _stage_task(stage: str, **kwargs: Any):
-    upstream = STAGES[STAGES.index(stage) - 1] if stage != STAGES[0] else None
-    return task(
-        task_id=stage,
-        outlets=[stage_asset(stage)],
-        inlets=[stage_asset(upstream)] if upstream else [],
+def _worker_slots(stage: Stage) -> dict[str, str]:
+    """The Airflow pool and queue of the kind of worker a stage declares (`citeflow.registry.Stage.worker`)."""
+    return {
+        "default": {},
+        "pbg": {"pool": PBG_POOL, "queue": PBG_QUEUE},
+        "gpu": {"pool": GPU_POOL, "queue": GPU_QUEUE},
+    }[stage.worker]
+
+
+def _stage_operator(stage: Stage):
+    """The task of one registered stage: its Asset as outlet, its upstream stages' Assets as inlets."""
+    decorate = task(
+        task_id=stage.name,
+        outlets=[stage_asset(stage.name)],
+        inlets=[stage_asset(name) for name in stage.upstream],
         trigger_rule="none_failed",
-        **kwargs,
+        doc_md=stage.summary,
+        **_worker_slots(stage),
     )
+    if stage.per_strategy:
+
+        def per_strategy(settings: dict, strategy: str) -> dict:
+            return run_stage_task(stage.name, settings, strategy)
+
+        return decorate(per_strategy)
+
+    def shared(settings: dict) -> dict:
+        return run_stage_task(stage.name, settings)
+
+    return decorate(shared)
 
 
 def stage_tasks(settings: Any, *, drift: bool = False) -> None:
-    """Lay out the stage tasks of one DAG after `settings` (the XComArg of the DAG's check_inputs task); with
-    `drift`, each strategy's benchmark is followed by the drift report against the previous release."""
-
-    @_stage_task("build_graph")
-    def build_graph(settings: dict) -> dict:
-        return run_stage_task("build_graph", settings)
-
-    @_stage_task("filter_leakage")
-    def filter_leakage(settings: dict) -> dict:
-        return run_stage_task("filter_leakage", settings)
-
-    # rank 0 of PBG (the whole stage when embed_graph.machines is 1); ranks 1.. are embed_graph_rank's
-    @_stage_task("embed_graph", pool=PBG_POOL, queue=PBG_QUEUE)
-    def embed_graph(settings: dict) -> dict:
-        return run_stage_task("embed_graph", settings)
+    """Lay out one task per registered stage after `settings` (the XComArg of the DAG's check_inputs task), on
+    the registry's edges: the shared stages first, then the per-strategy ones in the `per_strategy` task group,
+    mapped over the triplet strategies; with `drift`, each strategy's last stage is followed by the drift
+    report against the previous release. Distributed PBG's other ranks (`embed_graph_rank`) run beside
+    `embed_graph`, after what it builds on."""
+    shared = [REGISTRY[name] for name in STAGES if not REGISTRY[name].per_strategy]
+    per = [REGISTRY[name] for name in STAGES if REGISTRY[name].per_strategy]
 
     @task(trigger_rule="none_failed")
     def embed_graph_ranks(settings: dict) -> list[int]:
@@ -449,24 +464,7 @@ def stage_tasks(settings: Any, *, drift: bool = False) -> None:
     @task
     def triplet_strategies(settings: dict) -> list[str]:
         choice = settings["triplet_strategy"]
-        return ["scincl", "specter"] if choice == "both" else [choice]
-
-    @_stage_task("mine_triplets")
-    def mine_triplets(settings: dict, strategy: str) -> dict:
-        return run_stage_task("mine_triplets", settings, strategy)
-
-    # Training starts its own process (python -m models.train_encoder, or torchrun): never inside the worker.
-    @_stage_task("train_encoder", pool=GPU_POOL, queue=GPU_QUEUE)
-    def train_encoder(settings: dict, strategy: str) -> dict:
-        return run_stage_task("train_encoder", settings, strategy)
-
-    @_stage_task("embed_papers", pool=GPU_POOL, queue=GPU_QUEUE)
-    def embed_papers(settings: dict, strategy: str) -> dict:
-        return run_stage_task("embed_papers", settings, strategy)
-
-    @_stage_task("benchmark")
-    def benchmark(settings: dict, strategy: str) -> dict:
-        return run_stage_task("benchmark", settings, strategy)
+        return list(STRATEGIES) if choice == "both" else [choice]
 
     @task(task_id="drift", trigger_rule="none_failed")
     def drift_report(settings: dict, strategy: str) -> dict:
@@ -474,17 +472,25 @@ def stage_tasks(settings: Any, *, drift: bool = False) -> None:
 
     @task_group(group_id="per_strategy")
     def per_strategy(settings: dict, strategy: str) -> None:
-        scored = (
-            mine_triplets(settings, strategy)
-            >> train_encoder(settings, strategy)
-            >> embed_papers(settings, strategy)
-            >> benchmark(settings, strategy)
-        )
+        inside: dict[str, Any] = {}
+        for stage in per:
+            inside[stage.name] = _stage_operator(stage)(settings, strategy)
+            for name in stage.upstream:
+                if name in inside:
+                    inside[name] >> inside[stage.name]
         if drift:
-            scored >> drift_report(settings, strategy)
+            inside[per[-1].name] >> drift_report(settings, strategy)
 
-    leakage = build_graph(settings) >> filter_leakage(settings)
-    graph = leakage >> embed_graph(settings)
-    # the other PBG ranks run beside rank 0, each its own task (one per rank, on any worker of the pool)
-    leakage >> embed_graph_rank.partial(settings=settings).expand(rank=embed_graph_ranks(settings))
-    graph >> per_strategy.partial(settings=settings).expand(strategy=triplet_strategies(settings))
+    tasks: dict[str, Any] = {}
+    for stage in shared:
+        tasks[stage.name] = _stage_operator(stage)(settings)
+        for name in stage.upstream:
+            tasks[name] >> tasks[stage.name]
+        if stage.name == "embed_graph":
+            # the other PBG ranks run beside rank 0, each its own task (one per rank, on any worker of the pool)
+            ranks = embed_graph_rank.partial(settings=settings).expand(rank=embed_graph_ranks(settings))
+            for name in stage.upstream:
+                tasks[name] >> ranks
+    group = per_strategy.partial(settings=settings).expand(strategy=triplet_strategies(settings))
+    for name in {name for stage in per for name in stage.upstream if name in tasks}:
+        tasks[name] >> group

@@ -12,6 +12,7 @@ import os
 from airflow.sdk import Param
 
 from citeflow.config import SNAPSHOT_ID_RE
+from citeflow.registry import STRATEGIES
 
 SNAPSHOT_PATTERN = f"^{SNAPSHOT_ID_RE.pattern}$"
 
@@ -43,7 +44,7 @@ def common_params(demo: str) -> dict[str, Param]:
         ),
         "triplet_strategy": Param(
             "scincl",
-            enum=["scincl", "specter", "both"],
+            enum=[*STRATEGIES, "both"],
             title="Triplet strategy",
             description="SciNCL kNN windows, SPECTER citations, or both (two models to compare)",
         ),

@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from citeflow.config import ENCODER_USAGE_FALLBACK, STAGES
+from citeflow.config import ENCODER_USAGE_FALLBACK
+from citeflow.registry import STAGES
 from evaluation.scidocs import HEADLINE, average
 
 PBG_KEYS = ("dimension", "comparator", "loss", "margin", "lr", "num_epochs", "batch_size", "num_uniform_negs")
@@ -262,7 +263,7 @@ def _leakage_audit(lineage: dict[str, dict]) -> list[str]:
             ],
         ]
     checks = []
-    for stage in ("mine_triplets", "train_encoder"):
+    for stage in STAGES:  # the stages that audit their training data record a leakage_audit
         audit = (lineage.get(stage, {}).get("metrics") or {}).get("leakage_audit")
         checks += [(stage, a) for a in (audit if isinstance(audit, list) else [audit] if audit else [])]
     if checks:

@@ -30,31 +30,38 @@ from typing import Any
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.registry import REGISTRY
 from citeflow.stage import execute
+from jobs.pipeline import Upstream, entry_point
 
 STAGE = "benchmark"
-# Writes with local tools (numpy, FAISS, torch): `citeflow run` refuses a remote root before any stage runs.
-NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 3  # 2: reference protocols, details column, model card; 3: suite column
-TABLES = ["scores"]
+TABLES = list(REGISTRY[STAGE].tables)
 CARD = "model_card.md"  # the trained model's Hugging Face card, README.md of `citeflow export-model`
 
 log = logging.getLogger("citeflow")
 
+run = entry_point(STAGE)
 
-def run(config: RunConfig) -> Manifest:
+
+def check(config: RunConfig) -> None:
+    """The SciDocs folder is given (before the runner builds what the benchmark scores)."""
+    if not config.scidocs:
+        raise CiteflowError("benchmark needs the SciDocs folder: pass --scidocs DIR")
+
+
+def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
     import dataclasses
 
     from citeflow.snapshot import fingerprint_path
-    from jobs import embed_papers
 
-    if not config.scidocs:
-        raise CiteflowError("benchmark needs the SciDocs folder: pass --scidocs DIR")
-    trained = embed_papers.run(config)
+    check(config)
+    trained = upstream["embed_papers"]
     embedded = {"trained": trained}
     if config.benchmark.base:
-        embedded["base"] = embed_papers.run(
-            dataclasses.replace(config, embed_papers=dataclasses.replace(config.embed_papers, model="base"))
+        embedded["base"] = upstream.resolve(
+            "embed_papers",
+            dataclasses.replace(config, embed_papers=dataclasses.replace(config.embed_papers, model="base")),
         )
     inputs = [m.lineage() for m in embedded.values()] + [fingerprint_path("scidocs", config.scidocs)]
     inputs += [fingerprint_path("scirepeval", p) for p in config.benchmark.scirepeval]

@@ -51,21 +51,23 @@ from typing import Any
 from citeflow import diffs as D
 from citeflow.artifacts import ArtifactStore, Manifest, table_stats
 from citeflow.config import RunConfig, to_dict, versioned_dict
+from citeflow.registry import REGISTRY
 from citeflow.snapshot import Snapshot, discover, filesystem, fingerprint
 from citeflow.stage import execute
 from jobs.graph_summary import summarize
+from jobs.pipeline import Upstream, entry_point
 
 STAGE = "build_graph"
-# Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
-NEEDS_LOCAL_ROOT = False
 # Bump when the stage's output changes meaning for the same inputs and config.
 STAGE_VERSION = 3  # 2: rejected.raw is binary (the line's bytes as read); 3: the degrees in a table of their own
-TABLES = ["papers", "citations", "degrees", "rejected", "degree_histogram"]
+TABLES = list(REGISTRY[STAGE].tables)
 
 log = logging.getLogger("citeflow")
 
+run = entry_point(STAGE)
 
-def run(config: RunConfig) -> Manifest:
+
+def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
     store = ArtifactStore(config.artifacts, config.store)
     snapshot = discover(config.corpus, config.build_graph.format)
     stage_config = {**versioned_dict(config.build_graph), "format": snapshot.format}

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from citeflow.artifacts import ArtifactStore, Manifest
-from citeflow.config import STAGES, validate_snapshot_id
+from citeflow.config import validate_snapshot_id
 from citeflow.errors import CiteflowError
+from citeflow.registry import STAGES
 from citeflow.stage import execute
 
 STAGE = "drift"

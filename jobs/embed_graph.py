@@ -50,18 +50,20 @@ from typing import Any
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import EmbedGraphConfig, RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.registry import REGISTRY
 from citeflow.stage import execute
+from jobs.pipeline import Upstream, entry_point, run_stage
 from models.pbg_warm import warm_shape
 
 STAGE = "embed_graph"
-# PBG trains on local files: `citeflow run` refuses a remote root before any stage runs.
-NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 2
-TABLES = ["paper_embeddings", "link_prediction", "training_log"]
+TABLES = list(REGISTRY[STAGE].tables)
 # Papers whose nearest neighbours are compared between the two runs.
 OVERLAP_QUERIES = 1000
 
 log = logging.getLogger("citeflow")
+
+run = entry_point(STAGE)
 
 
 def _store(config: RunConfig) -> ArtifactStore:
@@ -70,12 +72,10 @@ def _store(config: RunConfig) -> ArtifactStore:
     return store
 
 
-def run(config: RunConfig) -> Manifest:
-    from jobs import filter_leakage
-
-    upstream = filter_leakage.run(config)
+def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
+    leakage = upstream["filter_leakage"]
     store = _store(config)
-    versioned, inputs, warm = definition(config, upstream, store)
+    versioned, inputs, warm = definition(config, leakage, store)
     return execute(
         store=store,
         snapshot=config.snapshot,
@@ -84,12 +84,12 @@ def run(config: RunConfig) -> Manifest:
         config=versioned,
         resolved_config={
             "embed_graph": to_dict(config.embed_graph),
-            "leakage_mode": upstream.metrics["mode"],
+            "leakage_mode": leakage.metrics["mode"],
             "shape": warm_shape(config.embed_graph),
         },
         inputs=inputs,
         tables=TABLES,
-        build=lambda path: build(config, upstream, Path(path), warm),
+        build=lambda path: build(config, leakage, Path(path), warm),
     )
 
 
@@ -122,16 +122,15 @@ def follow(config: RunConfig, rank: int) -> Manifest:
 
     from citeflow.lease import is_being_built, read_holder
     from citeflow.manifest import compute_version
-    from jobs import filter_leakage
     from models.pbg_ranks import follow as follow_run
     from models.pbg_train import describe_exit, pbg_env, rank_command, rank_log
 
     cfg = config.embed_graph
     if not 1 <= rank < cfg.machines:
         raise CiteflowError(f"embed_graph rank {rank} does not exist: ranks 1..{cfg.machines - 1} follow rank 0")
-    upstream = filter_leakage.run(config)
+    leakage = run_stage("filter_leakage", config)  # what rank 0 builds on, resolved the same way
     store = _store(config)
-    version = compute_version(STAGE, STAGE_VERSION, *definition(config, upstream, store)[:2])
+    version = compute_version(STAGE, STAGE_VERSION, *definition(config, leakage, store)[:2])
     path = store.version_path(config.snapshot, STAGE, version)
     stale_s = config.store.lease_stale_s
 

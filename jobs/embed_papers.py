@@ -26,27 +26,33 @@ from typing import Any
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.registry import REGISTRY
 from citeflow.stage import execute
+from jobs.pipeline import Upstream, entry_point
 
 STAGE = "embed_papers"
-# Writes with local tools (numpy, FAISS, torch): `citeflow run` refuses a remote root before any stage runs.
-NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 1
-TABLES = ["embeddings"]
+TABLES = list(REGISTRY[STAGE].tables)
 # length_grouping: papers are sorted by length within chunks of this many batches
 GROUP_BATCHES = 50
 
 log = logging.getLogger("citeflow")
 
+run = entry_point(STAGE)
 
-def run(config: RunConfig) -> Manifest:
-    from citeflow.snapshot import fingerprint_path
-    from jobs import train_encoder
 
-    model = train_encoder.run(config)
-    source = config.embed_papers.papers or config.scidocs
-    if not source:
+def check(config: RunConfig) -> None:
+    """Papers to embed are given (before the runner trains the model that embeds them)."""
+    if not (config.embed_papers.papers or config.scidocs):
         raise CiteflowError("embed_papers needs papers: pass --scidocs or set embed_papers.papers=PATH")
+
+
+def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
+    from citeflow.snapshot import fingerprint_path
+
+    check(config)
+    model = upstream["train_encoder"]
+    source = config.embed_papers.papers or config.scidocs
     store = ArtifactStore(config.artifacts, config.store)
     store.require_local(STAGE)
     return execute(

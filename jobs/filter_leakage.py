@@ -47,22 +47,24 @@ from typing import Any
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.registry import REGISTRY
 from citeflow.snapshot import fingerprint_path
 from citeflow.stage import execute
 from jobs import paper_ids_diff as P
+from jobs.pipeline import Upstream, entry_point
 
 STAGE = "filter_leakage"
-# Spark writes through the store's filesystem: any root Spark reaches (local, s3://, gs://, hdfs://).
-NEEDS_LOCAL_ROOT = False
 # A change to the keys (`spark.leakage.paper_key_rows`: `cascade_key`, the title fold) needs a new stage version:
 # only a version of this one carries its paper_keys over to the next release. CHANGELOG.md lists the versions.
 STAGE_VERSION = 5
-TABLES = ["benchmark_ids", "leakage_report", "papers", "citations", "degrees", "paper_keys", "paper_id_lines"]
+TABLES = list(REGISTRY[STAGE].tables)
 
 # the settings that name benchmark files: their fingerprints are inputs, not config
 SOURCE_LISTS = ("extra_ids", "scirepeval", "beir")
 
 log = logging.getLogger("citeflow")
+
+run = entry_point(STAGE)
 
 
 def scirepeval_of(config: RunConfig) -> tuple[str, ...]:
@@ -70,17 +72,23 @@ def scirepeval_of(config: RunConfig) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*config.filter_leakage.scirepeval, *config.benchmark.scirepeval)))
 
 
-def run(config: RunConfig) -> Manifest:
-    from jobs import build_graph
-
+def check(config: RunConfig) -> None:
+    """The benchmark to filter is given (before the runner builds the graph)."""
     cfg = config.filter_leakage
     if not config.scidocs and not (cfg.extra_ids or cfg.beir or scirepeval_of(config)):
         raise CiteflowError(
             "filter_leakage needs the benchmark: give --scidocs DIR (original or BEIR layout) and/or "
             "--set filter_leakage.scirepeval=PATH, filter_leakage.beir=DIR or filter_leakage.extra_ids=FILE"
         )
-    upstream = build_graph.run(config)
-    inputs = [upstream.lineage()]
+
+
+def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
+    from jobs import build_graph
+
+    check(config)
+    cfg = config.filter_leakage
+    graph = upstream["build_graph"]
+    inputs = [graph.lineage()]
     if config.scidocs:
         inputs.append(fingerprint_path("scidocs", config.scidocs))
     store = ArtifactStore(config.artifacts, config.store)
@@ -115,7 +123,7 @@ def run(config: RunConfig) -> Manifest:
         },
         inputs=inputs,
         tables=TABLES,
-        build=lambda path: _build_explained(config, upstream, store, path, paper_ids, source),
+        build=lambda path: _build_explained(config, graph, store, path, paper_ids, source),
     )
 
 

@@ -39,22 +39,22 @@ from citeflow import tables
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.registry import REGISTRY
 from citeflow.stage import execute
+from jobs.pipeline import Upstream, entry_point
 
 STAGE = "mine_triplets"
-# Writes with local tools (numpy, FAISS, torch): `citeflow run` refuses a remote root before any stage runs.
-NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 2
-TABLES = ["triplets", "training_texts", "rank_histogram"]
+TABLES = list(REGISTRY[STAGE].tables)
 READ_BATCH = 65_536
 
 log = logging.getLogger("citeflow")
 
+run = entry_point(STAGE)
 
-def run(config: RunConfig) -> Manifest:
-    from jobs import embed_graph
 
-    graph = embed_graph.run(config)
+def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
+    graph = upstream["embed_graph"]
     store = ArtifactStore(config.artifacts, config.store)
     store.require_local(STAGE)
     leakage = store.upstream(graph, "filter_leakage")

@@ -1,44 +1,86 @@
 """Run the stages of a snapshot in order, skipping the ones that are up to date.
 
-Stage entry points are looked up by name (`STAGE_MODULES`, one per stage of
-`citeflow.config.STAGES`): each module exposes `run(config: RunConfig) ->
-Manifest`. `run_pipeline` runs every stage up to `until`.
+The stages and their edges come from `citeflow.registry`. `run_stage` calls the stage's `check(config)` when it
+has one (user mistakes, before any work), resolves its upstream versions (each one built, or found up to date),
+then calls its `run_on(config, upstream)`; `run_pipeline`
+runs every stage up to `until`, each once (per strategy), handing each stage the manifests of the ones before.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
+import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from citeflow.artifacts import Manifest
-from citeflow.config import STAGES, RunConfig
+from citeflow.config import RunConfig, to_dict
 from citeflow.errors import CiteflowError
+from citeflow.registry import REGISTRY, STAGES, stages_until
+from citeflow.registry import stage as stage_named
 
 log = logging.getLogger("citeflow")
 
-# Stage name -> module with run(config) -> Manifest, in pipeline order.
-STAGE_MODULES: dict[str, str] = {stage: f"jobs.{stage}" for stage in STAGES}
+__all__ = ["STAGES", "Upstream", "preflight", "run_pipeline", "run_stage", "stages_until", "with_strategy"]
+
+# The manifests one run has resolved, by (stage, strategy of a per-strategy stage, the stage's own settings).
+Resolved = dict[tuple[str, str | None, str], Manifest]
 
 
-# Stages that run once per triplet strategy (the rest are shared by every strategy).
-STRATEGY_STAGES = ("mine_triplets", "train_encoder", "embed_papers", "benchmark")
+class Upstream(Mapping[str, Manifest]):
+    """The manifests of the versions a stage builds on, by stage name, as the runner resolved them.
+
+    `resolve(stage, config)` resolves a stage of the same run under other settings (the benchmark's untrained
+    base model is embed_papers with `model=base`), so that a stage never calls another stage itself.
+    """
+
+    def __init__(self, manifests: dict[str, Manifest], resolved: Resolved) -> None:
+        self._manifests = manifests
+        self._resolved = resolved
+
+    def __getitem__(self, name: str) -> Manifest:
+        return self._manifests[name]
+
+    def __iter__(self):
+        return iter(self._manifests)
+
+    def __len__(self) -> int:
+        return len(self._manifests)
+
+    def resolve(self, stage: str, config: RunConfig) -> Manifest:
+        return run_stage(stage, config, self._resolved)
 
 
-def stages_until(until: str | None) -> list[str]:
-    """The stages to run, in order, ending with `until` (inclusive; every stage when None)."""
-    if until is None:
-        return list(STAGES)
-    if until not in STAGES:
-        raise CiteflowError(f"unknown stage {until!r}; stages are: {', '.join(STAGES)}")
-    return list(STAGES[: STAGES.index(until) + 1])
+def _key(stage: str, config: RunConfig) -> tuple[str, str | None, str]:
+    spec = REGISTRY[stage]
+    strategy = config.mine_triplets.strategy if spec.per_strategy else None
+    return stage, strategy, json.dumps(to_dict(getattr(config, spec.section)), sort_keys=True, default=str)
 
 
-def run_stage(stage: str, config: RunConfig) -> Manifest:
-    module = importlib.import_module(STAGE_MODULES[stage])
-    return module.run(config)
+def run_stage(stage: str, config: RunConfig, resolved: Resolved | None = None) -> Manifest:
+    """Run `stage` (or find its version up to date) on the versions of its upstream stages, resolved first.
+
+    `resolved` carries what this run has resolved already, so that each stage is looked at once per run.
+    """
+    spec = stage_named(stage)
+    resolved = {} if resolved is None else resolved
+    key = _key(stage, config)
+    if key not in resolved:
+        spec.check(config)  # a user mistake the stage would only meet after its upstream built
+        upstream = {name: run_stage(name, config, resolved) for name in spec.upstream}
+        resolved[key] = spec.entry()(config, Upstream(upstream, resolved))
+    return resolved[key]
+
+
+def entry_point(stage: str) -> Callable[[RunConfig], Manifest]:
+    """`run(config)` of a stage module: the stage with its upstream resolved, for tests, notebooks and benches."""
+
+    def run(config: RunConfig) -> Manifest:
+        return run_stage(stage, config)
+
+    run.__doc__ = f"Run {stage} on `config`, building (or finding up to date) every stage it builds on first."
+    return run
 
 
 def preflight(config: RunConfig, stages: list[str]) -> None:
@@ -49,7 +91,7 @@ def preflight(config: RunConfig, stages: list[str]) -> None:
     from citeflow.snapshot import discover
 
     discover(config.corpus, config.build_graph.format)  # a missing or unknown corpus first
-    local_only = [s for s in stages if importlib.import_module(STAGE_MODULES[s]).NEEDS_LOCAL_ROOT]
+    local_only = [s for s in stages if REGISTRY[s].local_root]
     if local_only:
         from citeflow.artifacts import ArtifactStore
 
@@ -89,18 +131,19 @@ def run_pipeline(
     strategies = strategies or [config.mine_triplets.strategy]
     steps: list[tuple[str, RunConfig, str]] = []
     for stage in stages:
-        if stage in STRATEGY_STAGES:
+        if REGISTRY[stage].per_strategy:
             steps += [
                 (stage, with_strategy(config, s), f"{stage} ({s})" if len(strategies) > 1 else stage)
                 for s in strategies
             ]
         else:
             steps.append((stage, config, stage))
+    resolved: Resolved = {}
     manifests = []
     for i, (stage, stage_config, label) in enumerate(steps, 1):
         report(f"[{i}/{len(steps)}] {label}: running")
         t0 = time.monotonic()
-        manifest = run_stage(stage, stage_config)
+        manifest = run_stage(stage, stage_config, resolved)
         took = time.monotonic() - t0
         rows = ", ".join(f"{name} {t['rows']:,}" for name, t in manifest.tables.items())
         state = (

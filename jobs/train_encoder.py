@@ -37,23 +37,24 @@ from typing import Any
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, TrainEncoderConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.registry import REGISTRY
 from citeflow.stage import execute
+from jobs.pipeline import Upstream, entry_point
 
 STAGE = "train_encoder"
-# torch trains on local files: `citeflow run` refuses a remote root before any stage runs.
-NEEDS_LOCAL_ROOT = True
 STAGE_VERSION = 1
-TABLES = ["training_log"]
+TABLES = list(REGISTRY[STAGE].tables)
 READ_BATCH = 4096
 
 log = logging.getLogger("citeflow")
 
+run = entry_point(STAGE)
 
-def run(config: RunConfig) -> Manifest:
+
+def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
     from citeflow.snapshot import fingerprint_path
-    from jobs import mine_triplets
 
-    triplets = mine_triplets.run(config)
+    triplets = upstream["mine_triplets"]
     store = ArtifactStore(config.artifacts, config.store)
     store.require_local(STAGE)
     cfg = config.train_encoder

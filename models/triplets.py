@@ -45,6 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from citeflow.registry import INDEX_KINDS, named
+
 log = logging.getLogger("citeflow")
 
 # Purposes of hashed draws: distinct salts keep the streams independent.
@@ -52,7 +54,6 @@ SALT_POOL, SALT_QUERY, SALT_EASY, SALT_POSITIVE, SALT_HARD, SALT_SAMPLE, SALT_WI
 MAX_REJECTION_ROUNDS = 64
 # faiss' GPU indexes return at most this many neighbours per query.
 GPU_MAX_K = 2048
-INDEX_KINDS = ("flat", "ivf", "hnsw", "ivfpq")
 
 
 # --- counter-based randomness ----------------------------------------------------------------------------
@@ -245,7 +246,7 @@ def build_index(
         index.hnsw.efSearch = max(ef_search or 2 * k_max, k_max + 1)
         description = f"HNSW{hnsw_m},Flat efSearch={index.hnsw.efSearch}"
     else:
-        raise ValueError(f"unknown index kind {kind!r}; kinds: {', '.join(INDEX_KINDS)}")
+        raise AssertionError(f"index kind {named('index kind', kind, INDEX_KINDS)!r} is registered but not built")
     index.add(np.ascontiguousarray(vectors))
     gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
     if use_gpu and (problem := faiss_build_problem(installed_faiss(), gpus)):

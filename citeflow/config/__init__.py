@@ -14,12 +14,12 @@ and are left out of the version hash (`versioned_dict`). Options added to a
 stage after its versions existed say `versioned_when_set=True`: they enter
 the hash only at a value other than their default.
 
-The package's modules: `base` (ids, stage names, field helpers), `engines` (Spark, store), `stages` and `pbg`
+The package's modules: `base` (ids, field helpers), `engines` (Spark, store), `stages` and `pbg`
 (one config per stage), `run` (`RunConfig`, profiles) and `overrides` (text in and out). Everything is
 imported from `citeflow.config`.
 """
 
-from citeflow.config.base import SNAPSHOT_ID_RE, STAGES, URI_PASSWORD, validate_snapshot_id
+from citeflow.config.base import SNAPSHOT_ID_RE, URI_PASSWORD, validate_snapshot_id
 from citeflow.config.engines import InputsConfig, SparkConfig, StoreConfig
 from citeflow.config.overrides import apply_overrides, describe, to_dict, versioned_dict
 from citeflow.config.pbg import (
@@ -50,7 +50,6 @@ __all__ = [
     "PROFILES",
     "RENDEZVOUS_RE",
     "SNAPSHOT_ID_RE",
-    "STAGES",
     "URI_PASSWORD",
     "BenchmarkConfig",
     "BuildGraphConfig",

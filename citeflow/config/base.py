@@ -13,17 +13,6 @@ from citeflow.errors import CiteflowError
 SNAPSHOT_ID_RE = RELEASE_ID_RE  # a snapshot is named by its release id (diffs name releases the same way)
 URI_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@]*:[^/@]*@")
 
-# Stage names in pipeline order: `citeflow run` runs them in this order, each from `jobs/<stage>.py`.
-STAGES = (
-    "build_graph",
-    "filter_leakage",
-    "embed_graph",
-    "mine_triplets",
-    "train_encoder",
-    "embed_papers",
-    "benchmark",
-)
-
 
 def validate_snapshot_id(snapshot: str) -> str:
     """Return `snapshot` if it is a safe id; a snapshot id is never a path."""

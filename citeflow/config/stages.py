@@ -7,6 +7,7 @@ from typing import Literal
 
 from citeflow.config.base import _check_finite, _help
 from citeflow.errors import CiteflowError
+from citeflow.registry import INDEX_KINDS, STRATEGIES, named
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,10 +203,8 @@ class MineTripletsConfig:
 
     def __post_init__(self) -> None:
         _check_finite(self, "mine_triplets")
-        if self.strategy not in ("scincl", "specter"):
-            raise CiteflowError(f"mine_triplets.strategy must be scincl or specter, not {self.strategy!r}")
-        if self.index not in ("flat", "ivf", "hnsw", "ivfpq"):
-            raise CiteflowError(f"mine_triplets.index must be flat, ivf, hnsw or ivfpq, not {self.index!r}")
+        named("mine_triplets.strategy", self.strategy, STRATEGIES)
+        named("mine_triplets.index", self.index, INDEX_KINDS)
         if self.windows not in ("absolute", "relative"):
             raise CiteflowError(f"mine_triplets.windows must be absolute or relative, not {self.windows!r}")
         if self.easy_negatives_from not in ("queries", "pool"):

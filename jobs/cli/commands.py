@@ -10,7 +10,6 @@ import sys
 
 from citeflow.config import (
     SNAPSHOT_ID_RE,
-    STAGES,
     RunConfig,
     SparkConfig,
     apply_overrides,
@@ -18,6 +17,7 @@ from citeflow.config import (
     profile_overrides,
 )
 from citeflow.errors import CiteflowError
+from citeflow.registry import REGISTRY, STAGES, STRATEGIES
 
 
 class _ProgressBar:
@@ -144,7 +144,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = run_config_from_args(args)
     strategies = None
     if args.strategy:
-        strategies = ["scincl", "specter"] if args.strategy == "both" else [args.strategy]
+        strategies = list(STRATEGIES) if args.strategy == "both" else [args.strategy]
     manifests = run_pipeline(config, until=args.until, strategies=strategies)
     where = manifests[-1].path.rsplit("/", 2)[0] if manifests else config.artifacts
     print(f"artifacts of snapshot {config.snapshot}: {where}")
@@ -332,7 +332,14 @@ def cmd_settings(_args: argparse.Namespace) -> int:
         value = getattr(defaults, f.name)
         if not dataclasses.is_dataclass(value):
             continue
-        print(f"[{f.name}]")
+        stage = REGISTRY.get(f.name)
+        if stage is None:
+            print(f"[{f.name}]")
+        else:
+            after = f", after {', '.join(stage.upstream)}" if stage.upstream else ""
+            once = "once per triplet strategy" if stage.per_strategy else "shared by every strategy"
+            print(f"[{f.name}] stage {STAGES.index(f.name) + 1} of {len(STAGES)}{after}, {once}: {stage.summary}")
+            print(f"  tables: {', '.join(stage.tables)}")
         for name, type_name, default, help_text in describe(type(value)):
             print(f"  {f.name}.{name} ({type_name}, default {default!r})\n      {help_text}")
     return 0

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from citeflow.artifacts import ArtifactStore, Manifest
-from citeflow.config import STAGES, validate_snapshot_id
+from citeflow.config import validate_snapshot_id
 from citeflow.errors import CiteflowError
 from citeflow.manifest import VERSION_RE
+from citeflow.registry import STAGES
 from citeflow.tables import data_files, link_file
 
 

@@ -25,18 +25,17 @@ from pathlib import Path
 
 from citeflow.artifacts import ArtifactStore
 from citeflow.errors import CiteflowError
+from citeflow.registry import STRATEGIES
+from citeflow.registry import named as one_of
 from evaluation.model_card import usage_of
 from jobs.benchmark import STAGE, card_text
 from models.encoder import write_sentence_transformers_files
-
-STRATEGIES = ("scincl", "specter")
 
 
 def export_model(
     *, snapshot: str, strategy: str, out: str, artifacts: str, overwrite: bool = False, benchmark: str | None = None
 ) -> Path:
-    if strategy not in STRATEGIES:
-        raise CiteflowError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    one_of("--strategy", strategy, STRATEGIES)
     store = ArtifactStore(artifacts)
     if not store.local:
         raise CiteflowError("export-model reads a local artifact root")

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from citeflow.config import (
-    PROFILES,
-    STAGES,
-)
+from citeflow.config import PROFILES
+from citeflow.registry import STAGES, STRATEGIES
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +25,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--strategy",
-        choices=["scincl", "specter", "both"],
+        choices=[*STRATEGIES, "both"],
         default=None,
         help="triplet strategy from mine_triplets on; both: mine (and train) once per strategy "
         "(default: mine_triplets.strategy, scincl)",
@@ -198,7 +196,7 @@ def _add_export_model(sub: argparse._SubParsersAction) -> None:
         "and with sentence-transformers",
     )
     p.add_argument("--snapshot", required=True, help="snapshot id")
-    p.add_argument("--strategy", required=True, choices=["scincl", "specter"], help="triplet strategy of the model")
+    p.add_argument("--strategy", required=True, choices=list(STRATEGIES), help="triplet strategy of the model")
     p.add_argument("--out", required=True, help="output folder (absent or empty, unless --overwrite)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
@@ -224,9 +222,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         help="what a later release changed: graph, graph and encoder embeddings, triplets and scores of two snapshots",
     )
     p.add_argument("--snapshot", action="append", required=True, help="the earlier release, then the later one")
-    p.add_argument(
-        "--strategy", choices=["scincl", "specter"], help="the strategy compared (needed when there are two)"
-    )
+    p.add_argument("--strategy", choices=list(STRATEGIES), help="the strategy compared (needed when there are two)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
 
 

@@ -4,10 +4,11 @@ import json
 
 import pytest
 
+from citeflow.registry import REGISTRY
 from tests.e2e.airflow_cli import AirflowHome
 
 pytestmark = pytest.mark.slow
-STRATEGY_STAGES = ("mine_triplets", "train_encoder", "embed_papers", "benchmark")
+STRATEGY_STAGES = [name for name, stage in REGISTRY.items() if stage.per_strategy]
 
 
 def test_rebuild_builds_every_stage_then_skips_them_as_cached(airflow_rebuild, generated_s2orc):

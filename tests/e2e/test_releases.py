@@ -12,10 +12,10 @@ import shutil
 
 import pytest
 
+from citeflow.registry import STAGES
 from tests.e2e.airflow_cli import FAST_OVERRIDES, AirflowHome
 
 pytestmark = pytest.mark.slow
-STAGES = ("build_graph", "filter_leakage", "embed_graph", "mine_triplets", "train_encoder", "embed_papers", "benchmark")
 
 
 def files_and_mtimes(root):

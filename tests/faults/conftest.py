@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from citeflow.config import STAGES
+from citeflow.registry import STAGES
 from tests.support.processes import TAG_ENV, tagged  # marks every process of a run started here
 
 REPO = Path(__file__).resolve().parents[2]

@@ -42,7 +42,7 @@ def test_corpus_of_unknown_layout_is_explained(tmp_path):
 
 
 def test_until_names_the_stages_to_run():
-    from citeflow.config import STAGES
+    from citeflow.registry import STAGES
     from jobs.pipeline import stages_until
 
     assert stages_until("build_graph") == ["build_graph"]

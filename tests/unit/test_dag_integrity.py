@@ -52,8 +52,7 @@ def test_dag_file_parses_light(dag_file, tmp_path):
 
 @pytest.mark.parametrize("dag_id", ["citeflow_rebuild", "citeflow_releases"])
 def test_dags_have_one_task_per_stage(dag_id, tmp_path):
-    from citeflow.config import STAGES
-    from jobs.pipeline import STRATEGY_STAGES
+    from citeflow.registry import REGISTRY, STAGES
 
     env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
     dag_file = next(p for p in DAGS if p.stem == dag_id)
@@ -64,12 +63,58 @@ def test_dags_have_one_task_per_stage(dag_id, tmp_path):
     tasks = json.loads(done.stdout.strip().splitlines()[-1])["dags"][dag_id]
     # one task per stage (the per-strategy ones in a task group mapped over the strategies), plus the task
     # that checks the run's inputs and the one that lists the strategies
-    stages = [f"per_strategy.{s}" if s in STRATEGY_STAGES else s for s in STAGES]
+    stages = [f"per_strategy.{s}" if REGISTRY[s].per_strategy else s for s in STAGES]
     # and distributed PBG's other ranks: one mapped task per rank beside embed_graph, and the task listing them
     extra = ["check_inputs", "triplet_strategies", "embed_graph_ranks", "embed_graph_rank"]
     # the releases DAG ends each strategy with the drift report against the previous release
     extra += ["per_strategy.drift"] if dag_id == "citeflow_releases" else []
     assert sorted(tasks) == sorted([*stages, *extra])
+
+
+EDGES = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("dag_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+from airflow.sdk import DAG
+(dag,) = [v for v in vars(module).values() if isinstance(v, DAG)]
+out = {}
+for i, t in dag.task_dict.items():
+    inlets = [getattr(a, "name", None) for a in t.inlets]
+    out[i] = {"up": sorted(t.upstream_task_ids), "pool": t.pool, "inlets": inlets}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("dag_id", ["citeflow_rebuild", "citeflow_releases"])
+def test_stage_tasks_follow_the_registry(dag_id, tmp_path):
+    """Each stage task waits on the tasks of the stages the registry says it builds on, reads their Assets and
+    takes the pool of its kind of worker: the DAG is derived from the registry, not written beside it."""
+    from citeflow.registry import REGISTRY
+
+    env = {
+        "AIRFLOW_HOME": str(tmp_path),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "PATH": "/usr/bin:/bin",
+        "CITEFLOW_GPU_POOL": "gpus",
+        "CITEFLOW_PBG_POOL": "pbgs",
+    }
+    dag_file = next(p for p in DAGS if p.stem == dag_id)
+    done = subprocess.run(
+        [sys.executable, "-c", EDGES, str(dag_file)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    tasks = json.loads(done.stdout.strip().splitlines()[-1])
+
+    def task_id(name: str) -> str:
+        return f"per_strategy.{name}" if REGISTRY[name].per_strategy else name
+
+    for stage in REGISTRY.values():
+        found = tasks[task_id(stage.name)]
+        stage_tasks = [t for t in found["up"] if t.split(".")[-1] in REGISTRY]
+        assert stage_tasks == sorted(task_id(name) for name in stage.upstream), stage.name
+        assert found["inlets"] == [f"citeflow.{name}" for name in stage.upstream], stage.name
+        assert found["pool"] == {"gpu": "gpus", "pbg": "pbgs"}.get(stage.worker, "default_pool"), stage.name
 
 
 LAYOUT = """

@@ -106,3 +106,55 @@ def test_nothing_reads_the_newest_version():
         "models/pbg_warm.py",
     }
     assert by_age == []
+
+
+def stage_order_written(root: Path = REPO) -> list[str]:
+    """Where, outside `citeflow/registry.py`, two or more stage names are written side by side (a tuple, list or
+    set of them, or `a >> b` between tasks named after stages), or a stage is called by name (`<stage>.run(`,
+    `<stage>.run_on(`): the stage order and edges are the registry's alone."""
+    from citeflow.registry import STAGES
+
+    found = []
+    for package in LAYER:
+        for path in sorted((root / package).rglob("*.py")):
+            name = str(path.relative_to(root))
+            if name == "citeflow/registry.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                    names = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in STAGES]
+                    if len(names) >= 2:
+                        found.append(f"{name}:{node.lineno} lists stages {', '.join(names)}")
+                elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.RShift):
+                    sides = [ast.unparse(side) for side in (node.left, node.right)]
+                    if all(any(stage in side for stage in STAGES) for side in sides):
+                        found.append(f"{name}:{node.lineno} chains {sides[0]} >> {sides[1]}")
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and node.attr in ("run", "run_on")
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in STAGES
+                ):
+                    found.append(f"{name}:{node.lineno} calls {node.value.id}.{node.attr}")
+    return found
+
+
+def test_the_registry_is_the_only_place_the_stage_order_is_written():
+    assert stage_order_written() == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('ORDER = ("build_graph", "filter_leakage")\n', "jobs/bad.py:1 lists stages build_graph, filter_leakage"),
+        ("def f(c):\n    return build_graph.run(c)\n", "jobs/bad.py:2 calls build_graph.run"),
+        ("def f(a, b):\n    build_graph(a) >> filter_leakage(b)\n", "jobs/bad.py:2 chains build_graph(a) >> "),
+    ],
+)
+def test_a_stage_order_written_twice_is_found(tmp_path, source, expected):
+    for package in LAYER:
+        (tmp_path / package).mkdir()
+    (tmp_path / "jobs" / "bad.py").write_text(source)
+
+    (found,) = stage_order_written(tmp_path)
+    assert found.startswith(expected)
