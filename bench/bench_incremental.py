@@ -95,7 +95,7 @@ def releases(root: Path, papers: int, change: float) -> Pair:
     if not (rel / R1 / "generator.json").exists():
         cmd = [sys.executable, "-m", "jobs.cli", "generate", "--papers", str(papers), "--seed", str(SEED)]
         measure([*cmd, "--format", "s2ag", "--out", str(rel / R1), "--overwrite"])
-    from citeflow.synth.derive import DERIVE_VERSION
+    from synthcorpus.derive import DERIVE_VERSION
 
     made = rel / R2 / "generator.json"
     if not made.exists() or json.loads(made.read_text()).get("derive_version") != DERIVE_VERSION:

@@ -14,7 +14,7 @@ On disk, a release folder holds its diffs beside `corpus/`:
     <release>/diffs/<start>/to/<end>/<dataset>.json          the manifest (file names relative to its folder)
     <release>/diffs/<start>/to/<end>/<from>__<to>/<dataset>/updates_0.jsonl.gz, deletes_0.jsonl.gz
 
-`citeflow generate --derive-from` writes them (citeflow/synth/derive_diffs.py); build_graph reads the corpus
+`citeflow generate --derive-from` writes them (synthcorpus/derive_diffs.py); build_graph reads the corpus
 datasets' (jobs/build_graph.py, spark/incremental.py), filter_leakage the paper-ids one (jobs/paper_ids_diff.py),
 which a diff may lack. Release ids are snapshot ids (`RELEASE_ID_RE`),
 and every file a manifest names must lie inside the manifest's folder.

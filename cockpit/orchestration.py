@@ -113,8 +113,8 @@ def ensure_demo_snapshot(demo: str, corpus: str) -> None:
     if os.path.abspath(corpus) == os.path.join(snapshot, "corpus") and not os.path.exists(
         os.path.join(snapshot, "generator.json")
     ):
-        from citeflow.synth.config import GenerateConfig
-        from citeflow.synth.generate import run
+        from synthcorpus.config import GenerateConfig
+        from synthcorpus.generate import run
 
         print(f"generating the built-in demo snapshot ({DEMO_PAPERS:,} papers) in {snapshot}")
         run(GenerateConfig(papers=DEMO_PAPERS, out=snapshot, overwrite=True))

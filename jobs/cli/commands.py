@@ -45,8 +45,8 @@ class _ProgressBar:
 def cmd_generate(args: argparse.Namespace) -> int:
     if args.derive_from is not None:
         return _derive(args)
-    from citeflow.synth.config import GenerateConfig
-    from citeflow.synth.generate import run
+    from synthcorpus.config import GenerateConfig
+    from synthcorpus.generate import run
 
     if args.papers is None:
         raise CiteflowError("--papers is required (or --derive-from RELEASE_DIR for a later release of a snapshot)")
@@ -76,7 +76,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _derive(args: argparse.Namespace) -> int:
-    from citeflow.synth.derive import DeriveConfig, run
+    from synthcorpus.derive import DeriveConfig, run
 
     given = [f"--{name}" for name in ("papers", "format", "shards", "difficulty") if getattr(args, name) is not None]
     if given:

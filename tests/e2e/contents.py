@@ -221,8 +221,8 @@ def run_all(snaps: dict[str, Path], artifacts: Path, overrides: list[str]) -> di
 
 
 def main() -> int:
-    from citeflow.synth.config import GenerateConfig
-    from citeflow.synth.generate import run
+    from synthcorpus.config import GenerateConfig
+    from synthcorpus.generate import run
     from tests.conftest import TEST_SPARK_OVERRIDES
     from tests.e2e.conftest import GENERATED_PAPERS
 

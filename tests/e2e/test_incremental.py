@@ -46,8 +46,8 @@ LEAKAGE_HOW = {"paper_keys", "paper_id_lines"}
 
 @pytest.fixture(scope="module")
 def releases(generated_s2ag, tmp_path_factory):
-    from citeflow.synth.derive import DeriveConfig
-    from citeflow.synth.derive import run as derive
+    from synthcorpus.derive import DeriveConfig
+    from synthcorpus.derive import run as derive
 
     snap, _ = generated_s2ag
     root = tmp_path_factory.mktemp("releases")

@@ -70,8 +70,8 @@ import numpy as np
 
 from citeflow.diffs import DATASETS, FOLDER, PAPER_IDS, diff_folder, step_folder, write_manifest
 from citeflow.errors import CiteflowError
-from citeflow.synth.config import field_help
-from citeflow.synth.generate import write_gzip, write_json
+from synthcorpus.config import field_help
+from synthcorpus.generate import write_gzip, write_json
 
 HEPTH_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "hepth"
 PAPERS_FILE = "papers-1992-2001.jsonl.gz"

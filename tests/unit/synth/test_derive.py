@@ -1,4 +1,4 @@
-"""citeflow/synth/derive*.py: release 2 read back with json and gzip only, against release 1's files.
+"""synthcorpus/derive*.py: release 2 read back with json and gzip only, against release 1's files.
 
 Expected values come from the requested counts and from plain-JSON recounts of both releases' files (with the
 helpers of test_generate, which mirror build_graph's rules), never from the deriving code's helpers.
@@ -14,12 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.errors import CiteflowError
-from citeflow.synth.config import GENERATOR_VERSION, GenerateConfig
-from citeflow.synth.derive import DeriveConfig, run
-from citeflow.synth.derive_census import census
-from citeflow.synth.generate import run as generate
-from citeflow.synth.lexicon import GENERIC_TITLES
 from jobs.cli import main
+from synthcorpus.config import GENERATOR_VERSION, GenerateConfig
+from synthcorpus.derive import DeriveConfig, run
+from synthcorpus.derive_census import census
+from synthcorpus.generate import run as generate
+from synthcorpus.lexicon import GENERIC_TITLES
 from tests.support.snapshot_files import fold, kept, lines_of, parse, s2ag_score, s2orc_score
 
 N = 3000

@@ -1,4 +1,4 @@
-"""citeflow/synth (citeflow generate): the files it writes, read back with json and gzip only.
+"""synthcorpus (citeflow generate): the files it writes, read back with json and gzip only.
 
 Every expected value is recomputed here from the files (or from the real samples in shared/data), never
 taken from the generator's own helpers: the truth in generator.json is checked against the files.
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from citeflow.errors import CiteflowError
-from citeflow.synth.config import GenerateConfig
-from citeflow.synth.generate import run
+from synthcorpus.config import GenerateConfig
+from synthcorpus.generate import run
 from tests.support.snapshot_files import fold, kept, lines_of, parse, s2ag_score, s2orc_score
 
 N = 3000

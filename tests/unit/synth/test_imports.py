@@ -1,4 +1,4 @@
-"""citeflow/synth imports only the standard library, numpy, pyarrow and citeflow's core leaves (errors, text, diffs),
+"""synthcorpus imports only the standard library, numpy, pyarrow and citeflow's core leaves (errors, text, diffs),
 and its own modules only downwards: nothing from jobs/, spark/, models/, evaluation/ or the orchestration."""
 
 import ast
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-SYNTH = Path(__file__).resolve().parents[3] / "citeflow" / "synth"
+SYNTH = Path(__file__).resolve().parents[3] / "synthcorpus"
 ALLOWED_CORE = {"citeflow.errors", "citeflow.text", "citeflow.diffs"}
-# Bottom-up order of citeflow/synth/__init__.py: a module may import only modules listed before it.
+# Bottom-up order of synthcorpus/__init__.py: a module may import only modules listed before it.
 ORDER = [
     "config",
     "lexicon",
@@ -50,7 +50,7 @@ def test_every_module_is_in_the_order():
 
 @pytest.mark.parametrize("module", ORDER)
 def test_imports_only_allowed_modules(module):
-    earlier = {f"citeflow.synth.{m}" for m in ORDER[: ORDER.index(module)]}
+    earlier = {f"synthcorpus.{m}" for m in ORDER[: ORDER.index(module)]}
     bad = []
     for name in imported(SYNTH / f"{module}.py"):
         top = name.split(".")[0]

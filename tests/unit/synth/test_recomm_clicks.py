@@ -1,11 +1,11 @@
-"""citeflow/synth/recomm.py: the in-place draw of click distractors equals the draw from a copied remainder."""
+"""synthcorpus/recomm.py: the in-place draw of click distractors equals the draw from a copied remainder."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from citeflow.synth.recomm import nth_remaining
+from synthcorpus.recomm import nth_remaining
 
 
 @pytest.mark.parametrize("seed", range(5))

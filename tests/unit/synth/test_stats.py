@@ -1,4 +1,4 @@
-"""citeflow/synth/stats.py: each statistic on inputs small enough to work out by hand (values in the comments)."""
+"""synthcorpus/stats.py: each statistic on inputs small enough to work out by hand (values in the comments)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from citeflow.synth import stats
+from synthcorpus import stats
 
 
 def test_tokens_are_lower_cased_letter_runs():

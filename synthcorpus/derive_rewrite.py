@@ -22,12 +22,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from citeflow.diffs import PAPER_IDS
-from citeflow.synth.arrays import index_mask
-from citeflow.synth.derive_census import DATASETS, LOC, Census, Corpus, as_id, read_lines, shard_files
-from citeflow.synth.derive_diffs import DiffKeys, record_key
-from citeflow.synth.derive_plan import Plan, added_abstracts, revise
-from citeflow.synth.generate import topics_table, write_gzip, write_table
-from citeflow.synth.serialise import (
+from synthcorpus.arrays import index_mask
+from synthcorpus.derive_census import DATASETS, LOC, Census, Corpus, as_id, read_lines, shard_files
+from synthcorpus.derive_diffs import DiffKeys, record_key
+from synthcorpus.derive_plan import Plan, added_abstracts, revise
+from synthcorpus.generate import topics_table, write_gzip, write_table
+from synthcorpus.serialise import (
     line_bytes,
     paper_id_lines,
     s2ag_abstract_lines,
@@ -35,7 +35,7 @@ from citeflow.synth.serialise import (
     s2ag_paper_lines,
     s2orc_lines,
 )
-from citeflow.synth.world import World
+from synthcorpus.world import World
 
 log = logging.getLogger("citeflow")
 

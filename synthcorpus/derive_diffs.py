@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from citeflow.diffs import DATASETS, FOLDER, PAPER_IDS, diff_folder, read_diff, starts, step_folder, write_manifest
-from citeflow.synth.derive_census import read_lines, shard_files
-from citeflow.synth.generate import write_gzip
+from synthcorpus.derive_census import read_lines, shard_files
+from synthcorpus.generate import write_gzip
 
 log = logging.getLogger("citeflow")
 

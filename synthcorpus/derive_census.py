@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from citeflow.errors import CiteflowError
-from citeflow.synth.arrays import index_mask
-from citeflow.synth.config import GenerateConfig
-from citeflow.synth.lexicon import GENERIC_TITLES
 from citeflow.text import fold_titles
+from synthcorpus.arrays import index_mask
+from synthcorpus.config import GenerateConfig
+from synthcorpus.lexicon import GENERIC_TITLES
 
 # The datasets of each layout, the first holding the papers.
 DATASETS = {"s2orc": ("metadata",), "s2ag": ("papers", "abstracts", "citations")}

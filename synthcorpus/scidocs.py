@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from citeflow.errors import CiteflowError
-from citeflow.synth.arrays import (
+from citeflow.text import fold_titles
+from synthcorpus.arrays import (
     csr_gather,
     csr_owner,
     make_shas,
@@ -27,16 +28,15 @@ from citeflow.synth.arrays import (
     sample_per_group,
     weighted_sample,
 )
-from citeflow.synth.lexicon import (
+from synthcorpus.lexicon import (
     FIELD_INDEX,
     FIELD_WEIGHTS,
     FIELDS,
     GENERIC_TITLES,
     MESH_CLASSES,
 )
-from citeflow.synth.vocabulary import Topics, make_abstracts, make_titles
-from citeflow.synth.world import World
-from citeflow.text import fold_titles
+from synthcorpus.vocabulary import Topics, make_abstracts, make_titles
+from synthcorpus.world import World
 
 SCIDOCS_TASKS = ("cite", "cocite", "coview", "coread")
 _MEDICINE = FIELD_INDEX["Medicine"]

@@ -14,11 +14,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from citeflow.synth.arrays import LARGE_STRING, concat_strings, csr_gather, int_strings, random_stream
-from citeflow.synth.config import UPDATED_MS
-from citeflow.synth.lexicon import FIELD_INDEX, FIELDS
-from citeflow.synth.venues import INTENTS, JOURNAL_NAMES, OA_LICENSE, OA_STATUS, PUBLICATION_TYPES
-from citeflow.synth.world import World
+from synthcorpus.arrays import LARGE_STRING, concat_strings, csr_gather, int_strings, random_stream
+from synthcorpus.config import UPDATED_MS
+from synthcorpus.lexicon import FIELD_INDEX, FIELDS
+from synthcorpus.venues import INTENTS, JOURNAL_NAMES, OA_LICENSE, OA_STATUS, PUBLICATION_TYPES
+from synthcorpus.world import World
 
 
 def _q(values: pa.Array) -> pa.Array:

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from citeflow.synth.arrays import (
+from synthcorpus.arrays import (
     csr_ptr,
     index_mask,
     lengths_to_offsets,
@@ -24,11 +24,11 @@ from citeflow.synth.arrays import (
     unique_ints,
     weighted_sample,
 )
-from citeflow.synth.citations import sample_citations
-from citeflow.synth.config import CORPUS_ID_RANGE, TEXT_BLOCK, GenerateConfig
-from citeflow.synth.lexicon import GENERIC_TITLES
-from citeflow.synth.papers import Authors, Papers, sample_authors, sample_papers
-from citeflow.synth.vocabulary import (
+from synthcorpus.citations import sample_citations
+from synthcorpus.config import CORPUS_ID_RANGE, TEXT_BLOCK, GenerateConfig
+from synthcorpus.lexicon import GENERIC_TITLES
+from synthcorpus.papers import Authors, Papers, sample_authors, sample_papers
+from synthcorpus.vocabulary import (
     Vocabulary,
     build_vocabulary,
     make_abstracts,

@@ -1,7 +1,7 @@
 """Generate a realistic synthetic corpus snapshot, a SciDocs set over it and the truth about both.
 
 Run: `citeflow generate --papers N --out DIR [--seed S] [--format s2orc|s2ag] [--shards K] [--overwrite]`
-(or `citeflow.synth.generate.run(GenerateConfig(papers=N, out=DIR, ...))`). Same seed and config give
+(or `synthcorpus.generate.run(GenerateConfig(papers=N, out=DIR, ...))`). Same seed and config give
 byte-identical files.
 
 Writes, under `OUT/`:
@@ -14,7 +14,7 @@ Writes, under `OUT/`:
   per corpus paper, extra non-primary shas for ~10% of them, and shas of papers outside the corpus.
 - `scidocs/`: a SciDocs evaluation set in the original layout (SPEC §6) over papers of the snapshot, keyed
   by sha ids: `paper_metadata_{mag_mesh,view_cite_read}.json`, `{mag,mesh}/{train,val,test}.csv`,
-  `{cite,cocite,coview,coread}/{val,test}.qrel`, `recomm/` and `paper_metadata_recomm.json` (citeflow/synth/recomm.py).
+  `{cite,cocite,coview,coread}/{val,test}.qrel`, `recomm/` and `paper_metadata_recomm.json` (synthcorpus/recomm.py).
 - `scidocs_truth.jsonl`: per SciDocs id, its corpus id and how a mapping should find it (sha, title or
   not at all), for tests of the leakage filter.
 - `paper_topics.parquet`: per corpus paper, `corpus_id`, `field` (index in FIELDS), `subtopic` (index
@@ -77,13 +77,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from citeflow.errors import CiteflowError
-from citeflow.synth.arrays import random_stream
-from citeflow.synth.config import GENERATOR_VERSION, PAPER_IDS_PER_SHARD, GenerateConfig
-from citeflow.synth.measure import calibration_papers, measure
-from citeflow.synth.papers import Papers
-from citeflow.synth.recomm import write_recomm
-from citeflow.synth.scidocs import plan_scidocs, write_scidocs, write_scidocs_truth
-from citeflow.synth.serialise import (
+from synthcorpus.arrays import random_stream
+from synthcorpus.config import GENERATOR_VERSION, PAPER_IDS_PER_SHARD, GenerateConfig
+from synthcorpus.measure import calibration_papers, measure
+from synthcorpus.papers import Papers
+from synthcorpus.recomm import write_recomm
+from synthcorpus.scidocs import plan_scidocs, write_scidocs, write_scidocs_truth
+from synthcorpus.serialise import (
     interleave,
     line_bytes,
     paper_id_lines,
@@ -93,7 +93,7 @@ from citeflow.synth.serialise import (
     s2orc_lines,
     truncated_copies,
 )
-from citeflow.synth.world import World, abstracts_of, build_world
+from synthcorpus.world import World, abstracts_of, build_world
 
 log = logging.getLogger("citeflow")
 

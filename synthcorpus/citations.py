@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from citeflow.synth.arrays import random_stream, rank_in_groups
-from citeflow.synth.config import LAST_DAY, GenerateConfig
-from citeflow.synth.papers import Papers
+from synthcorpus.arrays import random_stream, rank_in_groups
+from synthcorpus.config import LAST_DAY, GenerateConfig
+from synthcorpus.papers import Papers
 
 
 class _Pool:

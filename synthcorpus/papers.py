@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from citeflow.synth.arrays import csr_owner, int_strings, lengths_to_offsets, random_stream, rank_in_groups, unique_ints
-from citeflow.synth.config import CORPUS_ID_RANGE, LAST_DAY, UPDATED_MS, YEAR_GROWTH, GenerateConfig
-from citeflow.synth.lexicon import (
+from synthcorpus.arrays import csr_owner, int_strings, lengths_to_offsets, random_stream, rank_in_groups, unique_ints
+from synthcorpus.config import CORPUS_ID_RANGE, LAST_DAY, UPDATED_MS, YEAR_GROWTH, GenerateConfig
+from synthcorpus.lexicon import (
     COMMUNITY_OFFSETS,
     FIELD_INDEX,
     FIELD_WEIGHTS,
@@ -24,7 +24,7 @@ from citeflow.synth.lexicon import (
     LAST_NAMES,
     SUBTOPIC_COUNTS,
 )
-from citeflow.synth.venues import (
+from synthcorpus.venues import (
     ARXIV_ARCHIVES,
     DOI_PREFIXES,
     JOURNAL_ABBR,
@@ -33,7 +33,7 @@ from citeflow.synth.venues import (
     OA_STATUS,
     PUBLICATION_TYPES,
 )
-from citeflow.synth.vocabulary import Topics
+from synthcorpus.vocabulary import Topics
 
 # Preferential attachment: a paper's attractiveness is lognormal(0, FITNESS_SIGMA).
 FITNESS_SIGMA = 1.2

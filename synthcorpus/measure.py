@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import citeflow.synth.stats as stats
-from citeflow.synth.arrays import random_stream
-from citeflow.synth.calibration import (
+import synthcorpus.stats as stats
+from synthcorpus.arrays import random_stream
+from synthcorpus.calibration import (
     BOUNDS,
     CALIBRATION_PAIRS,
     CALIBRATION_PAPERS,
@@ -25,7 +25,7 @@ from citeflow.synth.calibration import (
     UNMATCHED,
     text_statistics,
 )
-from citeflow.synth.world import World
+from synthcorpus.world import World
 
 
 def calibration_pairs(world: World) -> tuple[np.ndarray, np.ndarray]:
