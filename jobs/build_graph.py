@@ -220,15 +220,15 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     from pyspark.sql import functions as F
 
     from spark import graph as G
-    from spark import output as O
     from spark import readers as R
     from spark.session import get_spark
+    from spark.work import VersionWork
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
     cfg = config.build_graph
-    out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
-    staging = lambda name: out(f"_staging/{name}")  # noqa: E731
+    work = VersionWork(spark, store, path)
+    stage = work.stage
 
     def lines(dataset: str):
         files = snapshot.engine_paths(dataset)
@@ -236,9 +236,6 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
             return None
         sizes = [snapshot.sizes.get(f, 0) for f in snapshot.files(dataset)]
         return R.read_lines(spark, files, sizes)
-
-    def stage(frame, name: str):
-        return O.stage(spark, frame, staging(name))
 
     # Pass 1: every papers line parsed once and labelled where unusable, written without a shuffle.
     if snapshot.format == "s2orc":
@@ -253,7 +250,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     small = lambda rows: rows <= config.spark.broadcast_rows  # noqa: E731
     # Usable papers and duplicates are both at most the staged lines, which the staging files' footers
     # count: within `broadcast_rows`, neither needs a Spark job to count it.
-    few_lines = small(table_stats(store, posixpath.join(path, "_staging", "papers"))["rows"])
+    few_lines = small(table_stats(store, work.staging("papers"))["rows"])
     few_duplicates = few_lines or small(duplicates.count())
     kept = G.kept_papers(staged, duplicates, broadcast=few_duplicates)
     corpus_ids = kept.select("corpus_id")

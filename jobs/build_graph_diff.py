@@ -53,9 +53,9 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
 
     from spark import graph as G
     from spark import incremental as I
-    from spark import output as O
     from spark import readers as R
     from spark.session import get_spark
+    from spark.work import VersionWork
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
@@ -71,16 +71,12 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         lines_read[dataset][kind] += sum(len(step.files_of(kind, dataset)) for step in diff.steps)
         return R.diff_lines(spark, diff, dataset, kind, schemas[dataset], transform)
 
-    def stage(frame, name: str):
-        return O.stage(spark, frame, store.engine_uri(posixpath.join(path, "_staging", name)))
-
-    def read(table: str, with_position: bool = False):
-        """A table of the base version; `with_position`: with each row's place in its data file, by which this
-        version's table over it (`output.write_over`) names the rows that go."""
-        return R.read_stored(spark, store, base.table_path(table), with_position=with_position)
-
-    base_papers, base_citations = read("papers", with_position=True), read("citations", with_position=True)
-    base_rejected = read("rejected", with_position=True)
+    work = VersionWork(spark, store, path)
+    stage = work.stage
+    # the base version's tables with each row's place in its data file, by which this version's table over it
+    # (`output.write_over`) names the rows that go
+    base_papers, base_citations = (work.read(base, t, with_position=True) for t in ("papers", "citations"))
+    base_rejected = work.read(base, "rejected", with_position=True)
     few_papers = base.tables["papers"]["rows"] <= config.spark.broadcast_rows
 
     log.info("%s: merging papers and abstracts of the keys the diff names", STAGE)
@@ -139,7 +135,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         "papers": lambda: (changed, touched_base),
         "citations": lambda: (new_edges, split.gone_kept),
         "degrees": lambda: I.changed_degrees(
-            read("degrees", with_position=True),
+            work.read(base, "degrees", with_position=True),
             new_edges,
             split.gone_kept.select("citing", "cited"),
             touched_base.select("corpus_id"),

@@ -40,6 +40,7 @@ Run: `citeflow run --snapshot ID --corpus DIR --scidocs DIR --paper-ids DIR --un
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import posixpath
 from typing import Any
@@ -175,95 +176,84 @@ def _build(
     benchmark,
 ) -> dict[str, Any]:
     """`build`'s work, `benchmark` (pending: the benchmark ids table and its layouts) taken when the mapping
-    needs it."""
-    from concurrent.futures import ThreadPoolExecutor
+    needs it: the graph's side and the benchmark's at once, the benchmark ids mapped to corpus ids, the graph
+    written without them, then the counts."""
+    from spark.session import Done
+    from spark.work import VersionWork
 
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-    from pyspark.sql import functions as F
-
-    from citeflow.artifacts import table_stats
-    from citeflow.leakage import (
-        METHODS,
-        benchmark_id_rows,
-        distinct_ids,
-        first_steps,
-        looked_up_shas,
-        members,
-        paper_ids_counts,
-        sha_candidates,
-        suite_totals,
-    )
-    from citeflow.snapshot import discover_jsonl
-    from spark import leakage as L
-    from spark import output as O
-    from spark import readers as R
-    from spark.session import Done, concurrently
-
-    cfg = config.filter_leakage
+    work = VersionWork(spark, store, path)
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
-    out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
-
-    def read_upstream(table: str):
-        """A table of the graph, its scan sized to the cores (`read_parquet`: otherwise the papers' key scan and
-        the write of the kept papers each run a task alone after the others)."""
-        return R.read_stored(spark, store, upstream.table_path(table))
-
-    # One row per benchmark id, made here and written through the store for Spark to read: a local relation
-    # of a few hundred thousand rows would go through pandas and the driver's serializer, and grouping the
-    # benchmark's rows here costs less than Spark's plan for it.
-    def staged(name: str, table):
-        """`table` written by pyarrow into the staging folder, read by Spark."""
-        folder = posixpath.join(path, "_staging", name)
-        store.fs.create_dir(folder)
-        pq.write_table(table, posixpath.join(folder, "part-00000.parquet"), filesystem=store.fs)
-        return spark.read.parquet(out(f"_staging/{name}"))
-
-    def spark_staged(frame, name: str) -> str:
-        """`frame` written by Spark into the staging folder; the folder's path in the store."""
-        O.write_staging(frame, out(f"_staging/{name}"))
-        return posixpath.join(path, "_staging", name)
-
-    def materialize(frame, name: str):
-        return O.stage(spark, frame, out(f"_staging/{name}"))
-
+    metrics: dict[str, Any] = {"mode": config.filter_leakage.mode}
     # The graph's side needs no benchmark: the papers' keys and the paper-ids lines. On a graph merged from a
     # diff they are carried over in a few seconds, while the child reads the benchmark. A full build
     # keys every paper and parses the paper-ids table, which grow with the corpus: the benchmark is taken first,
     # so that a mistake in it is one line at once rather than after those passes.
     if not upstream.metrics.get("from_diff"):
         benchmark = Done(benchmark.result())
-    papers = read_upstream("papers")
-    metrics: dict[str, Any] = {"mode": cfg.mode}
-    lines_path = posixpath.join(path, P.TABLE)
+    bench = _both_sides(work, config, upstream, paper_ids, source, benchmark, metrics)
+    by_sha = _looked_up_shas(work, config, bench, metrics) if config.paper_ids else None
+    mapped = _map_ids(work, config, upstream, bench, by_sha)
+    report = _write_graph(work, config, upstream, mapped)
+    _count(work, config, upstream, mapped, report, metrics)
+    return metrics
+
+
+@dataclasses.dataclass
+class _Benchmark:
+    """The benchmark's side of the mapping's input, made with pyarrow in this process."""
+
+    table: Any  # one row per benchmark id and split (`evaluation.benchmark_ids.collect`)
+    distinct: Any  # one row per distinct id
+    ids: Any  # `distinct` staged for Spark
+    shas: Any  # the sha spellings staged for Spark, or None without a paper-ids table
+
+
+@dataclasses.dataclass
+class _Mapped:
+    frame: Any  # Spark: one row per benchmark id, its corpus id and method
+    table: Any  # the same rows, read by pyarrow
+    id_rows: Any  # `benchmark_ids`: one row per benchmark id and split
+    members: Any  # the benchmark's papers in the graph
+
+
+def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, benchmark, metrics) -> _Benchmark:
+    """Three independent parts at once (`session.concurrently`): the papers' keys and the paper-ids lines
+    written, and the benchmark's ids taken; each alone leaves a core idle between its small queries."""
+    from citeflow.leakage import distinct_ids, sha_candidates
+    from citeflow.snapshot import discover_jsonl
+    from spark import leakage as L
+    from spark import readers as R
+    from spark.session import concurrently
+
+    spark = work.spark
 
     def write_lines() -> dict[str, Any] | None:
         """`paper_id_lines` written; its manifest entry (None without a paper-ids table)."""
         if not config.paper_ids:
-            spark.createDataFrame([], L.PAPER_ID_LINES_SCHEMA).write.mode("error").parquet(out(P.TABLE))
+            spark.createDataFrame([], L.PAPER_ID_LINES_SCHEMA).write.mode("error").parquet(work.uri(P.TABLE))
             return None
         if paper_ids is not None:
-            return {"source": source, "from_diff": P.write(spark, store, config, *paper_ids, lines_path, materialize)}
+            lines_path = posixpath.join(work.path, P.TABLE)
+            return {
+                "source": source,
+                "from_diff": P.write(spark, work.store, config, *paper_ids, lines_path, work.stage),
+            }
         # every line of the table, stored for the next release's diff, then looked up (one parse)
         parsed = R.parse_lines(spark.read.text(discover_jsonl(config.paper_ids)), L.PAPER_IDS_SCHEMA)
-        L.paper_id_lines(parsed).write.mode("error").parquet(out(P.TABLE))
+        L.paper_id_lines(parsed).write.mode("error").parquet(work.uri(P.TABLE))
         return {"source": source, "from_diff": None}
 
     def take_benchmark():
-        """(the benchmark ids table, its layouts, one row per distinct id, the ids staged for Spark, the sha
-        spellings staged, or None without a paper-ids table): the benchmark's side of the mapping's input, made
-        here with pyarrow."""
-        bench_table, layouts, unaudited = benchmark.result()
-        distinct = distinct_ids(bench_table)
+        table, layouts, unaudited = benchmark.result()
+        distinct = distinct_ids(table)
         # the spellings the sha step looks up, made here too: Spark's plan for them leaves the cores idle
-        shas = staged("shas", sha_candidates(distinct)) if config.paper_ids else None
-        return bench_table, (layouts, unaudited), distinct, staged("ids", distinct), shas
+        shas = work.stage_arrow("shas", sha_candidates(distinct)) if config.paper_ids else None
+        return _Benchmark(table, distinct, work.stage_arrow("ids", distinct), shas), layouts, unaudited
 
-    # Three independent parts at once (`session.concurrently`): the papers' keys, the paper-ids lines and the
-    # benchmark's ids; each alone leaves a core idle between its small queries.
-    metrics["paper_keys"], lines_entry, (bench_table, layouts, distinct, ids, shas) = concurrently(
+    papers = work.read(upstream, "papers")
+    metrics["paper_keys"], lines_entry, (bench, layouts, unaudited) = concurrently(
         spark,
-        lambda: _write_paper_keys(spark, store, config, upstream, path, papers, materialize),
+        lambda: _write_paper_keys(spark, work.store, config, upstream, work.path, papers, work.stage),
         write_lines,
         take_benchmark,
     )
@@ -271,88 +261,110 @@ def _build(
         log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
     else:
         metrics[P.TABLE] = lines_entry
-    paper_keys = R.read_stored(spark, store, posixpath.join(path, "paper_keys"))
-    layouts, unaudited = layouts
     metrics["layouts"] = layouts
     metrics["unaudited"] = unaudited
     for name, why in unaudited.items():
         log.warning("%s: SciRepEval task %r is not audited: %s", STAGE, name, why)
-    log.info(
-        "%s: %d benchmark id rows from %s",
-        STAGE,
-        bench_table.num_rows,
-        ", ".join(f"{k} ({v})" for k, v in layouts.items()),
-    )
-    by_sha = None
-    if config.paper_ids:
-        lines = R.read_stored(spark, store, lines_path)
-        # one pass over the lines looks the shas up and counts the lines that give no pair, by reason; the
-        # result (bounded by the benchmark) is read here only, by pyarrow
-        lookup = L.sha_lookup(lines, shas, broadcast=distinct.num_rows <= config.spark.broadcast_rows)
-        looked_up = pq.read_table(spark_staged(lookup, "sha_lookup"), filesystem=store.fs)
-        counts = metrics["paper_ids"] = paper_ids_counts(looked_up)
-        if counts["unusable"]:
-            log.warning(
-                "%s: %d of %d paper-ids lines give no (sha, corpus id) pair: %s",
-                STAGE,
-                sum(counts["unusable"].values()),
-                counts["lines"],
-                ", ".join(f"{reason} {n}" for reason, n in counts["unusable"].items()),
-            )
-        by_sha = looked_up_shas(looked_up)
+    described = ", ".join(f"{k} ({v})" for k, v in layouts.items())
+    log.info("%s: %d benchmark id rows from %s", STAGE, bench.table.num_rows, described)
+    return bench
 
-    # The cascade's steps that read the papers run only for the ids the corpus_id and sha steps leave
-    # unmapped (`map_ids_narrow`: the same rows as `map_ids`), on the keys they state.
+
+def _looked_up_shas(work, config: RunConfig, bench: _Benchmark, metrics: dict[str, Any]):
+    """The benchmark's shas looked up in the paper-ids lines: one pass over the lines, which also counts the
+    lines that give no pair, by reason; the result (bounded by the benchmark) is read here only, by pyarrow."""
+    from citeflow.leakage import looked_up_shas, paper_ids_counts
+    from spark import leakage as L
+
+    lines = work.read_own(P.TABLE)
+    lookup = L.sha_lookup(lines, bench.shas, broadcast=bench.distinct.num_rows <= config.spark.broadcast_rows)
+    work.stage_files(lookup, "sha_lookup")
+    looked_up = work.read_staged("sha_lookup")
+    counts = metrics["paper_ids"] = paper_ids_counts(looked_up)
+    if counts["unusable"]:
+        log.warning(
+            "%s: %d of %d paper-ids lines give no (sha, corpus id) pair: %s",
+            STAGE,
+            sum(counts["unusable"].values()),
+            counts["lines"],
+            ", ".join(f"{reason} {n}" for reason, n in counts["unusable"].items()),
+        )
+    return looked_up_shas(looked_up)
+
+
+def _map_ids(work, config: RunConfig, upstream: Manifest, bench: _Benchmark, by_sha) -> _Mapped:
+    """The benchmark ids mapped to corpus ids. The cascade's steps that read the papers run only for the ids the
+    corpus_id and sha steps leave unmapped (`map_ids_narrow`: the same rows as `map_ids`), on the keys they
+    state."""
+    from citeflow.leakage import benchmark_id_rows, first_steps, members
+    from spark import leakage as L
+
     log.info("%s: mapping benchmark ids", STAGE)
     # the steps that read no papers (corpus id, sha), on the ids the driver holds
-    first = staged("first", first_steps(distinct.select(["id"]), by_sha))
-    mapped = L.map_ids_narrow(
-        ids,
-        papers,
+    first = work.stage_arrow("first", first_steps(bench.distinct.select(["id"]), by_sha))
+    frame = L.map_ids_narrow(
+        bench.ids,
+        work.read(upstream, "papers"),
         None,
-        match_titles=cfg.match_titles,
-        materialize=materialize,
+        match_titles=config.filter_leakage.match_titles,
+        materialize=work.stage,
         # the benchmark's keys (external ids, folded titles: one row per benchmark id at most) go to every task
-        broadcast_keys=bench_table.num_rows <= config.spark.broadcast_rows,
+        broadcast_keys=bench.table.num_rows <= config.spark.broadcast_rows,
         first=first,
-        from_arrow=lambda table, name: staged(name, table),  # `mapped`, its rows made in this process
-        paper_keys=paper_keys,
+        from_arrow=lambda table, name: work.stage_arrow(name, table),  # `mapped`, its rows made in this process
+        paper_keys=work.read_own("paper_keys"),
     )
-    mapped_table = pq.read_table(posixpath.join(path, "_staging", "mapped"), filesystem=store.fs)
-    in_snapshot = pc.sum(mapped_table["in_snapshot"]).as_py() or 0
-    id_rows = benchmark_id_rows(bench_table, mapped_table)
-    found = members(id_rows)
-    few = found.num_rows <= config.spark.broadcast_rows
-    citations = read_upstream("citations")
-    counts, neighbours = L.reach(citations, staged("members", found), strict=cfg.strict, broadcast=few)
-    # The benchmark's side (one row per benchmark id and split: bounded by the benchmark, not the corpus) is
-    # joined, counted and written with pyarrow, in a thread beside Spark's writing of the graph, which needs
-    # only `mapped`; the edge counts it waits for are one more Spark query meanwhile.
+    table = work.read_staged("mapped")
+    id_rows = benchmark_id_rows(bench.table, table)
+    return _Mapped(frame, table, id_rows, members(id_rows))
+
+
+def _write_graph(work, config: RunConfig, upstream: Manifest, mapped: _Mapped) -> list[dict]:
+    """The graph's papers, citations and degrees written without the benchmark's papers (mode `exclude`), or
+    whole; `benchmark_ids` and `leakage_report` beside them. The report's rows.
+
+    The benchmark's side (one row per benchmark id and split: bounded by the benchmark, not the corpus) is
+    joined, counted and written with pyarrow, in a thread beside Spark's writing of the graph, which needs only
+    `mapped`; the edge counts it waits for are one more Spark query meanwhile."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.compute as pc
+    from pyspark.sql import functions as F
+
+    from spark import leakage as L
+    from spark import output as O
+    from spark import readers as R
+
+    cfg, spark, store = config.filter_leakage, work.spark, work.store
+    few = mapped.members.num_rows <= config.spark.broadcast_rows
+    citations = work.read(upstream, "citations")
+    counts, neighbours = L.reach(
+        citations, work.stage_arrow("members", mapped.members), strict=cfg.strict, broadcast=few
+    )
     with ThreadPoolExecutor(1, thread_name_prefix="citeflow-report") as pool:
-        side = pool.submit(_benchmark_side, store, path, id_rows, counts)
+        side = pool.submit(_benchmark_side, store, work.path, mapped.id_rows, counts)
         gone = degrees = None
         if cfg.mode == "exclude":
-            excluded = mapped.where(F.col("in_snapshot")).select("corpus_id")
+            excluded = mapped.frame.where(F.col("in_snapshot")).select("corpus_id")
             if neighbours is not None:
                 excluded = excluded.unionByName(neighbours)
                 few = False  # a benchmark's neighbourhood is no longer small
             else:
+                in_snapshot = pc.sum(mapped.table["in_snapshot"]).as_py() or 0
                 few = in_snapshot <= config.spark.broadcast_rows
             # the papers' ids and places only: the files of kept papers only are the graph's own, linked
-            positions = R.read_stored(spark, store, upstream.table_path("papers"), with_position=True).select(
-                "corpus_id", *R.POSITION
-            )
+            positions = work.read(upstream, "papers", with_position=True).select("corpus_id", *R.POSITION)
             _, kept_edges, gone = L.remove_papers(positions, citations, excluded, broadcast=few)
             # the graph's degrees less the edges that go: no count of every kept edge, no read of the papers
-            degrees = L.filtered_degrees(read_upstream("degrees"), citations, excluded, broadcast=few)
+            degrees = L.filtered_degrees(work.read(upstream, "degrees"), citations, excluded, broadcast=few)
         else:
             kept_edges = citations
         try:
-            graph_papers, kept_papers = upstream.table_path("papers"), posixpath.join(path, "papers")
+            graph_papers, kept_papers = upstream.table_path("papers"), posixpath.join(work.path, "papers")
             O.write_graph(
                 spark,
                 store,
-                path,
+                work.path,
                 # the graph's files without a benchmark paper linked, the others written again: beside the citations
                 lambda: O.write_over(
                     spark, store, graph_papers, kept_papers, gone, most=config.build_graph.output_files, broadcast=few
@@ -364,6 +376,16 @@ def _build(
             )
         finally:
             report = side.result()  # its error, if any, before Spark's
+    return report
+
+
+def _count(work, config: RunConfig, upstream: Manifest, mapped: _Mapped, report: list[dict], metrics) -> None:
+    """The version's metrics: the report per suite, what was mapped and how, what was removed; stops the stage
+    when more than `max_unmapped_share` of the ids map to no corpus id. Clears the staging folder."""
+    from citeflow.artifacts import table_stats
+    from citeflow.leakage import METHODS, suite_totals
+
+    cfg, store = config.filter_leakage, work.store
     overall = next(r for r in report if r["suite"] == "all")
     metrics["report"] = report
     metrics["suites"] = suite_totals(report)
@@ -375,18 +397,16 @@ def _build(
     metrics["in_snapshot"] = overall["in_snapshot"]
     metrics["unmapped_share"] = round(overall["unmapped"] / overall["total"], 6) if overall["total"] else 0.0
     metrics["mapped_by"] = {m: overall[f"mapped_{m}"] for m in METHODS}
-    reasons = mapped_table["unmapped_reason"].drop_null().value_counts().to_pylist()
+    reasons = mapped.table["unmapped_reason"].drop_null().value_counts().to_pylist()
     metrics["unmapped_reasons"] = {r["values"]: r["counts"] for r in reasons}
     if metrics["unmapped_share"] > cfg.max_unmapped_share:
-        _fail_unmapped(mapped_table, report, metrics, cfg.max_unmapped_share)
+        _fail_unmapped(mapped.table, report, metrics, cfg.max_unmapped_share)
 
-    store.fs.delete_dir(posixpath.join(path, "_staging"))
-    before_papers = upstream.tables["papers"]["rows"]
-    before_edges = upstream.tables["citations"]["rows"]
-    after_papers = table_stats(store, posixpath.join(path, "papers"))["rows"]
-    after_edges = table_stats(store, posixpath.join(path, "citations"))["rows"]
-    metrics["removed_papers"] = before_papers - after_papers
-    metrics["removed_citations"] = before_edges - after_edges
+    work.clear_staging()
+    after_papers = table_stats(store, posixpath.join(work.path, "papers"))["rows"]
+    after_edges = table_stats(store, posixpath.join(work.path, "citations"))["rows"]
+    metrics["removed_papers"] = upstream.tables["papers"]["rows"] - after_papers
+    metrics["removed_citations"] = upstream.tables["citations"]["rows"] - after_edges
     metrics["papers"] = after_papers
     metrics["citations"] = after_edges
     log.info(
@@ -398,7 +418,6 @@ def _build(
         metrics["removed_papers"],
         metrics["removed_citations"],
     )
-    return metrics
 
 
 def _write_paper_keys(
