@@ -57,6 +57,11 @@ PR_SET_CHILD_SUBREAPER = 36
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
+def faults_armed() -> bool:
+    """Whether a test armed a `fault_point` in this process (code that buffers may then write as it goes)."""
+    return bool(os.environ.get(FAULT_ENV))
+
+
 def fault_point(name: str) -> None:
     """Fault injection for tests: SIGKILL this process here when CITEFLOW_FAULT_KILL names this point."""
     if os.environ.get(FAULT_ENV) == name:

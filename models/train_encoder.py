@@ -67,7 +67,6 @@ import dataclasses
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -79,8 +78,6 @@ import numpy as np
 from models import train_checkpoints as C
 from models.prefetch import Prefetcher
 
-# Tests set this to a step number: the process SIGKILLs itself right after that optimizer step.
-KILL_AT_STEP = "CITEFLOW_KILL_AT_STEP"
 # `length_pieces` 0 on a CPU: padding costs compute there; a GPU runs small parts no faster than one padded part
 CPU_LENGTH_PIECES = 3
 # `pad_to_multiple` 0 on a GPU: a new batch shape every step cost BERT-base on an H100 more than the padding
@@ -275,6 +272,7 @@ def epoch_order(spec: TrainSpec, epoch: int, lengths: np.ndarray) -> np.ndarray:
 
 def train(spec: TrainSpec) -> None:
     """Train `spec.model_in` on the triplets and save it to `spec.model_out`, resuming from the last checkpoint."""
+    from citeflow.process import fault_point, faults_armed
     from citeflow.threads import configure
 
     # Processes: torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; a plain run is rank 0 of 1.
@@ -289,7 +287,7 @@ def train(spec: TrainSpec) -> None:
     import torch.distributed as dist
     from transformers import get_linear_schedule_with_warmup
 
-    from models.encoder import TokenStore, collate_pieces, load, padding_share
+    from models.encoder import TokenStore, load
 
     if spec.deterministic:
         # Bitwise repeatable: the cuBLAS workspace must be fixed before CUDA starts, one CPU thread keeps
@@ -298,8 +296,6 @@ def train(spec: TrainSpec) -> None:
         torch.use_deterministic_algorithms(True)
         torch.set_num_threads(1)
     use_cuda = torch.cuda.is_available() and spec.device != "cpu"
-    pieces = spec.length_pieces or (1 if use_cuda else CPU_LENGTH_PIECES)
-    multiple = spec.pad_to_multiple or (GPU_PAD_MULTIPLE if use_cuda else 1)
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
     if world > 1:
         dist.init_process_group("nccl" if use_cuda else "gloo")
@@ -308,18 +304,13 @@ def train(spec: TrainSpec) -> None:
     work = Path(spec.work)
     work.mkdir(parents=True, exist_ok=True)
 
-    # Data: triplets as rows of the token store (query, positive, negative), and their token counts.
+    # Data: triplets as rows of the token store (query, positive, negative).
     store = TokenStore(Path(spec.tokens))
     rows = _triplet_rows(store, spec.triplets)
-    offsets = np.asarray(store.offsets)
-    paper_lengths = (offsets[rows + 1] - offsets[rows]).astype(np.int64)  # (triplets, 3)
-    triplet_lengths = paper_lengths.max(axis=1)  # a micro-batch is padded to its longest paper
 
     # Model and optimizer.
     torch.manual_seed(spec.seed)
     tokenizer, model = load(spec.model_in)  # BERT without its pooler: only the hidden states are trained
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    positions = getattr(model.config, "max_position_embeddings", None)  # the padded length's bound
     if spec.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     if spec.bitfit:
@@ -328,122 +319,27 @@ def train(spec: TrainSpec) -> None:
     model.to(device)
     optimizer = _adamw(model, spec.bitfit_lr if spec.bitfit else spec.lr, spec.weight_decay, fused=use_cuda)
 
-    # Schedule: `total` optimizer steps, each of `accumulation` micro-batches per process.
-    batch, per_device = spec.batch_size, spec.per_device_batch
-    if batch % (per_device * world):
-        raise SystemExit(f"batch_size {batch} is not a multiple of per_device_batch {per_device} x {world} processes")
-    accumulation = batch // (per_device * world)
-    per_epoch = steps_per_epoch(len(rows), batch)
-    if per_epoch == 0:
-        raise SystemExit(f"{len(rows)} triplets make no batch of {batch}")
-    total = per_epoch * spec.epochs
-    if spec.max_steps:
-        total = min(total, spec.max_steps)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(spec.warmup_fraction * total), total)
+    # Schedule: which triplets each optimizer step trains on, and the learning rate along the steps.
+    plan = _Plan.of(spec, store, rows, model, tokenizer, rank, world, use_cuda)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(spec.warmup_fraction * plan.total), plan.total)
     precision = _precision(spec.precision, use_cuda)
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
-
-    # Resume: the newest complete checkpoint, if any.
-    start = 0
-    checkpoint, damaged = C.find_checkpoint(work)
-    if rank == 0 and damaged:
-        C.set_aside(damaged, checkpoint)
-    if checkpoint is not None:
-        try:
-            start = C.load_checkpoint(checkpoint, model, optimizer, scheduler, scaler, rank, device, use_cuda)
-        except Exception as exc:
-            # passed the structural checks but does not load: set it aside, so the next run falls back
-            if rank == 0:
-                C.set_aside([(checkpoint, f"does not load: {str(exc).splitlines()[0][:200]}")], None)
-            raise SystemExit(f"checkpoint {checkpoint.name} does not load; it was moved aside: run again") from None
-        if rank == 0:
-            C.truncate_log(Path(spec.log), start)
-            print(f"train_encoder: resuming from {checkpoint.name} (step {start} of {total})", flush=True)
-    elif rank == 0:
-        Path(spec.log).unlink(missing_ok=True)
+    plan.start = _resume(spec, work, (model, optimizer, scheduler, scaler), rank, device, use_cuda, plan.total)
 
     encoder = _piecewise(torch.compile(model, dynamic=True) if spec.compile else model, spec.pooling, spec.normalize)
     ddp = encoder
     if world > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(encoder, device_ids=[local_rank] if use_cuda else None)
     model.train()
-    autocast = dict(
-        device_type="cuda",
-        dtype=torch.bfloat16 if precision == "bf16" else torch.float16,
-        enabled=precision in ("bf16", "fp16"),
-    )
+    micro_loss = _micro_loss(ddp, loss_of(spec), precision, device, plan.accumulation)
 
-    def share(step: int, order: np.ndarray) -> np.ndarray:
-        """This process's triplets of optimizer step `step`: its slice of the step's batch."""
-        lo = (step % per_epoch) * batch
-        return order[lo : lo + batch][rank * per_device * accumulation : (rank + 1) * per_device * accumulation]
-
-    def orders(announce: bool):
-        """(step, epoch, order) for each step from `start` on, computing each epoch's order once."""
-        current, order = -1, None
-        for step in range(start, total):
-            epoch = step // per_epoch
-            if epoch != current:
-                current, order = epoch, epoch_order(spec, epoch, triplet_lengths)
-                if announce and rank == 0:
-                    used = order[: per_epoch * batch].reshape(-1, per_device)
-                    print(
-                        f"train_encoder: epoch {epoch}: padding share "
-                        f"{padding_share(paper_lengths, used, pieces, multiple, positions):.3f} "
-                        f"({'length-grouped' if spec.length_grouping else 'random'} batches)",
-                        flush=True,
-                    )
-            yield step, epoch, order
-
-    def collated():
-        """Every micro-batch of this process from `start` on, in training order, as `collate_pieces` gives it."""
-        for step, _, order in orders(announce=False):
-            mine = share(step, order)
-            for m in range(accumulation):
-                papers = rows[mine[m * per_device : (m + 1) * per_device]].T.ravel()  # queries, positives, negatives
-                yield collate_pieces(store, papers, pad_id, pieces, multiple, positions)
-
-    loss = loss_of(spec)
-
-    def micro_loss(part):
-        """Triplet loss of one collated micro-batch, scaled for accumulation."""
-        pieces, inverse = part
-        pieces = [tuple(t.to(device, non_blocking=True) for t in piece) for piece in pieces]
-        with torch.autocast(**autocast):
-            vectors = ddp(pieces, inverse.to(device, non_blocking=True)).float()
-        n = len(vectors) // 3
-        return loss(vectors[:n], vectors[n : 2 * n], vectors[2 * n :]) / accumulation
-
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, initial=start, desc="train_encoder", unit="step", disable=rank != 0 or None)
-    prefetch = Prefetcher(collated(), spec.prefetch, pin=use_cuda)
-    pending: list[tuple[dict, Any, Any]] = []  # steps whose loss and norm are still on the device
-
-    def flush(log) -> None:
-        """Read the pending steps' losses and norms back (one wait for the device) and write their rows."""
-        if not pending:
-            return
-        losses = torch.stack([loss for _, loss, _ in pending])
-        if world > 1:
-            dist.all_reduce(losses)
-            losses /= world
-        norms = torch.stack([norm.float() for _, _, norm in pending]).cpu().tolist()
-        for (row, _, _), loss, norm in zip(pending, losses.cpu().tolist(), norms, strict=True):
-            row.update(loss=loss, grad_norm=norm)
-            if rank == 0:
-                log.write(json.dumps(row) + "\n")
-        if rank == 0:
-            log.flush()
-            bar.update(len(pending))
-            bar.set_postfix(loss=f"{pending[-1][0]['loss']:.3f}")
-        pending.clear()
-
+    # The loop: one optimizer step per batch, its row logged, a checkpoint every `checkpoint_every` steps.
+    prefetch = Prefetcher(plan.micro_batches(store), spec.prefetch, pin=use_cuda)
     last = time.monotonic()
     try:
-        with open(spec.log, "a") as log:
-            for step, epoch, order in orders(announce=True):
-                parts = [prefetch.next() for _ in range(accumulation)]
+        with _StepLog(spec.log, plan, rank, world) as log:
+            for step, epoch, order in plan.orders(announce=True):
+                parts = [prefetch.next() for _ in range(plan.accumulation)]
                 total_loss = accumulate_gradients(ddp, parts, micro_loss, scaler)
                 grad_norm = clip_and_step(model, optimizer, scaler, spec.max_grad_norm)
                 scheduler.step()
@@ -451,33 +347,208 @@ def train(spec: TrainSpec) -> None:
                 now = time.monotonic()
                 seconds, last = now - last, now
                 done = step + 1
-                lo = (step % per_epoch) * batch
-                micro = order[lo : lo + batch].reshape(-1, per_device)  # the whole step's, every process's
-                row = {
-                    "step": done,
-                    "epoch": epoch,
-                    "lr": scheduler.get_last_lr()[0],
-                    "seconds": seconds,
-                    "triplets_per_second": batch / max(seconds, 1e-9),
-                    "padding_share": round(padding_share(paper_lengths, micro, pieces, multiple, positions), 4),
-                }
-                pending.append((row, total_loss, grad_norm))
-                checkpoint_now = done % spec.checkpoint_every == 0 and done < total
-                killed = os.environ.get(KILL_AT_STEP) == str(done)  # fault injection for the resume tests
-                if done % spec.log_every == 0 or checkpoint_now or killed or done == total:
-                    flush(log)
+                log.add(plan.row(step, epoch, order, scheduler.get_last_lr()[0], seconds), total_loss, grad_norm)
+                checkpoint_now = done % spec.checkpoint_every == 0 and done < plan.total
+                if done % spec.log_every == 0 or checkpoint_now or done == plan.total or faults_armed():
+                    log.flush()
                 if checkpoint_now:
                     C.save_checkpoint(work, done, model, optimizer, scheduler, scaler, rank, world, use_cuda)
-                if killed:
-                    os.kill(os.getpid(), signal.SIGKILL)
+                fault_point(f"train_encoder.step.{done}")  # the resume tests kill the run here
     finally:
         prefetch.close()
-    bar.close()
     if rank == 0:
         _save_model(model, tokenizer, spec)
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
+
+
+@dataclass
+class _Plan:
+    """Which triplets each optimizer step trains on: `total` steps from `start`, each of `accumulation`
+    micro-batches of `per_device` triplets per process, in each epoch's order (`epoch_order`)."""
+
+    spec: TrainSpec
+    rows: np.ndarray  # (triplets, 3): rows of the token store
+    paper_lengths: np.ndarray  # (triplets, 3): their token counts
+    rank: int
+    per_device: int
+    accumulation: int
+    per_epoch: int
+    total: int
+    pieces: int  # `length_pieces` resolved for the device
+    multiple: int  # `pad_to_multiple` resolved for the device
+    positions: int | None  # the model's longest input, the padded length's bound
+    pad_id: int
+    start: int = 0
+
+    @classmethod
+    def of(cls, spec: TrainSpec, store, rows, model, tokenizer, rank: int, world: int, use_cuda: bool) -> _Plan:
+        batch, per_device = spec.batch_size, spec.per_device_batch
+        if batch % (per_device * world):
+            raise SystemExit(
+                f"batch_size {batch} is not a multiple of per_device_batch {per_device} x {world} processes"
+            )
+        per_epoch = steps_per_epoch(len(rows), batch)
+        if per_epoch == 0:
+            raise SystemExit(f"{len(rows)} triplets make no batch of {batch}")
+        total = per_epoch * spec.epochs
+        offsets = np.asarray(store.offsets)
+        return cls(
+            spec=spec,
+            rows=rows,
+            paper_lengths=(offsets[rows + 1] - offsets[rows]).astype(np.int64),
+            rank=rank,
+            per_device=per_device,
+            accumulation=batch // (per_device * world),
+            per_epoch=per_epoch,
+            total=min(total, spec.max_steps) if spec.max_steps else total,
+            pieces=spec.length_pieces or (1 if use_cuda else CPU_LENGTH_PIECES),
+            multiple=spec.pad_to_multiple or (GPU_PAD_MULTIPLE if use_cuda else 1),
+            positions=getattr(model.config, "max_position_embeddings", None),
+            pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
+        )
+
+    def padding(self, micro: np.ndarray) -> float:
+        from models.encoder import padding_share
+
+        return padding_share(self.paper_lengths, micro, self.pieces, self.multiple, self.positions)
+
+    def step_batch(self, step: int, order: np.ndarray) -> np.ndarray:
+        """Every process's triplets of optimizer step `step`."""
+        lo = (step % self.per_epoch) * self.spec.batch_size
+        return order[lo : lo + self.spec.batch_size]
+
+    def orders(self, announce: bool):
+        """(step, epoch, order) for each step from `start` on, computing each epoch's order once."""
+        current, order = -1, None
+        lengths = self.paper_lengths.max(axis=1)  # a micro-batch is padded to its longest paper
+        for step in range(self.start, self.total):
+            epoch = step // self.per_epoch
+            if epoch != current:
+                current, order = epoch, epoch_order(self.spec, epoch, lengths)
+                if announce and self.rank == 0:
+                    used = order[: self.per_epoch * self.spec.batch_size].reshape(-1, self.per_device)
+                    kind = "length-grouped" if self.spec.length_grouping else "random"
+                    print(
+                        f"train_encoder: epoch {epoch}: padding share {self.padding(used):.3f} ({kind} batches)",
+                        flush=True,
+                    )
+            yield step, epoch, order
+
+    def micro_batches(self, store):
+        """Every micro-batch of this process from `start` on, in training order, as `collate_pieces` gives it."""
+        from models.encoder import collate_pieces
+
+        mine_per_step = self.per_device * self.accumulation
+        for step, _, order in self.orders(announce=False):
+            mine = self.step_batch(step, order)[self.rank * mine_per_step : (self.rank + 1) * mine_per_step]
+            for m in range(self.accumulation):
+                papers = self.rows[mine[m * self.per_device : (m + 1) * self.per_device]].T.ravel()  # q, pos, neg
+                yield collate_pieces(store, papers, self.pad_id, self.pieces, self.multiple, self.positions)
+
+    def row(self, step: int, epoch: int, order: np.ndarray, lr: float, seconds: float) -> dict[str, Any]:
+        """The log row of optimizer step `step` (its loss and gradient norm are added when read back)."""
+        batch = self.spec.batch_size
+        micro = self.step_batch(step, order).reshape(-1, self.per_device)  # the whole step's, every process's
+        return {
+            "step": step + 1,
+            "epoch": epoch,
+            "lr": lr,
+            "seconds": seconds,
+            "triplets_per_second": batch / max(seconds, 1e-9),
+            "padding_share": round(self.padding(micro), 4),
+        }
+
+
+def _resume(spec: TrainSpec, work: Path, state: tuple, rank: int, device, use_cuda: bool, total: int) -> int:
+    """The step to start from: the newest complete checkpoint's, loaded into `state` (model, optimizer,
+    scheduler, scaler), or 0. A damaged checkpoint, or one that does not load, is moved aside."""
+    checkpoint, damaged = C.find_checkpoint(work)
+    if rank == 0 and damaged:
+        C.set_aside(damaged, checkpoint)
+    if checkpoint is None:
+        if rank == 0:
+            Path(spec.log).unlink(missing_ok=True)
+        return 0
+    try:
+        start = C.load_checkpoint(checkpoint, *state, rank, device, use_cuda)
+    except Exception as exc:
+        # passed the structural checks but does not load: set it aside, so the next run falls back
+        if rank == 0:
+            C.set_aside([(checkpoint, f"does not load: {str(exc).splitlines()[0][:200]}")], None)
+        raise SystemExit(f"checkpoint {checkpoint.name} does not load; it was moved aside: run again") from None
+    if rank == 0:
+        C.truncate_log(Path(spec.log), start)
+        print(f"train_encoder: resuming from {checkpoint.name} (step {start} of {total})", flush=True)
+    return start
+
+
+def _micro_loss(ddp, loss, precision: str, device, accumulation: int):
+    """The loss of one collated micro-batch (queries, positives, negatives), scaled for accumulation."""
+    import torch
+
+    autocast = dict(
+        device_type="cuda",
+        dtype=torch.bfloat16 if precision == "bf16" else torch.float16,
+        enabled=precision in ("bf16", "fp16"),
+    )
+
+    def micro_loss(part):
+        pieces, inverse = part
+        pieces = [tuple(t.to(device, non_blocking=True) for t in piece) for piece in pieces]
+        with torch.autocast(**autocast):
+            vectors = ddp(pieces, inverse.to(device, non_blocking=True)).float()
+        n = len(vectors) // 3
+        return loss(vectors[:n], vectors[n : 2 * n], vectors[2 * n :]) / accumulation
+
+    return micro_loss
+
+
+class _StepLog:
+    """The steps' rows, held until their losses and gradient norms are read back from the device in one wait,
+    then written to the log (rank 0; the losses averaged over the processes) and shown on the progress bar."""
+
+    def __init__(self, path: str, plan: _Plan, rank: int, world: int) -> None:
+        from tqdm import tqdm
+
+        self.path, self.rank, self.world = path, rank, world
+        self.bar = tqdm(
+            total=plan.total, initial=plan.start, desc="train_encoder", unit="step", disable=rank != 0 or None
+        )
+        self.pending: list[tuple[dict, Any, Any]] = []  # steps whose loss and norm are still on the device
+
+    def __enter__(self) -> _StepLog:
+        self.file = open(self.path, "a")  # noqa: SIM115 - closed by __exit__
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.file.close()
+        self.bar.close()
+
+    def add(self, row: dict, loss, norm) -> None:
+        self.pending.append((row, loss, norm))
+
+    def flush(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        if not self.pending:
+            return
+        losses = torch.stack([loss for _, loss, _ in self.pending])
+        if self.world > 1:
+            dist.all_reduce(losses)
+            losses /= self.world
+        norms = torch.stack([norm.float() for _, _, norm in self.pending]).cpu().tolist()
+        for (row, _, _), loss, norm in zip(self.pending, losses.cpu().tolist(), norms, strict=True):
+            row.update(loss=loss, grad_norm=norm)
+            if self.rank == 0:
+                self.file.write(json.dumps(row) + "\n")
+        if self.rank == 0:
+            self.file.flush()
+            self.bar.update(len(self.pending))
+            self.bar.set_postfix(loss=f"{self.pending[-1][0]['loss']:.3f}")
+        self.pending.clear()
 
 
 def _piecewise(encoder, pooling: str, normalize: bool = False):

@@ -142,10 +142,10 @@ def test_a_killed_training_resumes_from_its_checkpoint(trained, monkeypatch):
     cfg = apply_overrides(
         cfg, ["train_encoder.seed=5", "train_encoder.max_steps=12", "train_encoder.checkpoint_every=5"]
     )
-    monkeypatch.setenv("CITEFLOW_KILL_AT_STEP", "8")
+    monkeypatch.setenv("CITEFLOW_FAULT_KILL", "train_encoder.step.8")
     with pytest.raises(CiteflowError, match="rerun to resume"):
         train_encoder.run(cfg)
-    monkeypatch.delenv("CITEFLOW_KILL_AT_STEP")
+    monkeypatch.delenv("CITEFLOW_FAULT_KILL")
     m = train_encoder.run(cfg)
     assert not m.skipped and m.metrics["resumed_from_step"] == 5 and m.metrics["steps"] == 12
 

@@ -185,6 +185,7 @@ def weights(folder):
     return load_file(str(folder / "model.safetensors"))
 
 
+@pytest.mark.slow  # trains in child processes, killed and resumed
 def test_killed_training_resumes_to_the_same_model(small, tmp_path):
     # the documented conditions: deterministic=true (one thread, deterministic algorithms), whatever OMP says
     two_threads = {"OMP_NUM_THREADS": "2"}
@@ -196,7 +197,7 @@ def test_killed_training_resumes_to_the_same_model(small, tmp_path):
     assert json.loads((whole / "model" / "citeflow.json").read_text()) == {"test": "whole"}
 
     killed = make_spec(small, tmp_path, "killed", deterministic=True)
-    first = train(killed, env={"CITEFLOW_KILL_AT_STEP": "13", **two_threads})
+    first = train(killed, env={"CITEFLOW_FAULT_KILL": "train_encoder.step.13", **two_threads})
     assert first.returncode == -9  # SIGKILL after step 13
     assert not (killed / "model").exists()
     assert sorted(p.name for p in (killed / "checkpoints").glob("ckpt-*")) == ["ckpt-00000005", "ckpt-00000010"]
@@ -510,6 +511,7 @@ def test_prefetcher_pins_every_tensor_of_a_micro_batch(monkeypatch):
     assert isinstance(pieces, list) and torch.equal(inverse, torch.arange(3))
 
 
+@pytest.mark.slow  # trains in child processes, killed and resumed
 def test_killed_length_grouped_training_resumes_to_the_same_model(small, tmp_path):
     # papers of 3 to 40 tokens, so grouping really reorders; the resume test above runs on papers of one length
     tokenizer, _ = load(str(small), tokenizer_only=True)
@@ -526,7 +528,7 @@ def test_killed_length_grouped_training_resumes_to_the_same_model(small, tmp_pat
         done = train(run)
         assert done.returncode == 0, done.stdout[-3000:]
     killed = make_spec(small, tmp_path, "killed", **settings)
-    assert train(killed, env={"CITEFLOW_KILL_AT_STEP": "7"}).returncode == -9
+    assert train(killed, env={"CITEFLOW_FAULT_KILL": "train_encoder.step.7"}).returncode == -9
     second = train(killed)
     assert second.returncode == 0 and "resuming from ckpt-00000004" in second.stdout + second.stderr
     a, b = weights(whole / "model"), weights(killed / "model")
