@@ -1,7 +1,7 @@
 # citeflow: two commands on a fresh machine (Python 3.11 and Java 17 needed):
 #   make demo     create .venv, install, rebuild a generated sample through Airflow, print the artifact summary
 #   make test     the test suite
-#   make test-fast  the suite without the slow end-to-end and cluster tests
+#   make test-fast  the unit tests that start no Spark JVM and no child training (make test runs everything)
 #   make airflow  start Airflow locally (standalone, SQLite, sized for 2 cores) with citeflow's DAGs; prints URL and login
 PYTHON ?= python3.11
 VENV   := .venv
@@ -66,7 +66,7 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -m "not slow and not cluster" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -ra --durations=10 -m "not slow and not cluster and not jvm" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) tests/unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_stages.py --sizes 100000 1000000 --out bench/results

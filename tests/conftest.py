@@ -59,6 +59,13 @@ SCOPE_SECONDS = {
 }
 
 
+def pytest_itemcollected(item):
+    """`jvm`: a test that starts a Spark JVM (through the `spark` fixture, or any test of tests/unit/spark):
+    `make test-fast` leaves them to `make test`."""
+    if "spark" in getattr(item, "fixturenames", ()) or item.nodeid.startswith("tests/unit/spark/"):
+        item.add_marker(pytest.mark.jvm)
+
+
 def scope_of(nodeid: str) -> str:
     """The scope a test is scheduled in: its file, or the FIXTURE_GROUPS group its file is in."""
     path = nodeid.split("::", 1)[0]

@@ -210,6 +210,7 @@ def test_verify_of_nothing_is_one_clear_line(tmp_path):
     assert done.returncode == 2 and "no committed versions of any snapshot" in done.stderr
 
 
+@pytest.mark.jvm
 @pytest.mark.parametrize(
     "extra, message",
     [

@@ -168,6 +168,7 @@ def test_scirepeval_flat_record_files_score_the_same(vectors):
         check_scirepeval(rows, name)
 
 
+@pytest.mark.slow  # the citeflow command in a child process
 def test_the_command_line_reproduces_the_reference_without_a_model(tmp_path):
     import pyarrow.parquet as pq
 
