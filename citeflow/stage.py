@@ -135,6 +135,10 @@ def execute(
     recorded in the manifest (secrets redacted). `build(path)` writes each
     name in `tables` as a Parquet folder under `path` (plus any extra files)
     and returns metrics.
+
+    Kept in one piece on purpose: its steps are the life cycle of the module docstring, in that order and
+    under one lease (skip before lease, lease before clearing a killed run's remains, build before hashing,
+    manifest last). Spread over functions, that order would be a convention each caller must keep.
     """
     version = compute_version(stage, stage_version, config, inputs)
     existing, damage = _look(store, snapshot, stage, version)

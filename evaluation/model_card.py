@@ -70,6 +70,9 @@ def model_card(
     model_name: str = "",
     benchmark_version: str = "",
 ) -> str:
+    """The model card (Markdown, the README.md of `citeflow export-model`) of a model with this `lineage`
+    (manifests by stage) and these score `rows`. It is one document written in its reading order, section by
+    section, which is why it is long; the tables inside it are helpers of their own."""
     train = lineage.get("train_encoder", {})
     triplets = lineage.get("mine_triplets", {})
     leakage = lineage.get("filter_leakage", {})

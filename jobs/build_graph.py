@@ -216,6 +216,9 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     `papers` and `rejected` need of it (the text of an id's best abstract, the raw line of a rejected one).
     Joins against the set of corpus ids and the degrees use broadcast copies while those fit
     `spark.broadcast_rows`, instead of shuffling the larger side.
+
+    One Spark plan, read top to bottom: each pass stages what the next one reads, in the order it is needed;
+    the transforms are `spark/graph.py`'s small functions, and this function only orders them.
     """
     from pyspark.sql import functions as F
 

@@ -48,7 +48,10 @@ log = logging.getLogger("citeflow")
 
 
 def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: ArtifactStore, path: str) -> dict[str, Any]:
-    """Merge `base` with the diff's steps and write the graph tables into `path`; returns the metrics."""
+    """Merge `base` with the diff's steps and write the graph tables into `path`; returns the metrics.
+
+    One Spark plan, read top to bottom like `build_graph.build`: each pass stages what the next one reads; the
+    transforms are `spark/incremental.py`'s and `spark/graph.py`'s, and this function only orders them."""
     from pyspark.sql import functions as F
 
     from spark import graph as G
