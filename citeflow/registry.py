@@ -49,13 +49,6 @@ class Stage:
         if check is not None:
             check(config)
 
-    def config_class(self) -> type:
-        import typing
-
-        from citeflow.config import RunConfig
-
-        return typing.get_type_hints(RunConfig)[self.section]
-
 
 _DECLARED = (
     Stage(

@@ -167,3 +167,75 @@ def test_a_stage_order_written_twice_is_found(tmp_path, source, expected):
 
     (found,) = stage_order_written(tmp_path)
     assert found.startswith(expected)
+
+
+def import_circles(root: Path = REPO) -> list[list[str]]:
+    """The circles among the project's modules, every import counted (also those inside functions): each a
+    list of modules that import one another round, directly or through others."""
+    modules = {}
+    for package in LAYER:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    edges: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            edges[name] |= {t for t in targets if t in modules and t != name}
+    # Tarjan's strongly connected components, iteratively
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        circles.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                work.append((child, iter(sorted(edges[child]))))
+            elif child in stack:
+                low[node] = min(low[node], index[child])
+    return circles
+
+
+def test_no_import_circle():
+    assert import_circles() == []
+
+
+def test_an_import_circle_is_found(tmp_path):
+    for package in LAYER:
+        (tmp_path / package).mkdir()
+    (tmp_path / "jobs" / "a.py").write_text("def f():\n    from jobs import b\n")
+    (tmp_path / "jobs" / "b.py").write_text("from jobs.c import x\n")
+    (tmp_path / "jobs" / "c.py").write_text("from . import a\n")
+
+    assert import_circles(tmp_path) == [["jobs.a", "jobs.b", "jobs.c"]]
