@@ -82,7 +82,6 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
 
     from citeflow.leakage import audit_no_benchmark_papers
     from models import rank_sample
-    from models import specter_sampling as S
     from models import triplets as T
 
     cfg = config.mine_triplets
@@ -107,78 +106,17 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
         f"{len(eligible):,}",
     )
 
-    cites = None
     metrics: dict[str, Any] = {"strategy": cfg.strategy, "leakage_mode": leakage.metrics.get("mode")}
+    cites = windows = index = None
+    candidates = pool  # SciNCL's queries: any pool paper
     if cfg.strategy == "specter":
-        # SPECTER's queries: papers with a citation and a citation of a citation (the reference skips the others).
-        cites = _citation_index(store, leakage.table_path("citations"), pool)
-        citing = np.flatnonzero(cites.degree(np.arange(len(pool))) > 0)
-        counted = [S.specter_candidate_counts(rows, cites) for rows in T.batches(citing, cfg.batch_size)]
-        n_cited, n_coc = (np.concatenate(c) for c in zip(*counted, strict=True)) if counted else (citing, citing)
-        # its own name: `eligible` (the papers with an embedding and text) is reported in the manifest below
-        gives_triplets = S.specter_rule(n_cited, n_coc, cfg.specter_query_rule)
-        candidates = pool[citing[gives_triplets]]
-        metrics["queries_without_citation_of_citation"] = int((n_coc == 0).sum())
-        if cfg.specter_query_rule != "generator":
-            metrics["specter_query_rule"] = cfg.specter_query_rule
-            # the parallel file's `len(candidates) > 2`: one citation with one citation of a citation is too few
-            metrics["queries_with_too_few_candidates"] = int(((n_coc > 0) & ~gives_triplets).sum())
-        if len(candidates) == 0:
-            too_few = (
-                " and has three candidates (specter_query_rule=parallel)"
-                if cfg.specter_query_rule == "parallel"
-                else ""
-            )
-            raise CiteflowError(
-                f"mine_triplets: no pool paper cites a paper that cites another{too_few}; "
-                "SPECTER needs citations of citations"
-            )
-    else:
-        candidates = pool
+        candidates, cites = _specter_candidates(cfg, store, leakage, pool, metrics)
     wanted_queries = cfg.num_queries or len(candidates)
     if wanted_queries > len(candidates):
         warnings.append(f"num_queries {cfg.num_queries:,} > {len(candidates):,} possible queries: using all of them")
     query_rows = np.searchsorted(pool, T.hashed_sample(candidates, wanted_queries, cfg.seed, T.SALT_QUERY))
-
-    windows = index = None
     if cfg.strategy == "scincl":
-        windows, fitted = T.fit_windows(
-            len(pool),
-            cfg.k_pos,
-            cfg.k_hard,
-            cfg.positives,
-            cfg.hard_negatives,
-            cfg.easy_negatives,
-            relative=cfg.windows == "relative",
-            reference_pool=cfg.reference_pool,
-        )
-        warnings += fitted
-        t0 = time.monotonic()
-        index, description = T.build_index(
-            vectors,
-            cfg.index,
-            k_max=windows.k_max,
-            nlist=cfg.nlist,
-            nprobe=cfg.nprobe,
-            hnsw_m=cfg.hnsw_m,
-            ef_search=cfg.ef_search,
-            pq_m=cfg.pq_m,
-            seed=cfg.seed,
-            use_gpu=cfg.gpu,
-        )
-        metrics["index"] = {
-            "kind": cfg.index,
-            "description": description,
-            "build_seconds": round(time.monotonic() - t0, 3),
-        }
-        metrics["windows"] = {
-            "mode": cfg.windows,
-            "k_pos": windows.k_pos,
-            "k_hard": windows.k_hard,
-            "k_max": windows.k_max,
-            "positive_ranks": [int(windows.positive_ranks[0]), int(windows.positive_ranks[-1])],
-            "hard_ranks": [int(windows.hard_ranks[0]), int(windows.hard_ranks[-1])],
-        }
+        windows, index = _scincl_index(cfg, vectors, metrics, warnings)
     for message in warnings:
         log.warning("%s: %s", STAGE, message)
 
@@ -234,6 +172,77 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
         metrics["collisions"],
     )
     return metrics
+
+
+def _specter_candidates(cfg, store: ArtifactStore, leakage: Manifest, pool, metrics: dict[str, Any]):
+    """(SPECTER's query candidates, the pool's citation index): papers with a citation and a citation of a
+    citation (the reference skips the others), as `specter_query_rule` counts them."""
+    import numpy as np
+
+    from models import specter_sampling as S
+    from models import triplets as T
+
+    cites = _citation_index(store, leakage.table_path("citations"), pool)
+    citing = np.flatnonzero(cites.degree(np.arange(len(pool))) > 0)
+    counted = [S.specter_candidate_counts(rows, cites) for rows in T.batches(citing, cfg.batch_size)]
+    n_cited, n_coc = (np.concatenate(c) for c in zip(*counted, strict=True)) if counted else (citing, citing)
+    # its own name: `eligible` (the papers with an embedding and text) is reported in the manifest
+    gives_triplets = S.specter_rule(n_cited, n_coc, cfg.specter_query_rule)
+    candidates = pool[citing[gives_triplets]]
+    metrics["queries_without_citation_of_citation"] = int((n_coc == 0).sum())
+    if cfg.specter_query_rule != "generator":
+        metrics["specter_query_rule"] = cfg.specter_query_rule
+        # the parallel file's `len(candidates) > 2`: one citation with one citation of a citation is too few
+        metrics["queries_with_too_few_candidates"] = int(((n_coc > 0) & ~gives_triplets).sum())
+    if len(candidates) == 0:
+        too_few = (
+            " and has three candidates (specter_query_rule=parallel)" if cfg.specter_query_rule == "parallel" else ""
+        )
+        raise CiteflowError(
+            f"mine_triplets: no pool paper cites a paper that cites another{too_few}; "
+            "SPECTER needs citations of citations"
+        )
+    return candidates, cites
+
+
+def _scincl_index(cfg, vectors, metrics: dict[str, Any], warnings: list[str]):
+    """(SciNCL's rank windows fitted to the pool, the FAISS index of the pool's graph embeddings)."""
+    from models import triplets as T
+
+    windows, fitted = T.fit_windows(
+        len(vectors),
+        cfg.k_pos,
+        cfg.k_hard,
+        cfg.positives,
+        cfg.hard_negatives,
+        cfg.easy_negatives,
+        relative=cfg.windows == "relative",
+        reference_pool=cfg.reference_pool,
+    )
+    warnings += fitted
+    t0 = time.monotonic()
+    index, description = T.build_index(
+        vectors,
+        cfg.index,
+        k_max=windows.k_max,
+        nlist=cfg.nlist,
+        nprobe=cfg.nprobe,
+        hnsw_m=cfg.hnsw_m,
+        ef_search=cfg.ef_search,
+        pq_m=cfg.pq_m,
+        seed=cfg.seed,
+        use_gpu=cfg.gpu,
+    )
+    metrics["index"] = {"kind": cfg.index, "description": description, "build_seconds": round(time.monotonic() - t0, 3)}
+    metrics["windows"] = {
+        "mode": cfg.windows,
+        "k_pos": windows.k_pos,
+        "k_hard": windows.k_hard,
+        "k_max": windows.k_max,
+        "positive_ranks": [int(windows.positive_ranks[0]), int(windows.positive_ranks[-1])],
+        "hard_ranks": [int(windows.hard_ranks[0]), int(windows.hard_ranks[-1])],
+    }
+    return windows, index
 
 
 def _mine(
