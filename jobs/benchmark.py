@@ -47,7 +47,7 @@ run = entry_point(STAGE)
 def check(config: RunConfig) -> None:
     """The SciDocs folder is given (before the runner builds what the benchmark scores)."""
     if not config.scidocs:
-        raise CiteflowError("benchmark needs the SciDocs folder: pass --scidocs DIR")
+        raise CiteflowError("benchmark needs the SciDocs folder: pass --scidocs DIR (or --until embed_papers)")
 
 
 def run_on(config: RunConfig, upstream: Upstream) -> Manifest:

@@ -100,10 +100,8 @@ def preflight(config: RunConfig, stages: list[str]) -> None:
         from models.encoder import check_model_dir
 
         check_model_dir(config.train_encoder.model)
-    if "benchmark" in stages and not config.scidocs:
-        raise CiteflowError(
-            "the benchmark stage needs the SciDocs folder: pass --scidocs DIR (or --until embed_papers)"
-        )
+    if "benchmark" in stages:
+        REGISTRY["benchmark"].check(config)  # the SciDocs folder, before hours of training it would score
     for path in (config.embed_papers.papers, *config.benchmark.scirepeval):
         if path and not os.path.exists(path):
             raise CiteflowError(f"path {path!r} does not exist")
