@@ -71,21 +71,6 @@ def test_dags_have_one_task_per_stage(dag_id, tmp_path):
     assert sorted(tasks) == sorted([*stages, *extra])
 
 
-EDGES = """
-import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("dag_under_test", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-from airflow.sdk import DAG
-(dag,) = [v for v in vars(module).values() if isinstance(v, DAG)]
-out = {}
-for i, t in dag.task_dict.items():
-    inlets = [getattr(a, "name", None) for a in t.inlets]
-    out[i] = {"up": sorted(t.upstream_task_ids), "pool": t.pool, "inlets": inlets}
-print(json.dumps(out))
-"""
-
-
 @pytest.mark.parametrize("dag_id", ["citeflow_rebuild", "citeflow_releases"])
 def test_stage_tasks_follow_the_registry(dag_id, tmp_path):
     """Each stage task waits on the tasks of the stages the registry says it builds on, reads their Assets and
@@ -99,19 +84,14 @@ def test_stage_tasks_follow_the_registry(dag_id, tmp_path):
         "CITEFLOW_GPU_POOL": "gpus",
         "CITEFLOW_PBG_POOL": "pbgs",
     }
-    dag_file = next(p for p in DAGS if p.stem == dag_id)
-    done = subprocess.run(
-        [sys.executable, "-c", EDGES, str(dag_file)], capture_output=True, text=True, timeout=300, env=env
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    tasks = json.loads(done.stdout.strip().splitlines()[-1])
+    tasks = layout(dag_id, env)
 
     def task_id(name: str) -> str:
         return f"per_strategy.{name}" if REGISTRY[name].per_strategy else name
 
     for stage in REGISTRY.values():
         found = tasks[task_id(stage.name)]
-        stage_tasks = [t for t in found["up"] if t.split(".")[-1] in REGISTRY]
+        stage_tasks = [t for t in found["upstream"] if t.split(".")[-1] in REGISTRY]
         assert stage_tasks == sorted(task_id(name) for name in stage.upstream), stage.name
         assert found["inlets"] == [f"citeflow.{name}" for name in stage.upstream], stage.name
         assert found["pool"] == {"gpu": "gpus", "pbg": "pbgs"}.get(stage.worker, "default_pool"), stage.name
@@ -125,8 +105,7 @@ spec.loader.exec_module(module)
 from airflow.sdk import DAG
 (dag,) = [v for v in vars(module).values() if isinstance(v, DAG)]
 out = {}
-for task_id in ("embed_graph", "embed_graph_rank", "embed_graph_ranks", "per_strategy.mine_triplets"):
-    t = dag.task_dict[task_id]
+for task_id, t in dag.task_dict.items():
     out[task_id] = {
         "mapped": any(c.__name__ == "MappedOperator" for c in type(t).__mro__),
         "pool": t.pool,
@@ -134,10 +113,22 @@ for task_id in ("embed_graph", "embed_graph_rank", "embed_graph_ranks", "per_str
         "upstream": sorted(t.upstream_task_ids),
         "downstream": sorted(t.downstream_task_ids),
         "outlets": [getattr(o, "name", None) for o in t.outlets],
+        "inlets": [getattr(i, "name", None) for i in t.inlets],
         "trigger_rule": str(getattr(t.trigger_rule, "value", t.trigger_rule)),
     }
 print(json.dumps(out))
 """
+
+
+def layout(dag_id: str, env: dict[str, str]) -> dict[str, dict]:
+    """Every task of the DAG `dag_id`, parsed in a fresh interpreter under `env` (`LAYOUT`): whether it is
+    mapped, its pool and queue, its neighbours, its Assets and its trigger rule."""
+    dag_file = next(p for p in DAGS if p.stem == dag_id)
+    done = subprocess.run(
+        [sys.executable, "-c", LAYOUT, str(dag_file)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("dag_id", ["citeflow_rebuild", "citeflow_releases"])
@@ -149,12 +140,7 @@ def test_distributed_pbg_maps_one_task_per_rank_beside_rank_0(dag_id, tmp_path):
         "CITEFLOW_PBG_POOL": "pbg-ranks",
         "CITEFLOW_PBG_RANK_QUEUE": "pbg-workers",
     }
-    dag_file = next(p for p in DAGS if p.stem == dag_id)
-    done = subprocess.run(
-        [sys.executable, "-c", LAYOUT, str(dag_file)], capture_output=True, text=True, timeout=300, env=env
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    tasks = json.loads(done.stdout.strip().splitlines()[-1])
+    tasks = layout(dag_id, env)
     leader, ranks, listing = tasks["embed_graph"], tasks["embed_graph_rank"], tasks["embed_graph_ranks"]
     # rank 0 is the stage task (its Asset, its XCom); ranks 1.. are one mapped task, no Asset of their own
     assert not leader["mapped"] and leader["outlets"] == ["citeflow.embed_graph"]
