@@ -342,7 +342,7 @@ def _write_graph(work, config: RunConfig, upstream: Manifest, mapped: _Mapped) -
         citations, work.stage_arrow("members", mapped.members), strict=cfg.strict, broadcast=few
     )
     with ThreadPoolExecutor(1, thread_name_prefix="citeflow-report") as pool:
-        side = pool.submit(_benchmark_side, store, work.path, mapped.id_rows, counts)
+        side = pool.submit(_benchmark_side, work, mapped.id_rows, counts)
         gone = degrees = None
         if cfg.mode == "exclude":
             excluded = mapped.frame.where(F.col("in_snapshot")).select("corpus_id")
@@ -533,11 +533,10 @@ def _keys_to_carry(store: ArtifactStore, config: RunConfig, upstream: Manifest) 
     return None
 
 
-def _benchmark_side(store: ArtifactStore, path: str, rows, counts) -> list[dict]:
+def _benchmark_side(work, rows, counts) -> list[dict]:
     """Write `benchmark_ids` (`rows`) and `leakage_report` (pyarrow) once Spark's edge counts (`counts`,
     `spark.leakage.reach`) are in; the report's rows."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from citeflow.leakage import REACH_COLUMNS, leakage_report
 
@@ -551,8 +550,7 @@ def _benchmark_side(store: ArtifactStore, path: str, rows, counts) -> list[dict]
             reach = reach.append_column(column, pa.array([0] * reach.num_rows, pa.int64()))
     report_table = leakage_report(rows, reach)
     for name, table in (("benchmark_ids", rows), ("leakage_report", report_table)):
-        store.fs.create_dir(posixpath.join(path, name))
-        pq.write_table(table, posixpath.join(path, name, "part-00000.parquet"), filesystem=store.fs)
+        work.write_arrow(name, table)
     return report_table.to_pylist()
 
 

@@ -64,13 +64,18 @@ class VersionWork:
 
         write_staging(frame, self.uri(f"{STAGING}/{name}"))
 
-    def stage_arrow(self, name: str, table):
-        """`table` (pyarrow) written into the staging folder `name`, read by Spark."""
+    def write_arrow(self, table_name: str, table) -> None:
+        """`table` (pyarrow, made in this process) written as the table `table_name` of this version, in one
+        data file: for tables bounded by the benchmark, not the corpus."""
         import pyarrow.parquet as pq
 
-        folder = self.staging(name)
+        folder = posixpath.join(self.path, table_name)
         self.store.fs.create_dir(folder)
         pq.write_table(table, posixpath.join(folder, "part-00000.parquet"), filesystem=self.store.fs)
+
+    def stage_arrow(self, name: str, table):
+        """`table` (pyarrow) written into the staging folder `name`, read by Spark."""
+        self.write_arrow(f"{STAGING}/{name}", table)
         return self.spark.read.parquet(self.uri(f"{STAGING}/{name}"))
 
     def read_staged(self, name: str):
