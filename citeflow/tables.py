@@ -33,6 +33,17 @@ LEGACY_DELETED = "_deleted"  # the deletion folder of tables written before ever
 SIDE_FILES = ("_SUCCESS",)  # a committer's marker files, besides Hadoop's `.<name>.crc` checksums
 
 
+def write_table(table: pa.Table, folder: str | os.PathLike, fs: pafs.FileSystem | None = None, **options) -> str:
+    """A local stage's one way to write a table of its version: the folder (new) holding one zstd Parquet file;
+    `options` go to `pyarrow.parquet.write_table` (`row_group_size`). Returns the file's path."""
+    fs = fs or pafs.LocalFileSystem()
+    folder = os.fspath(folder)
+    fs.create_dir(folder)
+    path = posixpath.join(folder, "part-0.parquet")
+    pq.write_table(table, path, filesystem=fs, compression="zstd", **options)
+    return path
+
+
 def data_files(fs: pafs.FileSystem, table: str) -> list[pafs.FileInfo]:
     """The table's data files (names Spark and pyarrow read), by name."""
     if fs.get_file_info(table).type != pafs.FileType.Directory:

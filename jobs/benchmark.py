@@ -32,6 +32,7 @@ from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
+from citeflow.tables import write_table
 from jobs.pipeline import Upstream, entry_point
 
 STAGE = "benchmark"
@@ -87,7 +88,6 @@ def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
 
 def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest], path: Path) -> dict[str, Any]:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from evaluation.report import write_report
 
@@ -119,9 +119,7 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
             "average_label": average["average_label"],
             "mean": average["details"]["mean_of_available"],
         }
-    folder = path / "scores"
-    folder.mkdir()
-    pq.write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), folder / "part-0.parquet")
+    write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), path / "scores")
     write_report(rows, path, f"citeflow benchmark — {config.snapshot}")
     trained_rows = [r for r in rows if r["model"] == "trained"]
     card = card_text(store, config.snapshot, embedded["trained"], trained_rows, path.name)

@@ -22,6 +22,7 @@ from citeflow.config import validate_snapshot_id
 from citeflow.errors import CiteflowError
 from citeflow.registry import STAGES
 from citeflow.stage import execute
+from citeflow.tables import write_table
 
 STAGE = "drift"
 STAGE_VERSION = 1
@@ -139,8 +140,7 @@ def build(old: dict[str, Manifest], new: dict[str, Manifest], path: Path) -> dic
         ),
         ("histogram", histogram, {"kind": pa.string(), "lo": pa.float64(), "hi": pa.float64(), "papers": pa.int64()}),
     ):
-        (path / name).mkdir()
-        pq.write_table(pa.Table.from_pylist(data, schema=pa.schema(schema)), path / name / "part-00000.parquet")
+        write_table(pa.Table.from_pylist(data, schema=pa.schema(schema)), path / name)
     plot(rows, histogram, path / PLOT, old["benchmark"].snapshot, new["benchmark"].snapshot)
     by_key = {(r["section"], r["name"]): r["value"] for r in rows}
     metrics = {f"{s}.{n}": by_key[(s, n)] for s, n in HEADLINE if (s, n) in by_key}

@@ -9,6 +9,7 @@ from typing import Any
 
 from citeflow.artifacts import ArtifactStore
 from citeflow.config import RunConfig
+from citeflow.tables import write_table
 
 STAGE = "build_graph"
 
@@ -44,10 +45,7 @@ def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=No
 def write_histogram(store: ArtifactStore, path: str, config: RunConfig, histogram):
     """Write `histogram` (a pyarrow table of `graph.degree_histogram` rows) as the `degree_histogram` table and
     plot it (matplotlib's object API: no pyplot state is shared with the threads beside it); returns it."""
-    import pyarrow.parquet as pq
-
-    store.fs.create_dir(posixpath.join(path, "degree_histogram"))
-    pq.write_table(histogram, posixpath.join(path, "degree_histogram", "part-00000.parquet"), filesystem=store.fs)
+    write_table(histogram, posixpath.join(path, "degree_histogram"), store.fs)
     _plot_degrees(store, path, histogram, config.snapshot)
     return histogram
 

@@ -89,3 +89,17 @@ def test_a_listing_names_the_tables_that_hold_an_old_deletion_folder():
     listing = ["papers/part-a.parquet", "papers/_deleted/part-0.parquet", "citations/part-a.parquet", "x_deleted/a"]
     assert T.legacy_deletions(listing) == ["papers"]
     assert T.legacy_deletions(["papers/part-a.parquet"]) == []
+
+
+def test_a_written_table_is_one_zstd_file_any_reader_reads_whole(tmp_path):
+    import duckdb
+
+    table = pa.table({"corpus_id": pa.array([3, 1, 2], pa.int64()), "title": ["c", "a", None]})
+    path = T.write_table(table, tmp_path / "v" / "papers", row_group_size=2)
+
+    assert os.listdir(tmp_path / "v" / "papers") == ["part-0.parquet"] and path.endswith("papers/part-0.parquet")
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups == 2 and meta.row_group(0).column(0).compression == "ZSTD"
+    assert T.read_table(pafs.LocalFileSystem(), str(tmp_path / "v" / "papers")).equals(table)
+    got = duckdb.sql(f"select * from read_parquet('{tmp_path / 'v' / 'papers'}/*')").fetchall()
+    assert got == [(3, "c"), (1, "a"), (2, None)]
