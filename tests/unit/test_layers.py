@@ -169,6 +169,38 @@ def test_a_stage_order_written_twice_is_found(tmp_path, source, expected):
     assert found.startswith(expected)
 
 
+def strategy_branches(root: Path = REPO) -> list[str]:
+    """Where a value is compared with a strategy's name (`x == "scincl"`, `x in ("specter", ...)`): a stage picks
+    its strategy's code by name from the registry's table (jobs/triplet_strategies.py `STRATEGY_MINERS`)."""
+    from citeflow.registry import STRATEGIES
+
+    found = []
+    for package in LAYER:
+        for path in sorted((root / package).rglob("*.py")):
+            name = str(path.relative_to(root))
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if not isinstance(node, ast.Compare):
+                    continue
+                for side in (node.left, *node.comparators):
+                    values = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                    names = [v.value for v in values if isinstance(v, ast.Constant) and v.value in STRATEGIES]
+                    if names:
+                        found.append(f"{name}:{node.lineno} compares with {', '.join(names)}")
+    return found
+
+
+def test_no_code_branches_on_a_strategy_name():
+    assert strategy_branches() == []
+
+
+def test_a_branch_on_a_strategy_name_is_found(tmp_path):
+    for package in LAYER:
+        (tmp_path / package).mkdir()
+    (tmp_path / "jobs" / "bad.py").write_text('def f(cfg):\n    return cfg.strategy == "specter"\n')
+
+    assert strategy_branches(tmp_path) == ["jobs/bad.py:2 compares with specter"]
+
+
 def import_circles(root: Path = REPO) -> list[list[str]]:
     """The circles among the project's modules, every import counted (also those inside functions): each a
     list of modules that import one another round, directly or through others."""

@@ -25,6 +25,15 @@ def test_each_stage_module_matches_its_entry(name):
     assert entry.worker in ("default", "pbg", "gpu")
 
 
+def test_each_registered_strategy_has_its_miner_and_nothing_else_does():
+    from citeflow.registry import STRATEGIES
+    from jobs.triplet_strategies import STRATEGY_MINERS
+
+    assert list(STRATEGY_MINERS) == list(STRATEGIES)
+    for miner in STRATEGY_MINERS.values():
+        assert all(callable(getattr(miner, step)) for step in ("prepare", "batch", "batch_metrics", "finish"))
+
+
 def test_an_unknown_stage_lists_the_known_ones():
     with pytest.raises(CiteflowError, match="unknown stage 'embed'; stages are: build_graph, filter_leakage"):
         stage("embed")
