@@ -52,6 +52,7 @@ from citeflow.config import EmbedGraphConfig, RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
+from citeflow.tables import write_table
 from jobs.pipeline import Upstream, entry_point, run_stage
 from models.pbg_warm import warm_shape
 
@@ -215,12 +216,10 @@ def pbg_settings(
 
 def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | None = None) -> dict[str, Any]:
     import numpy as np
-    import pyarrow as pa
 
     from citeflow.leakage import audit_no_benchmark_papers
-    from evaluation.link_prediction import link_prediction
-    from evaluation.neighbours import nearest, normalize_rows, overlap
-    from models.pbg_import import import_citations, read_edges
+    from evaluation.neighbours import nearest, normalize_rows
+    from models.pbg_import import import_citations
     from models.pbg_train import load_embeddings
     from models.pbg_warm import warm_init
 
@@ -252,79 +251,22 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
     ids, vectors = load_embeddings(work / "mining" / "checkpoint", work / "entities", cfg.num_partitions)
     if upstream.metrics.get("mode") == "exclude":
         audit_no_benchmark_papers(ids, upstream, what="graph-embedding entities")
-    order = np.argsort(ids, kind="stable")
-    flat = pa.array(vectors[order].reshape(-1), pa.float32())
-    table = pa.table(
-        {
-            "corpus_id": pa.array(ids[order], pa.int64()),
-            "embedding": pa.FixedSizeListArray.from_arrays(flat, cfg.dimension),
-        }
-    )
-    _write(table, path / "paper_embeddings")
-    del table, flat
+    _write_embeddings(ids, vectors, cfg.dimension, path / "paper_embeddings")
     sample = np.sort(np.random.default_rng(cfg.seed).choice(len(ids), min(OVERLAP_QUERIES, len(ids)), replace=False))
     mining_neighbours = nearest(normalize_rows(vectors), sample, cfg.overlap_k)
     del vectors
 
-    # The link-prediction run: the same import without the held-out edges, scored on them.
     runs = {"mining": mining}
     metrics: dict[str, Any] = {}
     metric_rows: list[tuple[str, str, float]] = []
     if cfg.link_prediction:
-        runs["link_prediction"] = _train(
-            cfg, work, "edges_train", "link_prediction", imported["entities"], imported["train_edges"], workers, stale_s
-        )
-        held_ids, held = load_embeddings(work / "link_prediction" / "checkpoint", work / "entities", cfg.num_partitions)
-        if not np.array_equal(held_ids, ids):
-            raise RuntimeError("the two PBG runs disagree on the entity order of their shared import")
-        lhs, rhs = read_edges(work / "edges_holdout", work / "entities", cfg.num_partitions)
-        scored = dict(num_negatives=cfg.eval_negatives, comparator=cfg.comparator, seed=cfg.seed)
-        trained = link_prediction(held, lhs, rhs, **scored)
-        rng = np.random.default_rng(cfg.seed)
-        baseline = link_prediction(rng.normal(size=held.shape).astype(np.float32), lhs, rhs, **scored)
-        shared = overlap(mining_neighbours, nearest(normalize_rows(held), sample, cfg.overlap_k))
-        metric_rows = [
-            (model, name, float(value))
-            for model, values in (("pbg", trained), ("random", baseline))
-            for name, value in values.items()
-            if name != "edges"
-        ]
-        metrics["link_prediction"] = {k: round(v, 6) for k, v in trained.items() if k != "edges"}
-        metrics["random_baseline"] = {k: round(v, 6) for k, v in baseline.items() if k != "edges"}
-        metrics["neighbour_overlap"] = {"k": cfg.overlap_k, "papers": len(sample), "share": round(shared, 4)}
-        log.info(
-            "%s: held-out MRR %.3f (random %.3f), AUC %.3f; the runs share %.0f%% of the top-%d neighbours",
-            STAGE,
-            trained["mrr"],
-            baseline["mrr"],
-            trained["auc"],
-            100 * shared,
-            cfg.overlap_k,
+        runs["link_prediction"], metrics, metric_rows = _link_prediction(
+            cfg, work, imported, workers, stale_s, ids, sample, mining_neighbours
         )
     else:
         log.info("%s: link prediction skipped (embed_graph.link_prediction=false)", STAGE)
         metrics["link_prediction"] = {"skipped": True}
-    _write(
-        pa.table(
-            {
-                "model": pa.array([r[0] for r in metric_rows], pa.string()),
-                "metric": pa.array([r[1] for r in metric_rows], pa.string()),
-                "value": pa.array([r[2] for r in metric_rows], pa.float64()),
-            }
-        ),
-        path / "link_prediction",
-    )
-    losses = [{"run": run, **row} for run, info in runs.items() for row in info.pop("losses")]
-    _write(
-        pa.Table.from_pylist(
-            losses,
-            schema=pa.schema(
-                [("run", pa.string()), ("epoch", pa.int64()), ("loss", pa.float64()), ("edges", pa.int64())]
-            ),
-        ),
-        path / "training_log",
-    )
-    _plot_losses(losses, path / "training_loss.png", config.snapshot)
+    _write_run_tables(metric_rows, runs, path, config.snapshot)
     return {
         "leakage_mode": upstream.metrics.get("mode"),
         "entities": imported["entities"],
@@ -339,6 +281,94 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
         "final_loss": mining["final_loss"],
         **({"warm_start": warm_metrics} if warm_metrics else {}),
     }
+
+
+def _write_run_tables(metric_rows: list[tuple[str, str, float]], runs: dict[str, Any], path: Path, snapshot: str):
+    """`link_prediction` (model, metric, value) and `training_log` (each run's loss per epoch), and its plot;
+    the runs' loss lists leave `runs` (the manifest keeps the rest)."""
+    import pyarrow as pa
+
+    write_table(
+        pa.table(
+            {
+                "model": pa.array([r[0] for r in metric_rows], pa.string()),
+                "metric": pa.array([r[1] for r in metric_rows], pa.string()),
+                "value": pa.array([r[2] for r in metric_rows], pa.float64()),
+            }
+        ),
+        path / "link_prediction",
+    )
+    losses = [{"run": run, **row} for run, info in runs.items() for row in info.pop("losses")]
+    write_table(
+        pa.Table.from_pylist(
+            losses,
+            schema=pa.schema(
+                [("run", pa.string()), ("epoch", pa.int64()), ("loss", pa.float64()), ("edges", pa.int64())]
+            ),
+        ),
+        path / "training_log",
+    )
+    _plot_losses(losses, path / "training_loss.png", snapshot)
+
+
+def _write_embeddings(ids, vectors, dimension: int, folder: Path) -> None:
+    """`paper_embeddings`: one row per entity, sorted by corpus id, the vector as a fixed-size list of float32."""
+    import numpy as np
+    import pyarrow as pa
+
+    order = np.argsort(ids, kind="stable")
+    flat = pa.array(vectors[order].reshape(-1), pa.float32())
+    table = pa.table(
+        {
+            "corpus_id": pa.array(ids[order], pa.int64()),
+            "embedding": pa.FixedSizeListArray.from_arrays(flat, dimension),
+        }
+    )
+    write_table(table, folder)
+
+
+def _link_prediction(cfg, work: Path, imported: dict, workers, stale_s, ids, sample, mining_neighbours):
+    """The link-prediction run: the same import without the held-out edges, scored on them against random
+    vectors; returns (the run's info, its metrics, its `link_prediction` rows)."""
+    import numpy as np
+
+    from evaluation.link_prediction import link_prediction
+    from evaluation.neighbours import nearest, normalize_rows, overlap
+    from models.pbg_import import read_edges
+    from models.pbg_train import load_embeddings
+
+    metrics: dict[str, Any] = {}
+    run = _train(
+        cfg, work, "edges_train", "link_prediction", imported["entities"], imported["train_edges"], workers, stale_s
+    )
+    held_ids, held = load_embeddings(work / "link_prediction" / "checkpoint", work / "entities", cfg.num_partitions)
+    if not np.array_equal(held_ids, ids):
+        raise RuntimeError("the two PBG runs disagree on the entity order of their shared import")
+    lhs, rhs = read_edges(work / "edges_holdout", work / "entities", cfg.num_partitions)
+    scored = dict(num_negatives=cfg.eval_negatives, comparator=cfg.comparator, seed=cfg.seed)
+    trained = link_prediction(held, lhs, rhs, **scored)
+    rng = np.random.default_rng(cfg.seed)
+    baseline = link_prediction(rng.normal(size=held.shape).astype(np.float32), lhs, rhs, **scored)
+    shared = overlap(mining_neighbours, nearest(normalize_rows(held), sample, cfg.overlap_k))
+    metric_rows = [
+        (model, name, float(value))
+        for model, values in (("pbg", trained), ("random", baseline))
+        for name, value in values.items()
+        if name != "edges"
+    ]
+    metrics["link_prediction"] = {k: round(v, 6) for k, v in trained.items() if k != "edges"}
+    metrics["random_baseline"] = {k: round(v, 6) for k, v in baseline.items() if k != "edges"}
+    metrics["neighbour_overlap"] = {"k": cfg.overlap_k, "papers": len(sample), "share": round(shared, 4)}
+    log.info(
+        "%s: held-out MRR %.3f (random %.3f), AUC %.3f; the runs share %.0f%% of the top-%d neighbours",
+        STAGE,
+        trained["mrr"],
+        baseline["mrr"],
+        trained["auc"],
+        100 * shared,
+        cfg.overlap_k,
+    )
+    return run, metrics, metric_rows
 
 
 def _relative_paths(pbg_config: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -469,13 +499,6 @@ def rendezvous_address(cfg: EmbedGraphConfig) -> str:
             "but rank 0 serves it: run embed_graph on that host, or give the host as * to use this one's name"
         ) from None
     return cfg.rendezvous
-
-
-def _write(table, folder: Path) -> None:
-    import pyarrow.parquet as pq
-
-    folder.mkdir(parents=True)
-    pq.write_table(table, folder / "part-0.parquet", compression="zstd")
 
 
 def _plot_losses(losses: list[dict], target: Path, snapshot: str) -> None:

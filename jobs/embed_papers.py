@@ -129,62 +129,21 @@ def embed_to_parquet(
     from its papers sorted by token count, so a batch pads little; rows are written back in input order.
     `precision`: bf16 autocast on a GPU that supports it (auto) or asks for it; the CPU embeds in fp32.
     """
-    import time
-
-    from citeflow.threads import configure
-
-    configure()  # passive OpenMP waiting, torch's pool from the usable cores (before torch starts OpenMP)
-
-    import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
-    import torch
     from tqdm import tqdm
 
-    from models.encoder import load, paper_text, pool
+    from models.encoder import paper_text
 
-    tokenizer, model = load(model_dir)
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    model.to(device).eval()
-    bf16 = cuda and precision != "fp32" and torch.cuda.is_bf16_supported()
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    dimension = model.config.hidden_size
+    encoder = _Encoder(model_dir, max_length, pooling, normalize, batch_size, length_grouping, precision)
+    tokenizer, dimension = encoder.tokenizer, encoder.dimension
     schema = pa.schema([("paper_id", pa.string()), ("embedding", pa.list_(pa.float32(), dimension))])
     out.mkdir(parents=True)
     seen: set[str] = set()
     counts = {"papers": 0, "empty_text": 0, "duplicates": 0}
-    tokens = {"real": 0, "padded": 0}
-    seconds = 0.0
 
-    def embed(encoded: list[list[int]]) -> np.ndarray:
-        """Vectors of tokenised papers (one padded batch), float32."""
-        longest = max(len(e) for e in encoded)
-        ids = torch.full((len(encoded), longest), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(encoded), longest), dtype=torch.long)
-        for i, e in enumerate(encoded):
-            ids[i, : len(e)] = torch.tensor(e, dtype=torch.long)
-            mask[i, : len(e)] = 1
-        tokens["real"] += int(mask.sum())
-        tokens["padded"] += mask.numel()
-        if cuda:
-            ids, mask = ids.pin_memory().to(device, non_blocking=True), mask.pin_memory().to(device, non_blocking=True)
-        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
-            hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
-            # pooled in fp32: a bf16 mean or norm over hundreds of tokens would lose digits the vectors keep
-            return pool(hidden.float(), mask, pooling, normalize).cpu().numpy().astype(np.float32)
-
-    def flush(writer, ids, texts):
-        nonlocal seconds
-        t0 = time.monotonic()
-        encoded = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
-        order = np.argsort([-len(e) for e in encoded], kind="stable") if length_grouping else np.arange(len(encoded))
-        vectors = np.empty((len(ids), dimension), np.float32)
-        for lo in range(0, len(order), batch_size):
-            part = order[lo : lo + batch_size]
-            vectors[part] = embed([encoded[i] for i in part])
-        seconds += time.monotonic() - t0
-        flat = pa.array(vectors.reshape(-1), pa.float32())
+    def flush(writer, ids, texts):  # `bar`: the progress bar of the with-block below
+        flat = pa.array(encoder.vectors(texts).reshape(-1), pa.float32())
         writer.write_table(
             pa.table(
                 {
@@ -194,6 +153,8 @@ def embed_to_parquet(
                 schema=schema,
             )
         )
+        counts["papers"] += len(ids)
+        bar.update(len(ids))
 
     chunk = batch_size * GROUP_BATCHES if length_grouping else batch_size
     with (
@@ -213,23 +174,87 @@ def embed_to_parquet(
             texts.append((title or "") if joined else paper_text(title, abstract, tokenizer.sep_token))
             if len(ids) == chunk:
                 flush(writer, ids, texts)
-                counts["papers"] += len(ids)
-                bar.update(len(ids))
                 ids, texts = [], []
         if ids:
             flush(writer, ids, texts)
-            counts["papers"] += len(ids)
-            bar.update(len(ids))
     if counts["papers"] == 0:
         raise CiteflowError("embed_papers: no papers to embed")
     return {
         **counts,
         "dimension": dimension,
-        "papers_per_second": round(counts["papers"] / max(seconds, 1e-9), 1),
-        "padding_share": round(1 - tokens["real"] / max(tokens["padded"], 1), 4),
-        "precision": "bf16" if bf16 else "fp32",
-        "device": "cuda" if cuda else "cpu",
+        "papers_per_second": round(counts["papers"] / max(encoder.seconds, 1e-9), 1),
+        "padding_share": round(1 - encoder.tokens["real"] / max(encoder.tokens["padded"], 1), 4),
+        "precision": "bf16" if encoder.bf16 else "fp32",
+        "device": "cuda" if encoder.cuda else "cpu",
     }
+
+
+class _Encoder:
+    """A model folder loaded for embedding: texts in, pooled float32 vectors out (in the texts' order), with
+    the tokens it padded and the seconds it spent counted."""
+
+    def __init__(self, model_dir, max_length, pooling, normalize, batch_size, length_grouping, precision):
+        from citeflow.threads import configure
+
+        configure()  # passive OpenMP waiting, torch's pool from the usable cores (before torch starts OpenMP)
+
+        import torch
+
+        from models.encoder import load
+
+        self.tokenizer, self.model = load(model_dir)
+        self.cuda = torch.cuda.is_available()
+        self.device = torch.device("cuda" if self.cuda else "cpu")
+        self.model.to(self.device).eval()
+        self.bf16 = self.cuda and precision != "fp32" and torch.cuda.is_bf16_supported()
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.dimension = self.model.config.hidden_size
+        self.max_length, self.pooling, self.normalize = max_length, pooling, normalize
+        self.batch_size, self.length_grouping = batch_size, length_grouping
+        self.tokens = {"real": 0, "padded": 0}
+        self.seconds = 0.0
+
+    def vectors(self, texts: list[str]):
+        """Vectors of `texts`, embedded in batches of similar length (`length_grouping`) or in order."""
+        import time
+
+        import numpy as np
+
+        t0 = time.monotonic()
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        if self.length_grouping:
+            order = np.argsort([-len(e) for e in encoded], kind="stable")
+        else:
+            order = np.arange(len(encoded))
+        out = np.empty((len(texts), self.dimension), np.float32)
+        for lo in range(0, len(order), self.batch_size):
+            part = order[lo : lo + self.batch_size]
+            out[part] = self._batch([encoded[i] for i in part])
+        self.seconds += time.monotonic() - t0
+        return out
+
+    def _batch(self, encoded: list[list[int]]):
+        """Vectors of tokenised papers (one padded batch), float32."""
+        import numpy as np
+        import torch
+
+        from models.encoder import pool
+
+        longest = max(len(e) for e in encoded)
+        ids = torch.full((len(encoded), longest), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(encoded), longest), dtype=torch.long)
+        for i, e in enumerate(encoded):
+            ids[i, : len(e)] = torch.tensor(e, dtype=torch.long)
+            mask[i, : len(e)] = 1
+        self.tokens["real"] += int(mask.sum())
+        self.tokens["padded"] += mask.numel()
+        if self.cuda:
+            ids = ids.pin_memory().to(self.device, non_blocking=True)
+            mask = mask.pin_memory().to(self.device, non_blocking=True)
+        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.bf16):
+            hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+            # pooled in fp32: a bf16 mean or norm over hundreds of tokens would lose digits the vectors keep
+            return pool(hidden.float(), mask, self.pooling, self.normalize).cpu().numpy().astype(np.float32)
 
 
 def read_papers(source: str) -> Iterator[tuple[str, str | None, str | None]]:

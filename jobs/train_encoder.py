@@ -39,6 +39,7 @@ from citeflow.config import RunConfig, TrainEncoderConfig, to_dict, versioned_di
 from citeflow.errors import CiteflowError
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
+from citeflow.tables import write_table
 from jobs.pipeline import Upstream, entry_point
 
 STAGE = "train_encoder"
@@ -135,12 +136,8 @@ def build(
     usage: dict[str, Any],
     warm: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from citeflow.leakage import audit_no_benchmark_papers
-    from models.encoder import TokenStore, build_small, load, write_sentence_transformers_files
-    from models.train_encoder import TrainSpec
+    from models.encoder import TokenStore, load, write_sentence_transformers_files
 
     cfg = config.train_encoder
     work = path.parent / ".work" / path.name
@@ -148,6 +145,40 @@ def build(
     texts_path = triplets.table_path("training_texts")
     text_ids = _column(texts_path, "corpus_id")
     audit = audit_no_benchmark_papers(text_ids, leakage, what="encoder training texts")
+
+    model_in = _starting_model(cfg, store, work, texts_path, len(text_ids), usage, warm)
+    tokenizer, _ = load(model_in, tokenizer_only=True)
+    tokens = work / "tokens"
+    if not (tokens / "tokens.npy").is_file():
+        log.info("%s: tokenising %s papers (max %d tokens)", STAGE, f"{len(text_ids):,}", usage["max_length"])
+        TokenStore.write(tokens, _sorted_batches(texts_path), tokenizer, usage["max_length"], len(text_ids))
+
+    nproc = cfg.nproc or _gpus() or 1
+    spec = _train_spec(config, triplets, leakage, path, work, model_in, nproc, usage, warm)
+    spec_path = work / "spec.json"
+    spec.write(spec_path)
+    resumed = _checkpoint_step(work / "checkpoints")
+    launch(spec_path, nproc, work / "train.log")
+
+    shutil.move(str(work / "model"), str(path / "model"))
+    dimension = json.loads((path / "model" / "config.json").read_text())["hidden_size"]
+    write_sentence_transformers_files(path / "model", **usage, dimension=dimension)
+    if cfg.model == "small":  # the untrained init, embed_papers' baseline; a warm start keeps its source's
+        base = work / "base_model" if warm is None else Path(model_in).parent / "base_model"
+        if base.is_dir():
+            shutil.copytree(base, path / "base_model")
+    rows = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines() if line.strip()]
+    _write_training_log(rows, path / "training_log")
+    _plot(rows, path / "training_loss.png", config.snapshot, triplets.metrics["strategy"])
+    shutil.copy(work / "train.log", path / "train.log")
+    shutil.rmtree(work, ignore_errors=True)
+    return _metrics(cfg, triplets, leakage, audit, rows, nproc, resumed, warm)
+
+
+def _starting_model(cfg, store: ArtifactStore, work: Path, texts_path: str, texts: int, usage, warm) -> str:
+    """The model training starts from: the previous release's (a warm start, checked to be compatible), a small
+    BERT built here with a WordPiece vocabulary of the training texts (made once per version), or `cfg.model`."""
+    from models.encoder import build_small
 
     if warm is not None:
         from models.encoder_warm import check_compatible
@@ -160,9 +191,7 @@ def build(
     elif cfg.model == "small":
         base = work / "base_model"
         if not (base / "config.json").is_file():
-            log.info(
-                "%s: training a %d-token WordPiece vocabulary on %s texts", STAGE, cfg.vocab_size, f"{len(text_ids):,}"
-            )
+            log.info("%s: training a %d-token WordPiece vocabulary on %s texts", STAGE, cfg.vocab_size, f"{texts:,}")
             shutil.rmtree(base, ignore_errors=True)
             build_small(
                 _texts(texts_path),
@@ -179,15 +208,26 @@ def build(
         model_in = str(base)
     else:
         model_in = cfg.model
-    tokenizer, _ = load(model_in, tokenizer_only=True)
-    tokens = work / "tokens"
-    if not (tokens / "tokens.npy").is_file():
-        log.info("%s: tokenising %s papers (max %d tokens)", STAGE, f"{len(text_ids):,}", usage["max_length"])
-        TokenStore.write(tokens, _sorted_batches(texts_path), tokenizer, usage["max_length"], len(text_ids))
+    return model_in
 
-    nproc = cfg.nproc or _gpus() or 1
-    spec = TrainSpec(
-        tokens=str(tokens),
+
+def _train_spec(
+    config: RunConfig,
+    triplets: Manifest,
+    leakage: Manifest,
+    path: Path,
+    work: Path,
+    model_in: str,
+    nproc: int,
+    usage,
+    warm,
+):
+    """What the trainer process reads (models/train_encoder.py `TrainSpec`): the settings and where things are."""
+    from models.train_encoder import TrainSpec
+
+    cfg = config.train_encoder
+    return TrainSpec(
+        tokens=str(work / "tokens"),
         triplets=triplets.table_path("triplets"),
         model_in=model_in,
         model_out=str(work / "model"),
@@ -233,22 +273,13 @@ def build(
             "base_model": cfg.model,
         },
     )
-    spec_path = work / "spec.json"
-    spec.write(spec_path)
-    resumed = _checkpoint_step(work / "checkpoints")
-    launch(spec_path, nproc, work / "train.log")
 
-    shutil.move(str(work / "model"), str(path / "model"))
-    dimension = json.loads((path / "model" / "config.json").read_text())["hidden_size"]
-    write_sentence_transformers_files(path / "model", **usage, dimension=dimension)
-    if cfg.model == "small":  # the untrained init, embed_papers' baseline; a warm start keeps its source's
-        base = work / "base_model" if warm is None else Path(model_in).parent / "base_model"
-        if base.is_dir():
-            shutil.copytree(base, path / "base_model")
-    rows = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines() if line.strip()]
-    folder = path / "training_log"
-    folder.mkdir()
-    pq.write_table(
+
+def _write_training_log(rows: list[dict], folder: Path) -> None:
+    """The trainer's step log as the `training_log` table."""
+    import pyarrow as pa
+
+    write_table(
         pa.Table.from_pylist(
             rows,
             schema=pa.schema(
@@ -264,11 +295,12 @@ def build(
                 ]
             ),
         ),
-        folder / "part-0.parquet",
+        folder,
     )
-    _plot(rows, path / "training_loss.png", config.snapshot, triplets.metrics["strategy"])
-    shutil.copy(work / "train.log", path / "train.log")
-    shutil.rmtree(work, ignore_errors=True)
+
+
+def _metrics(cfg, triplets: Manifest, leakage: Manifest, audit, rows: list[dict], nproc: int, resumed, warm):
+    """The manifest's metrics: the loss at the start and the end (means of a tenth of the steps each), speed."""
     window = max(1, len(rows) // 10)
     throughput = [r["triplets_per_second"] for r in rows[1:]] or [r["triplets_per_second"] for r in rows]
     return {

@@ -311,6 +311,15 @@ def _edge_inputs(
     bad_deletes = rejected(deletes.where(~keyed))
     steps = last_steps(edge_key(updates.where(keyed)), good_deletes, ["_k1", "_k2"])
     from_diff = final_updates(good, steps, ["_k1", "_k2"]).select("citing_raw", "cited_raw", "source")
+    keys = steps.select("_k1", "_k2")
+    base = _base_edges(base_citations, base_rejected, keys, flag_named=flag_named)
+    return base, from_diff, bad_updates.unionByName(bad_deletes), keys
+
+
+def _base_edges(base_citations: DataFrame, base_rejected: DataFrame, keys: DataFrame, *, flag_named: bool) -> DataFrame:
+    """The base's edge candidates (kept edges and edges rejected for an edge reason) the diff's `keys` do not
+    name (with `flag_named`: all of them, flagged by `_named`), each with its base `reason`, its `POSITION`
+    where its table has them, and its ids as numbers (`_c1`, `_c2`)."""
     position = R.positions(base_rejected) or R.positions(base_citations)
 
     def positions_of(frame: DataFrame) -> list[Column]:
@@ -335,7 +344,6 @@ def _edge_inputs(
         "reason",
         *positions_of(base_rejected),
     )
-    keys = steps.select("_k1", "_k2")
     as_numbers = keys.select(
         F.col("_k1").try_cast("long").alias("_c1"), F.col("_k2").try_cast("long").alias("_c2"), "_k1", "_k2"
     )
@@ -360,7 +368,7 @@ def _edge_inputs(
     base = kept.unionByName(labelled)
     if flag_named:
         base = base.fillna(False, ["_named"])
-    return base, from_diff, bad_updates.unionByName(bad_deletes), keys
+    return base
 
 
 def merge_edges(
