@@ -34,28 +34,31 @@ FIXTURE_GROUPS = {
 
 
 # What the longest scopes (a group or a file) took under `make test`, whole seconds of one worker's time
-# (2026-11-28, `--durations=0` summed per scope, 2 workers, load about 4): they are handed out first, the
-# longest first, and the many short files fill in behind them: xdist's own order (the most tests first) can
-# start a long file last, with one worker on it while the other has nothing left. The suite is bound by the
-# cores (README, Development), so the order only shortens its tail. A scope not listed keeps its place after
-# these; `tests/unit/test_suite_groups.py` checks that every one listed exists.
+# (2026-12-02, the junit report of `make test` summed per scope, 2 workers, load 3.5-5.5; `airflow` with the
+# browser's run, which that machine skipped): they are handed out first, the longest first, and the many short
+# files fill in behind them: xdist's own order (the most tests first) can start a long file last, with one
+# worker on it while the other has nothing left. The suite is bound by the cores (docs/development.md), so the
+# order only shortens its tail. A scope not listed keeps its place after these;
+# `tests/unit/test_suite_groups.py` checks that every one listed exists.
 SCOPE_SECONDS = {
-    "airflow": 520,
-    "topics": 335,
-    "tests/e2e/test_incremental.py": 316,
-    "world": 137,
-    "tests/e2e/test_pbg_distributed.py": 136,
-    "tests/e2e/test_spark_cluster.py": 132,
-    "tests/e2e/test_hepth_releases.py": 122,
-    "tests/unit/test_encoder.py": 90,
-    "tests/unit/test_reference_fixture.py": 69,
-    "tests/e2e/test_build_graph.py": 51,
-    "tests/unit/spark/test_graph.py": 49,
-    "tests/unit/spark/test_leakage.py": 48,
-    "tests/unit/spark/test_class_archive.py": 42,
-    "tests/e2e/test_filter_leakage.py": 38,
-    "tests/e2e/test_embed_graph.py": 37,
-    "tests/unit/test_pbg_train.py": 30,
+    "world": 1022,
+    "airflow": 820,
+    "tests/e2e/test_incremental.py": 702,
+    "topics": 620,
+    "tests/e2e/test_pbg_distributed.py": 287,
+    "tests/e2e/test_spark_cluster.py": 260,
+    "tests/e2e/test_real_releases.py": 186,
+    "tests/unit/test_encoder.py": 158,
+    "tests/unit/test_reference_fixture.py": 143,
+    "tests/e2e/test_hepth_releases.py": 139,
+    "tests/e2e/test_filter_leakage.py": 109,
+    "tests/unit/spark/test_leakage.py": 106,
+    "tests/e2e/test_build_graph.py": 106,
+    "tests/unit/spark/test_class_archive.py": 101,
+    "tests/e2e/test_real_encoder.py": 90,
+    "tests/unit/test_cli.py": 74,
+    "tests/e2e/test_embed_graph.py": 65,
+    "tests/unit/test_pbg_train.py": 58,
 }
 
 

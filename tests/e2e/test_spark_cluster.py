@@ -134,14 +134,15 @@ def test_build_graph_runs_on_a_standalone_cluster(standalone_cluster, shared_dat
     assert manifest["metrics"]["rejected"] == {"citation.cited_not_in_corpus": 3103, "citation.self_citation": 4}
 
 
-@pytest.fixture
-def connect_server(tmp_path):
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory):
     """A Spark Connect server as `citeflow spark-server` starts one (spark/connect_server.py), on 2 cores with
-    1 GB; stopped after the test, with its process group and its private settings folder gone."""
+    1 GB, shared by this module's tests (each client names its own session); stopped after them, with its
+    process group and its private settings folder gone."""
     from citeflow.config import SparkConfig
     from spark import connect_server as CS
 
-    log = tmp_path / "connect-server.log"
+    log = tmp_path_factory.mktemp("connect-server") / "connect-server.log"
     # a planted secret among its settings (an S3 key no test uses): no process may carry it on its command line
     config = SparkConfig(
         master="local[2]", driver_memory="1g", conf=(f"spark.hadoop.fs.s3a.secret.key={SERVER_SECRET}",)
