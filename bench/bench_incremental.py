@@ -42,7 +42,7 @@ benchmark's `--queries` queries per task and split taken from the papers the lat
 R2 models are scored on citations neither saw (R1 lacks those queries: its filter_leakage is let count them
 unmapped).
 `--spark-connect`: the runs of R2 (and of the empty release) go through a Spark Connect server the bench
-starts (spark/connect_server.py, as `citeflow spark-server` runs it); before the timed runs each path runs once
+starts (spark/engine/connect_server.py, as `citeflow spark-server` runs it); before the timed runs each path runs once
 through it untimed (`first_runs`: the fresh server's JVM compiles the stages' code there, as a long-running
 server did on earlier releases), and the server's memory counts in every run's peak. R1's base is built with a
 local driver.
@@ -178,7 +178,7 @@ def from_diff(artifacts: Path, release: str) -> None:
 
 
 def spark_stages(pair: Pair, work: Path, repeat: int, overrides: list[str], floor: bool = True, server=None) -> dict:
-    """Section 1 of the module docstring. `server`: a Spark Connect server (spark/connect_server.py `Server`)
+    """Section 1 of the module docstring. `server`: a Spark Connect server (spark/engine/connect_server.py `Server`)
     that every run after the base's goes through as its client (`--spark-connect`): each path runs once
     through it untimed first (`first_runs`), and the server's memory counts in each run's peak."""
     rel, R1, R2 = pair

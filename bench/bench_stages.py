@@ -27,7 +27,7 @@ Results: OUT/stages.json and the Markdown table OUT/stages.md.
 `--no-duckdb` times citeflow alone; `--stages` picks stages.
 
 `--spark-connect` also times citeflow as the client of a Spark Connect server that the bench starts once
-(spark/connect_server.py, the server `citeflow spark-server` runs, with citeflow's default Spark settings:
+(spark/engine/connect_server.py, the server `citeflow spark-server` runs, with citeflow's default Spark settings:
 `--citeflow-args` reach the clients only), in each repeat
 right after the local run of the same stage (its own artifact root). Before the timed runs, the server runs
 each stage once on the timed snapshot, untimed (`first_run` in the JSON: a fresh server's JVM compiles the
@@ -64,7 +64,7 @@ def measure(cmd: list[str], beside: psutil.Process | None = None) -> dict[str, f
 
     A process the command started may outlive it: the Spark driver's JVM shuts down for 0.4-2.3 s after
     Python exits, and for about 12 s, at more than one core, when it writes its class archive
-    (spark/class_archive.py).
+    (spark/engine/class_archive.py).
     The next step is not started until every process of the tree has exited (`lingering_s`, outside
     `seconds`), so that it never runs beside this one's leftovers. `beside`: a process that does the command's
     work without being its child (a Spark Connect server), its tree's memory counted in the peak."""
@@ -116,10 +116,10 @@ def wait_for_exit(procs: list[psutil.Process], timeout: float = LINGER_TIMEOUT_S
 
 
 def connect_server(stack: contextlib.ExitStack, work: Path):
-    """A Spark Connect server (spark/connect_server.py, citeflow's default Spark settings) on a free port, its log
-    in `work`, stopped when `stack` closes."""
+    """A Spark Connect server (spark/engine/connect_server.py, citeflow's default Spark settings) on a free port,
+    its log in `work`, stopped when `stack` closes."""
     from citeflow.config import SparkConfig
-    from spark import connect_server as CS
+    from spark.engine import connect_server as CS
 
     log = stack.enter_context(open(work / "connect-server.log", "w"))
     return stack.enter_context(CS.running(SparkConfig(), port=CS.free_port(), output=log))
@@ -129,7 +129,7 @@ def warm_up(snapshots: Path, work: Path, extra: list[str]) -> None:
     """Two untimed `citeflow run --until build_graph` on a 1,000-paper snapshot (kept in `snapshots`), with the
     `citeflow run` arguments `extra` that the timed runs take: the first run's JVM writes the class archive for
     these Spark settings as it exits (that run starts about 5 s slower), the second has it checked, so no timed
-    run writes or checks one (spark/class_archive.py)."""
+    run writes or checks one (spark/engine/class_archive.py)."""
     snap, _ = snapshot(snapshots, 1000, "s2orc")
     for rep in range(2):
         artifacts = work / f"warm-up-{rep}"
@@ -156,7 +156,7 @@ def manifest_metrics(artifacts: Path, snap_id: str, stage: str) -> tuple[Path, d
 
 
 def run_size(n: int, args, work: Path, server=None) -> dict:
-    """One size's runs; `server`: a Spark Connect server (spark/connect_server.py `Server`) to time citeflow
+    """One size's runs; `server`: a Spark Connect server (spark/engine/connect_server.py `Server`) to time citeflow
     through as well."""
     snap, gen = snapshot(Path(args.snapshots) if args.snapshots else work, n, args.format)
     truth = json.loads((snap / "generator.json").read_text())

@@ -12,7 +12,7 @@ What is redacted, and where (the callers):
 - the password of a URI's user info (`s3://user:pw@host/...`).
 
 Redaction is for what is written and shown only: Spark still receives the real values (the stage passes
-the config itself to `spark.session.get_spark`, never a redacted copy). Nothing here imports more than the
+the config itself to `spark.engine.session.get_spark`, never a redacted copy). Nothing here imports more than the
 standard library.
 """
 

@@ -224,7 +224,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
 
     from spark import graph as G
     from spark import readers as R
-    from spark.session import get_spark
+    from spark.engine.session import get_spark
     from spark.work import VersionWork
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
@@ -334,7 +334,7 @@ def finish(
     from spark import graph as G
     from spark import output as O
     from spark import readers as R
-    from spark.session import concurrently
+    from spark.engine.session import concurrently
 
     cfg = config.build_graph
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731

@@ -57,7 +57,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     from spark import graph as G
     from spark import incremental as I
     from spark import readers as R
-    from spark.session import get_spark
+    from spark.engine.session import get_spark
     from spark.work import VersionWork
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
@@ -194,7 +194,7 @@ def _finish_in_place(
     from jobs.graph_summary import summarize
     from spark import graph as G
     from spark import output as O
-    from spark.session import concurrently
+    from spark.engine.session import concurrently
 
     changed, touched_base = tables["papers"]()
     # the new rows' files: the base's file count in proportion to the papers the diff touched (at least one),
@@ -253,7 +253,7 @@ def _summarize_changes(
 
     from citeflow import tables as T
     from jobs.graph_summary import metrics_of, write_histogram
-    from spark.session import concurrently
+    from spark.engine.session import concurrently
 
     if text is None or "degree_histogram" not in base.tables or "rejected" not in base.metrics:
         return None

@@ -148,7 +148,7 @@ def build(
     """Write the version's tables into `path`; its metrics. `paper_ids`: (base version, diff) when the paper-ids
     lines come from a diff (jobs/paper_ids_diff.py `find`); `source`: their `source_of`."""
     from evaluation.benchmark_ids import Collecting, collect
-    from spark.session import get_spark_meanwhile
+    from spark.engine.session import get_spark_meanwhile
 
     cfg = config.filter_leakage
     sources = (config.scidocs or None, tuple(cfg.extra_ids), scirepeval_of(config), tuple(cfg.beir))
@@ -178,7 +178,7 @@ def _build(
     """`build`'s work, `benchmark` (pending: the benchmark ids table and its layouts) taken when the mapping
     needs it: the graph's side and the benchmark's at once, the benchmark ids mapped to corpus ids, the graph
     written without them, then the counts."""
-    from spark.session import Done
+    from spark.engine.session import Done
     from spark.work import VersionWork
 
     work = VersionWork(spark, store, path)
@@ -223,7 +223,7 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
     from citeflow.snapshot import discover_jsonl
     from spark import leakage as L
     from spark import readers as R
-    from spark.session import concurrently
+    from spark.engine.session import concurrently
 
     spark = work.spark
 

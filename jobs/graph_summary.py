@@ -22,7 +22,7 @@ def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=No
     written papers, in the one aggregation that counts them. Removes the version's staging folder."""
     from spark import graph as G
     from spark import readers as R
-    from spark.session import concurrently
+    from spark.engine.session import concurrently
 
     written = lambda table: R.read_stored(spark, store, posixpath.join(path, table))  # noqa: E731
     degrees = written("degrees")

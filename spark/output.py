@@ -35,7 +35,7 @@ def write_graph(
     Every stage that outputs a graph in full writes it this way (a build from a diff writes its tables with
     `write_over`). No global sort: no reader needs one, and it would cost a sampling pass and a shuffle of the
     papers' text."""
-    from spark.session import concurrently
+    from spark.engine.session import concurrently
 
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
     write_edges = lambda: edges.coalesce(files).write.mode("error").parquet(out("citations"))  # noqa: E731

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from citeflow.threads import usable_cores
-from spark.session import is_connect
+from spark.engine.session import is_connect
 
 S = T.StringType()
 CORRUPT = "_corrupt_record"

@@ -116,7 +116,7 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def spark():
     from citeflow.config import SparkConfig
-    from spark.session import get_spark
+    from spark.engine.session import get_spark
 
     session = get_spark(SparkConfig(shuffle_partitions=4, driver_memory="2g"), app_name="citeflow-tests")
     yield session

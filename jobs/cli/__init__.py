@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for noisy in ("py4j", "matplotlib", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if args.verbose:  # Spark's JVM logs its errors on the terminal too (spark/log4j2.properties)
+    if args.verbose:  # Spark's JVM logs its errors on the terminal too (spark/engine/log4j2.properties)
         os.environ.setdefault("CITEFLOW_JVM_CONSOLE", "error")
     run_log = start_run_log(args) if args.command == "run" else None
     details = f"; details in {run_log}" if run_log else ""

@@ -353,10 +353,10 @@ class _ServerSettings:
 
 
 def cmd_spark_server(args: argparse.Namespace) -> int:
-    """Run a Spark Connect server (spark/connect_server.py) in the foreground until Ctrl-C or SIGTERM."""
+    """Run a Spark Connect server (spark/engine/connect_server.py) in the foreground until Ctrl-C or SIGTERM."""
     import signal
 
-    from spark import connect_server as CS
+    from spark.engine import connect_server as CS
 
     spark = apply_overrides(_ServerSettings(), overrides_from_args(args, "spark")).spark
     CS.check_address(args.host, args.port)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spark.connect_server import free_port
+from spark.engine.connect_server import free_port
 from tests.unit.test_tables import make_table
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -136,11 +136,11 @@ def test_build_graph_runs_on_a_standalone_cluster(standalone_cluster, shared_dat
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    """A Spark Connect server as `citeflow spark-server` starts one (spark/connect_server.py), on 2 cores with
+    """A Spark Connect server as `citeflow spark-server` starts one (spark/engine/connect_server.py), on 2 cores with
     1 GB, shared by this module's tests (each client names its own session); stopped after them, with its
     process group and its private settings folder gone."""
     from citeflow.config import SparkConfig
-    from spark import connect_server as CS
+    from spark.engine import connect_server as CS
 
     log = tmp_path_factory.mktemp("connect-server") / "connect-server.log"
     # a planted secret among its settings (an S3 key no test uses): no process may carry it on its command line
@@ -245,7 +245,7 @@ def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc,
 
 
 def test_a_clients_session_is_released_on_the_server_when_it_exits(connect_server):
-    """A client process that exits releases its Spark Connect session (`spark.session._release_at_exit`): a
+    """A client process that exits releases its Spark Connect session (`spark.engine.session._release_at_exit`): a
     client that names the same session id afterwards is refused with SESSION_CLOSED. pyspark's own client,
     the control, leaves its session on the server, where a later client finds it open."""
     import uuid
@@ -274,7 +274,7 @@ print(SparkSession.builder.remote(sys.argv[1]).getOrCreate().range(3).count())
 CONNECT_CITEFLOW = """
 import sys
 from citeflow.config import SparkConfig
-from spark.session import get_spark
+from spark.engine.session import get_spark
 
 print(get_spark(SparkConfig(remote=sys.argv[1])).range(3).count())
 """

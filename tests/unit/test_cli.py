@@ -9,7 +9,7 @@ import pytest
 
 from citeflow.errors import CiteflowError
 from jobs.cli import main
-from spark import session
+from spark.engine import session
 
 
 def run_cli(*args, env=None):
@@ -127,7 +127,7 @@ def test_old_java_is_one_clear_message(tmp_path, monkeypatch):
 def test_missing_java_is_one_clear_message(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path), "JAVA_HOME": ""}
     env.pop("JAVA_HOME")
-    script = "from spark.session import check_java; check_java()"
+    script = "from spark.engine.session import check_java; check_java()"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert "Java 17 or newer and none was found" in done.stderr
 

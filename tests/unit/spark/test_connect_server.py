@@ -1,4 +1,4 @@
-"""spark/connect_server.py: the settings, command line and address checks of `citeflow spark-server`.
+"""spark/engine/connect_server.py: the settings, command line and address checks of `citeflow spark-server`.
 
 The server itself starts in tests/e2e/test_spark_cluster.py, where build_graph and filter_leakage run through it.
 """
@@ -10,8 +10,8 @@ import pytest
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
 from jobs.cli import main
-from spark import connect_server as CS
-from spark.session import driver_java_options
+from spark.engine import connect_server as CS
+from spark.engine.session import driver_java_options
 
 
 def test_the_server_gets_the_local_drivers_settings_and_listens_where_it_was_told():

@@ -17,9 +17,9 @@ from citeflow.config import RunConfig, SparkConfig, apply_overrides
 from citeflow.errors import CiteflowError
 from citeflow.redaction import redact
 from citeflow.text import fold_title
-from spark import class_archive as CA
 from spark import leakage as L
 from spark import readers as R
+from spark.engine import class_archive as CA
 from tests.support.titles import TRICKY
 
 
@@ -54,7 +54,7 @@ def test_any_other_master_is_one_clear_error_before_a_jvm_starts(master):
 def test_a_driver_that_does_not_start_is_its_java_exceptions_first_line():
     from pyspark.errors import PySparkRuntimeError
 
-    from spark.session import start_failure
+    from spark.engine.session import start_failure
 
     class JavaFailure(Exception):  # py4j's Py4JJavaError carries the Java exception
         java_exception = "java.io.FileNotFoundException: File file:/x does not exist\n\tat org.apache.hadoop.fs.Raw"
@@ -320,7 +320,7 @@ def test_spark_byte_sizes_are_read(text, value):
 
 
 def test_the_jvm_starts_while_the_stage_reads_its_inputs(monkeypatch):
-    from spark import session
+    from spark.engine import session
 
     events = []
 
@@ -378,7 +378,7 @@ class FakePending:
 
 
 def test_work_apart_starts_before_the_session_and_is_stopped_when_the_jvm_fails(monkeypatch):
-    from spark import session
+    from spark.engine import session
 
     events = []
 
@@ -441,7 +441,7 @@ def test_the_local_driver_runs_the_throughput_collector(spark):
 
 
 def test_the_local_drivers_c2_compiles_later_than_the_jvms_defaults(spark):
-    from spark.session import LATER_C2
+    from spark.engine.session import LATER_C2
 
     jvm = spark.sparkContext._jvm
     bean_class = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
@@ -454,7 +454,7 @@ def test_the_local_drivers_c2_compiles_later_than_the_jvms_defaults(spark):
 
 
 def test_concurrent_jobs_return_in_order_and_wait_for_each_other(spark):
-    from spark import session
+    from spark.engine import session
 
     big, small = spark.range(200_000), spark.range(10)
     results = session.concurrently(
@@ -489,7 +489,7 @@ def test_concurrent_jobs_return_in_order_and_wait_for_each_other(spark):
 def test_concurrent_jobs_carry_a_connect_sessions_tags():
     import threading
 
-    from spark import session
+    from spark.engine import session
 
     class ConnectLike:  # a Spark Connect session's tags live in the thread that added them
         __module__ = "pyspark.sql.connect.session"
@@ -513,7 +513,7 @@ def test_a_connect_session_is_released_once_and_a_hung_server_never_holds_the_ex
     import atexit
     import threading
 
-    from spark import session
+    from spark.engine import session
 
     class Hangs:
         def __init__(self):
@@ -550,7 +550,7 @@ SECRET_DRIVER = r"""
 import os
 import sys
 from citeflow.config import SparkConfig
-from spark.session import get_spark
+from spark.engine.session import get_spark
 
 secret = os.environ.pop("PLANTED_SECRET")
 config = SparkConfig(
@@ -567,7 +567,7 @@ sys.stdin.read()
 @pytest.mark.slow
 def test_the_local_drivers_jvm_gets_its_settings_in_a_private_file_not_on_its_command_line(tmp_path):
     """pyspark passes a session's settings to spark-submit as `--conf key=value`, and Spark's launcher copies
-    them onto the JVM's command line, which every local user can read (`spark.driver.launch_driver`)."""
+    them onto the JVM's command line, which every local user can read (`spark.engine.driver.launch_driver`)."""
     import subprocess
     import sys
 

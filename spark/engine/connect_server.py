@@ -34,7 +34,7 @@ from pathlib import Path
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
-from spark.driver import properties_text
+from spark.engine.driver import properties_text
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_HOST = "127.0.0.1"
@@ -81,7 +81,7 @@ def is_loopback(host: str) -> bool:
 
 def properties(config: SparkConfig, host: str, port: int) -> dict[str, str]:
     """The server's Spark settings: the local driver's (`SparkConfig`), then `spark.conf`, then its address."""
-    from spark.session import driver_java_options
+    from spark.engine.session import driver_java_options
 
     if config.remote:
         raise CiteflowError("spark-server starts a Spark Connect server itself: leave spark.remote unset")
@@ -119,7 +119,7 @@ def environment(spark_home: str) -> dict[str, str]:
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": path}
     # the server's JVM logs its errors to its own output (its log, or the terminal of `citeflow spark-server`),
-    # not to the log of a run that happened to start it (spark/log4j2.properties)
+    # not to the log of a run that happened to start it (spark/engine/log4j2.properties)
     env.pop("CITEFLOW_RUN_LOG", None)
     env["CITEFLOW_JVM_CONSOLE"] = env.get("CITEFLOW_JVM_CONSOLE") or "error"
     return env
@@ -144,7 +144,7 @@ def start(config: SparkConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_POR
     exits or does not listen within `READY_TIMEOUT_S`."""
     import pyspark
 
-    from spark.session import check_java
+    from spark.engine.session import check_java
 
     check_address(host, port)
     if _listening(host, port):
