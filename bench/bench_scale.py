@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stages import measure, snapshot  # noqa: E402
 
 STAGES = ("build_graph", "filter_leakage", "embed_graph", "mine_triplets")
-SCINCL_POOL, SCINCL_QUERIES = 680_967, 136_820  # SPEC.md: SciNCL's FAISS pool; its 684K triplets / 5 positives
+# docs/reference.md §4: SciNCL's FAISS pool; its 684K triplets / 5 positives
+SCINCL_POOL, SCINCL_QUERIES = 680_967, 136_820
 
 
 def folder_bytes(path: Path) -> int:

@@ -190,7 +190,8 @@ def main() -> int:
         parser.error(str(exc))
 
     from citeflow.threads import describe
-    from models.encoder import TokenStore, build_small, load
+    from models.encoder import build_small, load
+    from models.token_batches import TokenStore
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,8 @@ citeflow's tables (the bench compares the counts):
   (zstd). Not done here, and done by citeflow: every rejected line and edge
   kept with its reason, the degree summary, histogram and plot, the manifest.
 - filter_leakage: the benchmark ids read by citeflow's own reader
-  (`evaluation.benchmark_ids.collect`), the mapping cascade of
-  `spark/leakage.py` (corpus id, sha through paper-ids, DOI / PubMed / arXiv,
+  (`jobs.filter_leakage.benchmark_ids.collect`), the mapping cascade of
+  `jobs/filter_leakage/transforms.py` (corpus id, sha through paper-ids, DOI / PubMed / arXiv,
   folded title through `citeflow.text.fold_titles` as an Arrow UDF), the
   benchmark papers removed from papers and citations, degrees recomputed,
   `benchmark_ids`, `papers`, `citations` written. Not done here: the per-task
@@ -151,7 +151,7 @@ def _write_graph(con, papers: str, citations: str, out: str) -> dict[str, int]:
 def filter_leakage(graph: str, scidocs: str, paper_ids: str, out: str, threads: int) -> dict[str, int]:
     """Map the benchmark ids to corpus ids and take the mapped papers out of a build_graph version."""
     from citeflow.text import fold_titles
-    from evaluation.benchmark_ids import collect
+    from jobs.filter_leakage.benchmark_ids import collect
 
     con = _connect(threads, out)
     bench, _ = collect(scidocs)

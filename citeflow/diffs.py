@@ -15,8 +15,8 @@ On disk, a release folder holds its diffs beside `corpus/`:
     <release>/diffs/<start>/to/<end>/<from>__<to>/<dataset>/updates_0.jsonl.gz, deletes_0.jsonl.gz
 
 `citeflow generate --derive-from` writes them (synthcorpus/derive_diffs.py); build_graph reads the corpus
-datasets' (jobs/build_graph.py, spark/incremental.py), filter_leakage the paper-ids one (jobs/paper_ids_diff.py),
-which a diff may lack. Release ids are snapshot ids (`RELEASE_ID_RE`),
+datasets' (jobs/build_graph.py, spark/incremental.py), filter_leakage the paper-ids one
+(jobs/filter_leakage/paper_ids_diff.py), which a diff may lack. Release ids are snapshot ids (`RELEASE_ID_RE`),
 and every file a manifest names must lie inside the manifest's folder.
 """
 

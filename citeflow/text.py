@@ -11,8 +11,8 @@ ASCII unchanged and yields no combining marks, `casefold` of ASCII is ASCII lowe
 characters that are neither letters nor digits (`[\\W_]`) are exactly those outside `[a-z0-9]` once lower-cased.
 tests/unit/test_text.py checks them against each other.
 
-Used by the leakage filter (spark/leakage.py, title matching) and the generator (synthcorpus: which SciDocs
-titles are unique or ambiguous), so that the generator's truth is what the filter computes.
+Used by the leakage filter (jobs/filter_leakage/transforms.py, title matching) and the generator (synthcorpus:
+which SciDocs titles are unique or ambiguous), so that the generator's truth is what the filter computes.
 """
 
 from __future__ import annotations

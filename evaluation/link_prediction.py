@@ -1,4 +1,4 @@
-"""Link prediction on held-out edges: MRR, Hits@1, Hits@10 and AUC (SPEC §3).
+"""Link prediction on held-out edges: MRR, Hits@1, Hits@10 and AUC (docs/reference.md §3).
 
 Each held-out edge (a, b) scores b against `num_negatives` entities drawn
 uniformly (seeded) for its batch, with the comparator the embeddings were

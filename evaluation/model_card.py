@@ -220,8 +220,8 @@ def _leakage_line(metrics: dict) -> str:
 
 
 def _suite_entries(metrics: dict) -> list[dict[str, Any]]:
-    """One row per benchmark suite of a filter_leakage manifest (`suites`: suite -> its `citeflow.leakage`
-    totals), then `all`; a version from before the suites: its totals as one `all` row."""
+    """One row per benchmark suite of a filter_leakage manifest (`suites`: suite -> its totals), then `all`; a
+    version from before the suites: its totals as one `all` row."""
     suites = metrics.get("suites")
     if not isinstance(suites, dict) or not suites:
         return [{"suite": "all", **metrics}]

@@ -2,7 +2,7 @@
 
 `write_report(rows, folder, title)` writes `report.md`, `report.html` (self-contained, the plot
 inlined) and `scores.png` (per-task bars, one bar per model) from score rows (`scores` tables: task,
-split, metric, value, model label, model_version, ...). Published reference numbers (SPEC §6) are shown for
+split, metric, value, model label, model_version, ...). Published reference numbers (docs/reference.md §6) are shown for
 orientation: they come from other corpora and models, not from this snapshot.
 
 MTEB's retrieval scores (suite "mteb": task SCIDOCS, a whole-corpus search with paper titles, nDCG@10) are
@@ -26,7 +26,7 @@ from typing import Any
 from evaluation.mteb_retrieval import SUITE
 from evaluation.scidocs import HEADLINE
 
-# SPEC §6, test split. SPECTER has per-task numbers; the others only their average.
+# docs/reference.md §6, test split. SPECTER has per-task numbers; the others only their average.
 REFERENCE = {
     "SPECTER (published)": {
         ("mag", "f1"): 82.0,

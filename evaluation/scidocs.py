@@ -1,4 +1,5 @@
-"""SciDocs in the original layout, scored on any embeddings as the reference evaluator scores them (SPEC §6).
+"""SciDocs in the original layout, scored on any embeddings as the reference evaluator scores them
+(docs/reference.md §6).
 
     from evaluation.scidocs import evaluate
     rows = evaluate(Path("scidocs"), embeddings, splits=("test", "val"))   # embeddings: {paper_id: vector}

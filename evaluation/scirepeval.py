@@ -1,4 +1,4 @@
-"""SciRepEval tasks, each scored with the reference protocol of its format (SPEC §7).
+"""SciRepEval tasks, each scored with the reference protocol of its format (docs/reference.md §7).
 
     tasks = read_tasks(Path("scirepeval_tasks.jsonl"))      # or task_from_records(Path("fos_small.json"))
     rows = evaluate_task(tasks[0], vectors, embed)           # vectors: {id: vector}; embed: None or a model's

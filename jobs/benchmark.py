@@ -8,7 +8,7 @@ Writes `ARTIFACTS/<snapshot>/benchmark/<version>/scores`: task, split,
 metric, value (× 100), n, missing, status (ok / missing / not_evaluated),
 reason, model (trained / base), label, model_version (train_encoder),
 strategy, leakage_mode; plus `report.md` / `report.html` / `scores.png` of
-this version next to the published numbers of SPEC §6. Nothing outside the
+this version next to the published numbers of docs/reference.md §6. Nothing outside the
 version: `citeflow report --benchmark V1 --benchmark V2` puts named versions
 (SciNCL- and SPECTER-trained, say) side by side.
 
@@ -262,7 +262,8 @@ def embedder(model_dir: str | None):
     A record's text is its `fields` that are set, joined by " <sep> " (SciRepEval's `SimpleDataset`)."""
     if not model_dir:
         return None
-    from models.encoder import CITEFLOW_FILE, check_model_dir, folder_usage, load, resolve_usage
+    from models.encoder import check_model_dir, load
+    from models.model_folder import CITEFLOW_FILE, folder_usage, resolve_usage
 
     # the folder's own account of its use: citeflow's record of its training, else its sentence-transformers
     # files, else the fallback

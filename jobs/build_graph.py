@@ -8,7 +8,7 @@ Writes `ARTIFACTS/<snapshot>/build_graph/<version>/`:
 - `degrees`: corpus_id, out_degree, in_degree (int32) of every paper in
   `papers` (0 for a paper without edges), counted on `citations`; apart from
   the text so that a release whose edges change rewrites no text.
-- `citations`: citing, cited (corpus ids); SciNCL's graph (SPEC §2): from
+- `citations`: citing, cited (corpus ids); SciNCL's graph (docs/reference.md §2): from
   S2ORC `outbound_citations` (or `inbound_citations`), no self-loops, no
   duplicates, both ends in the corpus.
 - `rejected`: every line, record or edge that was dropped, with its reason

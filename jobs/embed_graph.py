@@ -217,8 +217,8 @@ def pbg_settings(
 def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | None = None) -> dict[str, Any]:
     import numpy as np
 
-    from citeflow.leakage import audit_no_benchmark_papers
     from evaluation.neighbours import nearest, normalize_rows
+    from jobs.filter_leakage.audit import audit_no_benchmark_papers
     from models.pbg_import import import_citations
     from models.pbg_train import load_embeddings
     from models.pbg_warm import warm_init

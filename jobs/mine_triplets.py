@@ -81,7 +81,7 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     # environment part counts only where this process has not started OpenMP yet (a fresh task or CLI run)
     threads = configure()
 
-    from citeflow.leakage import audit_no_benchmark_papers
+    from jobs.filter_leakage.audit import audit_no_benchmark_papers
     from models import rank_sample
     from models import triplets as T
 

@@ -1,4 +1,4 @@
-"""Stage train_encoder: a Transformer paper encoder trained on the mined triplets (SPEC §5).
+"""Stage train_encoder: a Transformer paper encoder trained on the mined triplets (docs/reference.md §5).
 
 Reads: the mine_triplets version of the run (`triplets`, `training_texts`)
 and the model: a local Hugging Face directory (`train_encoder.model`, e.g.
@@ -108,10 +108,11 @@ def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
 
 
 def encoder_usage(cfg: TrainEncoderConfig):
-    """Pooling, max length and normalisation of the run (`models.encoder.resolve_usage`): a setting, else the
+    """Pooling, max length and normalisation of the run (`models.model_folder.resolve_usage`): a setting, else the
     model folder's sentence-transformers files, else the fallback; a setting that overrides the folder is
     logged, since the folder says how its model is meant to be used."""
-    from models.encoder import check_model_dir, folder_usage, resolve_usage
+    from models.encoder import check_model_dir
+    from models.model_folder import folder_usage, resolve_usage
 
     said = {} if cfg.model == "small" else folder_usage(check_model_dir(cfg.model))
     usage = resolve_usage({name: getattr(cfg, name) for name in ("pooling", "max_length", "normalize")}, said)
@@ -136,8 +137,10 @@ def build(
     usage: dict[str, Any],
     warm: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    from citeflow.leakage import audit_no_benchmark_papers
-    from models.encoder import TokenStore, load, write_sentence_transformers_files
+    from jobs.filter_leakage.audit import audit_no_benchmark_papers
+    from models.encoder import load
+    from models.model_folder import write_sentence_transformers_files
+    from models.token_batches import TokenStore
 
     cfg = config.train_encoder
     work = path.parent / ".work" / path.name

@@ -1,7 +1,7 @@
 """Citations Parquet -> PyTorch-BigGraph's on-disk input, vectorised and deterministic.
 
 PBG's own TSV importer holds everything in Python objects, shuffles entities
-without a seed and reads `#` lines as edges (SPEC §3). This importer:
+without a seed and reads `#` lines as edges (docs/reference.md §3). This importer:
 
 - streams the `citations` table (citing, cited) in Arrow record batches;
 - makes one entity per paper that has an edge (SciNCL's node set), ordered

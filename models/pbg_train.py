@@ -6,7 +6,7 @@
 PBG trains with `spawn`ed worker processes. Inside an Airflow 3 task those
 workers would re-execute Airflow's entry point and die on its masked
 database URL, so training always runs in a fresh Python process started
-here, with a plain JSON config (SciNCL's settings by default, SPEC §3).
+here, with a plain JSON config (SciNCL's settings by default, docs/reference.md §3).
 Reading results uses PBG's file formats directly: `embeddings_paper_{p}.v{N}.h5`
 (dataset `embeddings`, rows in `entity_names_paper_{p}.json` order) and
 `training_stats.json` (one JSON object per epoch and partition bucket).

@@ -1,4 +1,5 @@
-"""SPECTER's citation triplets (SPEC §4), on pool positions and counter-based draws as in `models/triplets.py`.
+"""SPECTER's citation triplets (docs/reference.md §4), on pool positions and counter-based draws as in
+`models/triplets.py`.
 
 `specter_batch` follows allenai/specter
 `specter/data_utils/triplet_sampling.py` on `data.json` (a query's

@@ -5,59 +5,20 @@
 
 Reads SPEC.json, a `TrainSpec` written by `jobs/train_encoder.py`: the token
 store, the triplets Parquet, the input model directory and the
-hyper-parameters (SPEC §5). Writes the trained model to `spec.model_out`
+hyper-parameters (docs/reference.md §5). Writes the trained model to `spec.model_out`
 (safetensors, tokenizer, `citeflow.json`), one JSON line per optimizer step
 to `spec.log`, and checkpoints under `spec.work`.
 
-The recipe: triplet margin loss (L2, margin 1) on pooled final hidden
-states (scaled to unit length with `normalize`, as the model is then used);
-`loss` names two deviations for a model trained for cosine similarity
-(`triplet_cosine`, `in_batch`: `loss_of`),
-AdamW with weight decay (not on biases and LayerNorm weights),
-linear warm-up then linear decay, gradient clipping at a global norm of 1,
-effective batch = per-device batch × accumulation × processes (DDP
-all-reduces once per optimizer step). BitFit trains bias terms only. On
-CUDA, bf16 autocast where supported (else fp16 with loss scaling); gradient
-checkpointing on request.
+`train(spec)` reads top to bottom: processes and device, the triplets as token-store rows, model and
+optimizer, the schedule (`_Plan`: which triplets each optimizer step trains on), the newest good checkpoint
+(`_resume`), then the loop over optimizer steps: the next micro-batches (collated by a background
+`Prefetcher`), forward and backward of each (`accumulate_gradients`), clip and step (`clip_and_step`), the
+step's log row (`_StepLog`) and a checkpoint every `checkpoint_every` steps (`models/train_checkpoints.py`).
+The losses are in `models/losses.py`.
 
-Data order is a seeded permutation per epoch, so step s always sees the same
-triplets. With `length_grouping` (the default) each mega-batch of
-`length_group_batches` optimizer batches of that permutation is sorted by
-triplet length (the longest of its three papers) and cut into batches whose
-order is shuffled again: a micro-batch is padded to its longest paper, and
-papers of similar length waste little on padding. A triplet's three papers
-still differ in length, so each micro-batch's papers are sorted by length and
-run through the encoder in `length_pieces` parts, each padded to its own
-longest paper (one DDP forward: the parts run inside one module call); 0, the
-default, is 3 parts on a CPU and 1 on a GPU, where smaller parts made BERT-base
-slower, not faster (H100, real lengths: 60.9 triplets/s with 3 parts, 157.9
-with 1; `bench/bench_train.py --variant`). On a GPU each part is padded to a
-multiple of `pad_to_multiple` (0: 64 there, none on a CPU), so the device sees a
-few shapes instead of a new one each step. Every process computes the
-same order from (seed, epoch, lengths) and takes its share of each batch, so
-DDP and resume see the same triplets at each step. The epoch's padding share
-is printed and each step's is logged.
-
-The device is kept busy: a background thread collates the next `prefetch`
-micro-batches (pinned memory and non-blocking copies on CUDA), losses and
-gradient norms stay on the device and are read back every `log_every` steps
-(and before each checkpoint), AdamW is fused on CUDA, attention is PyTorch's
-SDPA, and `compile` wraps the encoder in `torch.compile`. OpenMP threads wait
-passively and pools are sized from the usable cores (`citeflow.threads`).
-
-Every `checkpoint_every` optimizer steps, model, optimizer,
-scheduler, loss scaler, each process's RNG state and the step are written to
-`work/ckpt-<step>/` (temp folder, then rename; the last two are kept). A
-restarted run loads the newest one and continues from the same state. With
-`deterministic` (deterministic algorithms, one CPU thread, a fixed cuBLAS
-workspace) it then ends with the same weights as an uninterrupted run, bit
-for bit. Checkpoints are read with `weights_only=True`.
-
-A damaged checkpoint (truncated, garbled, a file missing: `checkpoint_problem`
-checks every file's structure and the CRCs of the torch files) is moved aside
-to `work/.damaged-ckpt-<step>-<time>/` with a message, and training resumes
-from the previous good one, or from the start when there is none: a rerun is
-never trapped on the same broken checkpoint.
+The recipe (loss, optimizer, schedule, effective batch, precision), the data order (a seeded permutation per
+epoch, grouped by length, so step s always sees the same triplets in any number of processes), the pace
+settings and the checkpoint, resume and determinism guarantees are in docs/train_encoder.md.
 """
 
 from __future__ import annotations
@@ -76,12 +37,12 @@ from typing import Any
 import numpy as np
 
 from models import train_checkpoints as C
+from models.losses import loss_of
 from models.prefetch import Prefetcher
 
 # `length_pieces` 0 on a CPU: padding costs compute there; a GPU runs small parts no faster than one padded part
 CPU_LENGTH_PIECES = 3
-# `pad_to_multiple` 0 on a GPU: a new batch shape every step cost BERT-base on an H100 more than the padding
-# saved (real lengths, bf16: 101-140 triplets/s padded to the longest paper, 349 to a multiple of 64)
+# `pad_to_multiple` 0 on a GPU: a new batch shape every step costs more than the padding saves (docs/performance.md)
 GPU_PAD_MULTIPLE = 64
 
 
@@ -163,46 +124,6 @@ class TrainSpec:
         Path(path).write_text(json.dumps(dataclasses.asdict(self), indent=2))
 
 
-def triplet_loss(query, positive, negative, margin: float):
-    """Mean of max(‖q − p‖₂ − ‖q − n‖₂ + margin, 0) over the rows (SPEC §5; torch's TripletMarginLoss, p=2)."""
-    import torch.nn.functional as F
-
-    return F.triplet_margin_loss(query, positive, negative, margin=margin, p=2)
-
-
-def cosine_triplet_loss(query, positive, negative, margin: float):
-    """Mean of max(d(q, p) − d(q, n) + margin, 0) with d = 1 − cos: the triplet loss in the geometry a model
-    trained for cosine similarity is used in (sentence-transformers' TripletLoss with its cosine distance)."""
-    import torch.nn.functional as F
-
-    far = lambda a, b: 1 - F.cosine_similarity(a, b)  # noqa: E731
-    return F.relu(far(query, positive) - far(query, negative) + margin).mean()
-
-
-def in_batch_loss(query, positive, negative, scale: float):
-    """Cross-entropy of each query's positive among every positive and negative of the batch, by `scale` x
-    cosine similarity: the other rows' papers are its easy negatives, its own negative a hard one
-    (sentence-transformers' MultipleNegativesRankingLoss with hard negatives)."""
-    import torch
-    import torch.nn.functional as F
-
-    q = F.normalize(query, dim=-1)
-    candidates = F.normalize(torch.cat([positive, negative]), dim=-1)
-    scores = scale * q @ candidates.T
-    return F.cross_entropy(scores, torch.arange(len(q), device=q.device))
-
-
-def loss_of(spec: TrainSpec):
-    """The loss of (query, positive, negative) vectors the spec names."""
-    if spec.loss == "triplet":
-        return lambda q, p, n: triplet_loss(q, p, n, spec.margin)
-    if spec.loss == "triplet_cosine":
-        return lambda q, p, n: cosine_triplet_loss(q, p, n, spec.margin)
-    if spec.loss == "in_batch":
-        return lambda q, p, n: in_batch_loss(q, p, n, spec.scale)
-    raise SystemExit(f"unknown loss {spec.loss!r}: triplet, triplet_cosine or in_batch")
-
-
 def accumulate_gradients(model, parts, loss_of, scaler=None):
     """Forward and backward of each micro-batch in `parts`; returns the summed (already scaled) loss.
 
@@ -254,12 +175,12 @@ def steps_per_epoch(triplets: int, batch_size: int) -> int:
 def epoch_order(spec: TrainSpec, epoch: int, lengths: np.ndarray) -> np.ndarray:
     """The epoch's triplet order: a pure function of (seed, epoch, triplet lengths), the same in every process.
 
-    A seeded permutation; with `length_grouping`, regrouped by length (`models.encoder.group_by_length`) and
+    A seeded permutation; with `length_grouping`, regrouped by length (`models.token_batches.group_by_length`) and
     the batches of each mega-batch shuffled with a generator of their own, seeded by (seed, epoch).
     """
     import torch
 
-    from models.encoder import group_by_length, shuffle_groups
+    from models.token_batches import group_by_length, shuffle_groups
 
     generator = torch.Generator().manual_seed(spec.seed * 1000 + epoch)
     order = torch.randperm(len(lengths), generator=generator).numpy()
@@ -287,7 +208,8 @@ def train(spec: TrainSpec) -> None:
     import torch.distributed as dist
     from transformers import get_linear_schedule_with_warmup
 
-    from models.encoder import TokenStore, load
+    from models.encoder import load
+    from models.token_batches import TokenStore
 
     if spec.deterministic:
         # Bitwise repeatable: the cuBLAS workspace must be fixed before CUDA starts, one CPU thread keeps
@@ -410,7 +332,7 @@ class _Plan:
         )
 
     def padding(self, micro: np.ndarray) -> float:
-        from models.encoder import padding_share
+        from models.token_batches import padding_share
 
         return padding_share(self.paper_lengths, micro, self.pieces, self.multiple, self.positions)
 
@@ -438,7 +360,7 @@ class _Plan:
 
     def micro_batches(self, store):
         """Every micro-batch of this process from `start` on, in training order, as `collate_pieces` gives it."""
-        from models.encoder import collate_pieces
+        from models.token_batches import collate_pieces
 
         mine_per_step = self.per_device * self.accumulation
         for step, _, order in self.orders(announce=False):

@@ -1,4 +1,5 @@
-"""Triplet mining: SciNCL's kNN windows over graph embeddings, and the draws both strategies share (SPEC §4).
+"""Triplet mining: SciNCL's kNN windows over graph embeddings, and the draws both strategies share
+(docs/reference.md §4).
 
 Everything here works on *pool positions*: the candidate pool is an array of
 corpus ids sorted ascending, and a paper is its index in that array. Queries

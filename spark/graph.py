@@ -1,7 +1,7 @@
 """Citation-graph transforms: deduplicate papers, clean edges, count degrees.
 
 Every function is `DataFrame(s) -> DataFrame(s)`; nothing here reads or
-writes files. Cleaning follows SciNCL (SPEC §2): directed edges citing ->
+writes files. Cleaning follows SciNCL (docs/reference.md §2): directed edges citing ->
 cited, no self-loops, no duplicates, both ends in the corpus. Each dropped
 row or edge comes back in a `rejected` frame with its reason so the stage can
 count and keep it (quarantine, never a silent drop).
@@ -305,7 +305,7 @@ def label_s2orc_edges(
 
     One end of every candidate edge is the kept paper whose list it comes from, and each corpus id has
     one kept paper, so all copies of an edge come from the same list: the first copy in list order is
-    kept and later ones are duplicates, decided inside the row (SciNCL's cleaning, SPEC §2, in the order
+    kept and later ones are duplicates, decided inside the row (SciNCL's cleaning, docs/reference.md §2, in the order
     of `label_edges`: null id, invalid id, self-citation, other end not in the corpus, duplicate). Only
     the other end's membership in `corpus_ids` is looked up, in a broadcast copy when `broadcast`.
     """

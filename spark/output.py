@@ -3,7 +3,7 @@ built over a committed version's table (`write_over`), and a stage's staging fil
 
 Counts the degrees on the tables it has just written, read back (so they count exactly the written edges of exactly
 the written papers), unless the caller gives degree rows made another way (filter_leakage's, from its graph's:
-`spark.leakage.filtered_degrees`), and writes through whatever filesystem Spark was given the paths on. Used by
+its `transforms.filtered_degrees`), and writes through whatever filesystem Spark was given the paths on. Used by
 build_graph (its diff path writes every table with `write_over`) and filter_leakage.
 """
 
@@ -31,7 +31,7 @@ def write_graph(
     `papers` may instead be a function that writes the table itself (filter_leakage's, `write_over` the
     graph's): it runs beside the citations' write (`session.concurrently`), before the degrees. `degrees`,
     where given, are the degrees' rows, made without the written tables (filter_leakage's, from its graph's:
-    `spark.leakage.filtered_degrees`): they are written beside the other two instead of counted after them.
+    its `transforms.filtered_degrees`): they are written beside the other two instead of counted after them.
     Every stage that outputs a graph in full writes it this way (a build from a diff writes its tables with
     `write_over`). No global sort: no reader needs one, and it would cost a sampling pass and a shuffle of the
     papers' text."""

@@ -12,7 +12,7 @@ Writes, under `OUT/`:
     `citations/citations_{i}.jsonl.gz` (Semantic Scholar datasets records).
 - `paper-ids/paper-ids_{i}.jsonl.gz`: S2AG `paper-ids` (`sha` <-> `corpusid`, `primary`): one primary sha
   per corpus paper, extra non-primary shas for ~10% of them, and shas of papers outside the corpus.
-- `scidocs/`: a SciDocs evaluation set in the original layout (SPEC §6) over papers of the snapshot, keyed
+- `scidocs/`: a SciDocs evaluation set in the original layout (docs/reference.md §6) over papers of the snapshot, keyed
   by sha ids: `paper_metadata_{mag_mesh,view_cite_read}.json`, `{mag,mesh}/{train,val,test}.csv`,
   `{cite,cocite,coview,coread}/{val,test}.qrel`, `recomm/` and `paper_metadata_recomm.json` (synthcorpus/recomm.py).
 - `scidocs_truth.jsonl`: per SciDocs id, its corpus id and how a mapping should find it (sha, title or

@@ -1,9 +1,10 @@
 """A SciDocs evaluation set over a generated snapshot, and the truth about how each of its ids maps.
 
-`plan_scidocs` picks the papers, labels, queries and candidates (SPEC §6, original layout; no recomm) and how
-each SciDocs id can be found: by its primary or a non-primary sha in paper-ids, by a title unique in the corpus
-only, or not at all (a title matching no corpus paper or several, folded as the leakage filter folds them,
-citeflow.text). `write_scidocs` writes `scidocs/`, `write_scidocs_truth` writes `scidocs_truth.jsonl` beside it.
+`plan_scidocs` picks the papers, labels, queries and candidates (docs/reference.md §6, original layout; no
+recomm) and how each SciDocs id can be found: by its primary or a non-primary sha in paper-ids, by a title
+unique in the corpus only, or not at all (a title matching no corpus paper or several, folded as the leakage
+filter folds them, citeflow.text). `write_scidocs` writes `scidocs/`, `write_scidocs_truth` writes
+`scidocs_truth.jsonl` beside it.
 """
 
 from __future__ import annotations

@@ -34,8 +34,9 @@ RENDEZVOUS_RE = re.compile(r"tcp://(\*|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-
 class EmbedGraphConfig:
     """Stage embed_graph: PyTorch-BigGraph embeddings of the filtered citation graph.
 
-    Defaults are SciNCL's settings (SPEC §3; malteos/scincl biggraph_configs/s2orc_without_scidocs.py, PBG's
-    own defaults for what it leaves unset); the `demo` profile shrinks them for one small machine.
+    Defaults are SciNCL's settings (docs/reference.md §3; malteos/scincl
+    biggraph_configs/s2orc_without_scidocs.py, PBG's own defaults for what it leaves unset); the `demo` profile
+    shrinks them for one small machine.
     """
 
     dimension: int = field(default=768, metadata=_help("embedding dimension (SciNCL: 768)"))
@@ -207,7 +208,7 @@ class EmbedGraphConfig:
             if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
                 raise CiteflowError(f"embed_graph.pbg: {key} must be a finite number, not {value!r}")
         # Distributed PBG trains disjoint buckets on each machine: unpartitioned
-        # entities cannot be trained distributed (SPEC §3).
+        # entities cannot be trained distributed (docs/reference.md §3).
         if self.machines > 1 and self.num_partitions < 2 * self.machines:
             raise CiteflowError(
                 f"distributed PBG on {self.machines} machines needs embed_graph.num_partitions >= "

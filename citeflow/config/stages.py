@@ -95,7 +95,7 @@ class FilterLeakageConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class MineTripletsConfig:
-    """Stage mine_triplets: (query, positive, negative) triplets, SciNCL or SPECTER style (SPEC §4).
+    """Stage mine_triplets: (query, positive, negative) triplets, SciNCL or SPECTER style (docs/reference.md §4).
 
     Defaults are SciNCL's: 680,967 pool papers, 136,820 queries, k_pos=25, k_hard=4000, exact search (README:
     every setting next to the reference file it comes from).
@@ -115,7 +115,7 @@ class MineTripletsConfig:
         ),
     )
     num_queries: int = field(default=136_820, metadata=_help("query papers drawn from the pool; 0: the whole pool"))
-    positives: int = field(default=5, metadata=_help("positives (= triplets) per query, c in SPEC §4"))
+    positives: int = field(default=5, metadata=_help("positives (= triplets) per query, c in docs/reference.md §4"))
     hard_negatives: int = field(
         default=2,
         metadata=_help("hard negatives per query (specter: at most this many, as ceil(0.3 x 5) in SPECTER)"),
@@ -250,14 +250,14 @@ class MineTripletsConfig:
 
 
 # How the encoder is used when neither a setting nor the model folder says (SPECTER's and SciNCL's way: the [CLS]
-# state of up to 512 tokens, not normalised); `models.encoder.resolve_usage` applies them.
+# state of up to 512 tokens, not normalised); `models.model_folder.resolve_usage` applies them.
 ENCODER_USAGE_FALLBACK = {"pooling": "cls", "max_length": 512, "normalize": False}
 ENCODER_MAX_LENGTH = 8192
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainEncoderConfig:
-    """Stage train_encoder: a Transformer trained on the triplets with triplet loss (SPEC §5).
+    """Stage train_encoder: a Transformer trained on the triplets with triplet loss (docs/reference.md §5).
 
     Defaults are SPECTER/SciNCL's recipe (README: every setting next to its reference file); the model is a
     local Hugging Face directory (e.g. SciBERT) or `small`, a small BERT with a WordPiece tokenizer trained on the

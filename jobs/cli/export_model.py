@@ -29,7 +29,7 @@ from citeflow.registry import STRATEGIES
 from citeflow.registry import named as one_of
 from evaluation.model_card import usage_of
 from jobs.benchmark import STAGE, card_text
-from models.encoder import write_sentence_transformers_files
+from models.model_folder import write_sentence_transformers_files
 
 
 def export_model(

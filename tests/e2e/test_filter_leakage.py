@@ -10,9 +10,9 @@ import pytest
 
 from citeflow.config import RunConfig, apply_overrides
 from citeflow.errors import CiteflowError
-from citeflow.leakage import LeakageError, audit_no_benchmark_papers
 from citeflow.tables import read_table
 from jobs import filter_leakage
+from jobs.filter_leakage.audit import LeakageError, audit_no_benchmark_papers
 from tests.conftest import TEST_SPARK_OVERRIDES
 
 pytestmark = pytest.mark.slow

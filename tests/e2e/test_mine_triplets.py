@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides, profile_overrides
-from citeflow.leakage import LeakageError
 from citeflow.tables import read_table
 from jobs import mine_triplets
+from jobs.filter_leakage.audit import LeakageError
 from jobs.pipeline import with_strategy
 from tests.conftest import TEST_SPARK_OVERRIDES
 
@@ -198,11 +198,11 @@ def test_report_only_counts_the_benchmark_papers_it_lets_through(mined):
 def test_a_leaked_paper_fails_the_stage_and_leaves_no_version(excluded, monkeypatch):
     import pyarrow as pa
 
-    import citeflow.leakage
+    from jobs.filter_leakage import audit
 
     cfg, scincl, specter = excluded
     some_pool_paper = pq.read_table(scincl.table_path("training_texts"))["corpus_id"][0].as_py()
-    monkeypatch.setattr(citeflow.leakage, "benchmark_corpus_ids", lambda manifest: pa.array([some_pool_paper]))
+    monkeypatch.setattr(audit, "benchmark_corpus_ids", lambda manifest: pa.array([some_pool_paper]))
     tampered = apply_overrides(cfg, ["mine_triplets.seed=99"])
     with pytest.raises(LeakageError, match="training triplets"):
         mine_triplets.run(tampered)

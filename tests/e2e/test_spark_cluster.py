@@ -298,8 +298,8 @@ import pyarrow as pa
 
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 # after the session: the module's UDF is made for the kind of session there is (as in the stages)
-from citeflow.leakage import distinct_ids
-from spark import leakage as L
+from jobs.filter_leakage.mapping import distinct_ids
+from jobs.filter_leakage import transforms as L
 papers = spark.createDataFrame(
     [(1, "Caf\u00e9 au Lait", None, None, None), (2, "Plain Title", None, None, None)],
     "corpus_id long, title string, doi string, pubmed_id string, arxiv_id string",

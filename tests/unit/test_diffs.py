@@ -86,10 +86,10 @@ def test_a_manifest_must_name_its_own_place_and_every_dataset_the_same_steps(tmp
 
 def test_a_missing_paper_ids_folder_is_one_line_even_beside_a_diffs_folder(tmp_path):
     """filter_leakage's paper-ids diff finder reads no paper-ids line on a diff, but the folder the user named
-    must exist (jobs/paper_ids_diff.py `find`); the diffs folder beside it is the release's."""
+    must exist (jobs/filter_leakage/paper_ids_diff.py `find`); the diffs folder beside it is the release's."""
     from citeflow.artifacts import ArtifactStore
     from citeflow.config import RunConfig
-    from jobs import paper_ids_diff as P
+    from jobs.filter_leakage import paper_ids_diff as P
 
     (tmp_path / "r2" / "diffs").mkdir(parents=True)
     config = RunConfig(
@@ -150,14 +150,14 @@ def test_a_diff_without_every_corpus_manifest_is_not_applied(tmp_path, caplog):
 
 def test_a_version_made_without_paper_ids_is_no_base_for_the_paper_ids_diff(tmp_path, caplog):
     """filter_leakage without --paper-ids stores an empty `paper_id_lines` with no source: applying the next
-    release's paper-ids diff onto it would lose every line the diff does not name (jobs/paper_ids_diff.py)."""
+    release's paper-ids diff onto it would lose every line the diff does not name (filter_leakage/paper_ids_diff.py)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from citeflow.artifacts import ArtifactStore
     from citeflow.config import RunConfig
     from citeflow.stage import execute
-    from jobs import paper_ids_diff as P
+    from jobs.filter_leakage import paper_ids_diff as P
 
     def build(path: str):
         (Path(path) / P.TABLE).mkdir(parents=True)

@@ -15,8 +15,10 @@ import torch
 from citeflow.errors import CiteflowError
 from models import prefetch, train_checkpoints
 from models import train_encoder as trainer
-from models.encoder import TokenStore, build_small, collate, load, paper_text, pool
-from models.train_encoder import TrainSpec, accumulate_gradients, triplet_loss
+from models.encoder import build_small, load, paper_text, pool
+from models.losses import triplet_loss
+from models.token_batches import TokenStore, collate
+from models.train_encoder import TrainSpec, accumulate_gradients
 
 REPO = Path(__file__).resolve().parents[2]
 WORDS = (
@@ -332,7 +334,7 @@ def test_ddp_all_reduces_once_per_optimizer_step(tmp_path):
 
 
 def test_group_by_length_sorts_each_mega_batch_longest_first():
-    from models.encoder import group_by_length
+    from models.token_batches import group_by_length
 
     lengths = np.array([10, 40, 20, 80, 30, 70, 50, 60, 90])
     order = np.array([5, 2, 7, 0, 3, 1, 6, 4])
@@ -348,7 +350,7 @@ def test_group_by_length_sorts_each_mega_batch_longest_first():
 
 
 def test_shuffle_groups_moves_whole_batches_within_their_mega_batch():
-    from models.encoder import shuffle_groups
+    from models.token_batches import shuffle_groups
 
     order = np.arange(26)
     out = shuffle_groups(order, batch=2, group=4, rng=np.random.default_rng(0))
@@ -361,7 +363,7 @@ def test_shuffle_groups_moves_whole_batches_within_their_mega_batch():
 
 
 def test_padding_share_by_hand():
-    from models.encoder import padding_share
+    from models.token_batches import padding_share
 
     lengths = np.array([[3, 5, 2], [4, 4, 4], [1, 1, 1], [2, 2, 6]])
     # batch [0 1]: 22 tokens padded to 6 x 5 = 30; batch [2 3]: 13 tokens padded to 6 x 6 = 36
@@ -390,7 +392,7 @@ def test_epoch_order_is_seeded_and_groups_lengths():
     generator = torch.Generator().manual_seed(3 * 1000 + 1)
     assert np.array_equal(trainer.epoch_order(plain, 1, lengths), torch.randperm(640, generator=generator).numpy())
     # grouping keeps each batch's triplets but makes micro-batches of similar length
-    from models.encoder import padding_share
+    from models.token_batches import padding_share
 
     grouped_share = padding_share(lengths[:, None], a.reshape(-1, 4))
     plain_share = padding_share(lengths[:, None], trainer.epoch_order(plain, 1, lengths).reshape(-1, 4))
@@ -401,7 +403,7 @@ def test_epoch_order_is_seeded_and_groups_lengths():
 
 
 def test_collate_rows_matches_collate(small, tmp_path):
-    from models.encoder import collate_pieces, collate_rows
+    from models.token_batches import collate_pieces, collate_rows
 
     tokenizer, _ = load(str(small), tokenizer_only=True)
     ids, titles, abstracts = corpus()

@@ -109,8 +109,8 @@ def test_nothing_reads_the_newest_version():
         "jobs/cli/export_dataset.py",
         "jobs/drift.py",
         "jobs/cli/export_model.py",
-        "jobs/filter_leakage.py",
-        "jobs/paper_ids_diff.py",
+        "jobs/filter_leakage/paper_keys.py",
+        "jobs/filter_leakage/paper_ids_diff.py",
         "models/encoder_warm.py",
         "models/pbg_warm.py",
     }

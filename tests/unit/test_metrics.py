@@ -1,4 +1,4 @@
-"""Benchmark metrics against values computed by hand (SPEC §6-7)."""
+"""Benchmark metrics against values computed by hand (docs/reference.md §6-7)."""
 
 import json
 import math

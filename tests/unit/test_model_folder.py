@@ -1,4 +1,4 @@
-"""What a model folder says about its use (models/encoder.py `folder_usage`, `resolve_usage`), the
+"""What a model folder says about its use (models/model_folder.py `folder_usage`, `resolve_usage`), the
 sentence-transformers files citeflow writes (`write_sentence_transformers_files`) and the quiet loading of a
 checkpoint's pooler head, checked against sentence-transformers itself on the real all-MiniLM-L6-v2 and on the
 repository's small BERT."""
@@ -17,14 +17,8 @@ import pytest
 from citeflow.config import TrainEncoderConfig
 from citeflow.errors import CiteflowError
 from jobs.embed_papers import embed_to_parquet
-from models.encoder import (
-    build_small,
-    folder_usage,
-    load,
-    paper_text,
-    resolve_usage,
-    write_sentence_transformers_files,
-)
+from models.encoder import build_small, load, paper_text
+from models.model_folder import folder_usage, resolve_usage, write_sentence_transformers_files
 from tests.support import real_encoder as real_encoder_module
 from tests.support.real_encoder import real_encoder
 

@@ -72,12 +72,12 @@ def test_embed_graph_defaults_give_scincls_pbg_config_field_by_field(tmp_path):
     assert [e.num_partitions for e in ours.entities.values()] == [1]
     ((relation,),) = [ours.relations]
     assert (relation.operator, relation.lhs == relation.rhs, relation.all_negs) == ("none", True, False)
-    assert EmbedGraphConfig().holdout == 0.01  # SPEC §3: 1% of edges held out for link prediction
+    assert EmbedGraphConfig().holdout == 0.01  # docs/reference.md §3: 1% of edges held out for link prediction
 
 
 SCINCL_README = "malteos/scincl README.md, the run_specter command"
 MINE_ROWS = [
-    ("pool_size", 680_967, "SciNCL paper §4 (SPEC §4): the training pool of 680,967 papers"),
+    ("pool_size", 680_967, "SciNCL paper §4 (docs/reference.md §4): the training pool of 680,967 papers"),
     ("num_queries", 136_820, "malteos/scincl cli_specter.py find_train_ids docstring: query papers = 136,820"),
     ("positives", 5, f"{SCINCL_README}: --triples_per_query 5 --easy_positives_count 5"),
     ("hard_negatives", 2, f"{SCINCL_README}: --hard_negatives_count 2"),
@@ -127,14 +127,14 @@ TRAIN_ROWS = [
     ("weight_decay", 0.01, f"{SPECTER_CONFIG}: weight_decay 0.01, 0 for bias and LayerNorm"),
     ("warmup_fraction", 0.1, f"{SPECTER_CONFIG}: slanted_triangular cut_frac 0.1"),
     ("bitfit", False, f"{SCINCL_TRAIN}: bitfit = False"),
-    ("bitfit_lr", 1e-4, "SciNCL paper, BitFit (SPEC §5): lr 1e-4"),
+    ("bitfit_lr", 1e-4, "SciNCL paper, BitFit (docs/reference.md §5): lr 1e-4"),
 ]
 
 
 def resolved_training(cfg: TrainEncoderConfig) -> dict:
     """The settings a run uses from a model folder without sentence-transformers files (SciBERT's): pooling,
     max length and normalisation left unset take the fallback."""
-    from models.encoder import resolve_usage
+    from models.model_folder import resolve_usage
 
     chosen = {name: getattr(cfg, name) for name in ENCODER_USAGE_FALLBACK}
     return {**{f: getattr(cfg, f) for f in cfg.__dataclass_fields__}, **resolve_usage(chosen, {}).values}

@@ -38,7 +38,8 @@ def test_ten_numbers_are_a_mean_of_10_next_to_the_published_mean_of_the_same_10(
     (key,) = [k for k in ours if k != ("average", "avg")]
     assert key[1].startswith("mean of 10 of 12") and ours[key] == {"ours": pytest.approx(50.0)}
     # SPECTER's 10 published non-recomm numbers: (82.0 + 86.4 + 83.6 + 91.5 + 84.5 + 92.4 + 88.3 + 94.9 + 88.1
-    # + 94.8) / 10 = 886.5 / 10 = 88.65 (SPEC §6); the models that publish only an average have no such mean
+    # + 94.8) / 10 = 886.5 / 10 = 88.65 (docs/reference.md §6); the models that publish only an average have no
+    # such mean
     assert published[key] == {"SPECTER (published)": pytest.approx(88.65)}
     text = write_report(rows, tmp_path, "t") and (tmp_path / "report.md").read_text()
     assert "ours [train_encoder:abc]" in text and "full [train_encoder:def]" in text
@@ -170,9 +171,9 @@ def test_model_card_leakage_audit_takes_per_suite_counts_when_the_manifest_has_t
         and "| suite | benchmark ids | mapped | unmapped | removed papers |" in audit
     )
     assert "- mine_triplets: 2 in 900 training texts" in audit and "- train_encoder: 0 in 900 encoder" in audit
-    from citeflow.leakage import suite_totals
+    from jobs.filter_leakage.mapping import suite_totals
 
-    report = [  # a filter_leakage report's per-suite and overall rows (citeflow.leakage.leakage_report)
+    report = [  # a filter_leakage report's per-suite and overall rows (jobs.filter_leakage.mapping.leakage_report)
         {"suite": s, "task": "all", "split": "all", "total": t, "unmapped": u, "in_snapshot": i}
         | {"removed_papers": p, "removed_edges": e, "one_hop_papers": 0, "one_hop_edges": 0}
         for s, t, u, i, p, e in (

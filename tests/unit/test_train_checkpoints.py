@@ -80,7 +80,7 @@ def test_the_losses_on_hand_made_vectors():
 
     import torch
 
-    from models.train_encoder import loss_of
+    from models.losses import loss_of
 
     def spec(**kw):
         return type("Spec", (), {"loss": "triplet", "margin": 1.0, "scale": 20.0, **kw})()

@@ -1,4 +1,4 @@
-"""Triplet mining on hand-built embeddings and graphs whose answers are known (SPEC §4)."""
+"""Triplet mining on hand-built embeddings and graphs whose answers are known (docs/reference.md §4)."""
 
 import numpy as np
 import pytest

@@ -23,7 +23,9 @@ def test_spark_stage_code_uses_the_dataframe_api_only():
     local_only = {REPO / "spark" / "engine" / name for name in ("class_archive.py", "driver.py")}
     spark = [f for f in sorted((REPO / "spark").rglob("*.py")) if f not in local_only]
     files = spark + sorted((REPO / "jobs").rglob("*.py"))
-    assert REPO / "jobs" / "build_graph_diff.py" in files and REPO / "jobs" / "paper_ids_diff.py" in files
+    leakage = REPO / "jobs" / "filter_leakage"
+    assert REPO / "jobs" / "build_graph_diff.py" in files and leakage / "paper_ids_diff.py" in files
+    assert leakage / "transforms.py" in files
     engine = REPO / "spark" / "engine"
     assert engine / "session.py" in files and engine / "connect_server.py" in files
     assert {str(f.relative_to(REPO)): classic_only_names(f) for f in files if classic_only_names(f)} == {}

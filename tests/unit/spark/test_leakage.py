@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from citeflow.leakage import benchmark_id_rows, distinct_ids, leakage_report
-from spark import leakage as L
+from jobs.filter_leakage import transforms as L
+from jobs.filter_leakage.mapping import benchmark_id_rows, distinct_ids, leakage_report
 
 SHA_A, SHA_B, SHA_C, SHA_D, SHA_E, SHA_F = (c * 40 for c in "abcdef")
 # (corpus_id, method, in_snapshot, unmapped_reason) per id of the `bench` fixture, worked out by hand
@@ -111,7 +111,7 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, bro
 
 @pytest.mark.parametrize("match_titles", [True, False])
 def test_the_narrow_mapping_equals_the_whole_cascade_on_colliding_keys(spark, match_titles):
-    """map_ids_narrow, whose later steps run in the driver (`citeflow.leakage.later_steps`), against
+    """map_ids_narrow, whose later steps run in the driver (`jobs.filter_leakage.mapping.later_steps`), against
     map_ids (every step in Spark) on random papers and ids that share DOIs, PubMed and arXiv ids (spelled
     with spaces and capitals) and titles, with several methods mapping one id to different papers."""
     rng = random.Random(11)
@@ -263,7 +263,7 @@ def test_the_sha_lookup_finds_what_the_pairs_find_and_counts_every_line(spark, t
     the pairs do, and accounts for every line: the ones with a pair, and the others by reason."""
     import pyarrow as pa
 
-    from citeflow.leakage import first_steps, looked_up_shas, paper_ids_counts, sha_candidates
+    from jobs.filter_leakage.mapping import first_steps, looked_up_shas, paper_ids_counts, sha_candidates
     from spark import readers as R
 
     lines = [
@@ -329,12 +329,12 @@ TRICKY_IDS = [
 
 
 def test_the_first_steps_in_the_driver_are_the_first_steps_in_spark(spark):
-    """`citeflow.leakage.first_steps` (pyarrow, filter_leakage's driver) gives `id_steps`' rows (Spark) on
+    """`jobs.filter_leakage.mapping.first_steps` (pyarrow, filter_leakage's driver) gives `id_steps`' rows (Spark) on
     spellings where the two engines' string functions could part: line breaks Java's `$` lets through and
     the cast does or does not, tabs and other control characters, non-ASCII digits and letters."""
     import pyarrow as pa
 
-    from citeflow.leakage import first_steps
+    from jobs.filter_leakage.mapping import first_steps
 
     pairs = [(SHA_A, 1), (SHA_B, 2), ("1" * 40, 3), (SHA_A + "\n", 4), (SHA_B + "\r\n", 5), (SHA_A + "\u2028", 6)]
     paper_ids = spark.createDataFrame(pairs, "sha string, corpus_id long")
@@ -512,7 +512,7 @@ def test_the_driver_names_every_sha_spelling_spark_looks_up(spark, papers, bench
     narrow mapping given them answers as the cascade does."""
     from pyspark.sql import functions as F
 
-    from citeflow.leakage import sha_candidates
+    from jobs.filter_leakage.mapping import sha_candidates
 
     odd = [" " + SHA_A.upper() + "  ", SHA_B + "\n", SHA_C + "\u2028", "\t" + SHA_D, SHA_E + "\r\n ", "1" * 40]
     extra = spark.createDataFrame([("scidocs", i, "mesh", "test", None, None, None, None) for i in odd], bench.schema)
@@ -536,10 +536,10 @@ def test_the_driver_names_every_sha_spelling_spark_looks_up(spark, papers, bench
 
 
 def test_reach_counts_the_edges_and_one_hop_neighbours_of_each_group(spark):
-    """`spark.leakage.reach` on a hand-drawn graph. Benchmark papers: 1 (suite a, task t, split x) and 2 (suite a,
+    """`transforms.reach` on a hand-drawn graph. Benchmark papers: 1 (suite a, task t, split x) and 2 (suite a,
     task t, split y; and suite b). Edges: 1-2, 1-3, 3-4, 2-5, 5-6, 4-6, 7-8. Edges at a benchmark paper: 1-2, 1-3,
     2-5. Neighbours: 3 (of 1), 5 (of 2). Their other edges: 3-4 (of 3), 5-6 (of 5)."""
-    from citeflow.leakage import REACH_COLUMNS
+    from jobs.filter_leakage.mapping import REACH_COLUMNS
 
     edges = spark.createDataFrame([(1, 2), (1, 3), (3, 4), (2, 5), (5, 6), (4, 6), (7, 8)], "citing long, cited long")
     groups = spark.createDataFrame(

@@ -17,7 +17,7 @@ from citeflow.config import RunConfig, SparkConfig, apply_overrides
 from citeflow.errors import CiteflowError
 from citeflow.redaction import redact
 from citeflow.text import fold_title
-from spark import leakage as L
+from jobs.filter_leakage import transforms as L
 from spark import readers as R
 from spark.engine import class_archive as CA
 from tests.support.titles import TRICKY

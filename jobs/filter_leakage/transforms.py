@@ -1,6 +1,6 @@
 """Map benchmark paper ids to corpus ids and take benchmark papers out of the graph.
 
-Transforms only (SPEC §2). The mapping is a cascade; each id takes the first
+Transforms only (docs/reference.md §2). The mapping is a cascade; each id takes the first
 method that finds it, and the method is recorded:
 
 1. `corpus_id`: the id is already a corpus id (digits).
@@ -22,7 +22,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from citeflow.leakage import (
+from citeflow.text import fold_title
+from jobs.filter_leakage.mapping import (
     AMBIGUOUS_TITLE,
     COUNTED,
     EXTERNAL_STEPS,
@@ -34,7 +35,6 @@ from citeflow.leakage import (
     later_steps,
     mapped_rows,
 )
-from citeflow.text import fold_title
 
 PAPER_IDS_SCHEMA = T.StructType(
     [
@@ -122,14 +122,14 @@ def sha_lookup(lines: DataFrame, shas: DataFrame, *, broadcast: bool = True) -> 
     """One pass over the paper-ids table's lines (`paper_id_lines` rows) that both looks up and counts: rows
     (`key`, `corpus_id`, `lines`).
 
-    - `key` a sha of `shas` (the spellings the benchmark's ids can have, `citeflow.leakage.sha_candidates`):
-      the least corpus id the table gives it, as `id_steps` groups them (`citeflow.leakage.first_steps`
+    - `key` a sha of `shas` (the spellings the benchmark's ids can have, `mapping.sha_candidates`):
+      the least corpus id the table gives it, as `id_steps` groups them (`mapping.first_steps`
       takes these);
     - `key` `!usable`: how many other lines give a pair (shas no benchmark id has);
     - `key` `!<reason>`: how many lines give none, by reason (`parse_lines`' blank_line, malformed_json,
       bad_field_type, or `NO_PAIR`).
 
-    So no paper-ids line is dropped uncounted (`citeflow.leakage.paper_ids_counts` reads the counts): the
+    So no paper-ids line is dropped uncounted (`mapping.paper_ids_counts` reads the counts): the
     lines a pair came from are looked up and grouped as `id_steps` groups them, and the others are counted in
     the same grouping. `broadcast` ships `shas` to the tasks.
     """
@@ -154,13 +154,13 @@ def cascade_key(column: str) -> Column:
 
 
 def key_columns() -> list[Column]:
-    """Each external id's `cascade_key`, named as `citeflow.leakage.later_steps` reads it (`key_column`)."""
+    """Each external id's `cascade_key`, named as `mapping.later_steps` reads it (`key_column`)."""
     return [cascade_key(c).alias(key_column(c)) for _, c in EXTERNAL_STEPS]
 
 
 def with_keys(frame: DataFrame) -> DataFrame:
     """`frame` with each external id's `cascade_key` beside it (`key_columns`), for the steps that
-    `citeflow.leakage.later_steps` takes in the driver."""
+    `mapping.later_steps` takes in the driver."""
     return frame.select("*", *key_columns())
 
 
@@ -170,8 +170,8 @@ def id_steps(ids: DataFrame, paper_ids: DataFrame | None, shas: DataFrame | None
     corpus_id are null for the ids neither maps.
 
     `shas` (a `sha` column) may name the shas to look up, any superset of the ids' lower-cased, trimmed
-    spellings (`citeflow.leakage.sha_candidates`, made in the driver); by default they are computed here.
-    (filter_leakage takes these steps in its driver instead: `citeflow.leakage.first_steps`.)
+    spellings (`mapping.sha_candidates`, made in the driver); by default they are computed here.
+    (filter_leakage takes these steps in its driver instead: `mapping.first_steps`.)
     """
     trimmed = F.trim("id")
     digits = F.when(trimmed.rlike("^[0-9]{1,18}$"), trimmed.try_cast("long"))
@@ -200,7 +200,7 @@ def map_ids(
     materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
 ) -> DataFrame:
     """Add `corpus_id`, `method` and `unmapped_reason` to distinct benchmark ids
-    (`citeflow.leakage.distinct_ids` rows: titles folded there).
+    (`mapping.distinct_ids` rows: titles folded there).
 
     `papers` is the snapshot's papers table (with a `_folded` column, the
     titles' fold is taken from it); `paper_ids` is (sha, corpus_id)
@@ -289,7 +289,7 @@ def remove_papers(
 
 def _levels(frame: DataFrame, value: Column, name: str) -> DataFrame:
     """`value` (an aggregate) of `frame` (rows with suite, task, split) per split of each task, per suite and
-    overall (`citeflow.leakage.REPORT_LEVELS`), `all` where a level sums up."""
+    overall (`mapping.REPORT_LEVELS`), `all` where a level sums up."""
     rolled = frame.rollup("suite", "task", "split").agg(value.alias(name), F.grouping_id().alias("_level"))
     # grouping_id: 0 every key, 3 the suite alone, 7 none (1, the suite and task, is no level of the report)
     keep = rolled.where(F.col("_level").isin(0, 3, 7))
@@ -301,7 +301,7 @@ def reach(
 ) -> tuple[DataFrame, DataFrame | None]:
     """(counts, neighbours): the leakage report's edge counts and, with `strict`, the papers one citation away.
 
-    `members`: (corpus_id, suite, task, split) of the benchmark papers the graph holds (`citeflow.leakage.members`).
+    `members`: (corpus_id, suite, task, split) of the benchmark papers the graph holds (`mapping.members`).
     `counts` has per report level (`_levels`) `removed_edges`, the distinct edges with a benchmark paper of the
     group at either end, and with `strict` `one_hop_papers`, the papers that cite or are cited by one of the
     group's papers and are no benchmark paper themselves, and `one_hop_edges`, the edges those neighbours have
@@ -424,7 +424,7 @@ def sharing_keys(
     paper_keys: DataFrame, ids: DataFrame, *, match_titles: bool = True, broadcast: bool = True
 ) -> DataFrame:
     """The rows of `paper_keys` (`paper_key_rows`) that share a DOI, PubMed id, arXiv id or, with
-    `match_titles`, a folded title with one of `ids` (`citeflow.leakage.distinct_ids` rows): every paper that
+    `match_titles`, a folded title with one of `ids` (`mapping.distinct_ids` rows): every paper that
     `map_ids`' steps after the sha step can count or pick for these ids. `broadcast` ships the benchmark's keys
     and the papers found to the tasks instead of shuffling the papers' keys (the benchmark's side is small;
     without it, both sides are shuffled, as a cluster needs for a benchmark beyond `spark.broadcast_rows`).
@@ -479,14 +479,14 @@ def map_ids_narrow(
     paper_keys: DataFrame | None = None,
 ) -> DataFrame:
     """`map_ids`, with the steps that read the papers run only where they can decide something (`shas`: see
-    `id_steps`; `first`: those steps' rows, made already, `citeflow.leakage.first_steps`; `paper_keys`: the
+    `id_steps`; `first`: those steps' rows, made already, `mapping.first_steps`; `paper_keys`: the
     papers' keys, made already, `paper_key_rows` of `papers`: filter_leakage's `paper_keys` table).
 
     The cascade takes the first method that maps an id, and the first two (`corpus_id`, `sha`) read no papers: they
     run on every id first. The ids they leave unmapped go through the later steps, on only the papers that share a
     key with them (`papers_sharing_keys`): a key's uniqueness and a title's ambiguity are counted over all the
     papers that have that key, which are all there. Those rows (bounded by the benchmark) come to the driver, with
-    their keys (the papers' by `paper_key_rows`, the ids' by `with_keys`), and `citeflow.leakage.later_steps` takes
+    their keys (the papers' by `paper_key_rows`, the ids' by `with_keys`), and `mapping.later_steps` takes
     the steps; `from_arrow(table, name)` hands its rows back to Spark (default: `createDataFrame`; the stage writes
     them to its staging folder). `in_snapshot` is then looked up among all papers. The result equals `map_ids(ids,
     papers, paper_ids, ...)` (tests/unit/spark/test_leakage.py), for the cost of a scan of the papers' light columns

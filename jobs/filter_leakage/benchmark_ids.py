@@ -4,7 +4,7 @@ Suites: `scidocs` (the run's `--scidocs` folder), `scirepeval` (SciRepEval task 
 (BEIR / MTEB-layout folders: the task is the folder's name) and `id_list` (lists the user names). Layouts read
 (any subset of the files may be present):
 
-- SciDocs, original layout (SPEC §6): the keys of `paper_metadata_*.json`
+- SciDocs, original layout (docs/reference.md §6): the keys of `paper_metadata_*.json`
   (with their titles), `{mag,mesh}/{train,val,test}.csv` (`pid,class_label`),
   `{cite,cocite,coview,coread}/{val,test}.qrel` (`qid 0 pid rel`), and any
   40-hex id inside `recomm/` files.
@@ -326,7 +326,7 @@ class Collecting:
         )
         # under a guard, as every process a stage starts: a killed stage takes it along (citeflow/process.py)
         self._proc = start_guarded(
-            [sys.executable, "-m", "evaluation.benchmark_ids", request],
+            [sys.executable, "-m", "jobs.filter_leakage.benchmark_ids", request],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -2,7 +2,7 @@
 
 filter_leakage stores every line of the paper-ids table it read (`paper_id_lines`: the line's `sha` as
 written, its corpus id where it gives a (sha, corpus id) pair, else the reason it gives none;
-`spark.leakage.paper_id_lines`), and looks the benchmark's shas up and counts the lines on that table. When the
+`transforms.paper_id_lines`), and looks the benchmark's shas up and counts the lines on that table. When the
 release's diffs folder (`build_graph.diffs`: auto finds `<release>/diffs/` beside `<release>/paper-ids/`)
 holds a diff to this snapshot with a `paper-ids.json` manifest, from a release that the artifact root holds a
 filter_leakage version of (this stage version, with the table), the stage applies the diff to that version's
@@ -109,8 +109,8 @@ def write(
     `from_diff` entry. `materialize(frame, name)` stages a frame read twice."""
     from pyspark.sql import functions as F
 
+    import jobs.filter_leakage.transforms as L
     from spark import incremental as I
-    from spark import leakage as L
     from spark import output as O
     from spark import readers as R
 

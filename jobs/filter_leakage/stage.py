@@ -1,42 +1,5 @@
-"""Stage filter_leakage: find the benchmark's papers in the graph and take them out (Spark).
-
-Reads: the build_graph version of the same run (papers, citations), the benchmarks' papers, each source
-its own suite (evaluation/benchmark_ids.py): the SciDocs folder (`--scidocs`, original or BEIR layout),
-SciRepEval tasks (`filter_leakage.scirepeval` and every `benchmark.scirepeval` task the run scores), BEIR /
-MTEB-layout folders (`filter_leakage.beir`) and `filter_leakage.extra_ids` lists; the S2AG paper-ids table
-(`--paper-ids`).
-Writes `ARTIFACTS/<snapshot>/filter_leakage/<version>/`:
-- `benchmark_ids`: suite, id, task, split, corpus_id (null when unmapped), method,
-  in_snapshot, unmapped_reason: one row per (suite, id, task, split).
-- `leakage_report`: per suite, task and split, per suite and overall (`all`) the total ids, how many each
-  method mapped, how many stayed unmapped, how many are in the snapshot, the papers and edges removed and,
-  with `filter_leakage.strict`, the papers one citation away that go too and their edges
-  (citeflow/leakage.py `leakage_report`).
-- `papers`, `citations`, `degrees`: the graph without benchmark papers (mode exclude) or unchanged (mode
-  report_only); the degrees those of the kept citations (in mode exclude the graph's less the edges that go,
-  `spark.leakage.filtered_degrees`). `papers` is written over the graph's (spark/output.py `write_over`): the
-  graph's data files that hold no benchmark paper are linked, the others written again without those papers,
-  so every reader reads the kept papers only and few papers' text is written again.
-- `paper_keys`: corpus_id and the keys the mapping compares (`_key_doi`, `_key_pubmed_id`, `_key_arxiv_id`:
-  lower-cased and trimmed; `_folded`: the title's fold) of every paper of the graph, so that the next
-  release's filter_leakage, on a graph built from a diff, keys only the papers the diff wrote (its table
-  written over this one's).
-- `paper_id_lines`: every line of the paper-ids table (`key`: its sha as written; `corpus_id` where it gives a
-  (sha, corpus id) pair; `reason` where it gives none), on which the benchmark's shas are looked up; the next
-  release applies its paper-ids diff to it instead of parsing its whole table (jobs/paper_ids_diff.py). Empty
-  without `--paper-ids`.
-- `_manifest.json`: mode, counts of removed papers and edges, the report, `paper_ids`: every line of
-  the paper-ids table counted (those that gave a sha -> corpus id pair, the others by reason);
-  `paper_id_lines`: `source` (what its lines were made from) and `from_diff` (the base version and diff
-  applied; null: the table parsed); and
-  `paper_keys`: `carried_from`, the version its keys were carried over from (null: every paper keyed), and
-  with it `papers_keyed`, the papers keyed in this version.
-
-The stage fails when more than `filter_leakage.max_unmapped_share` of the
-benchmark ids map to nothing: SciNCL's public code let those through silently.
-
-Run: `citeflow run --snapshot ID --corpus DIR --scidocs DIR --paper-ids DIR --until filter_leakage`.
-"""
+"""filter_leakage's steps: both sides read, the ids mapped, the graph written without the benchmark's papers,
+the report counted (the stage and its tables: the package's docstring)."""
 
 from __future__ import annotations
 
@@ -45,17 +8,18 @@ import logging
 import posixpath
 from typing import Any
 
+import jobs.filter_leakage.paper_ids_diff as P
+import jobs.filter_leakage.paper_keys as K
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.registry import REGISTRY
 from citeflow.snapshot import fingerprint_path
 from citeflow.stage import execute
-from jobs import paper_ids_diff as P
 from jobs.pipeline import Upstream, entry_point
 
 STAGE = "filter_leakage"
-# A change to the keys (`spark.leakage.paper_key_rows`: `cascade_key`, the title fold) needs a new stage version:
+# A change to the keys (`transforms.paper_key_rows`: `cascade_key`, the title fold) needs a new stage version:
 # only a version of this one carries its paper_keys over to the next release. CHANGELOG.md lists the versions.
 STAGE_VERSION = 5
 TABLES = list(REGISTRY[STAGE].tables)
@@ -93,7 +57,7 @@ def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
     if config.scidocs:
         inputs.append(fingerprint_path("scidocs", config.scidocs))
     store = ArtifactStore(config.artifacts, config.store)
-    # the paper-ids lines: the base's with a diff applied (jobs/paper_ids_diff.py), or the table parsed
+    # the paper-ids lines: the base's with a diff applied (`paper_ids_diff.py`), or the table parsed
     paper_ids = source = None
     if config.paper_ids:
         paper_ids = P.find(config, store, STAGE, STAGE_VERSION)
@@ -146,8 +110,8 @@ def build(
     source: str | None = None,
 ) -> dict[str, Any]:
     """Write the version's tables into `path`; its metrics. `paper_ids`: (base version, diff) when the paper-ids
-    lines come from a diff (jobs/paper_ids_diff.py `find`); `source`: their `source_of`."""
-    from evaluation.benchmark_ids import Collecting, collect
+    lines come from a diff (jobs/filter_leakage/paper_ids_diff.py `find`); `source`: their `source_of`."""
+    from jobs.filter_leakage.benchmark_ids import Collecting, collect
     from spark.engine.session import get_spark_meanwhile
 
     cfg = config.filter_leakage
@@ -202,7 +166,7 @@ def _build(
 class _Benchmark:
     """The benchmark's side of the mapping's input, made with pyarrow in this process."""
 
-    table: Any  # one row per benchmark id and split (`evaluation.benchmark_ids.collect`)
+    table: Any  # one row per benchmark id and split (`jobs.filter_leakage.benchmark_ids.collect`)
     distinct: Any  # one row per distinct id
     ids: Any  # `distinct` staged for Spark
     shas: Any  # the sha spellings staged for Spark, or None without a paper-ids table
@@ -219,9 +183,9 @@ class _Mapped:
 def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, benchmark, metrics) -> _Benchmark:
     """Three independent parts at once (`session.concurrently`): the papers' keys and the paper-ids lines
     written, and the benchmark's ids taken; each alone leaves a core idle between its small queries."""
-    from citeflow.leakage import distinct_ids, sha_candidates
+    import jobs.filter_leakage.transforms as L
     from citeflow.snapshot import discover_jsonl
-    from spark import leakage as L
+    from jobs.filter_leakage.mapping import distinct_ids, sha_candidates
     from spark import readers as R
     from spark.engine.session import concurrently
 
@@ -253,7 +217,7 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
     papers = work.read(upstream, "papers")
     metrics["paper_keys"], lines_entry, (bench, layouts, unaudited) = concurrently(
         spark,
-        lambda: _write_paper_keys(spark, work.store, config, upstream, work.path, papers, work.stage),
+        lambda: K.write(spark, work.store, config, upstream, work.path, papers, work.stage, STAGE_VERSION),
         write_lines,
         take_benchmark,
     )
@@ -273,8 +237,8 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
 def _looked_up_shas(work, config: RunConfig, bench: _Benchmark, metrics: dict[str, Any]):
     """The benchmark's shas looked up in the paper-ids lines: one pass over the lines, which also counts the
     lines that give no pair, by reason; the result (bounded by the benchmark) is read here only, by pyarrow."""
-    from citeflow.leakage import looked_up_shas, paper_ids_counts
-    from spark import leakage as L
+    import jobs.filter_leakage.transforms as L
+    from jobs.filter_leakage.mapping import looked_up_shas, paper_ids_counts
 
     lines = work.read_own(P.TABLE)
     lookup = L.sha_lookup(lines, bench.shas, broadcast=bench.distinct.num_rows <= config.spark.broadcast_rows)
@@ -296,8 +260,8 @@ def _map_ids(work, config: RunConfig, upstream: Manifest, bench: _Benchmark, by_
     """The benchmark ids mapped to corpus ids. The cascade's steps that read the papers run only for the ids the
     corpus_id and sha steps leave unmapped (`map_ids_narrow`: the same rows as `map_ids`), on the keys they
     state."""
-    from citeflow.leakage import benchmark_id_rows, first_steps, members
-    from spark import leakage as L
+    import jobs.filter_leakage.transforms as L
+    from jobs.filter_leakage.mapping import benchmark_id_rows, first_steps, members
 
     log.info("%s: mapping benchmark ids", STAGE)
     # the steps that read no papers (corpus id, sha), on the ids the driver holds
@@ -331,7 +295,7 @@ def _write_graph(work, config: RunConfig, upstream: Manifest, mapped: _Mapped) -
     import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
-    from spark import leakage as L
+    import jobs.filter_leakage.transforms as L
     from spark import output as O
     from spark import readers as R
 
@@ -383,7 +347,7 @@ def _count(work, config: RunConfig, upstream: Manifest, mapped: _Mapped, report:
     """The version's metrics: the report per suite, what was mapped and how, what was removed; stops the stage
     when more than `max_unmapped_share` of the ids map to no corpus id. Clears the staging folder."""
     from citeflow.artifacts import table_stats
-    from citeflow.leakage import METHODS, suite_totals
+    from jobs.filter_leakage.mapping import METHODS, suite_totals
 
     cfg, store = config.filter_leakage, work.store
     overall = next(r for r in report if r["suite"] == "all")
@@ -420,125 +384,12 @@ def _count(work, config: RunConfig, upstream: Manifest, mapped: _Mapped, report:
     )
 
 
-def _write_paper_keys(
-    spark, store: ArtifactStore, config: RunConfig, upstream: Manifest, path: str, papers, materialize
-) -> dict[str, Any]:
-    """Write `paper_keys` (`spark.leakage.paper_key_rows` of every paper of the graph); its manifest entry.
-
-    Of a graph built from a diff, when the artifact root holds a filter_leakage version on the base graph
-    (`_keys_to_carry`), the table is written over that version's `paper_keys` (`output.write_over`): only the
-    papers of the graph's new files (the rows the diff brought) are keyed, and the base's keys of every paper
-    that is not among the graph's other rows (the rows it kept of the base's) go. The rows are those of keying
-    every paper (the keys of a paper are a function of its row: tests/e2e/test_incremental.py), without folding
-    every title again. A carried table must hold one row per paper of the graph; if it does not (a base whose
-    files changed under it), every paper is keyed instead, with a warning."""
-    from citeflow import tables as T
-    from citeflow.artifacts import table_stats
-    from spark import leakage as L
-    from spark import output as O
-    from spark import readers as R
-
-    target = posixpath.join(path, "paper_keys")
-
-    def key_every_paper(staging: str = "") -> dict[str, Any]:
-        rows = L.paper_key_rows(papers, lambda frame, name: materialize(frame, staging + name))
-        rows.coalesce(config.build_graph.output_files).write.mode("error").parquet(store.engine_uri(target))
-        return {"carried_from": None}
-
-    carried = _keys_to_carry(store, config, upstream)
-    if carried is None:
-        return key_every_paper()
-    keys, new_files = carried
-    graph_papers = upstream.table_path("papers")
-    uri = lambda name: store.engine_uri(posixpath.join(graph_papers, name))  # noqa: E731
-    new_rows = None
-    if new_files:
-        new_rows = L.paper_key_rows(spark.read.parquet(*[uri(n) for n in new_files]), materialize)
-    # the papers the graph kept as the base graph had them: every data file of the graph but its new ones
-    others = [i.base_name for i in T.data_files(store.fs, graph_papers) if i.base_name not in set(new_files)]
-    base_keys = R.read_stored(spark, store, keys.table_path("paper_keys"), with_position=True)
-    if others:
-        kept_ids = spark.read.parquet(*[uri(n) for n in others]).select("corpus_id")
-        gone = base_keys.join(kept_ids, "corpus_id", "left_anti")
-    else:
-        gone = base_keys
-    O.write_over(
-        spark, store, keys.table_path("paper_keys"), target, gone, new_rows, most=config.build_graph.output_files
-    )
-    rows, papers_rows = table_stats(store, target)["rows"], upstream.tables["papers"]["rows"]
-    if rows != papers_rows:
-        log.warning(
-            "%s: the paper keys carried over from %s version %s hold %d rows for the graph's %d papers; "
-            "keying every paper",
-            STAGE,
-            STAGE,
-            keys.version,
-            rows,
-            papers_rows,
-        )
-        store.fs.delete_dir(target)
-        return key_every_paper("every_")  # staged apart from the carried attempt's files
-    keyed = T.footer_rows(store.fs, [posixpath.join(graph_papers, n) for n in new_files])
-    log.info(
-        "%s: paper keys carried over from %s version %s of %s; %d papers keyed, those the diff wrote",
-        STAGE,
-        STAGE,
-        keys.version,
-        keys.snapshot,
-        keyed,
-    )
-    return {"carried_from": {"snapshot": keys.snapshot, "version": keys.version}, "papers_keyed": keyed}
-
-
-def _keys_to_carry(store: ArtifactStore, config: RunConfig, upstream: Manifest) -> tuple[Manifest, list[str]] | None:
-    """(filter_leakage version, the names of the upstream graph's `papers` files that hold the rows its diff
-    brought) when that version's `paper_keys` can be carried over to `upstream`: the graph was written over the
-    base (`from_diff` names its files by how they came), and the version is one of this stage version on that
-    base. None otherwise, with one log line for a graph built from a diff."""
-    from citeflow.manifest import DamagedVersion
-
-    from_diff = upstream.metrics.get("from_diff")
-    if not from_diff:
-        return None
-    base = from_diff["base"]
-    files = (from_diff.get("files") or {}).get("papers")
-    why = None
-    graph = None
-    if files is None:
-        why = f"the graph names no files written over {base['snapshot']}'s"
-    else:
-        try:
-            graph = store.read_manifest(base["snapshot"], "build_graph", base["version"])
-        except DamagedVersion as exc:
-            why = f"its graph is damaged: {exc}"
-    if graph is None:
-        why = why or f"its graph, build_graph version {base['version']}, is gone"
-    else:
-        versions = [
-            m
-            for m in store.list_versions(base["snapshot"], STAGE)
-            if m.config.get("stage_version") == STAGE_VERSION
-            and any(i.get("stage") == "build_graph" and i.get("version") == graph.version for i in m.inputs)
-        ]
-        if versions:
-            return min(versions, key=lambda m: m.version), list(files["new"])  # any: their paper_keys are equal
-        why = "the artifact root holds none on that graph"
-    log.info(
-        "%s: no %s version of %s to carry paper keys over from (%s); keying every paper",
-        STAGE,
-        STAGE,
-        base["snapshot"],
-        why,
-    )
-    return None
-
-
 def _benchmark_side(work, rows, counts) -> list[dict]:
     """Write `benchmark_ids` (`rows`) and `leakage_report` (pyarrow) once Spark's edge counts (`counts`,
-    `spark.leakage.reach`) are in; the report's rows."""
+    `transforms.reach`) are in; the report's rows."""
     import pyarrow as pa
 
-    from citeflow.leakage import REACH_COLUMNS, leakage_report
+    from jobs.filter_leakage.mapping import REACH_COLUMNS, leakage_report
 
     collected = counts.collect()
     names = ["suite", "task", "split", *(c for c in REACH_COLUMNS if c in counts.columns)]

@@ -1,77 +1,23 @@
-"""The leakage audit every stage after filter_leakage runs on what it uses.
-
-    from citeflow.leakage import audit_no_benchmark_papers
-    audit_no_benchmark_papers(triplet_paper_ids, leakage_manifest, what="training triplets")
-
-It reads the `benchmark_ids` table of a filter_leakage version and checks a
-set of corpus ids against every mapped benchmark paper. In `exclude` mode a
-hit is an error that names the count and a few examples; in `report_only`
-mode (replicating "with leakage" numbers on purpose) hits are counted and
-returned, and the mode travels in every downstream manifest.
+"""The mapping's and the report's table side (pyarrow, in the driver): which benchmark ids the cascade maps by
+which method, the `benchmark_ids` rows and the `leakage_report`. The Spark side that finds the matches in the
+graph is `transforms.py`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from citeflow.artifacts import Manifest
-from citeflow.errors import CiteflowError
 from citeflow.text import fold_titles
 
-log = logging.getLogger("citeflow")
-
-
-class LeakageError(CiteflowError):
-    """Benchmark papers were found where none may be."""
-
-
-def benchmark_corpus_ids(manifest: Manifest) -> pa.Array:
-    """Distinct corpus ids of every mapped benchmark paper of a filter_leakage version."""
-    table = pq.read_table(manifest.table_path("benchmark_ids"), columns=["corpus_id"])
-    return pc.unique(table.column("corpus_id").combine_chunks().drop_null())
-
-
-def audit_no_benchmark_papers(
-    ids: Iterable[int] | np.ndarray | pa.Array | pa.ChunkedArray, manifest: Manifest, *, what: str
-) -> dict[str, Any]:
-    """Check `ids` (corpus ids) against the benchmark papers; raise on a hit in exclude mode."""
-    mode = manifest.metrics.get("mode", "exclude")
-    if isinstance(ids, (pa.Array, pa.ChunkedArray)):
-        values = ids.cast(pa.int64())
-    else:
-        values = pa.array(np.fromiter(ids, dtype=np.int64) if not isinstance(ids, np.ndarray) else ids.astype(np.int64))
-    hits = pc.unique(values.filter(pc.is_in(values, value_set=benchmark_corpus_ids(manifest))))
-    result = {
-        "what": what,
-        "checked": len(values),
-        "benchmark_hits": len(hits),
-        "mode": mode,
-        "filter_leakage_version": manifest.version,
-    }
-    if len(hits) and mode == "exclude":
-        examples = ", ".join(str(x) for x in hits[:5].to_pylist())
-        raise LeakageError(
-            f"leakage: {len(hits)} benchmark paper(s) found in {what} (e.g. corpus ids {examples}); "
-            f"filter_leakage version {manifest.version} excluded them, so an input of this stage bypassed it"
-        )
-    if len(hits):
-        log.warning("%s contain %d benchmark papers (filter_leakage mode report_only)", what, len(hits))
-    return result
-
-
-# The mapping cascade's methods, in the order they are tried (spark/leakage.py).
+# The mapping cascade's methods, in the order they are tried (jobs/filter_leakage/transforms.py).
 METHODS = ("corpus_id", "sha", "doi", "pubmed", "arxiv", "title")
 
 
 def distinct_ids(bench: pa.Table) -> pa.Table:
-    """One row per benchmark id (`evaluation.benchmark_ids.collect` rows) with the first non-null title and
+    """One row per benchmark id (`jobs.filter_leakage.benchmark_ids.collect` rows) with the first non-null title and
     external ids stated for it, in the order the rows come, and `folded_title`, the title's `fold_title`:
     the input of the mapping cascade.
 
@@ -83,7 +29,7 @@ def distinct_ids(bench: pa.Table) -> pa.Table:
     return firsts.append_column("folded_title", fold_titles(firsts["title"]))
 
 
-# `spark.leakage.sha_lookup`'s rows that count paper-ids lines have keys starting with COUNTED (a sha, 40 hex
+# `transforms.sha_lookup`'s rows that count paper-ids lines have keys starting with COUNTED (a sha, 40 hex
 # digits, never does): COUNTED + USABLE for the lines with a pair for a sha no benchmark id has, COUNTED + a
 # reason for the lines without a pair (`spark.readers.parse_lines`' reasons, or NO_PAIR: the line parsed, but
 # its sha is not 40 hex digits or its corpusid not an integer).
@@ -93,7 +39,7 @@ NO_PAIR = "no_sha_or_corpus_id"
 
 
 def paper_ids_counts(lookup: pa.Table) -> dict[str, Any]:
-    """The manifest's account of the paper-ids lines, from a `spark.leakage.sha_lookup` table (key, lines):
+    """The manifest's account of the paper-ids lines, from a `transforms.sha_lookup` table (key, lines):
     every line, the lines that gave a (sha, corpus id) pair, and the others by reason (no line uncounted)."""
     counted = pc.starts_with(lookup["key"], COUNTED)
     found = int(pc.sum(lookup.filter(pc.invert(counted))["lines"]).as_py() or 0)
@@ -106,13 +52,13 @@ def paper_ids_counts(lookup: pa.Table) -> dict[str, Any]:
 
 
 def looked_up_shas(lookup: pa.Table) -> pa.Table:
-    """(sha, corpus_id) of a `spark.leakage.sha_lookup` table: each wanted sha the paper-ids table knows, with
+    """(sha, corpus_id) of a `transforms.sha_lookup` table: each wanted sha the paper-ids table knows, with
     its least corpus id."""
     found = lookup.filter(pc.invert(pc.starts_with(lookup["key"], COUNTED)))
     return pa.table({"sha": found["key"], "corpus_id": found["corpus_id"]})
 
 
-# `spark.leakage.id_steps`' corpus-id rule as Spark evaluates it: the id, its spaces trimmed (Spark's `trim`),
+# `transforms.id_steps`' corpus-id rule as Spark evaluates it: the id, its spaces trimmed (Spark's `trim`),
 # matches `^[0-9]{1,18}$` (Java's `$` also matches before a final line break) and casts to a long (which
 # accepts \n, \r\n and \r after the digits, not Java's other line breaks).
 _CORPUS_ID_SPELLING = r"^(?P<digits>[0-9]{1,18})(?:\n|\r\n|\r)?$"
@@ -120,7 +66,7 @@ _CORPUS_ID_SPELLING = r"^(?P<digits>[0-9]{1,18})(?:\n|\r\n|\r)?$"
 
 def first_steps(ids: pa.Table, by_sha: pa.Table | None) -> pa.Table:
     """(id, corpus_id, method) of every id for the cascade's two steps that read no papers, made in the
-    driver that holds the ids: `spark.leakage.id_steps`' rows (tests/unit/spark/test_leakage.py compares
+    driver that holds the ids: `transforms.id_steps`' rows (tests/unit/spark/test_leakage.py compares
     the two), with the sha lookup already done in Spark (`by_sha`: `looked_up_shas`, None without a
     paper-ids table). Spark's plan for these few hundred thousand rows costs a query of its own."""
     trimmed = pc.utf8_trim(ids["id"], " ")
@@ -149,16 +95,16 @@ NO_MATCH = "no_match"
 
 def key_column(column: str) -> str:
     """The name of `column`'s key as the cascade compares it (Spark's `lower(trim(column))`, made in Spark:
-    `spark.leakage.with_keys`)."""
+    `transforms.with_keys`)."""
     return f"_key_{column}"
 
 
 def later_steps(ids: pa.Table, sharing: pa.Table, *, match_titles: bool = True) -> pa.Table:
     """(id, corpus_id, method, unmapped_reason) of `ids` (`distinct_ids` rows the corpus_id and sha steps
-    leave unmapped, with their keys: `spark.leakage.with_keys`) by the cascade's steps that read the papers,
-    given the papers that share a key with them (`spark.leakage.papers_sharing_keys`, with their keys).
+    leave unmapped, with their keys: `transforms.with_keys`) by the cascade's steps that read the papers,
+    given the papers that share a key with them (`transforms.papers_sharing_keys`, with their keys).
 
-    `spark.leakage.map_ids`' steps on these rows, made in the driver: the rows are bounded by the benchmark
+    `transforms.map_ids`' steps on these rows, made in the driver: the rows are bounded by the benchmark
     and the papers that share its keys, and Spark's plan for them runs some fifteen stages of a few rows
     each. Every string the steps compare was made by Spark (the keys by
     `lower(trim(...))`, the papers' title folds), so the joins here compare bytes as Spark's do.
@@ -231,7 +177,7 @@ def _step_rows(found: pa.Table, method: str) -> pa.Table:
 
 def sha_candidates(ids: pa.Table) -> pa.Table:
     """`sha`: each distinct id lower-cased with its spaces trimmed, the spellings the sha step
-    (`spark.leakage.id_steps`) looks up, made here where the ids are. A sha is 40 ASCII hex digits (and, by
+    (`transforms.id_steps`) looks up, made here where the ids are. A sha is 40 ASCII hex digits (and, by
     Java's `$`, an optional final line break), on which Spark's `lower` and `trim` and these agree; the
     ids' other spellings match no sha either way."""
     spelled = pc.utf8_lower(pc.utf8_trim(ids["id"], " "))
@@ -258,7 +204,7 @@ def benchmark_id_rows(bench: pa.Table, mapped: pa.Table) -> pa.Table:
 
 def members(rows: pa.Table) -> pa.Table:
     """(corpus_id, suite, task, split) of every benchmark paper the graph holds, once per group: what Spark
-    counts the edges of (`spark.leakage.reach`)."""
+    counts the edges of (`transforms.reach`)."""
     found = rows.filter(pc.fill_null(rows["in_snapshot"], False)).select(["corpus_id", "suite", "task", "split"])
     return found.group_by(found.column_names, use_threads=False).aggregate([])
 
@@ -271,7 +217,7 @@ REACH_COLUMNS = ("removed_edges", "one_hop_papers", "one_hop_edges")
 def leakage_report(rows: pa.Table, reach: pa.Table | None = None) -> pa.Table:
     """Per suite, task and split, then per suite (`<suite>`/`all`/`all`), then `all`/`all`/`all`: total ids,
     ids mapped by each method, unmapped ids, ids in the snapshot, `removed_papers` (the distinct papers of the
-    graph they map to: removed in mode exclude), and from `reach` (`spark.leakage.reach` rows, keyed the same
+    graph they map to: removed in mode exclude), and from `reach` (`transforms.reach` rows, keyed the same
     way) the edges those papers have (`removed_edges`) and, with `filter_leakage.strict`, the papers one citation
     away from them that are not benchmark papers and those papers' other edges (`one_hop_*`); 0 without it.
     `rows` is a `benchmark_id_rows` table; an id (and a paper) counts once at every level, however many of its
