@@ -12,7 +12,6 @@ from typing import Any
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig
 
-STAGE = "filter_leakage"
 log = logging.getLogger("citeflow")
 
 
@@ -24,6 +23,7 @@ def write(
     path: str,
     papers,
     materialize,
+    stage: str,
     stage_version: int,
 ) -> dict[str, Any]:
     """Write `paper_keys` (`transforms.paper_key_rows` of every paper of the graph); its manifest entry.
@@ -48,7 +48,7 @@ def write(
         rows.coalesce(config.build_graph.output_files).write.mode("error").parquet(store.engine_uri(target))
         return {"carried_from": None}
 
-    carried = to_carry(store, upstream, stage_version)
+    carried = to_carry(store, upstream, stage, stage_version)
     if carried is None:
         return key_every_paper()
     keys, new_files = carried
@@ -73,8 +73,8 @@ def write(
         log.warning(
             "%s: the paper keys carried over from %s version %s hold %d rows for the graph's %d papers; "
             "keying every paper",
-            STAGE,
-            STAGE,
+            stage,
+            stage,
             keys.version,
             rows,
             papers_rows,
@@ -84,8 +84,8 @@ def write(
     keyed = T.footer_rows(store.fs, [posixpath.join(graph_papers, n) for n in new_files])
     log.info(
         "%s: paper keys carried over from %s version %s of %s; %d papers keyed, those the diff wrote",
-        STAGE,
-        STAGE,
+        stage,
+        stage,
         keys.version,
         keys.snapshot,
         keyed,
@@ -93,11 +93,13 @@ def write(
     return {"carried_from": {"snapshot": keys.snapshot, "version": keys.version}, "papers_keyed": keyed}
 
 
-def to_carry(store: ArtifactStore, upstream: Manifest, stage_version: int) -> tuple[Manifest, list[str]] | None:
+def to_carry(
+    store: ArtifactStore, upstream: Manifest, stage: str, stage_version: int
+) -> tuple[Manifest, list[str]] | None:
     """(filter_leakage version, the names of the upstream graph's `papers` files that hold the rows its diff
     brought) when that version's `paper_keys` can be carried over to `upstream`: the graph was written over the
-    base (`from_diff` names its files by how they came), and the version is one of this stage version on that
-    base (`stage_version` of this stage). None otherwise, with one log line for a graph built from a diff."""
+    base (`from_diff` names its files by how they came), and the version is one of `stage_version` of `stage`
+    (filter_leakage) on that base. None otherwise, with one log line for a graph built from a diff."""
     from citeflow.manifest import DamagedVersion
 
     from_diff = upstream.metrics.get("from_diff")
@@ -119,7 +121,7 @@ def to_carry(store: ArtifactStore, upstream: Manifest, stage_version: int) -> tu
     else:
         versions = [
             m
-            for m in store.list_versions(base["snapshot"], STAGE)
+            for m in store.list_versions(base["snapshot"], stage)
             if m.config.get("stage_version") == stage_version
             and any(i.get("stage") == "build_graph" and i.get("version") == graph.version for i in m.inputs)
         ]
@@ -128,8 +130,8 @@ def to_carry(store: ArtifactStore, upstream: Manifest, stage_version: int) -> tu
         why = "the artifact root holds none on that graph"
     log.info(
         "%s: no %s version of %s to carry paper keys over from (%s); keying every paper",
-        STAGE,
-        STAGE,
+        stage,
+        stage,
         base["snapshot"],
         why,
     )

@@ -217,7 +217,7 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
     papers = work.read(upstream, "papers")
     metrics["paper_keys"], lines_entry, (bench, layouts, unaudited) = concurrently(
         spark,
-        lambda: K.write(spark, work.store, config, upstream, work.path, papers, work.stage, STAGE_VERSION),
+        lambda: K.write(spark, work.store, config, upstream, work.path, papers, work.stage, STAGE, STAGE_VERSION),
         write_lines,
         take_benchmark,
     )
