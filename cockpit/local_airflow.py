@@ -44,6 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 PID_FILE = "airflow-local.pid"
 PASSWORD_FILE = "simple_auth_manager_passwords.json"
 LOG_DIR = "local-logs"
+# seconds a task process waits for the api-server before it retries (Airflow's default is 5)
+EXECUTION_API_TIMEOUT_S = 30
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -133,6 +135,9 @@ def airflow_env(cfg: LocalAirflowConfig) -> dict[str, str]:
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(cfg.port),
         "AIRFLOW__API__WORKERS": "1",
+        # One api-server worker on two busy cores can take longer than the default 5 s to answer a task's
+        # heartbeat; the task's supervisor would then count it failed and kill a task that is working.
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": str(EXECUTION_API_TIMEOUT_S),
         # Two cores: parse with one process, and not more often than a person edits a DAG file.
         "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "60",

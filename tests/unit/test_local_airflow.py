@@ -1,9 +1,15 @@
-"""The local Airflow's stop: the whole process group, and none of it left behind as zombies."""
+"""The local Airflow: its stop (the whole process group, no zombies left) and the settings its components read."""
 
 import subprocess
 import sys
 
-from cockpit.local_airflow import group_alive, stop_group
+from cockpit.local_airflow import (
+    EXECUTION_API_TIMEOUT_S,
+    LocalAirflowConfig,
+    airflow_env,
+    group_alive,
+    stop_group,
+)
 
 
 def test_stop_group_reaps_its_own_children_and_leaves_no_group():
@@ -23,3 +29,22 @@ def test_stop_group_reaps_its_own_children_and_leaves_no_group():
         for child in (leader, stubborn):
             child.kill()
             child.wait()
+
+
+def test_task_processes_read_the_longer_execution_api_timeout(tmp_path):
+    # Airflow's own config reader, in a child with the environment every component gets: a misspelt
+    # variable would leave the 5 s default in place
+    env = airflow_env(LocalAirflowConfig(home=tmp_path))
+    read = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from airflow.configuration import conf; print(conf.getfloat('workers', 'execution_api_timeout'))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert read.returncode == 0, read.stderr[-2000:]
+    assert float(read.stdout.split()[-1]) == EXECUTION_API_TIMEOUT_S > 5
