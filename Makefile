@@ -1,7 +1,7 @@
 # citeflow: two commands on a fresh machine (Python 3.11 and Java 17 needed):
 #   make demo     create .venv, install, rebuild a generated sample through Airflow, print the artifact summary
-#   make test     the test suite
-#   make test-fast  the unit tests that start no Spark JVM and no child training (make test runs everything)
+#   make test     the test suite but its long scopes (make test-long; make test-all runs both; CI runs both tiers)
+#   make test-fast  the unit tests that start no Spark JVM and no child training
 #   make airflow  start Airflow locally (standalone, SQLite, sized for 2 cores) with citeflow's DAGs; prints URL and login
 PYTHON ?= python3.11
 VENV   := .venv
@@ -17,7 +17,7 @@ AIRFLOW_DEMO_HOME := $(abspath $(DEMO))/airflow
 AIRFLOW_ENV := AIRFLOW_HOME=$(AIRFLOW_DEMO_HOME) AIRFLOW__CORE__DAGS_FOLDER=$(abspath dags) \
 	AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__CORE__PARALLELISM=2 CITEFLOW_HOME=$(abspath $(DEMO))
 
-.PHONY: install demo demo-cli airflow test test-fast lint format bench lock clean-demo
+.PHONY: install demo demo-cli airflow test test-long test-all test-fast lint format bench lock clean-demo
 
 $(STAMP): setup.cfg pyproject.toml requirements.lock
 	@command -v java >/dev/null || { echo "citeflow needs Java 17+ for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -53,8 +53,18 @@ demo-cli: $(STAMP)
 airflow: $(STAMP)
 	CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m cockpit.local_airflow --home $(AIRFLOW_DEMO_HOME)-server
 
+PYTEST := $(BIN)/python -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile
+
+# The tiers (docs/development.md): `long` marks the whole-pipeline, fault and multi-process scopes
+# (tests/conftest.py LONG_SCOPES). CI (.ci/run) runs make test, then make test-long.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PYTEST) -m "not long" $(PYTEST_ARGS)
+
+test-long: $(STAMP)
+	$(PYTEST) -m long $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(PYTEST) $(PYTEST_ARGS)
 
 # ruff's linter and formatter, settings in pyproject.toml (CI runs this before the tests)
 lint: $(STAMP)

@@ -33,40 +33,60 @@ FIXTURE_GROUPS = {
 }
 
 
-# What the longest scopes (a group or a file) took under `make test`, whole seconds of one worker's time
-# (2026-12-02, the junit report of `make test` summed per scope, 2 workers, load 3.5-5.5; `airflow` with the
-# browser's run, which that machine skipped): they are handed out first, the longest first, and the many short
+# What the longest scopes (a group or a file) take under `make test-all`, whole seconds of one worker's time (the
+# junit report summed per scope, 2 workers): they are handed out first, the longest first, and the many short
 # files fill in behind them: xdist's own order (the most tests first) can start a long file last, with one
 # worker on it while the other has nothing left. The suite is bound by the cores (docs/development.md), so the
 # order only shortens its tail. A scope not listed keeps its place after these;
 # `tests/unit/test_suite_groups.py` checks that every one listed exists.
 SCOPE_SECONDS = {
-    "world": 1022,
-    "airflow": 820,
-    "tests/e2e/test_incremental.py": 702,
-    "topics": 620,
-    "tests/e2e/test_pbg_distributed.py": 287,
-    "tests/e2e/test_spark_cluster.py": 260,
-    "tests/e2e/test_real_releases.py": 186,
-    "tests/unit/test_encoder.py": 158,
-    "tests/unit/test_reference_fixture.py": 143,
-    "tests/e2e/test_hepth_releases.py": 139,
-    "tests/e2e/test_filter_leakage.py": 109,
-    "tests/unit/spark/test_leakage.py": 106,
-    "tests/e2e/test_build_graph.py": 106,
-    "tests/unit/spark/test_class_archive.py": 101,
-    "tests/e2e/test_real_encoder.py": 90,
-    "tests/unit/test_cli.py": 74,
-    "tests/e2e/test_embed_graph.py": 65,
-    "tests/unit/test_pbg_train.py": 58,
+    "world": 937,
+    "airflow": 902,
+    "topics": 815,
+    "tests/e2e/test_incremental.py": 736,
+    "tests/e2e/test_pbg_distributed.py": 276,
+    "tests/e2e/test_real_releases.py": 259,
+    "tests/e2e/test_spark_cluster.py": 227,
+    "tests/unit/test_reference_fixture.py": 165,
+    "tests/unit/test_encoder.py": 151,
+    "tests/e2e/test_build_graph.py": 122,
+    "tests/e2e/test_filter_leakage.py": 98,
+    "tests/e2e/test_hepth_releases.py": 93,
+    "tests/unit/spark/test_leakage.py": 90,
+    "tests/unit/test_cli.py": 81,
+    "tests/e2e/test_real_encoder.py": 70,
+    "tests/unit/spark/test_class_archive.py": 65,
+    "tests/unit/test_pbg_train.py": 51,
+    "tests/unit/test_hepth_support.py": 49,
+    "tests/e2e/test_embed_graph.py": 47,
 }
+
+# The scopes `make test` leaves to `make test-long` (marked `long`): the whole pipeline through Airflow, the
+# 20k-paper chain, the fault suite's world, the release-diff oracles, distributed PBG, the real-release
+# backfill and the Spark cluster / Connect runs. Each builds whole pipelines or starts several JVMs, and
+# together they are three quarters of the suite's CPU time: with them `make test` would not fit in 15 minutes
+# on 2 cores. CI (.ci/run) runs both tiers.
+LONG_SCOPES = frozenset(
+    {
+        "world",
+        "airflow",
+        "topics",
+        "tests/e2e/test_incremental.py",
+        "tests/e2e/test_pbg_distributed.py",
+        "tests/e2e/test_real_releases.py",
+        "tests/e2e/test_spark_cluster.py",
+    }
+)
 
 
 def pytest_itemcollected(item):
     """`jvm`: a test that starts a Spark JVM (through the `spark` fixture, or any test of tests/unit/spark):
-    `make test-fast` leaves them to `make test`."""
+    `make test-fast` leaves them out. `long`: a test of one of `LONG_SCOPES`, which `make test` leaves to
+    `make test-long`."""
     if "spark" in getattr(item, "fixturenames", ()) or item.nodeid.startswith("tests/unit/spark/"):
         item.add_marker(pytest.mark.jvm)
+    if scope_of(item.nodeid) in LONG_SCOPES:
+        item.add_marker(pytest.mark.long)
 
 
 def scope_of(nodeid: str) -> str:

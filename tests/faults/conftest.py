@@ -1,4 +1,4 @@
-"""The fault-injection suite of issue #16: the attacks that corrupted versions, rerun with exact assertions.
+"""The fault-injection suite: the attacks that corrupted versions, rerun with exact assertions.
 
 Every test here is marked `faults` (run them alone with `pytest -m faults`) and `slow` (they start stages in
 processes of their own). One session-scoped `world` holds a generated 1,500-paper snapshot and a

@@ -1,4 +1,5 @@
-"""The suite's worker groups (`tests/conftest.py` FIXTURE_GROUPS) name every file that uses a shared fixture."""
+"""The suite's worker groups (`tests/conftest.py` FIXTURE_GROUPS) name every file that uses a shared fixture;
+the long tier's scopes exist and are the tests marked `long`."""
 
 import re
 from pathlib import Path
@@ -38,3 +39,28 @@ def test_every_timed_scope_exists():
 
     groups = set(FIXTURE_GROUPS.values())
     assert all(scope in groups or (REPO / scope).is_file() for scope in SCOPE_SECONDS)
+
+
+def test_every_long_scope_exists():
+    from tests.conftest import LONG_SCOPES
+
+    groups = set(FIXTURE_GROUPS.values())
+    assert all(scope in groups or (REPO / scope).is_file() for scope in LONG_SCOPES)
+
+
+def test_long_marks_exactly_the_tests_of_the_long_scopes():
+    from tests.conftest import LONG_SCOPES, pytest_itemcollected, scope_of
+
+    class Item:  # what pytest_itemcollected reads of a collected test
+        def __init__(self, nodeid):
+            self.nodeid, self.fixturenames, self.marks = nodeid, (), []
+
+        def add_marker(self, mark):
+            self.marks.append(mark.name)
+
+    for nodeid in ("tests/faults/test_kill.py::t", "tests/e2e/test_incremental.py::t", "tests/unit/test_cli.py::t"):
+        item = Item(nodeid)
+        pytest_itemcollected(item)
+        assert ("long" in item.marks) == (scope_of(nodeid) in LONG_SCOPES)
+    assert scope_of("tests/faults/test_kill.py::t") in LONG_SCOPES
+    assert scope_of("tests/unit/test_cli.py::t") not in LONG_SCOPES
