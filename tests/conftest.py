@@ -62,10 +62,10 @@ SCOPE_SECONDS = {
 }
 
 # The scopes `make test` leaves to `make test-long` (marked `long`): the whole pipeline through Airflow, the
-# 20k-paper chain, the fault suite's world, the release-diff oracles, distributed PBG, the real-release
-# backfill and the Spark cluster / Connect runs. Each builds whole pipelines or starts several JVMs, and
-# together they are three quarters of the suite's CPU time: with them `make test` would not fit in 15 minutes
-# on 2 cores. CI (.ci/run) runs both tiers.
+# 20k-paper chain, the fault suite's world, the release-diff oracles, distributed PBG, the real releases (the
+# backfill, and HEP-Th's release 2 from its diff) and the Spark cluster / Connect runs. Each builds whole
+# pipelines or starts several JVMs, and together they are three quarters of the suite's CPU time: with them
+# `make test` would not fit in 15 minutes on 2 cores. CI (.ci/run) runs both tiers.
 LONG_SCOPES = frozenset(
     {
         "world",
@@ -74,6 +74,7 @@ LONG_SCOPES = frozenset(
         "tests/e2e/test_incremental.py",
         "tests/e2e/test_pbg_distributed.py",
         "tests/e2e/test_real_releases.py",
+        "tests/e2e/test_hepth_releases.py",
         "tests/e2e/test_spark_cluster.py",
     }
 )
