@@ -26,7 +26,7 @@ regression / calc_metrics`, `IREvaluator.get_qc_pairs / retrieval / calc_metrics
 - search embeds the query text and the documents from the task's `fields` (default title, abstract) joined by the
   model's separator, as `SimpleDataset` does.
 Proven against the reference's own output for classification (within 0.01), regression and proximity (exact):
-tests/unit/test_reference_fixture.py. Search has no fixture. Flat records without a `split` are split by a hash
+tests/unit/test_reference_scirepeval.py. Search has no fixture. Flat records without a `split` are split by a hash
 of the paper id (80% train, 20% test), since they carry no split of the benchmark's own.
 """
 

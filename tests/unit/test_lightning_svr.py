@@ -1,5 +1,5 @@
 """The port of lightning's LinearSVR (evaluation/lightning_svr.py). Its oracle is the reference fixture
-(tests/unit/test_reference_fixture.py: both regression tasks to the last bit); these tests pin its parts."""
+(tests/unit/test_reference_scirepeval.py: both regression tasks to the last bit); these tests pin its parts."""
 
 from __future__ import annotations
 
