@@ -34,18 +34,21 @@ def test_every_listed_file_exists():
     assert all((REPO / path).is_file() for path in FIXTURE_GROUPS)
 
 
+def is_scope(name: str) -> bool:
+    """A FIXTURE_GROUPS group or a test file: what `tests/conftest.py` schedules as one scope."""
+    return name in set(FIXTURE_GROUPS.values()) or (REPO / name).is_file()
+
+
 def test_every_timed_scope_exists():
     from tests.conftest import SCOPE_SECONDS
 
-    groups = set(FIXTURE_GROUPS.values())
-    assert all(scope in groups or (REPO / scope).is_file() for scope in SCOPE_SECONDS)
+    assert all(is_scope(scope) for scope in SCOPE_SECONDS)
 
 
 def test_every_long_scope_exists():
     from tests.conftest import LONG_SCOPES
 
-    groups = set(FIXTURE_GROUPS.values())
-    assert all(scope in groups or (REPO / scope).is_file() for scope in LONG_SCOPES)
+    assert all(is_scope(scope) for scope in LONG_SCOPES)
 
 
 def test_long_marks_exactly_the_tests_of_the_long_scopes():
