@@ -240,6 +240,7 @@ def test_two_processes_with_ddp_match_one_with_accumulation(small, tmp_path):
     assert np.allclose(la, lb, atol=1e-5), (la, lb)
 
 
+@pytest.mark.slow  # trains the model twice: make test, not make test-fast
 def test_gradient_checkpointing_trains_the_same_model(small, tmp_path):
     plain = make_spec(small, tmp_path, "plain", max_steps=3)
     checkpointed = make_spec(small, tmp_path, "checkpointed", max_steps=3, gradient_checkpointing=True)

@@ -81,6 +81,9 @@ def all_files(root: Path) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------------------------------------- fixtures
 
+# These write or read all 25,224 papers: make test runs them, make test-fast does not.
+WHOLE_CORPUS = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def raw():
@@ -133,6 +136,7 @@ def test_authors_and_journal_references_are_parsed():
     assert parse_journal_ref("") is None
 
 
+@WHOLE_CORPUS
 def test_releases_hold_the_raw_papers_and_their_citations(full, raw):
     papers, citations = raw
     assert len(papers) == 25_224 and len(citations) == 271_863  # the data's README
@@ -162,6 +166,7 @@ def test_releases_hold_the_raw_papers_and_their_citations(full, raw):
     assert releases[R2].papers == 25_224 and releases[R1].papers == 18_945
 
 
+@WHOLE_CORPUS
 def test_records_have_the_keys_and_json_types_of_the_real_s2ag_samples(full):
     require_files(S2AG, *SAMPLES.values())
     for dataset, sample in SAMPLES.items():
@@ -181,6 +186,7 @@ def test_records_have_the_keys_and_json_types_of_the_real_s2ag_samples(full):
                 assert set(rec["openaccessinfo"]) == set(real[0]["openaccessinfo"])
 
 
+@WHOLE_CORPUS
 def test_release_1_with_its_diff_applied_is_release_2(full):
     """The Datasets API's rules restated: an update record replaces every record of its key, a delete record
     removes them (after the updates)."""
@@ -214,6 +220,7 @@ def test_release_1_with_its_diff_applied_is_release_2(full):
     ) == (len(records(full.root / R2 / "corpus" / "citations")) - len(records(full.root / R1 / "corpus" / "citations")))
 
 
+@WHOLE_CORPUS
 def test_the_benchmark_holds_out_cite_and_cocite_relations_of_release_1(full, raw):
     papers, citations = raw
     r1 = {n for n, p in papers.items() if p["year"] <= 1999}
@@ -256,6 +263,7 @@ def test_the_benchmark_holds_out_cite_and_cocite_relations_of_release_1(full, ra
     assert shape["papers"] == len(metadata) and shape["cite"]["test"]["queries"] == 100
 
 
+@WHOLE_CORPUS
 def test_subset_is_the_most_connected_papers_and_the_same_config_writes_the_same_bytes(tmp_path, raw):
     papers, citations = raw
     first = small(tmp_path / "a")

@@ -35,6 +35,7 @@ def test_no_intercept_by_default_and_one_when_asked():
     )
 
 
+@pytest.mark.slow  # fits every grid point twice: make test, not make test-fast
 def test_lockstep_path_equals_separate_fits_bit_for_bit():
     rng = np.random.default_rng(3)
     x = rng.normal(size=(50, 6)).astype(np.float32)

@@ -62,6 +62,7 @@ def test_scirepeval_proximity_per_query(scirepeval_rows):
             assert got[qid] == pytest.approx(values[metric], abs=1e-9), (metric, qid)
 
 
+@pytest.mark.slow  # a second full grid search: make test, not make test-fast
 def test_scirepeval_flat_record_files_score_the_same(vectors):
     """The same tasks as flat records (`corpus_id`, `split`, `labels` / `score`) give the reference's values."""
     from jobs.benchmark import score
