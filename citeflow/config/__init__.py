@@ -14,12 +14,13 @@ and are left out of the version hash (`versioned_dict`). Options added to a
 stage after its versions existed say `versioned_when_set=True`: they enter
 the hash only at a value other than their default.
 
-The package's modules: `base` (ids, field helpers), `engines` (Spark, store), `stages` and `pbg`
-(one config per stage), `run` (`RunConfig`, profiles) and `overrides` (text in and out). Everything is
+The package's modules: `base` (ids, field helpers), `engines` (Spark, store), `stages`, `pbg` and
+`encoder` (one config per stage), `run` (`RunConfig`, profiles) and `overrides` (text in and out). Everything is
 imported from `citeflow.config`.
 """
 
 from citeflow.config.base import SNAPSHOT_ID_RE, URI_PASSWORD, validate_snapshot_id
+from citeflow.config.encoder import ENCODER_MAX_LENGTH, ENCODER_USAGE_FALLBACK, EmbedPapersConfig, TrainEncoderConfig
 from citeflow.config.engines import InputsConfig, SparkConfig, StoreConfig
 from citeflow.config.overrides import apply_overrides, describe, to_dict, versioned_dict
 from citeflow.config.pbg import (
@@ -30,16 +31,7 @@ from citeflow.config.pbg import (
     EmbedGraphConfig,
 )
 from citeflow.config.run import PROFILES, RunConfig, profile_overrides
-from citeflow.config.stages import (
-    ENCODER_MAX_LENGTH,
-    ENCODER_USAGE_FALLBACK,
-    BenchmarkConfig,
-    BuildGraphConfig,
-    EmbedPapersConfig,
-    FilterLeakageConfig,
-    MineTripletsConfig,
-    TrainEncoderConfig,
-)
+from citeflow.config.stages import BenchmarkConfig, BuildGraphConfig, FilterLeakageConfig, MineTripletsConfig
 
 __all__ = [
     "ENCODER_MAX_LENGTH",

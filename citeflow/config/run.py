@@ -5,16 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from citeflow.config.base import URI_PASSWORD, _help, validate_snapshot_id
+from citeflow.config.encoder import EmbedPapersConfig, TrainEncoderConfig
 from citeflow.config.engines import InputsConfig, SparkConfig, StoreConfig
 from citeflow.config.pbg import EmbedGraphConfig
-from citeflow.config.stages import (
-    BenchmarkConfig,
-    BuildGraphConfig,
-    EmbedPapersConfig,
-    FilterLeakageConfig,
-    MineTripletsConfig,
-    TrainEncoderConfig,
-)
+from citeflow.config.stages import BenchmarkConfig, BuildGraphConfig, FilterLeakageConfig, MineTripletsConfig
 from citeflow.errors import CiteflowError
 
 
