@@ -107,7 +107,8 @@ def main() -> int:
     # the load and the thread settings beside every figure: a shared machine changes them all
     print(f"machine: {json.dumps(describe())}", flush=True)
 
-    from jobs.benchmark import load_embeddings, score
+    from evaluation.embeddings import load_embeddings
+    from jobs.benchmark import score
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

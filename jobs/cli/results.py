@@ -13,8 +13,9 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from evaluation.embeddings import load_embeddings
     from evaluation.report import write_report
-    from jobs.benchmark import load_embeddings, score, score_beir, scores_schema, table_rows
+    from jobs.benchmark import score, score_beir, scores_schema, table_rows
 
     if not args.scidocs and not args.scirepeval and not args.beir:
         raise CiteflowError("nothing to score: give --scidocs DIR, --scirepeval PATH and/or --beir DIR")

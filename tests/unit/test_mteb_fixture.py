@@ -45,7 +45,7 @@ def folder(fixture_dir):
 
 @pytest.fixture(scope="module")
 def vectors(fixture_dir):
-    from jobs.benchmark import load_embeddings
+    from evaluation.embeddings import load_embeddings
 
     return {
         "embeddings.parquet": load_embeddings(str(fixture_dir / "embeddings.parquet")),
