@@ -12,6 +12,7 @@ from tests.support.shared import missing
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+SCRATCH_OWNER = "CITEFLOW_TEST_SCRATCH"  # "pid:folder" of the process that made the session's scratch folder
 
 # Small Spark for a 2-core machine: few shuffle partitions, modest memory.
 TEST_SPARK_OVERRIDES = ["spark.shuffle_partitions=4", "spark.driver_memory=2g", "build_graph.output_files=2"]
@@ -125,14 +126,30 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_configure(config):
     # Spark's Python workers (pandas UDFs) must run this interpreter, with its packages.
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    # the runs' logs (jobs/cli `log_folder`) in a folder of the test session's, not the user's state folder
     import tempfile
 
-    if "CITEFLOW_LOG_DIR" not in os.environ:
-        os.environ["CITEFLOW_LOG_DIR"] = tempfile.mkdtemp(prefix="citeflow-test-logs-")
+    # One scratch folder per test session, made by the first process (xdist's workers inherit it) and removed by
+    # that process at the end: the runs' logs (jobs/cli `log_folder`), not the user's state folder, and every
+    # Spark JVM's local dirs (SPARK_LOCAL_DIRS wins over spark.local.dir), so the block managers of the JVMs the
+    # kill tests SIGKILL do not stay behind in /tmp.
+    if SCRATCH_OWNER not in os.environ:
+        scratch = Path(tempfile.mkdtemp(prefix="citeflow-tests-"))
+        os.environ[SCRATCH_OWNER] = f"{os.getpid()}:{scratch}"
+        for name, sub in (("CITEFLOW_LOG_DIR", "logs"), ("SPARK_LOCAL_DIRS", "spark")):
+            if name not in os.environ:
+                (scratch / sub).mkdir()
+                os.environ[name] = str(scratch / sub)
     # the folders the tests' Airflow runs may read inputs from: pytest's temp folders and the shared samples
     # (cockpit.orchestration.input_roots; tests/unit/test_orchestration.py checks the default)
     os.environ.setdefault("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS", f"{tempfile.gettempdir()},{REPO.parent / 'shared'}")
+
+
+def pytest_unconfigure(config):
+    pid, _, scratch = os.environ.get(SCRATCH_OWNER, "").partition(":")
+    if pid == str(os.getpid()):
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
