@@ -19,6 +19,7 @@ deleting or moving the base version leaves the link whole (`link_file`). On a st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 from collections.abc import Iterator
@@ -37,11 +38,26 @@ def write_table(table: pa.Table, folder: str | os.PathLike, fs: pafs.FileSystem 
     """A local stage's one way to write a table of its version: the folder (new) holding one zstd Parquet file;
     `options` go to `pyarrow.parquet.write_table` (`row_group_size`). Returns the file's path."""
     fs = fs or pafs.LocalFileSystem()
-    folder = os.fspath(folder)
-    fs.create_dir(folder)
-    path = posixpath.join(folder, "part-0.parquet")
+    path = _new_table_file(fs, folder)
     pq.write_table(table, path, filesystem=fs, compression="zstd", **options)
     return path
+
+
+@contextlib.contextmanager
+def table_writer(
+    folder: str | os.PathLike, schema: pa.Schema, fs: pafs.FileSystem | None = None
+) -> Iterator[pq.ParquetWriter]:
+    """`write_table`'s streaming form, for a stage that writes its table batch by batch: the same folder and file,
+    a `pyarrow.parquet.ParquetWriter` to call `write_table` on, closed (footer written) on leaving."""
+    fs = fs or pafs.LocalFileSystem()
+    with pq.ParquetWriter(_new_table_file(fs, folder), schema, filesystem=fs, compression="zstd") as writer:
+        yield writer
+
+
+def _new_table_file(fs: pafs.FileSystem, folder: str | os.PathLike) -> str:
+    folder = os.fspath(folder)
+    fs.create_dir(folder)
+    return posixpath.join(folder, "part-0.parquet")
 
 
 def data_files(fs: pafs.FileSystem, table: str) -> list[pafs.FileInfo]:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from citeflow import tables
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
@@ -130,7 +131,6 @@ def embed_to_parquet(
     `precision`: bf16 autocast on a GPU that supports it (auto) or asks for it; the CPU embeds in fp32.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
     from tqdm import tqdm
 
     from models.encoder import paper_text
@@ -138,7 +138,6 @@ def embed_to_parquet(
     encoder = _Encoder(model_dir, max_length, pooling, normalize, batch_size, length_grouping, precision)
     tokenizer, dimension = encoder.tokenizer, encoder.dimension
     schema = pa.schema([("paper_id", pa.string()), ("embedding", pa.list_(pa.float32(), dimension))])
-    out.mkdir(parents=True)
     seen: set[str] = set()
     counts = {"papers": 0, "empty_text": 0, "duplicates": 0}
 
@@ -158,7 +157,7 @@ def embed_to_parquet(
 
     chunk = batch_size * GROUP_BATCHES if length_grouping else batch_size
     with (
-        pq.ParquetWriter(out / "part-0.parquet", schema, compression="zstd") as writer,
+        tables.table_writer(out, schema) as writer,
         tqdm(desc="embed_papers", unit="paper", disable=None) as bar,
     ):
         ids: list[str] = []

@@ -178,7 +178,6 @@ def _mine(cfg, miner, pool, query_rows, out: Path, rank_queries) -> dict[str, An
     pool rows, rank sample."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
     from tqdm import tqdm
 
     from models import triplets as T
@@ -194,14 +193,13 @@ def _mine(cfg, miner, pool, query_rows, out: Path, rank_queries) -> dict[str, An
             ("negative_rank", pa.int32()),
         ]
     )
-    out.mkdir(parents=True)
     counts: dict[str, int] = {}
     hard = easy = collisions = 0
     used: list[np.ndarray] = []
     sample: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     t0 = time.monotonic()
     with (
-        pq.ParquetWriter(out / "part-0.parquet", schema, compression="zstd") as writer,
+        tables.table_writer(out, schema) as writer,
         tqdm(total=len(query_rows), desc=f"mine_triplets ({cfg.strategy})", unit="query", disable=None) as bar,
     ):
         for rows in T.batches(query_rows, cfg.batch_size):
