@@ -15,6 +15,7 @@ citeflow's core: errors, text):
 - vocabulary: titles, abstracts and citation contexts from a topic vocabulary
 - papers: papers (topics, dates, external ids) and authors
 - citations: the citation sampler (fresh snapshots and later releases)
+- edge_dirt: the dirt on the citations (duplicate, self and external ones; S2AG's citation rows and theirs)
 - world: the whole snapshot before serialisation, with its truth counts
 - serialise: S2ORC, S2AG and paper-ids lines; malformed lines
 - scidocs: the SciDocs set, its files and scidocs_truth.jsonl

@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 from synthcorpus.arrays import (
     csr_ptr,
     index_mask,
-    lengths_to_offsets,
     make_shas,
     pick,
     random_stream,
@@ -26,6 +25,7 @@ from synthcorpus.arrays import (
 )
 from synthcorpus.citations import sample_citations
 from synthcorpus.config import CORPUS_ID_RANGE, TEXT_BLOCK, GenerateConfig
+from synthcorpus.edge_dirt import CitationRows, EdgeDirt, s2ag_citation_rows, sample_edge_dirt
 from synthcorpus.lexicon import GENERIC_TITLES
 from synthcorpus.papers import Authors, Papers, sample_authors, sample_papers
 from synthcorpus.vocabulary import (
@@ -75,6 +75,51 @@ class World:
     counts: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class _Graph:
+    """The clean citation graph: edges sorted by (src, dst), CSR over src, and CSR over dst of the citing
+    papers (random order within a row)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    clean_ptr: np.ndarray
+    in_ptr: np.ndarray
+    in_src: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Titles:
+    """Final titles and the dirt on the kept records: missing titles and abstracts, generic titles."""
+
+    title: pa.Array
+    no_title: np.ndarray
+    has_abstract: np.ndarray
+    generic: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Records:
+    """Duplicate records, abstract lines, lines per dataset and shard, and the malformed lines among them."""
+
+    dup_of: np.ndarray
+    dup_shard: np.ndarray
+    abstract_row: np.ndarray
+    paper_lines: np.ndarray  # per shard: kept and duplicate records (S2ORC metadata, S2AG papers)
+    line_counts: dict[str, np.ndarray]  # dataset -> well-formed lines per shard
+    malformed: dict[str, np.ndarray]
+    influential: np.ndarray  # S2AG influentialcitationcount (drawn from the same stream, last)
+
+
+@dataclass(frozen=True)
+class _PaperIds:
+    """paper-ids' shas: a primary one per paper, non-primary ones, and those of papers outside the corpus."""
+
+    primary_sha: pa.LargeStringArray
+    extra_paper: np.ndarray
+    extra_sha: pa.LargeStringArray
+    outside_sha: pa.LargeStringArray
+
+
 def _spread(rng: np.random.Generator, total: int, lines_per_shard: np.ndarray) -> np.ndarray:
     """Split `total` extra lines over the shards in proportion to their lines (none to an empty shard)."""
     lines = np.asarray(lines_per_shard, dtype=np.float64)
@@ -83,18 +128,9 @@ def _spread(rng: np.random.Generator, total: int, lines_per_shard: np.ndarray) -
     return np.bincount(rng.choice(len(lines), size=total, p=lines / lines.sum()), minlength=len(lines))
 
 
-def build_world(config: GenerateConfig) -> World:
-    """Everything about the snapshot except the abstracts' text (generated block by block when written)."""
-    seed, n, shards = config.seed, config.papers, config.shard_count
-    papers = sample_papers(config)
-    vocab = build_vocabulary(seed, config.difficulty, config.niches_per_subtopic)
-    authors = sample_authors(papers, seed)
-    bounds = (np.arange(shards + 1, dtype=np.int64) * n) // shards
-
-    # Citations; titles; then generic titles and missing titles / abstracts (dirt on the kept records).
-    src, dst = sample_citations(papers, config)
-    clean_ptr = csr_ptr(src, n)
-    cid = papers.corpus_id
+def _titles(config: GenerateConfig, papers: Papers, vocab: Vocabulary, src: np.ndarray) -> _Titles:
+    """Titles, then generic titles and missing titles / abstracts (dirt on the kept records)."""
+    seed, n = config.seed, papers.n
     dirt = random_stream(seed, "dirt")
     title = make_titles(vocab, random_stream(seed, "titles"), papers.topics)
     no_title = index_mask(n, pick(dirt, n, rate_count(config.missing_title_rate, n)))
@@ -117,75 +153,30 @@ def build_world(config: GenerateConfig) -> World:
         title, pa.array(generic), pa.array([GENERIC_TITLES[i] for i in generic_names], pa.string())
     )
     title = pc.if_else(pa.array(no_title), pa.scalar(None, pa.string()), title)
+    return _Titles(title=title, no_title=no_title, has_abstract=has_abstract, generic=generic)
 
+
+def _inbound(seed: int, n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR over dst of the clean citing papers, in random order within a row."""
     order = np.lexsort((random_stream(seed, "inbound").random(len(dst)), dst))
-    in_ptr, in_src = csr_ptr(dst[order], n), src[order]
-    outside_ids = unique_ints(random_stream(seed, "outside"), max(1000, n // 5), *CORPUS_ID_RANGE, exclude=cid)
+    return csr_ptr(dst[order], n), src[order]
 
-    # Edge dirt, the same for both formats.
-    edges = random_stream(seed, "edge-dirt")
-    dup_edges = pick(edges, len(src), rate_count(config.duplicate_citation_rate, len(src)))
-    self_cite = pick(edges, n, rate_count(config.self_citation_rate, n))
-    ext_papers = pick(edges, n, rate_count(config.external_citation_rate, n))
-    ext_k = edges.integers(1, 4, size=len(ext_papers))
-    ext_src = np.repeat(ext_papers, ext_k)
-    ext_start = np.repeat(edges.integers(0, len(outside_ids), size=len(ext_papers)), ext_k)
-    ext_offsets = lengths_to_offsets(ext_k)
-    ext_id = outside_ids[(ext_start + np.arange(len(ext_src)) - np.repeat(ext_offsets[:-1], ext_k)) % len(outside_ids)]
 
-    # S2ORC: each paper's outbound list = clean + duplicate copies + itself + outside ids, shuffled.
-    entry_paper = np.concatenate([src, src[dup_edges], self_cite, ext_src])
-    entry_id = np.concatenate([cid[dst], cid[dst[dup_edges]], cid[self_cite], ext_id])
-    order = np.lexsort((edges.random(len(entry_paper)), entry_paper))
-    out_ptr, out_val = csr_ptr(entry_paper[order], n), entry_id[order]
-
-    # S2AG citation rows: the same edges plus null ids and citing papers outside the corpus.
-    rows_dirt = random_stream(seed, "s2ag-rows")
-    n_null = rate_count(config.null_id_citation_rate, len(src)) if config.format == "s2ag" else 0
-    n_outside = rate_count(config.citing_outside_rate, len(src)) if config.format == "s2ag" else 0
-    null_paper = rows_dirt.integers(0, n, size=n_null)
-    null_citing = rows_dirt.random(n_null) < 0.15  # mostly the cited id is null (a reference not resolved)
-    outside_cited = rows_dirt.integers(0, n, size=n_outside)
-    outside_citing = outside_ids[rows_dirt.integers(0, len(outside_ids), size=n_outside)]
-    known = np.concatenate([src, src[dup_edges], self_cite, ext_src, null_paper, outside_cited])
-    citing = np.concatenate(
-        [
-            cid[src],
-            cid[src[dup_edges]],
-            cid[self_cite],
-            cid[ext_src],
-            np.where(null_citing, -1, cid[null_paper]),
-            outside_citing,
-        ]
-    )
-    cited = np.concatenate(
-        [
-            cid[dst],
-            cid[dst[dup_edges]],
-            cid[self_cite],
-            ext_id,
-            np.where(null_citing, cid[null_paper], -1),
-            cid[outside_cited],
-        ]
-    )
-    row_shard = np.searchsorted(bounds, known, side="right") - 1
-    order = np.lexsort((rows_dirt.random(len(known)), row_shard))
-    rows = {
-        "citing": citing[order],
-        "cited": cited[order],
-        "shard": row_shard[order],
-        "field": papers.field[known[order]],
-    }
-    if config.format != "s2ag":
-        rows = {k: v[:0] for k, v in rows.items()}
-
-    # Duplicate records (strictly less complete copies) and S2AG abstract lines.
+def _records(
+    config: GenerateConfig,
+    bounds: np.ndarray,
+    has_abstract: np.ndarray,
+    row_shard: np.ndarray,
+    citations_in: np.ndarray,
+) -> _Records:
+    """Duplicate records (strictly less complete copies), S2AG abstract lines, the malformed lines spread over
+    each dataset's shards, and the influential citation counts (the records stream's last draw)."""
+    seed, n, shards = config.seed, config.papers, config.shard_count
     recs = random_stream(seed, "records")
     dup_of = pick(recs, n, rate_count(config.duplicate_record_rate, n))
     dup_shard = recs.integers(0, shards, size=len(dup_of))
     abstract_row = has_abstract | (recs.random(n) < 0.2)  # some papers have a line with "abstract": null
-    in_shard = np.diff(bounds)
-    paper_lines = in_shard + np.bincount(dup_shard, minlength=shards)
+    paper_lines = np.diff(bounds) + np.bincount(dup_shard, minlength=shards)
     bad = random_stream(seed, "malformed")
     if config.format == "s2orc":
         line_counts = {"metadata": paper_lines}
@@ -193,83 +184,119 @@ def build_world(config: GenerateConfig) -> World:
         line_counts = {
             "papers": paper_lines,
             "abstracts": np.add.reduceat(abstract_row.astype(np.int64), bounds[:-1]),
-            "citations": np.bincount(rows["shard"], minlength=shards),
+            "citations": np.bincount(row_shard, minlength=shards),
         }
     malformed = {
         name: _spread(bad, rate_count(config.malformed_line_rate, int(lines.sum())), lines)
         for name, lines in line_counts.items()
     }
+    return _Records(
+        dup_of=dup_of,
+        dup_shard=dup_shard,
+        abstract_row=abstract_row,
+        paper_lines=paper_lines,
+        line_counts=line_counts,
+        malformed=malformed,
+        influential=recs.binomial(citations_in, 0.1),
+    )
 
-    # paper-ids: a primary sha per paper, non-primary ones for ~10%, and shas of papers outside the corpus.
-    shas = random_stream(seed, "shas")
+
+def _paper_ids(config: GenerateConfig, outside_ids: np.ndarray) -> _PaperIds:
+    """paper-ids: a primary sha per paper, non-primary ones for ~10%, and shas of papers outside the corpus."""
+    n = config.papers
+    shas = random_stream(config.seed, "shas")
     primary_sha = make_shas(shas, n)
     extra_paper = np.sort(shas.integers(0, n, size=rate_count(config.extra_sha_rate, n)))
     extra_sha = make_shas(shas, len(extra_paper))
     outside_sha = make_shas(shas, min(len(outside_ids), rate_count(config.outside_sha_rate, n)))
+    return _PaperIds(primary_sha=primary_sha, extra_paper=extra_paper, extra_sha=extra_sha, outside_sha=outside_sha)
 
-    citations_in = np.diff(in_ptr) + np.bincount(outside_cited, minlength=n)
-    counts_per_paper = {
-        "references": np.diff(clean_ptr) + np.bincount(ext_src, minlength=n),
-        "citations": citations_in,
-        "influential": recs.binomial(citations_in, 0.1),
-    }
-    context_pool = make_context_pool(vocab, random_stream(seed, "contexts"))
 
-    m_total = {name: int(m.sum()) for name, m in malformed.items()}
+def _counts(
+    config: GenerateConfig, graph: _Graph, titles: _Titles, dirt: EdgeDirt, rows: CitationRows, records: _Records
+) -> dict[str, Any]:
+    """The exact truth counts of generator.json (generate.run's docstring says what each is)."""
+    m_total = {name: int(m.sum()) for name, m in records.malformed.items()}
     counts: dict[str, Any] = {
-        "papers": n,
-        "lines": int(paper_lines.sum() + m_total.get("metadata", 0) + m_total.get("papers", 0)),
+        "papers": config.papers,
+        "lines": int(records.paper_lines.sum() + m_total.get("metadata", 0) + m_total.get("papers", 0)),
     }
     if config.format == "s2ag":
-        counts["abstract_lines"] = int(line_counts["abstracts"].sum() + m_total["abstracts"])
-        counts["citation_lines"] = int(line_counts["citations"].sum() + m_total["citations"])
+        counts["abstract_lines"] = int(records.line_counts["abstracts"].sum() + m_total["abstracts"])
+        counts["citation_lines"] = int(records.line_counts["citations"].sum() + m_total["citations"])
     counts.update(
         {
             "malformed_lines": int(sum(m_total.values())),
             "malformed_lines_by_dataset": m_total,
-            "duplicate_records": len(dup_of),
-            "papers_without_title": int(no_title.sum()),
-            "papers_without_abstract": int((~has_abstract).sum()),
-            "papers_with_generic_title": int(generic.sum()),
-            "citations": len(src),
-            "graph_nodes": int(((np.diff(clean_ptr) + np.diff(in_ptr)) > 0).sum()),
-            "self_citations": len(self_cite),
-            "duplicate_citations": len(dup_edges),
-            "external_citations": len(ext_src),
-            "null_id_citations": n_null,
-            "citing_not_in_corpus": n_outside,
-            "shards": shards,
+            "duplicate_records": len(records.dup_of),
+            "papers_without_title": int(titles.no_title.sum()),
+            "papers_without_abstract": int((~titles.has_abstract).sum()),
+            "papers_with_generic_title": int(titles.generic.sum()),
+            "citations": len(graph.src),
+            "graph_nodes": int(((np.diff(graph.clean_ptr) + np.diff(graph.in_ptr)) > 0).sum()),
+            "self_citations": len(dirt.self_cite),
+            "duplicate_citations": len(dirt.dup_edges),
+            "external_citations": len(dirt.ext_src),
+            "null_id_citations": rows.n_null,
+            "citing_not_in_corpus": rows.n_outside,
+            "shards": config.shard_count,
         }
     )
+    return counts
+
+
+def build_world(config: GenerateConfig) -> World:
+    """Everything about the snapshot except the abstracts' text (generated block by block when written)."""
+    seed, n, shards = config.seed, config.papers, config.shard_count
+    papers = sample_papers(config)
+    vocab = build_vocabulary(seed, config.difficulty, config.niches_per_subtopic)
+    authors = sample_authors(papers, seed)
+    bounds = (np.arange(shards + 1, dtype=np.int64) * n) // shards
+    src, dst = sample_citations(papers, config)
+    clean_ptr = csr_ptr(src, n)
+    titles = _titles(config, papers, vocab, src)
+    in_ptr, in_src = _inbound(seed, n, src, dst)
+    graph = _Graph(src=src, dst=dst, clean_ptr=clean_ptr, in_ptr=in_ptr, in_src=in_src)
+    cid = papers.corpus_id
+    outside_ids = unique_ints(random_stream(seed, "outside"), max(1000, n // 5), *CORPUS_ID_RANGE, exclude=cid)
+    dirt = sample_edge_dirt(config, cid, src, dst, outside_ids)
+    rows = s2ag_citation_rows(config, papers, bounds, src, dst, dirt, outside_ids)
+    citations_in = np.diff(in_ptr) + np.bincount(rows.outside_cited, minlength=n)
+    records = _records(config, bounds, titles.has_abstract, rows.rows["shard"], citations_in)
+    ids = _paper_ids(config, outside_ids)
     return World(
         config=config,
         papers=papers,
         authors=authors,
         vocab=vocab,
-        title=title,
-        has_abstract=has_abstract,
-        generic=generic,
+        title=titles.title,
+        has_abstract=titles.has_abstract,
+        generic=titles.generic,
         bounds=bounds,
         src=src,
         dst=dst,
         clean_ptr=clean_ptr,
         in_ptr=in_ptr,
         in_src=in_src,
-        dup_of=dup_of,
-        dup_shard=dup_shard,
-        malformed=malformed,
-        out_ptr=out_ptr,
-        out_val=out_val,
-        rows=rows,
-        abstract_row=abstract_row,
-        primary_sha=primary_sha,
-        extra_paper=extra_paper,
-        extra_sha=extra_sha,
+        dup_of=records.dup_of,
+        dup_shard=records.dup_shard,
+        malformed=records.malformed,
+        out_ptr=dirt.out_ptr,
+        out_val=dirt.out_val,
+        rows=rows.rows,
+        abstract_row=records.abstract_row,
+        primary_sha=ids.primary_sha,
+        extra_paper=ids.extra_paper,
+        extra_sha=ids.extra_sha,
         outside_ids=outside_ids,
-        outside_sha=outside_sha,
-        counts_per_paper=counts_per_paper,
-        context_pool=context_pool,
-        counts=counts,
+        outside_sha=ids.outside_sha,
+        counts_per_paper={
+            "references": np.diff(clean_ptr) + np.bincount(dirt.ext_src, minlength=n),
+            "citations": citations_in,
+            "influential": records.influential,
+        },
+        context_pool=make_context_pool(vocab, random_stream(seed, "contexts")),
+        counts=_counts(config, graph, titles, dirt, rows, records),
     )
 
 

@@ -20,6 +20,7 @@ ORDER = [
     "vocabulary",
     "papers",
     "citations",
+    "edge_dirt",
     "world",
     "serialise",
     "scidocs",
