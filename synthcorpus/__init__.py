@@ -18,6 +18,7 @@ citeflow's core: errors, text):
 - edge_dirt: the dirt on the citations (duplicate, self and external ones; S2AG's citation rows and theirs)
 - world: the whole snapshot before serialisation, with its truth counts
 - serialise: S2ORC, S2AG and paper-ids lines; malformed lines
+- scidocs_ids: how each SciDocs id maps to the corpus (sha, title only, not at all)
 - scidocs: the SciDocs set, its files and scidocs_truth.jsonl
 - recomm: the SciDocs recommendation task (click logs, propensities, metadata) over the SciDocs papers
 - measure: a snapshot measured like the real samples, for generator.json's `calibration`

@@ -1,9 +1,9 @@
 """A SciDocs evaluation set over a generated snapshot, and the truth about how each of its ids maps.
 
 `plan_scidocs` picks the papers, labels, queries and candidates (docs/reference.md §6, original layout; no
-recomm) and how each SciDocs id can be found: by its primary or a non-primary sha in paper-ids, by a title
-unique in the corpus only, or not at all (a title matching no corpus paper or several, folded as the leakage
-filter folds them, citeflow.text). `write_scidocs` writes `scidocs/`, `write_scidocs_truth` writes
+recomm) and, through scidocs_ids.py, how each SciDocs id can be found: by its primary or a non-primary sha in
+paper-ids, by a title unique in the corpus only, or not at all (a title matching no corpus paper or several,
+folded as the leakage filter folds them, citeflow.text). `write_scidocs` writes `scidocs/`, `write_scidocs_truth` writes
 `scidocs_truth.jsonl` beside it.
 """
 
@@ -15,15 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from citeflow.errors import CiteflowError
-from citeflow.text import fold_titles
 from synthcorpus.arrays import (
     csr_gather,
     csr_owner,
-    make_shas,
     random_stream,
     rank_in_groups,
     sample_per_group,
@@ -31,26 +28,14 @@ from synthcorpus.arrays import (
 )
 from synthcorpus.lexicon import (
     FIELD_INDEX,
-    FIELD_WEIGHTS,
     FIELDS,
-    GENERIC_TITLES,
     MESH_CLASSES,
 )
-from synthcorpus.vocabulary import Topics, make_abstracts, make_titles
+from synthcorpus.scidocs_ids import map_ids, unmappable_texts
 from synthcorpus.world import World
 
 SCIDOCS_TASKS = ("cite", "cocite", "coview", "coread")
 _MEDICINE = FIELD_INDEX["Medicine"]
-
-
-def title_counts(titles: pa.Array) -> np.ndarray:
-    """For each title: how many titles of the array fold to the same string (0 for a null title)."""
-    encoded = pc.dictionary_encode(fold_titles(titles))
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    valid = ~np.asarray(pc.is_null(encoded.indices).to_numpy(zero_copy_only=False), dtype=bool)
-    codes = np.where(valid, codes, 0).astype(np.int64)
-    counts = np.bincount(codes[valid], minlength=len(encoded.dictionary))
-    return np.where(valid, counts[codes], 0)
 
 
 @dataclass
@@ -144,24 +129,26 @@ def _split(papers: np.ndarray, labels: np.ndarray) -> dict[str, tuple[np.ndarray
     return {k: (papers[a:b], labels[a:b]) for k, (a, b) in cuts.items()}
 
 
-def _respell(title: str, j: int) -> str:
-    """The same title after case / punctuation / whitespace folding, spelt differently."""
-    return (title.lower(), title + ".", "  ".join(title.split()) + " ", title.upper())[j % 4]
+# task -> split -> (query, paper, rel) and task -> split -> (paper, label), as in SciDocsPlan.
+_Ranking = dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]
+_Classification = dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]
 
 
-def plan_scidocs(world: World) -> SciDocsPlan:
-    cfg, p = world.config, world.papers
-    rng = random_stream(cfg.seed, "scidocs")
+def _eligible(world: World) -> np.ndarray:
+    """Papers that may be in the set: a title, an abstract, and not a generic title."""
     titled = ~np.asarray(pc.is_null(world.title).to_numpy(zero_copy_only=False), dtype=bool)
     eligible_mask = titled & world.has_abstract & ~world.generic
-    eligible = np.flatnonzero(eligible_mask)
-    if len(eligible) < 30:
+    if eligible_mask.sum() < 30:
         raise CiteflowError("too few papers with title and abstract for a SciDocs set; generate more papers")
-    out_deg, in_deg = np.diff(world.clean_ptr), np.diff(world.in_ptr)
-    nq = cfg.query_count
-    pool = np.sort(rng.choice(eligible, size=min(len(eligible), cfg.negative_pool), replace=False))
+    return eligible_mask
 
-    ranking: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+
+def _ranking_tasks(world: World, rng: np.random.Generator, eligible_mask: np.ndarray, pool: np.ndarray) -> _Ranking:
+    """Per ranking task, val and test queries with related papers (among up to 8 * query_count candidates)
+    and their candidate rows."""
+    nq = world.config.query_count
+    out_deg, in_deg = np.diff(world.clean_ptr), np.diff(world.in_ptr)
+    ranking: _Ranking = {}
     for task in SCIDOCS_TASKS:
         degree = {"cite": out_deg, "coread": out_deg, "cocite": in_deg, "coview": out_deg + in_deg}[task]
         candidates = rng.permutation(np.flatnonzero(eligible_mask & (degree > 0)))[: 8 * nq]
@@ -176,18 +163,33 @@ def plan_scidocs(world: World) -> SciDocsPlan:
             local[sel] = np.arange(len(sel))
             mine = local[qpos] >= 0
             ranking[task][split] = _ranking_split(world, rng, candidates[sel], local[qpos[mine]], other[mine], pool)
+    return ranking
 
-    size = cfg.classification_count
+
+def _classification(world: World, rng: np.random.Generator, eligible: np.ndarray) -> _Classification:
+    """MAG (field labels, fields balanced) and MeSH (Medicine's subtopics, balanced) papers, split 60/20/20."""
+    p, size = world.papers, world.config.classification_count
     fields = p.field[eligible]
     mag = eligible[weighted_sample(rng, 1.0 / np.bincount(fields, minlength=len(FIELDS))[fields], size)]
     medicine = eligible[fields == _MEDICINE]
     subtopics = p.subtopic[medicine]
     mesh = medicine[weighted_sample(rng, 1.0 / np.bincount(subtopics, minlength=len(MESH_CLASSES))[subtopics], size)]
-    classification = {"mag": _split(mag, p.field[mag]), "mesh": _split(mesh, p.subtopic[mesh])}
+    return {"mag": _split(mag, p.field[mag]), "mesh": _split(mesh, p.subtopic[mesh])}
 
-    # Unmappable papers replace random negatives of the ranking tasks (or join MAG train if there are none).
-    used = np.unique(np.concatenate([mag, mesh] + [a for t in ranking.values() for r in t.values() for a in r[:2]]))
-    n_virtual = 0 if cfg.scidocs_unmappable_rate == 0 else max(3, round(cfg.scidocs_unmappable_rate * len(used)))
+
+def _set_papers(ranking: _Ranking, classification: _Classification) -> np.ndarray:
+    """Every paper of the set (corpus indices and unmappable ones), in file order."""
+    return np.concatenate(
+        [a for t in classification.values() for a, _ in t.values()]
+        + [a for t in ranking.values() for r in t.values() for a in r[:2]]
+    )
+
+
+def _place_unmappable(rate: float, rng: np.random.Generator, ranking: _Ranking, classification: _Classification) -> int:
+    """Put the unmappable papers (-1 - j) in place of random negatives of the ranking tasks (or into MAG train
+    if there are none), in place; returns how many there are."""
+    used = np.unique(_set_papers(ranking, classification))
+    n_virtual = 0 if rate == 0 else max(3, round(rate * len(used)))
     negatives = [
         (task, split, i)
         for task in SCIDOCS_TASKS
@@ -205,76 +207,34 @@ def plan_scidocs(world: World) -> SciDocsPlan:
             np.concatenate([papers, -1 - np.arange(len(chosen_neg), n_virtual)]),
             np.concatenate([labels, rng.integers(0, len(FIELDS), size=extra)]),
         )
-    every = np.concatenate(
-        [a for t in classification.values() for a, _ in t.values()]
-        + [a for t in ranking.values() for r in t.values() for a in r[:2]]
-    )
+    return n_virtual
+
+
+def plan_scidocs(world: World) -> SciDocsPlan:
+    """Pick the set's papers, labels, queries and candidates, and how each of its ids maps (module docstring)."""
+    cfg = world.config
+    rng = random_stream(cfg.seed, "scidocs")
+    eligible_mask = _eligible(world)
+    eligible = np.flatnonzero(eligible_mask)
+    pool = np.sort(rng.choice(eligible, size=min(len(eligible), cfg.negative_pool), replace=False))
+    ranking = _ranking_tasks(world, rng, eligible_mask, pool)
+    classification = _classification(world, rng, eligible)
+    n_virtual = _place_unmappable(cfg.scidocs_unmappable_rate, rng, ranking, classification)
+    every = _set_papers(ranking, classification)
     used = np.unique(every[every >= 0])
-
-    # Which SciDocs papers map how.
-    counts = title_counts(world.title)
-    unique_title = used[counts[used] == 1]
-    n_title = (
-        0
-        if cfg.scidocs_title_only_rate == 0
-        else min(len(unique_title), max(3, round(cfg.scidocs_title_only_rate * len(used))))
-    )
-    title_only = np.sort(rng.choice(unique_title, size=n_title, replace=False))
-    with_extra = np.setdiff1d(np.intersect1d(used, world.extra_paper), title_only)
-    n_np = (
-        0
-        if cfg.scidocs_non_primary_rate == 0
-        else min(len(with_extra), max(1, round(cfg.scidocs_non_primary_rate * len(used))))
-    )
-    non_primary = np.sort(rng.choice(with_extra, size=n_np, replace=False))
-    kind = np.zeros(len(used), dtype=np.int64)
-    kind[np.searchsorted(used, non_primary)] = 1
-    kind[np.searchsorted(used, title_only)] = 2
-    fresh = make_shas(random_stream(cfg.seed, "scidocs-shas"), n_title + n_virtual).to_pylist()
-    sha = world.primary_sha.take(pa.array(used)).to_pylist()
-    extra_sha = world.extra_sha.take(pa.array(np.searchsorted(world.extra_paper, non_primary))).to_pylist()
-    for i, s in zip(np.searchsorted(used, non_primary).tolist(), extra_sha, strict=True):
-        sha[i] = s
-    titles = world.title.take(pa.array(used)).to_pylist()
-    for j, i in enumerate(np.searchsorted(used, title_only).tolist()):
-        sha[i] = fresh[j]
-        titles[i] = _respell(titles[i], j)
-
-    # Unmappable: half carry a title several corpus papers have, the others a title no corpus paper has.
-    folded = fold_titles(world.title)
-    folded_counts = {d["values"]: d["counts"] for d in pc.value_counts(folded).to_pylist() if d["values"]}
-    ambiguous = [
-        t
-        for t, f in zip(GENERIC_TITLES, fold_titles(pa.array(GENERIC_TITLES)).to_pylist(), strict=True)
-        if folded_counts.get(f, 0) >= 2
-    ]
-    vr = random_stream(cfg.seed, "scidocs-unmappable")
-    vf = vr.choice(len(FIELDS), size=n_virtual + 8, p=FIELD_WEIGHTS).astype(np.int64)
-    vt = Topics.outside(world.vocab, vr, vf)
-    candidates_t = make_titles(world.vocab, vr, vt)
-    new_titles = [
-        t
-        for t, seen in zip(
-            candidates_t.to_pylist(),
-            pc.is_in(fold_titles(candidates_t), value_set=folded.drop_null()).to_pylist(),
-            strict=True,
-        )
-        if not seen
-    ]
-    n_ambiguous = n_virtual // 2 if ambiguous else 0
-    virtual_title = [ambiguous[j % len(ambiguous)] for j in range(n_ambiguous)] + new_titles[: n_virtual - n_ambiguous]
-    virtual_abstract = make_abstracts(world.vocab, vr, vt.select(slice(0, n_virtual))).to_pylist()
+    mapping = map_ids(world, rng, used, n_virtual)
+    unmappable = unmappable_texts(world, n_virtual)
     return SciDocsPlan(
         classification=classification,
         ranking=ranking,
         papers=used,
-        sha=sha,
-        title=titles,
-        kind=kind,
-        virtual_sha=fresh[n_title:],
-        virtual_title=virtual_title,
-        virtual_abstract=virtual_abstract,
-        virtual_ambiguous=np.arange(n_virtual) < n_ambiguous,
+        sha=mapping.sha,
+        title=mapping.title,
+        kind=mapping.kind,
+        virtual_sha=mapping.virtual_sha,
+        virtual_title=unmappable.title,
+        virtual_abstract=unmappable.abstract,
+        virtual_ambiguous=np.arange(n_virtual) < unmappable.ambiguous,
     )
 
 

@@ -23,6 +23,7 @@ ORDER = [
     "edge_dirt",
     "world",
     "serialise",
+    "scidocs_ids",
     "scidocs",
     "recomm",
     "measure",
