@@ -131,11 +131,37 @@ class LaterRelease:
     pmc_floor: int
 
 
-def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> Papers:
-    """The papers of a snapshot or, with `later`, the papers a later release adds (same draws, other
-    dates and ids; None leaves a fresh snapshot's bytes as they were)."""
-    n, seed = (config.papers if later is None else later.papers), config.seed
-    rng = random_stream(seed, "papers")
+@dataclass(frozen=True)
+class _Basics:
+    """What the papers stream draws: topics, publication dates, corpus ids, fitness and journals."""
+
+    field: np.ndarray
+    field2: np.ndarray
+    subtopic: np.ndarray
+    community: np.ndarray
+    day: np.ndarray
+    year: np.ndarray
+    corpus_id: np.ndarray
+    fitness: np.ndarray
+    journal: np.ndarray
+
+
+@dataclass(frozen=True)
+class _ExternalIds:
+    """MAG, PubMed and PMC ids (-1 for none) and DOI, arXiv and ACL ids (null for none)."""
+
+    mag_id: np.ndarray
+    pubmed_id: np.ndarray
+    pmc_id: np.ndarray
+    doi: pa.Array
+    arxiv_id: pa.Array
+    acl_id: pa.Array
+
+
+def _basics(config: GenerateConfig, n: int, later: LaterRelease | None) -> _Basics:
+    """Fields, subtopics and second fields; dates on an exponentially growing yearly output (squeezed into the
+    new year for a later release); distinct corpus ids; fitness; a journal of the field (the first ones likelier)."""
+    rng = random_stream(config.seed, "papers")
     field_ = rng.choice(len(FIELDS), size=n, p=FIELD_WEIGHTS).astype(np.int64)
     subtopic = (rng.random(n) * SUBTOPIC_COUNTS[field_]).astype(np.int64)
     community = COMMUNITY_OFFSETS[field_] + subtopic
@@ -143,38 +169,42 @@ def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> 
     same = field2 == field_
     field2[same] = (field_[same] + rng.integers(1, len(FIELDS), size=int(same.sum()))) % len(FIELDS)
     field2[rng.random(n) >= config.second_field_rate] = -1
-    niche, niche2 = _niches(random_stream(seed, "niches"), config, field_, field2, subtopic, community)
     # Exponential growth of the yearly output: inverse CDF of exp(g t) on [0, T).
     span = (LAST_DAY + 1) / 365.25
     t = np.log1p(rng.random(n) * np.expm1(YEAR_GROWTH * span)) / YEAR_GROWTH
     day = np.minimum((t * 365.25).astype(np.int64), LAST_DAY)
     if later is not None:  # the same growth curve squeezed into the new year
         day = later.first_day + (t / span * 365).astype(np.int64)
-    year = _days_to_year(day)
     corpus_id = unique_ints(rng, n, *CORPUS_ID_RANGE, exclude=None if later is None else later.taken_ids)
     fitness = rng.lognormal(0.0, FITNESS_SIGMA, size=n)
     journal = JOURNAL_OFFSET[field_] + (np.diff(JOURNAL_OFFSET)[field_] * rng.random(n) ** 1.7).astype(np.int64)
+    return _Basics(
+        field=field_,
+        field2=field2,
+        subtopic=subtopic,
+        community=community,
+        day=day,
+        year=_days_to_year(day),
+        corpus_id=corpus_id,
+        fitness=fitness,
+        journal=journal,
+    )
 
-    ids = random_stream(seed, "external-ids")
-    mag_range, pubmed_range, pmc_range = (1_000_000_000, 3_200_000_000), (1_000_000, 35_000_000), (1_000_000, 9_000_000)
-    if later is not None:
-        room = 20 * n + 1000
-        mag_range, pubmed_range, pmc_range = (
-            (f, f + room) for f in (later.mag_floor, later.pubmed_floor, later.pmc_floor)
-        )
-    mag_id = np.where(ids.random(n) < 0.94, unique_ints(ids, n, *mag_range), -1)
-    life = np.isin(field_, [FIELD_INDEX[f] for f in ("Medicine", "Biology", "Psychology")])
-    has_pubmed = (life & (ids.random(n) < 0.55)) | (ids.random(n) < 0.03)
-    pubmed_id = np.where(has_pubmed, unique_ints(ids, n, *pubmed_range), -1)
-    pmc_id = np.where(has_pubmed & (ids.random(n) < 0.25) & (year >= 1990), unique_ints(ids, n, *pmc_range), -1)
-    # DOI: registrant / journal abbreviation . year . a distinct number
+
+def _doi(ids: np.random.Generator, year: np.ndarray, journal: np.ndarray) -> pa.Array:
+    """DOI: registrant / journal abbreviation . year . a distinct number (null for papers without one)."""
+    n = len(year)
     has_doi = ids.random(n) < np.where(year >= 2000, 0.75, 0.45)
     prefix = pa.array(DOI_PREFIXES).take(pa.array(ids.integers(0, len(DOI_PREFIXES), size=n)))
     abbr = pa.array(JOURNAL_ABBR).take(pa.array(journal))
     serial = unique_ints(ids, n, 10_000, 99_999_999)
     doi = pc.binary_join_element_wise("10.", prefix, "/", abbr, ".", int_strings(year), ".", int_strings(serial), "")
-    doi = pc.if_else(pa.array(has_doi), doi, pa.scalar(None, pa.string()))
-    # arXiv: physics, mathematics and computer science from 1992; old-style ids before April 2007.
+    return pc.if_else(pa.array(has_doi), doi, pa.scalar(None, pa.string()))
+
+
+def _arxiv_ids(ids: np.random.Generator, field_: np.ndarray, day: np.ndarray, year: np.ndarray) -> pa.Array:
+    """arXiv: physics, mathematics and computer science from 1992; old-style ids before April 2007."""
+    n = len(field_)
     archives = [ARXIV_ARCHIVES.get(f, ()) for f in FIELDS]
     rate = np.array([{"Physics": 0.45, "Mathematics": 0.35, "Computer Science": 0.35}.get(f, 0.0) for f in FIELDS])
     has_arxiv = (ids.random(n) < rate[field_]) & (year >= 1992)
@@ -199,10 +229,14 @@ def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> 
     old_id = pc.binary_join_element_wise(
         pa.array(archive_names).take(pa.array(archive)), "/", yymm, _zero_pad(number, 3), ""
     )
-    arxiv_id = pc.if_else(
+    return pc.if_else(
         pa.array(has_arxiv), pc.if_else(pa.array(old_style), old_id, new_id), pa.scalar(None, pa.string())
     )
-    # ACL Anthology: natural language processing papers from 1979.
+
+
+def _acl_ids(ids: np.random.Generator, community: np.ndarray, year: np.ndarray) -> pa.Array:
+    """ACL Anthology: natural language processing papers from 1979."""
+    n = len(community)
     has_acl = (community == _NLP_COMMUNITY) & (year >= 1979) & (ids.random(n) < 0.6)
     letter = ids.integers(0, 5, size=n)
     acl_number, acl_fits = _ranked_ids(np.where(has_acl, letter * 100 + year % 100, -1), 1001, 10_000)
@@ -210,10 +244,38 @@ def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> 
     acl_id = pc.binary_join_element_wise(
         pa.array(list("PNDEC")).take(pa.array(letter)), _zero_pad(year % 100, 2), "-", int_strings(acl_number), ""
     )
-    acl_id = pc.if_else(pa.array(has_acl), acl_id, pa.scalar(None, pa.string()))
+    return pc.if_else(pa.array(has_acl), acl_id, pa.scalar(None, pa.string()))
 
+
+def _external_ids(seed: int, b: _Basics, later: LaterRelease | None) -> _ExternalIds:
+    """External ids, all from one stream in this order; a later release's numeric ids lie above the old ones'."""
+    n = len(b.field)
+    ids = random_stream(seed, "external-ids")
+    mag_range, pubmed_range, pmc_range = (1_000_000_000, 3_200_000_000), (1_000_000, 35_000_000), (1_000_000, 9_000_000)
+    if later is not None:
+        room = 20 * n + 1000
+        mag_range, pubmed_range, pmc_range = (
+            (f, f + room) for f in (later.mag_floor, later.pubmed_floor, later.pmc_floor)
+        )
+    mag_id = np.where(ids.random(n) < 0.94, unique_ints(ids, n, *mag_range), -1)
+    life = np.isin(b.field, [FIELD_INDEX[f] for f in ("Medicine", "Biology", "Psychology")])
+    has_pubmed = (life & (ids.random(n) < 0.55)) | (ids.random(n) < 0.03)
+    pubmed_id = np.where(has_pubmed, unique_ints(ids, n, *pubmed_range), -1)
+    pmc_id = np.where(has_pubmed & (ids.random(n) < 0.25) & (b.year >= 1990), unique_ints(ids, n, *pmc_range), -1)
+    return _ExternalIds(
+        mag_id=mag_id,
+        pubmed_id=pubmed_id,
+        pmc_id=pmc_id,
+        doi=_doi(ids, b.year, b.journal),
+        arxiv_id=_arxiv_ids(ids, b.field, b.day, b.year),
+        acl_id=_acl_ids(ids, b.community, b.year),
+    )
+
+
+def _flags(seed: int, n: int) -> dict[str, np.ndarray]:
+    """Per-paper draws of presentation details (Papers.flags)."""
     fl = random_stream(seed, "flags")
-    flags = {
+    return {
         # S2ORC: venue and journal shown (real sample: venue 25%, journal 70%), PDF parse (20%), fos null (3%)
         "s2orc_venue": fl.random(n) < 0.25,
         "s2orc_journal": fl.random(n) < 0.72,
@@ -233,26 +295,35 @@ def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> 
         "has_date": fl.random(n) < 0.92,
         "updated_ms": fl.integers(*UPDATED_MS, size=n),
     }
+
+
+def sample_papers(config: GenerateConfig, later: LaterRelease | None = None) -> Papers:
+    """The papers of a snapshot or, with `later`, the papers a later release adds (same draws, other
+    dates and ids; None leaves a fresh snapshot's bytes as they were)."""
+    n, seed = (config.papers if later is None else later.papers), config.seed
+    b = _basics(config, n, later)
+    niche, niche2 = _niches(random_stream(seed, "niches"), config, b.field, b.field2, b.subtopic, b.community)
+    ext = _external_ids(seed, b, later)
     return Papers(
         n=n,
-        corpus_id=corpus_id,
-        field=field_,
-        field2=field2,
-        subtopic=subtopic,
-        community=community,
+        corpus_id=b.corpus_id,
+        field=b.field,
+        field2=b.field2,
+        subtopic=b.subtopic,
+        community=b.community,
         niche=niche,
         niche2=niche2,
-        day=day,
-        year=year,
-        fitness=fitness,
-        journal=journal,
-        mag_id=mag_id,
-        pubmed_id=pubmed_id,
-        pmc_id=pmc_id,
-        doi=doi,
-        arxiv_id=arxiv_id,
-        acl_id=acl_id,
-        flags=flags,
+        day=b.day,
+        year=b.year,
+        fitness=b.fitness,
+        journal=b.journal,
+        mag_id=ext.mag_id,
+        pubmed_id=ext.pubmed_id,
+        pmc_id=ext.pmc_id,
+        doi=ext.doi,
+        arxiv_id=ext.arxiv_id,
+        acl_id=ext.acl_id,
+        flags=_flags(seed, n),
     )
 
 
