@@ -21,7 +21,7 @@ from synthcorpus.arrays import csr_ptr, index_mask, make_shas, pick, random_stre
 from synthcorpus.citations import Citable, sample_references
 from synthcorpus.config import GenerateConfig
 from synthcorpus.derive_census import Corpus
-from synthcorpus.papers import LaterRelease, sample_authors, sample_papers
+from synthcorpus.papers import Authors, LaterRelease, Papers, sample_authors, sample_papers
 from synthcorpus.vocabulary import Topics, Vocabulary, make_abstracts, make_context_pool, make_titles
 from synthcorpus.world import World
 
@@ -140,23 +140,11 @@ def choose_changes(
     return ids[gone], ids[pos], kind, new_title, abstract_tail
 
 
-def added_world(
-    base: GenerateConfig,
-    seed: int,
-    count: int,
-    shards: int,
-    corpus: Corpus,
-    removed: np.ndarray,
-    topics: dict[str, np.ndarray],
-    taken: np.ndarray,
-    protected: set[str],
-    vocab: Vocabulary,
-) -> tuple[World, np.ndarray, np.ndarray, int]:
-    """The added papers as a World that serialise.py's line writers can serialise, their references
-    (added index, existing corpus id) and their year. Only the fields those writers read are filled."""
+def _later_release(corpus: Corpus, count: int, taken: np.ndarray) -> tuple[LaterRelease, int]:
+    """Where `count` added papers go: January 1st of the year after release 1's last, ids above its own; and
+    that year."""
     added_year = int(corpus.year.max(initial=1969)) + 1
     first_day = int((np.datetime64(f"{added_year:04d}-01-01", "D") - np.datetime64("1970-01-01", "D")).astype(np.int64))
-    cfg = dataclasses.replace(base, seed=seed)
     later = LaterRelease(
         papers=count,
         first_day=first_day,
@@ -165,13 +153,20 @@ def added_world(
         pubmed_floor=corpus.floors["pubmed"] + 1,
         pmc_floor=corpus.floors["pmc"] + 1,
     )
-    papers = sample_papers(cfg, later)
-    authors = sample_authors(papers, seed)
-    has_abstract = ~index_mask(
-        count, pick(random_stream(seed, "added-dirt"), count, rate_count(base.missing_abstract_rate, count))
-    )
-    # References: to papers that stay, all older than the added ones, weighted by the citations they have
-    # received (+1), drawn like the generator draws a fresh snapshot's (subtopic / field / across fields).
+    return later, added_year
+
+
+def _added_references(
+    base: GenerateConfig,
+    seed: int,
+    papers: Papers,
+    corpus: Corpus,
+    removed: np.ndarray,
+    topics: dict[str, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The added papers' references (added index, existing corpus id), each paper's list in random order: to
+    papers that stay, all older than the added ones, weighted by the citations they have received (+1), drawn
+    like the generator draws a fresh snapshot's (subtopic / field / across fields)."""
     pool = np.flatnonzero(~np.isin(corpus.ids, removed))
     year = corpus.year[pool]
     citable = Citable(
@@ -180,17 +175,33 @@ def added_world(
         time=np.maximum(year, 0),
         weight=(np.bincount(corpus.dst, minlength=len(corpus.ids)) + 1.0)[pool],
     )
-    citing_year = np.full(count, int(year.max(initial=0)) + 1)
+    citing_year = np.full(papers.n, int(year.max(initial=0)) + 1)
     src, to = sample_references(random_stream(seed, "added-citations"), base, papers, citing_year, citable)
     dst = corpus.ids[pool[to]]
-    order = np.lexsort((random_stream(seed, "added-outbound").random(len(src)), src))  # a paper's list in random order
-    src, dst = src[order], dst[order]
+    order = np.lexsort((random_stream(seed, "added-outbound").random(len(src)), src))
+    return src[order], dst[order]
+
+
+def _as_world(
+    cfg: GenerateConfig,
+    *,
+    papers: Papers,
+    authors: Authors,
+    vocab: Vocabulary,
+    title: pa.Array,
+    has_abstract: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    shards: int,
+) -> World:
+    """The added papers as a World: only the fields serialise.py's line writers read are filled (no dirt, no
+    inbound citations); references (src, dst: added index, corpus id) are their clean outbound lists."""
+    seed, count = cfg.seed, papers.n
     out_ptr = csr_ptr(src, count)
-    title = _fresh_titles(vocab, seed, "added-titles", papers.topics, protected)
     bounds = (np.arange(shards + 1, dtype=np.int64) * count) // shards
     row_shard = np.searchsorted(bounds, src, side="right") - 1
     empty = np.empty(0, dtype=np.int64)
-    world = World(
+    return World(
         config=cfg,
         papers=papers,
         authors=authors,
@@ -223,6 +234,42 @@ def added_world(
         },
         context_pool=make_context_pool(vocab, random_stream(seed, "added-contexts")),
         counts={},
+    )
+
+
+def added_world(
+    base: GenerateConfig,
+    seed: int,
+    count: int,
+    shards: int,
+    corpus: Corpus,
+    removed: np.ndarray,
+    topics: dict[str, np.ndarray],
+    taken: np.ndarray,
+    protected: set[str],
+    vocab: Vocabulary,
+) -> tuple[World, np.ndarray, np.ndarray, int]:
+    """The added papers as a World that serialise.py's line writers can serialise, their references
+    (added index, existing corpus id) and their year. Only the fields those writers read are filled."""
+    later, added_year = _later_release(corpus, count, taken)
+    cfg = dataclasses.replace(base, seed=seed)
+    papers = sample_papers(cfg, later)
+    authors = sample_authors(papers, seed)
+    has_abstract = ~index_mask(
+        count, pick(random_stream(seed, "added-dirt"), count, rate_count(base.missing_abstract_rate, count))
+    )
+    src, dst = _added_references(base, seed, papers, corpus, removed, topics)
+    title = _fresh_titles(vocab, seed, "added-titles", papers.topics, protected)
+    world = _as_world(
+        cfg,
+        papers=papers,
+        authors=authors,
+        vocab=vocab,
+        title=title,
+        has_abstract=has_abstract,
+        src=src,
+        dst=dst,
+        shards=shards,
     )
     return world, src, dst, added_year
 
