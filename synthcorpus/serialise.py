@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from synthcorpus.arrays import LARGE_STRING, concat_strings, csr_gather, int_strings, random_stream
 from synthcorpus.config import UPDATED_MS
 from synthcorpus.lexicon import FIELD_INDEX, FIELDS
+from synthcorpus.papers import Papers
 from synthcorpus.venues import INTENTS, JOURNAL_NAMES, OA_LICENSE, OA_STATUS, PUBLICATION_TYPES
 from synthcorpus.world import World
 
@@ -147,29 +148,30 @@ def s2orc_lines(world: World, idx: np.ndarray, abstracts: pa.Array | None, *, du
     )
 
 
-def s2ag_paper_lines(world: World, idx: np.ndarray, *, duplicate: bool = False) -> pa.Array:
-    """S2AG `papers` lines of papers `idx`; a duplicate keeps only the corpus id, MAG id, title, first
-    author and fields of study."""
-    p, f = world.papers, world.papers.flags
-    idx = np.asarray(idx, dtype=np.int64)
-    take = pa.array(idx)
-    cid = int_strings(p.corpus_id[idx])
-    a_off, people = csr_gather(world.authors.ptr, world.authors.person, idx, cap=1 if duplicate else None)
-    null = "null"
-    arxiv = p.arxiv_id.take(take)
+def _s2ag_dblp(p: Papers, idx: np.ndarray, arxiv: pa.Array) -> pa.Array:
+    """S2AG DBLP ids: computer science papers on arXiv have the CoRR one (null otherwise)."""
     is_cs = pa.array(p.field[idx] == FIELD_INDEX["Computer Science"])
-    dblp = pc.if_else(
+    return pc.if_else(
         is_cs,
         concat_strings("journals/corr/abs-", pc.replace_substring_regex(arxiv, r"[./]", "-")),
         pa.scalar(None, LARGE_STRING),
     )
-    s2fos = f["s2fos"][idx]
+
+
+def _s2ag_fields_of_study(p: Papers, idx: np.ndarray) -> pa.Array:
+    """S2AG s2fieldsofstudy as JSON: the field and second field in the paper's source variant, or null."""
+    s2fos = p.flags["s2fos"][idx]
     fos_entries = _table(_S2FOS, s2fos * len(FIELDS) + p.field[idx])
     second = np.where(p.field2[idx] >= 0, s2fos * len(FIELDS) + p.field2[idx], -1)
     fos_second = _table(("",) + tuple("," + x for x in _S2FOS), second + 1)
-    fos = pc.if_else(
-        pa.array(s2fos == 0), pa.scalar(null, LARGE_STRING), concat_strings("[", fos_entries, fos_second, "]")
+    return pc.if_else(
+        pa.array(s2fos == 0), pa.scalar("null", LARGE_STRING), concat_strings("[", fos_entries, fos_second, "]")
     )
+
+
+def _s2ag_journal(p: Papers, idx: np.ndarray) -> pa.Array:
+    """S2AG journal objects as JSON: null, unnamed or named (s2ag_journal flag), with pages and volume."""
+    f, null = p.flags, "null"
     mode = f["s2ag_journal"][idx]
     pages = pc.fill_null(
         concat_strings(
@@ -191,7 +193,22 @@ def s2ag_paper_lines(world: World, idx: np.ndarray, *, duplicate: bool = False) 
         volume,
         '"}',
     )
-    journal = pc.if_else(pa.array(mode == 0), pa.scalar(null, LARGE_STRING), journal)
+    return pc.if_else(pa.array(mode == 0), pa.scalar(null, LARGE_STRING), journal)
+
+
+def s2ag_paper_lines(world: World, idx: np.ndarray, *, duplicate: bool = False) -> pa.Array:
+    """S2AG `papers` lines of papers `idx`; a duplicate keeps only the corpus id, MAG id, title, first
+    author and fields of study."""
+    p, f = world.papers, world.papers.flags
+    idx = np.asarray(idx, dtype=np.int64)
+    take = pa.array(idx)
+    cid = int_strings(p.corpus_id[idx])
+    a_off, people = csr_gather(world.authors.ptr, world.authors.person, idx, cap=1 if duplicate else None)
+    null = "null"
+    arxiv = p.arxiv_id.take(take)
+    dblp = _s2ag_dblp(p, idx, arxiv)
+    fos = _s2ag_fields_of_study(p, idx)
+    journal = _s2ag_journal(p, idx)
     date = pc.if_else(
         pa.array(f["has_date"][idx]), concat_strings('"', _dates(p.day[idx]), '"'), pa.scalar(null, LARGE_STRING)
     )
