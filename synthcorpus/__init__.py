@@ -22,6 +22,7 @@ citeflow's core: errors, text):
 - scidocs: the SciDocs set, its files and scidocs_truth.jsonl
 - recomm: the SciDocs recommendation task (click logs, propensities, metadata) over the SciDocs papers
 - measure: a snapshot measured like the real samples, for generator.json's `calibration`
+- outputs: an output folder's checks and clearing, and the file writers generate and derive share
 - generate: `run(GenerateConfig)`, the files of a snapshot
 - derive_census, derive_plan, derive_rewrite, derive: a later release of a snapshot (`run(DeriveConfig)`)
 """

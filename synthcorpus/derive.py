@@ -69,7 +69,7 @@ from synthcorpus.derive_census import Corpus, base_config, census, load_release,
 from synthcorpus.derive_diffs import DiffKeys, write_diffs
 from synthcorpus.derive_plan import Plan, added_world, choose_changes, derived_seed
 from synthcorpus.derive_rewrite import plan_edits, write_corpus, write_diff, write_paper_ids, write_topics
-from synthcorpus.generate import OUTPUTS, check_output, clear_output, write_json
+from synthcorpus.outputs import OUTPUTS, check_output, clear_output, write_json
 from synthcorpus.vocabulary import build_vocabulary
 
 log = logging.getLogger("citeflow")

@@ -25,7 +25,7 @@ from typing import Any
 
 from citeflow.diffs import DATASETS, FOLDER, PAPER_IDS, diff_folder, read_diff, starts, step_folder, write_manifest
 from synthcorpus.derive_census import read_lines, shard_files
-from synthcorpus.generate import write_gzip
+from synthcorpus.outputs import write_gzip
 
 log = logging.getLogger("citeflow")
 

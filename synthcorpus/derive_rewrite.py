@@ -26,7 +26,7 @@ from synthcorpus.arrays import index_mask
 from synthcorpus.derive_census import DATASETS, LOC, Census, Corpus, as_id, read_lines, shard_files
 from synthcorpus.derive_diffs import DiffKeys, record_key
 from synthcorpus.derive_plan import Plan, added_abstracts, revise
-from synthcorpus.generate import topics_table, write_gzip, write_table
+from synthcorpus.outputs import topics_table, write_gzip, write_table
 from synthcorpus.serialise import (
     line_bytes,
     paper_id_lines,

@@ -53,20 +53,17 @@ A later release of a snapshot (papers added, removed and changed) is derived by 
 (`citeflow generate --derive-from DIR`); it samples its new papers with `sample_papers(config, LaterRelease(...))`
 (published after the old release, with ids it does not use) and writes them with serialise.py's line writers.
 
-Every array is built with numpy / pyarrow compute (no per-edge Python loops); only `run` and the writers here
-and in scidocs.py touch files. 1,000,000 papers take a few minutes on two cores.
+Every array is built with numpy / pyarrow compute (no per-edge Python loops); only `run` and the writers here,
+in outputs.py and in scidocs.py touch files. 1,000,000 papers take a few minutes on two cores.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
 import logging
 import math
 import os
-import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -74,15 +71,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from citeflow.errors import CiteflowError
 from synthcorpus.arrays import random_stream
 from synthcorpus.config import GENERATOR_VERSION, PAPER_IDS_PER_SHARD, GenerateConfig
 from synthcorpus.measure import calibration_papers, measure
-from synthcorpus.papers import Papers
+from synthcorpus.outputs import OUTPUTS, check_output, clear_output, topics_table, write_gzip, write_json, write_table
 from synthcorpus.recomm import write_recomm
-from synthcorpus.scidocs import plan_scidocs, write_scidocs, write_scidocs_truth
+from synthcorpus.scidocs import SciDocsPlan, plan_scidocs, write_scidocs, write_scidocs_truth
 from synthcorpus.serialise import (
     interleave,
     line_bytes,
@@ -97,91 +92,8 @@ from synthcorpus.world import World, abstracts_of, build_world
 
 log = logging.getLogger("citeflow")
 
-# What a generator output folder holds, generator.json (the manifest) first; anything else there is left alone.
-OUTPUTS = ("generator.json", "corpus", "paper-ids", "scidocs", "scidocs_truth.jsonl", "paper_topics.parquet")
-
-
 # Told after each corpus or paper-ids file: (files written, files in all).
 Progress = Callable[[int, int], None]
-
-
-# ---------------------------------------------------------------------------------------------------
-# File writers, shared with derive.py
-
-
-def write_gzip(path: Path, chunks: Iterable[bytes | memoryview], compresslevel: int) -> int:
-    """Write the chunks as one gzip member without a name or time in the header (same lines, same bytes).
-    Returns the file's size."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as raw:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=compresslevel) as gz:
-            for chunk in chunks:
-                gz.write(chunk)
-        return raw.tell()
-
-
-def write_json(path: Path, content: dict[str, Any]) -> None:
-    """generator.json's layout (indented, newline-terminated), flushed to disk before the caller renames it."""
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(content, fh, indent=2)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def write_table(table: pa.Table, path: Path) -> None:
-    """A generator table as Parquet (zstd)."""
-    pq.write_table(table, path, compression="zstd")
-
-
-def topics_table(papers: Papers) -> pa.Table:
-    """paper_topics.parquet's rows: corpus_id, field (index in FIELDS), subtopic (within the field), community
-    (global subtopic index), niche and niche2 (global niche indices: community * niches_per_subtopic + i)."""
-    p = papers
-    columns = {
-        "corpus_id": p.corpus_id,
-        "field": p.field,
-        "subtopic": p.subtopic,
-        "community": p.community,
-        "niche": p.niche,
-        "niche2": p.niche2,
-    }
-    return pa.table({name: pa.array(values, pa.int64()) for name, values in columns.items()})
-
-
-def check_output(out: Path, overwrite: bool, ours: tuple[str, ...]) -> list[str]:
-    """The entries of an output folder that may be written; a one-line error when it may not (a file, a
-    non-empty folder without --overwrite, or a folder with no generator output in it)."""
-    if out.exists() and not out.is_dir():
-        raise CiteflowError(f"output path {str(out)!r} exists and is not a folder")
-    entries = sorted(e.name for e in out.iterdir()) if out.exists() else []
-    if entries and not overwrite:
-        raise CiteflowError(
-            f"output folder {str(out)!r} is not empty ({', '.join(entries[:5])}); choose an "
-            "empty folder or pass --overwrite to replace a previous generator output"
-        )
-    if entries and not any(name in ours for name in entries):
-        raise CiteflowError(
-            f"output folder {str(out)!r} holds no generator output (corpus/, paper-ids/, "
-            "scidocs/, generator.json); refusing to overwrite it"
-        )
-    return entries
-
-
-def clear_output(out: Path, ours: tuple[str, ...]) -> None:
-    """Remove a previous generator output (`ours`, generator.json first) from `out`."""
-    # The manifest goes first: a half-deleted folder must never look like a complete snapshot.
-    (out / "generator.json").unlink(missing_ok=True)
-    for name in ours:
-        target = out / name
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        elif target.exists() or target.is_symlink():
-            target.unlink()
-
-
-# ---------------------------------------------------------------------------------------------------
-# citeflow generate
 
 
 def _write_lines(path: Path, lines: pa.Array, compresslevel: int) -> int:
@@ -296,6 +208,67 @@ def _write_paper_ids(world: World, root: Path, writer: _ShardWriter) -> dict[str
     }
 
 
+def _check_shas(world: World, plan: SciDocsPlan) -> None:
+    """paper-ids' shas and SciDocs' own (title-only and unmappable ids) must all differ."""
+    shas = pa.concat_arrays(
+        [
+            world.primary_sha,
+            world.extra_sha,
+            world.outside_sha,
+            pa.array(plan.sha + plan.virtual_sha, pa.large_string()),
+        ]
+    )
+    distinct = pc.count_distinct(shas).as_py()
+    if distinct != len(shas) - (len(plan.sha) - int((plan.kind == 2).sum())):
+        raise RuntimeError("sha collision: paper-ids and SciDocs shas must be unique; try another seed")
+
+
+def _write_scidocs_set(world: World, plan: SciDocsPlan, abstracts: dict[int, str | None], out: Path) -> dict[str, Any]:
+    """scidocs/ (recomm included) and scidocs_truth.jsonl; returns generator.json's `scidocs`."""
+    scidocs = write_scidocs(plan, abstracts, out / "scidocs")
+    with_sha = plan.papers[plan.kind != 2]  # recomm uses corpus papers of the set that paper-ids maps by sha
+    at = np.searchsorted(plan.papers, with_sha)
+    recomm = write_recomm(
+        world,
+        with_sha,
+        dict(zip(with_sha.tolist(), plan.ids(with_sha), strict=True)),
+        {int(p): plan.title[i] for p, i in zip(with_sha.tolist(), at.tolist(), strict=True)},
+        abstracts,
+        out / "scidocs",
+    )
+    scidocs["tasks"]["recomm"] = recomm
+    scidocs["metadata"]["paper_metadata_recomm.json"] = recomm["papers"]
+    write_scidocs_truth(plan, world, out / "scidocs_truth.jsonl")
+    return scidocs
+
+
+def _summary(
+    config: GenerateConfig,
+    world: World,
+    paper_ids: dict[str, int],
+    scidocs: dict[str, Any],
+    calibration: dict[str, Any],
+) -> dict[str, Any]:
+    """generator.json's content (run's docstring)."""
+    return {
+        "generator_version": GENERATOR_VERSION,
+        "format": config.format,
+        "seed": config.seed,
+        "papers": config.papers,
+        "config": dataclasses.asdict(config),
+        "paths": {
+            "corpus": "corpus",
+            "paper_ids": "paper-ids",
+            "scidocs": "scidocs",
+            "scidocs_truth": "scidocs_truth.jsonl",
+            "paper_topics": "paper_topics.parquet",
+        },
+        "counts": {**world.counts, **paper_ids},
+        "scidocs": scidocs,
+        "calibration": calibration,
+    }
+
+
 def run(config: GenerateConfig, progress: Progress | None = None) -> dict[str, Any]:
     """Write the snapshot, paper-ids, SciDocs set and, last, generator.json; returns generator.json's content.
     `progress` is told of every corpus and paper-ids file written (the command line draws a bar).
@@ -340,17 +313,7 @@ def run(config: GenerateConfig, progress: Progress | None = None) -> dict[str, A
     )
     world = build_world(config)
     plan = plan_scidocs(world)
-    shas = pa.concat_arrays(
-        [
-            world.primary_sha,
-            world.extra_sha,
-            world.outside_sha,
-            pa.array(plan.sha + plan.virtual_sha, pa.large_string()),
-        ]
-    )
-    distinct = pc.count_distinct(shas).as_py()
-    if distinct != len(shas) - (len(plan.sha) - int((plan.kind == 2).sum())):
-        raise RuntimeError("sha collision: paper-ids and SciDocs shas must be unique; try another seed")
+    _check_shas(world, plan)
 
     datasets = 1 if config.format == "s2orc" else 3
     keep = _AbstractKeeper(np.union1d(plan.papers, calibration_papers(world)))
@@ -358,40 +321,10 @@ def run(config: GenerateConfig, progress: Progress | None = None) -> dict[str, A
     with _ShardWriter(config.compresslevel, total_files, progress) as writer:
         _write_corpus(world, out / "corpus", writer, keep)
         paper_ids = _write_paper_ids(world, out / "paper-ids", writer)
-    scidocs = write_scidocs(plan, keep.text, out / "scidocs")
-    with_sha = plan.papers[plan.kind != 2]  # recomm uses corpus papers of the set that paper-ids maps by sha
-    at = np.searchsorted(plan.papers, with_sha)
-    recomm = write_recomm(
-        world,
-        with_sha,
-        dict(zip(with_sha.tolist(), plan.ids(with_sha), strict=True)),
-        {int(p): plan.title[i] for p, i in zip(with_sha.tolist(), at.tolist(), strict=True)},
-        keep.text,
-        out / "scidocs",
-    )
-    scidocs["tasks"]["recomm"] = recomm
-    scidocs["metadata"]["paper_metadata_recomm.json"] = recomm["papers"]
-    write_scidocs_truth(plan, world, out / "scidocs_truth.jsonl")
+    scidocs = _write_scidocs_set(world, plan, keep.text, out)
     write_table(topics_table(world.papers), out / "paper_topics.parquet")
     calibration = measure(world, keep.text)
-
-    summary = {
-        "generator_version": GENERATOR_VERSION,
-        "format": config.format,
-        "seed": config.seed,
-        "papers": config.papers,
-        "config": dataclasses.asdict(config),
-        "paths": {
-            "corpus": "corpus",
-            "paper_ids": "paper-ids",
-            "scidocs": "scidocs",
-            "scidocs_truth": "scidocs_truth.jsonl",
-            "paper_topics": "paper_topics.parquet",
-        },
-        "counts": {**world.counts, **paper_ids},
-        "scidocs": scidocs,
-        "calibration": calibration,
-    }
+    summary = _summary(config, world, paper_ids, scidocs, calibration)
     # Written last, through a temporary file and a rename: its presence means the snapshot is complete.
     write_json(out / "generator.json.tmp", summary)
     os.replace(out / "generator.json.tmp", out / "generator.json")

@@ -27,6 +27,7 @@ ORDER = [
     "scidocs",
     "recomm",
     "measure",
+    "outputs",
     "generate",
     "derive_census",
     "derive_diffs",
