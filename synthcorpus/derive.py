@@ -71,6 +71,7 @@ from synthcorpus.derive_plan import Plan, added_world, choose_changes, derived_s
 from synthcorpus.derive_rewrite import plan_edits, write_corpus, write_diff, write_paper_ids, write_topics
 from synthcorpus.outputs import OUTPUTS, check_output, clear_output, write_json
 from synthcorpus.vocabulary import build_vocabulary
+from synthcorpus.world import World
 
 log = logging.getLogger("citeflow")
 
@@ -146,6 +147,126 @@ def _publish(tmp: Path, out: Path, summary: dict[str, Any]) -> None:
     os.replace(out / "generator.json.tmp", out / "generator.json")
 
 
+@dataclass(frozen=True)
+class _Release1:
+    """What release 1 holds, read once (pass 1): its census, its topics (the table, and per-paper arrays in
+    corpus-id order), SciDocs' corpus ids and the folded titles they match by, and paper-ids' shas and ids."""
+
+    corpus: Corpus
+    topics_table: pa.Table
+    topics: dict[str, np.ndarray]
+    scidocs_ids: np.ndarray
+    protected: set[str]
+    shas: pa.Array
+    paper_id_ids: np.ndarray
+
+
+def _read_release1(release1: Path, fmt: str) -> _Release1:
+    """Pass 1 over release 1; a one-line error when its paper_topics.parquet and corpus/ disagree."""
+    corpus = census(release1, fmt)
+    topics_table = pq.read_table(release1 / "paper_topics.parquet")
+    topic_ids = topics_table.column("corpus_id").to_numpy()
+    if len(topic_ids) != len(corpus.ids) or not np.array_equal(np.sort(topic_ids), corpus.ids):
+        raise CiteflowError(
+            f"release {str(release1)!r} is inconsistent: paper_topics.parquet and corpus/ list "
+            f"different papers ({len(topic_ids):,} vs {len(corpus.ids):,})"
+        )
+    order = np.argsort(topic_ids)
+    topics = {
+        k: topics_table.column(k).to_numpy()[order].astype(np.int64)
+        for k in ("field", "subtopic", "community", "niche", "niche2")
+    }
+    scidocs_ids, protected = read_scidocs_truth(release1)
+    shas, paper_id_ids = read_paper_ids(release1 / "paper-ids")
+    return _Release1(
+        corpus=corpus,
+        topics_table=topics_table,
+        topics=topics,
+        scidocs_ids=scidocs_ids,
+        protected=protected,
+        shas=shas,
+        paper_id_ids=paper_id_ids,
+    )
+
+
+def _check_added_shas(release1: Path, r1: _Release1, world: World) -> None:
+    """The added papers' shas must be new to paper-ids and SciDocs, and distinct."""
+    scidocs_shas = [
+        json.loads(x)["id"]
+        for x in (release1 / "scidocs_truth.jsonl").read_text(encoding="utf-8").splitlines()
+        if x.strip()
+    ]
+    known = pa.concat_arrays([r1.shas, pa.array(scidocs_shas, pa.string())])
+    fresh = world.primary_sha.cast(pa.string())
+    if pc.any(pc.is_in(fresh, value_set=known)).as_py() or pc.count_distinct(fresh).as_py() != len(fresh):
+        raise RuntimeError("sha collision between added papers and release 1; try another seed")
+
+
+def _make_plan(config: DeriveConfig, base: GenerateConfig, seed: int, release1: Path, r1: _Release1) -> Plan:
+    """The removed, changed and added papers, in the counts asked for (or their default shares)."""
+    corpus = r1.corpus
+    n1 = len(corpus.ids)
+    added_n, removed_n, changed_n = (config.count(k, n1) for k in ("added", "removed", "changed"))
+    vocab = build_vocabulary(base.seed, base.difficulty, base.niches_per_subtopic)
+    removed, changed, kind, new_title, abstract_tail = choose_changes(
+        corpus, r1.topics, r1.scidocs_ids, r1.protected, removed_n, changed_n, seed, vocab
+    )
+    taken = np.unique(np.concatenate([corpus.ids, corpus.referenced, r1.paper_id_ids, r1.scidocs_ids]))
+    world, added_src, added_dst, added_year = None, np.empty(0, np.int64), np.empty(0, np.int64), 0
+    if added_n:
+        world, added_src, added_dst, added_year = added_world(
+            base, seed, added_n, corpus.counts["shards"], corpus, removed, r1.topics, taken, r1.protected, vocab
+        )
+        _check_added_shas(release1, r1, world)
+    return Plan(
+        removed=removed,
+        changed=changed,
+        change_kind=kind,
+        new_title=new_title,
+        abstract_tail=abstract_tail,
+        added=world,
+        added_src=added_src,
+        added_dst=added_dst,
+        added_year=added_year,
+    )
+
+
+def _write_release2(
+    config: DeriveConfig, meta: dict[str, Any], release1: Path, base: GenerateConfig, plan: Plan, r1: _Release1
+) -> dict[str, Any]:
+    """Write release 2 into a temporary folder beside `config.out`, then publish it; returns its summary.
+    An interrupted or failed run leaves no temporary folder behind."""
+    out, fmt, level = Path(config.out), meta["format"], base.compresslevel
+    edits = plan_edits(fmt, r1.corpus, plan)
+    tmp = out.parent / f".{out.name}.derive-tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)  # left over by an interrupted run
+    tmp.mkdir(parents=True)
+    try:
+        stats: collections.Counter[str] = collections.Counter()
+        keys = DiffKeys()
+        release2 = write_corpus(release1 / "corpus", tmp / "corpus", fmt, plan, edits, level, stats, keys)
+        paper_ids = write_paper_ids(release1 / "paper-ids", tmp / "paper-ids", plan, edits, release2.ids, level, keys)
+        diffs = None
+        names = (release1.resolve().name, out.resolve().name)
+        if fmt == "s2ag" and all(RELEASE_ID_RE.fullmatch(n) for n in names):
+            diffs = write_diffs(release1, tmp, *names, keys, level)
+        elif fmt == "s2ag":
+            log.warning("derive: folder names %s are not release ids (letters, digits, . _ -): no diffs written", names)
+        shutil.copytree(release1 / "scidocs", tmp / "scidocs")
+        shutil.copy2(release1 / "scidocs_truth.jsonl", tmp / "scidocs_truth.jsonl")
+        write_topics(r1.topics_table, plan, tmp / "paper_topics.parquet")
+        write_diff(plan, tmp / "release_diff.parquet")
+        summary = _summary(config, meta, release1, base, plan, r1.corpus, release2, paper_ids, stats)
+        if diffs is not None:
+            summary["diff"]["diffs"] = diffs
+        _publish(tmp, out, summary)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return summary
+
+
 # ---------------------------------------------------------------------------------------------------
 # Entry point
 
@@ -175,88 +296,11 @@ def run(config: DeriveConfig) -> dict[str, Any]:
         )
     _check_output(out, release1, config.overwrite)
     fmt, base = meta["format"], base_config(meta)
-    level = base.compresslevel
     seed = derived_seed(meta, config.seed)
     log.info("derive: reading release %s (%s)", release1, fmt)
-
-    # Pass 1: what release 1 holds.
-    corpus = census(release1, fmt)
-    topics_table = pq.read_table(release1 / "paper_topics.parquet")
-    topic_ids = topics_table.column("corpus_id").to_numpy()
-    if len(topic_ids) != len(corpus.ids) or not np.array_equal(np.sort(topic_ids), corpus.ids):
-        raise CiteflowError(
-            f"release {str(release1)!r} is inconsistent: paper_topics.parquet and corpus/ list "
-            f"different papers ({len(topic_ids):,} vs {len(corpus.ids):,})"
-        )
-    order = np.argsort(topic_ids)
-    topics = {
-        k: topics_table.column(k).to_numpy()[order].astype(np.int64)
-        for k in ("field", "subtopic", "community", "niche", "niche2")
-    }
-    scidocs_ids, protected = read_scidocs_truth(release1)
-    shas, paper_id_ids = read_paper_ids(release1 / "paper-ids")
-    n1 = len(corpus.ids)
-    added_n, removed_n, changed_n = (config.count(k, n1) for k in ("added", "removed", "changed"))
-
-    # The plan.
-    vocab = build_vocabulary(base.seed, base.difficulty, base.niches_per_subtopic)
-    removed, changed, kind, new_title, abstract_tail = choose_changes(
-        corpus, topics, scidocs_ids, protected, removed_n, changed_n, seed, vocab
-    )
-    taken = np.unique(np.concatenate([corpus.ids, corpus.referenced, paper_id_ids, scidocs_ids]))
-    world, added_src, added_dst, added_year = None, np.empty(0, np.int64), np.empty(0, np.int64), 0
-    if added_n:
-        world, added_src, added_dst, added_year = added_world(
-            base, seed, added_n, corpus.counts["shards"], corpus, removed, topics, taken, protected, vocab
-        )
-        scidocs_shas = [
-            json.loads(x)["id"]
-            for x in (release1 / "scidocs_truth.jsonl").read_text(encoding="utf-8").splitlines()
-            if x.strip()
-        ]
-        known = pa.concat_arrays([shas, pa.array(scidocs_shas, pa.string())])
-        fresh = world.primary_sha.cast(pa.string())
-        if pc.any(pc.is_in(fresh, value_set=known)).as_py() or pc.count_distinct(fresh).as_py() != len(fresh):
-            raise RuntimeError("sha collision between added papers and release 1; try another seed")
-    plan = Plan(
-        removed=removed,
-        changed=changed,
-        change_kind=kind,
-        new_title=new_title,
-        abstract_tail=abstract_tail,
-        added=world,
-        added_src=added_src,
-        added_dst=added_dst,
-        added_year=added_year,
-    )
-    edits = plan_edits(fmt, corpus, plan)
-
-    tmp = out.parent / f".{out.name}.derive-tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)  # left over by an interrupted run
-    tmp.mkdir(parents=True)
-    try:
-        stats: collections.Counter[str] = collections.Counter()
-        keys = DiffKeys()
-        release2 = write_corpus(release1 / "corpus", tmp / "corpus", fmt, plan, edits, level, stats, keys)
-        paper_ids = write_paper_ids(release1 / "paper-ids", tmp / "paper-ids", plan, edits, release2.ids, level, keys)
-        diffs = None
-        names = (release1.resolve().name, out.resolve().name)
-        if fmt == "s2ag" and all(RELEASE_ID_RE.fullmatch(n) for n in names):
-            diffs = write_diffs(release1, tmp, *names, keys, level)
-        elif fmt == "s2ag":
-            log.warning("derive: folder names %s are not release ids (letters, digits, . _ -): no diffs written", names)
-        shutil.copytree(release1 / "scidocs", tmp / "scidocs")
-        shutil.copy2(release1 / "scidocs_truth.jsonl", tmp / "scidocs_truth.jsonl")
-        write_topics(topics_table, plan, tmp / "paper_topics.parquet")
-        write_diff(plan, tmp / "release_diff.parquet")
-        summary = _summary(config, meta, release1, base, plan, corpus, release2, paper_ids, stats)
-        if diffs is not None:
-            summary["diff"]["diffs"] = diffs
-        _publish(tmp, out, summary)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    r1 = _read_release1(release1, fmt)
+    plan = _make_plan(config, base, seed, release1, r1)
+    summary = _write_release2(config, meta, release1, base, plan, r1)
     d = summary["diff"]
     log.info(
         "derive: wrote release %s to %s: %s papers (+%s, -%s, %s changed), %s citations",
