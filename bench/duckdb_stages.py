@@ -16,7 +16,7 @@ citeflow's tables (the bench compares the counts):
   kept with its reason, the degree summary, histogram and plot, the manifest.
 - filter_leakage: the benchmark ids read by citeflow's own reader
   (`jobs.filter_leakage.benchmark_ids.collect`), the mapping cascade of
-  `jobs/filter_leakage/transforms.py` (corpus id, sha through paper-ids, DOI / PubMed / arXiv,
+  `jobs/filter_leakage/id_mapping.py` (corpus id, sha through paper-ids, DOI / PubMed / arXiv,
   folded title through `citeflow.text.fold_titles` as an Arrow UDF), the
   benchmark papers removed from papers and citations, degrees recomputed,
   `benchmark_ids`, `papers`, `citations` written. Not done here: the per-task

@@ -46,7 +46,7 @@ class DiffKeys:
 
 def record_key(dataset: str, rec: dict[str, Any]) -> Key | None:
     """A record's primary key (None when it has none usable). A paper-ids record's is its `sha` as written (a
-    string, as filter_leakage reads it: jobs/filter_leakage/transforms.py `paper_id_lines`)."""
+    string, as filter_leakage reads it: jobs/filter_leakage/id_mapping.py `paper_id_lines`)."""
     if dataset == PAPER_IDS:
         value = rec.get("sha")
         return value if isinstance(value, str) else None

@@ -41,8 +41,10 @@ The package holds all of the leakage logic:
 - `stage.py`: the stage's steps (`run_on`, `build`): read both sides, map, write the graph without the benchmark.
 - `benchmark_ids.py`: the benchmark's paper ids, read from each suite's files (plain Python).
 - `mapping.py`: the mapping cascade's and the report's table side (pyarrow, in the driver).
-- `transforms.py`: the Spark side (DataFrame transforms): parse paper-ids lines, key and match the graph's papers,
-  remove them, their reach and the degrees left.
+- `id_mapping.py`: the Spark side of the mapping (DataFrame transforms): parse and look up paper-ids lines, the
+  cascade over the graph's papers.
+- `transforms.py`: the Spark side of the keys and the removal: key the graph's papers and find those that share a
+  key with the benchmark, remove them, their reach and the degrees left.
 - `paper_ids_diff.py`: the paper-ids lines of a new release from the previous one's and an S2AG diff.
 - `paper_keys.py`: the graph's papers keyed for the mapping, or the previous release's keys carried over.
 - `audit.py`: the check every later stage runs on the corpus ids it uses.

@@ -1,6 +1,6 @@
 """The mapping's and the report's table side (pyarrow, in the driver): which benchmark ids the cascade maps by
 which method, the `benchmark_ids` rows and the `leakage_report`. The Spark side that finds the matches in the
-graph is `transforms.py`.
+graph is `id_mapping.py` (the cascade) and `transforms.py` (the keys matched, the papers removed).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from citeflow.text import fold_titles
 
-# The mapping cascade's methods, in the order they are tried (jobs/filter_leakage/transforms.py).
+# The mapping cascade's methods, in the order they are tried (jobs/filter_leakage/id_mapping.py).
 METHODS = ("corpus_id", "sha", "doi", "pubmed", "arxiv", "title")
 
 
@@ -29,7 +29,7 @@ def distinct_ids(bench: pa.Table) -> pa.Table:
     return firsts.append_column("folded_title", fold_titles(firsts["title"]))
 
 
-# `transforms.sha_lookup`'s rows that count paper-ids lines have keys starting with COUNTED (a sha, 40 hex
+# `id_mapping.sha_lookup`'s rows that count paper-ids lines have keys starting with COUNTED (a sha, 40 hex
 # digits, never does): COUNTED + USABLE for the lines with a pair for a sha no benchmark id has, COUNTED + a
 # reason for the lines without a pair (`spark.readers.parse_lines`' reasons, or NO_PAIR: the line parsed, but
 # its sha is not 40 hex digits or its corpusid not an integer).
@@ -39,7 +39,7 @@ NO_PAIR = "no_sha_or_corpus_id"
 
 
 def paper_ids_counts(lookup: pa.Table) -> dict[str, Any]:
-    """The manifest's account of the paper-ids lines, from a `transforms.sha_lookup` table (key, lines):
+    """The manifest's account of the paper-ids lines, from an `id_mapping.sha_lookup` table (key, lines):
     every line, the lines that gave a (sha, corpus id) pair, and the others by reason (no line uncounted)."""
     counted = pc.starts_with(lookup["key"], COUNTED)
     found = int(pc.sum(lookup.filter(pc.invert(counted))["lines"]).as_py() or 0)
@@ -52,13 +52,13 @@ def paper_ids_counts(lookup: pa.Table) -> dict[str, Any]:
 
 
 def looked_up_shas(lookup: pa.Table) -> pa.Table:
-    """(sha, corpus_id) of a `transforms.sha_lookup` table: each wanted sha the paper-ids table knows, with
+    """(sha, corpus_id) of an `id_mapping.sha_lookup` table: each wanted sha the paper-ids table knows, with
     its least corpus id."""
     found = lookup.filter(pc.invert(pc.starts_with(lookup["key"], COUNTED)))
     return pa.table({"sha": found["key"], "corpus_id": found["corpus_id"]})
 
 
-# `transforms.id_steps`' corpus-id rule as Spark evaluates it: the id, its spaces trimmed (Spark's `trim`),
+# `id_mapping.id_steps`' corpus-id rule as Spark evaluates it: the id, its spaces trimmed (Spark's `trim`),
 # matches `^[0-9]{1,18}$` (Java's `$` also matches before a final line break) and casts to a long (which
 # accepts \n, \r\n and \r after the digits, not Java's other line breaks).
 _CORPUS_ID_SPELLING = r"^(?P<digits>[0-9]{1,18})(?:\n|\r\n|\r)?$"
@@ -66,7 +66,7 @@ _CORPUS_ID_SPELLING = r"^(?P<digits>[0-9]{1,18})(?:\n|\r\n|\r)?$"
 
 def first_steps(ids: pa.Table, by_sha: pa.Table | None) -> pa.Table:
     """(id, corpus_id, method) of every id for the cascade's two steps that read no papers, made in the
-    driver that holds the ids: `transforms.id_steps`' rows (tests/unit/spark/test_leakage.py compares
+    driver that holds the ids: `id_mapping.id_steps`' rows (tests/unit/spark/test_leakage.py compares
     the two), with the sha lookup already done in Spark (`by_sha`: `looked_up_shas`, None without a
     paper-ids table). Spark's plan for these few hundred thousand rows costs a query of its own."""
     trimmed = pc.utf8_trim(ids["id"], " ")
@@ -104,7 +104,7 @@ def later_steps(ids: pa.Table, sharing: pa.Table, *, match_titles: bool = True) 
     leave unmapped, with their keys: `transforms.with_keys`) by the cascade's steps that read the papers,
     given the papers that share a key with them (`transforms.papers_sharing_keys`, with their keys).
 
-    `transforms.map_ids`' steps on these rows, made in the driver: the rows are bounded by the benchmark
+    `id_mapping.map_ids`' steps on these rows, made in the driver: the rows are bounded by the benchmark
     and the papers that share its keys, and Spark's plan for them runs some fifteen stages of a few rows
     each. Every string the steps compare was made by Spark (the keys by
     `lower(trim(...))`, the papers' title folds), so the joins here compare bytes as Spark's do.
@@ -177,7 +177,7 @@ def _step_rows(found: pa.Table, method: str) -> pa.Table:
 
 def sha_candidates(ids: pa.Table) -> pa.Table:
     """`sha`: each distinct id lower-cased with its spaces trimmed, the spellings the sha step
-    (`transforms.id_steps`) looks up, made here where the ids are. A sha is 40 ASCII hex digits (and, by
+    (`id_mapping.id_steps`) looks up, made here where the ids are. A sha is 40 ASCII hex digits (and, by
     Java's `$`, an optional final line break), on which Spark's `lower` and `trim` and these agree; the
     ids' other spellings match no sha either way."""
     spelled = pc.utf8_lower(pc.utf8_trim(ids["id"], " "))

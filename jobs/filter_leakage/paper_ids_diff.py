@@ -2,7 +2,7 @@
 
 filter_leakage stores every line of the paper-ids table it read (`paper_id_lines`: the line's `sha` as
 written, its corpus id where it gives a (sha, corpus id) pair, else the reason it gives none;
-`transforms.paper_id_lines`), and looks the benchmark's shas up and counts the lines on that table. When the
+`id_mapping.paper_id_lines`), and looks the benchmark's shas up and counts the lines on that table. When the
 release's diffs folder (`build_graph.diffs`: auto finds `<release>/diffs/` beside `<release>/paper-ids/`)
 holds a diff to this snapshot with a `paper-ids.json` manifest, from a release that the artifact root holds a
 filter_leakage version of (this stage version, with the table), the stage applies the diff to that version's
@@ -109,13 +109,13 @@ def write(
     `from_diff` entry. `materialize(frame, name)` stages a frame read twice."""
     from pyspark.sql import functions as F
 
-    import jobs.filter_leakage.transforms as L
+    from jobs.filter_leakage.id_mapping import PAPER_IDS_SCHEMA, paper_id_lines
     from spark import incremental as I
     from spark import output as O
     from spark import readers as R
 
     def lines_of(kind: str):
-        return R.diff_lines(spark, diff, D.PAPER_IDS, kind, L.PAPER_IDS_SCHEMA, L.paper_id_lines)
+        return R.diff_lines(spark, diff, D.PAPER_IDS, kind, PAPER_IDS_SCHEMA, paper_id_lines)
 
     updates = materialize(lines_of("updates"), "paper_id_updates")
     deletes = materialize(lines_of("deletes"), "paper_id_deletes")

@@ -183,8 +183,8 @@ class _Mapped:
 def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, benchmark, metrics) -> _Benchmark:
     """Three independent parts at once (`session.concurrently`): the papers' keys and the paper-ids lines
     written, and the benchmark's ids taken; each alone leaves a core idle between its small queries."""
-    import jobs.filter_leakage.transforms as L
     from citeflow.snapshot import discover_jsonl
+    from jobs.filter_leakage.id_mapping import PAPER_ID_LINES_SCHEMA, PAPER_IDS_SCHEMA, paper_id_lines
     from jobs.filter_leakage.mapping import distinct_ids, sha_candidates
     from spark import readers as R
     from spark.engine.session import concurrently
@@ -194,7 +194,7 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
     def write_lines() -> dict[str, Any] | None:
         """`paper_id_lines` written; its manifest entry (None without a paper-ids table)."""
         if not config.paper_ids:
-            spark.createDataFrame([], L.PAPER_ID_LINES_SCHEMA).write.mode("error").parquet(work.uri(P.TABLE))
+            spark.createDataFrame([], PAPER_ID_LINES_SCHEMA).write.mode("error").parquet(work.uri(P.TABLE))
             return None
         if paper_ids is not None:
             lines_path = posixpath.join(work.path, P.TABLE)
@@ -203,8 +203,8 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
                 "from_diff": P.write(spark, work.store, config, *paper_ids, lines_path, work.stage),
             }
         # every line of the table, stored for the next release's diff, then looked up (one parse)
-        parsed = R.parse_lines(spark.read.text(discover_jsonl(config.paper_ids)), L.PAPER_IDS_SCHEMA)
-        L.paper_id_lines(parsed).write.mode("error").parquet(work.uri(P.TABLE))
+        parsed = R.parse_lines(spark.read.text(discover_jsonl(config.paper_ids)), PAPER_IDS_SCHEMA)
+        paper_id_lines(parsed).write.mode("error").parquet(work.uri(P.TABLE))
         return {"source": source, "from_diff": None}
 
     def take_benchmark():
@@ -237,11 +237,11 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
 def _looked_up_shas(work, config: RunConfig, bench: _Benchmark, metrics: dict[str, Any]):
     """The benchmark's shas looked up in the paper-ids lines: one pass over the lines, which also counts the
     lines that give no pair, by reason; the result (bounded by the benchmark) is read here only, by pyarrow."""
-    import jobs.filter_leakage.transforms as L
+    from jobs.filter_leakage.id_mapping import sha_lookup
     from jobs.filter_leakage.mapping import looked_up_shas, paper_ids_counts
 
     lines = work.read_own(P.TABLE)
-    lookup = L.sha_lookup(lines, bench.shas, broadcast=bench.distinct.num_rows <= config.spark.broadcast_rows)
+    lookup = sha_lookup(lines, bench.shas, broadcast=bench.distinct.num_rows <= config.spark.broadcast_rows)
     work.stage_files(lookup, "sha_lookup")
     looked_up = work.read_staged("sha_lookup")
     counts = metrics["paper_ids"] = paper_ids_counts(looked_up)
@@ -260,13 +260,13 @@ def _map_ids(work, config: RunConfig, upstream: Manifest, bench: _Benchmark, by_
     """The benchmark ids mapped to corpus ids. The cascade's steps that read the papers run only for the ids the
     corpus_id and sha steps leave unmapped (`map_ids_narrow`: the same rows as `map_ids`), on the keys they
     state."""
-    import jobs.filter_leakage.transforms as L
+    from jobs.filter_leakage.id_mapping import map_ids_narrow
     from jobs.filter_leakage.mapping import benchmark_id_rows, first_steps, members
 
     log.info("%s: mapping benchmark ids", STAGE)
     # the steps that read no papers (corpus id, sha), on the ids the driver holds
     first = work.stage_arrow("first", first_steps(bench.distinct.select(["id"]), by_sha))
-    frame = L.map_ids_narrow(
+    frame = map_ids_narrow(
         bench.ids,
         work.read(upstream, "papers"),
         None,

@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from jobs.filter_leakage import id_mapping as M
 from jobs.filter_leakage import transforms as L
 from jobs.filter_leakage.mapping import benchmark_id_rows, distinct_ids, leakage_report
 
@@ -66,7 +67,7 @@ def test_cascade_takes_the_first_method_that_finds_each_id(spark, papers, bench)
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)], "sha string, corpus_id long")
     mapped = {
         r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
-        for r in L.map_ids(ids_of(bench), papers, paper_ids).collect()
+        for r in M.map_ids(ids_of(bench), papers, paper_ids).collect()
     }
     assert mapped == CASCADE_ANSWERS
 
@@ -93,7 +94,7 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, bro
 
     mapped = {
         r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
-        for r in L.map_ids_narrow(
+        for r in M.map_ids_narrow(
             ids_of(bench.unionByName(extra)),
             papers.unionByName(more),
             paper_ids,
@@ -104,7 +105,7 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, bro
     assert mapped == {**CASCADE_ANSWERS, "y" * 40: (8, "title", True, None)}
     assert "first" in steps and "sharing_papers" in steps and len(steps) == len(set(steps))  # names never clash
     without = {
-        r["id"]: r["method"] for r in L.map_ids_narrow(ids_of(bench), papers, None, materialize=materialize).collect()
+        r["id"]: r["method"] for r in M.map_ids_narrow(ids_of(bench), papers, None, materialize=materialize).collect()
     }
     assert (without[SHA_A], without[SHA_C], without[SHA_E]) == (None, "title", "doi")
 
@@ -152,15 +153,15 @@ def test_the_narrow_mapping_equals_the_whole_cascade_on_colliding_keys(spark, ma
     )
     paper_ids = spark.createDataFrame([("a" * 40, 3), ("b" * 40, 200)], "sha string, corpus_id long")
     columns = ["id", "corpus_id", "method", "in_snapshot", "unmapped_reason"]
-    whole = L.map_ids(ids_of(bench), papers, paper_ids, match_titles=match_titles).select(columns).collect()
-    narrow = L.map_ids_narrow(
+    whole = M.map_ids(ids_of(bench), papers, paper_ids, match_titles=match_titles).select(columns).collect()
+    narrow = M.map_ids_narrow(
         ids_of(bench), papers, paper_ids, match_titles=match_titles, materialize=lambda f, name: f.localCheckpoint()
     )
     narrow = narrow.select(columns).collect()
     assert sorted(narrow) == sorted(whole)
     # filter_leakage's way: the papers' keys made (and stored) first, every title folded (match_titles or not)
     checkpoint = lambda f, name: f.localCheckpoint()  # noqa: E731
-    keyed = L.map_ids_narrow(
+    keyed = M.map_ids_narrow(
         ids_of(bench),
         papers,
         paper_ids,
@@ -175,13 +176,13 @@ def test_the_narrow_mapping_equals_the_whole_cascade_on_colliding_keys(spark, ma
 
 
 def test_without_paper_ids_or_titles_shas_stay_unmapped(spark, papers, bench):
-    mapped = {r["id"]: r["method"] for r in L.map_ids(ids_of(bench), papers, None, match_titles=False).collect()}
+    mapped = {r["id"]: r["method"] for r in M.map_ids(ids_of(bench), papers, None, match_titles=False).collect()}
     assert mapped[SHA_A] is None and mapped[SHA_C] is None and mapped["2"] == "corpus_id"
 
 
 def test_report_counts_per_suite_task_split_and_overall(spark, papers, bench):
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99)], "sha string, corpus_id long")
-    mapped = L.map_ids(ids_of(bench), papers, paper_ids)
+    mapped = M.map_ids(ids_of(bench), papers, paper_ids)
     rows = benchmark_id_rows(bench.toArrow(), mapped.toArrow())
     assert rows.num_rows == bench.select("suite", "id", "task", "split").distinct().count()
     keys = ["suite", "task", "split", "id"]
@@ -254,7 +255,7 @@ def test_paper_id_pairs_skip_unusable_lines(spark):
         ],
         "value string, source string",
     )
-    pairs = L.paper_id_pairs(R.parse_lines(lines, L.PAPER_IDS_SCHEMA))
+    pairs = M.paper_id_pairs(R.parse_lines(lines, M.PAPER_IDS_SCHEMA))
     assert [(r["sha"], r["corpus_id"]) for r in pairs.collect()] == [(SHA_A, 7)]
 
 
@@ -281,10 +282,10 @@ def test_the_sha_lookup_finds_what_the_pairs_find_and_counts_every_line(spark, t
     ]
     path = tmp_path / "paper-ids.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    parsed = R.parse_lines(spark.read.text(str(path)), L.PAPER_IDS_SCHEMA)
+    parsed = R.parse_lines(spark.read.text(str(path)), M.PAPER_IDS_SCHEMA)
     ids = spark.createDataFrame([(SHA_A,), (SHA_B + " ",), (SHA_C,), (SHA_F.upper(),), ("12",), ("nope",)], "id string")
     shas = spark.createDataFrame(sha_candidates(pa.table({"id": [r["id"] for r in ids.collect()]})))
-    stored = L.paper_id_lines(parsed)
+    stored = M.paper_id_lines(parsed)
     assert stored._jdf.queryExecution().executedPlan().toString().count("from_json") == 1
     # every line's key is its sha as written (what a diff names), whatever else the line holds; none without JSON
     assert [r["key"] for r in stored.collect()] == [
@@ -300,12 +301,12 @@ def test_the_sha_lookup_finds_what_the_pairs_find_and_counts_every_line(spark, t
         None,
         SHA_F,
     ]
-    lookup = L.sha_lookup(stored.localCheckpoint(), shas).localCheckpoint()
+    lookup = M.sha_lookup(stored.localCheckpoint(), shas).localCheckpoint()
     table = lookup.toArrow()
 
     first = first_steps(pa.table({"id": [r["id"] for r in ids.collect()]}), looked_up_shas(table))
     by_lookup = {r["id"]: (r["corpus_id"], r["method"]) for r in first.to_pylist()}
-    by_pairs = {r["id"]: (r["corpus_id"], r["method"]) for r in L.id_steps(ids, L.paper_id_pairs(parsed)).collect()}
+    by_pairs = {r["id"]: (r["corpus_id"], r["method"]) for r in M.id_steps(ids, M.paper_id_pairs(parsed)).collect()}
     assert by_lookup == by_pairs
     assert (
         by_lookup[SHA_A] == (3, "sha") and by_lookup[SHA_F.upper()] == (12, "sha") and by_lookup[SHA_C] == (None, None)
@@ -339,7 +340,7 @@ def test_the_first_steps_in_the_driver_are_the_first_steps_in_spark(spark):
     pairs = [(SHA_A, 1), (SHA_B, 2), ("1" * 40, 3), (SHA_A + "\n", 4), (SHA_B + "\r\n", 5), (SHA_A + "\u2028", 6)]
     paper_ids = spark.createDataFrame(pairs, "sha string, corpus_id long")
     ids = spark.createDataFrame([(i,) for i in TRICKY_IDS], "id string")
-    in_spark = {r["id"]: (r["corpus_id"], r["method"]) for r in L.id_steps(ids, paper_ids).collect()}
+    in_spark = {r["id"]: (r["corpus_id"], r["method"]) for r in M.id_steps(ids, paper_ids).collect()}
     by_sha = pa.table({"sha": [p[0] for p in pairs], "corpus_id": pa.array([p[1] for p in pairs], pa.int64())})
     in_driver = {
         r["id"]: (r["corpus_id"], r["method"]) for r in first_steps(pa.table({"id": TRICKY_IDS}), by_sha).to_pylist()
@@ -347,7 +348,7 @@ def test_the_first_steps_in_the_driver_are_the_first_steps_in_spark(spark):
     assert in_driver == in_spark
     assert in_spark["12\r\n"] == (12, "corpus_id") and in_spark["12\u2028"] == (None, None)
     no_table = {r["id"]: r["method"] for r in first_steps(pa.table({"id": TRICKY_IDS}), None).to_pylist()}
-    assert no_table == {r["id"]: r["method"] for r in L.id_steps(ids, None).collect()}
+    assert no_table == {r["id"]: r["method"] for r in M.id_steps(ids, None).collect()}
 
 
 def test_report_counts_zero_for_a_split_with_no_mapped_id():
@@ -431,7 +432,7 @@ def test_the_steps_without_papers_take_ids_as_the_cascade_did(spark):
         ],
         "id string",
     )
-    got = {r["id"]: (r["corpus_id"], r["method"]) for r in L.id_steps(ids, paper_ids).collect()}
+    got = {r["id"]: (r["corpus_id"], r["method"]) for r in M.id_steps(ids, paper_ids).collect()}
     assert got == {
         " 12 ": (12, "corpus_id"),
         "\t12": (None, None),
@@ -443,7 +444,7 @@ def test_the_steps_without_papers_take_ids_as_the_cascade_did(spark):
         SHA_C: (None, None),
         "": (None, None),
     }
-    without = {r["id"]: r["method"] for r in L.id_steps(ids, None).collect()}
+    without = {r["id"]: r["method"] for r in M.id_steps(ids, None).collect()}
     assert without[" 12 "] == "corpus_id" and without["1" * 40] is None and without[SHA_A.upper() + " "] is None
 
 
@@ -457,7 +458,7 @@ def test_each_line_is_parsed_once_and_each_title_folded_once(spark, papers, benc
 
     path = tmp_path / "ids.jsonl"
     path.write_text(f'{{"sha": "{SHA_A}", "corpusid": 1}}\n[1, 2]\n{{"sha": "{SHA_B}", "corpusid": "x"}}\n')
-    pairs = L.paper_id_pairs(R.parse_lines(R.with_source(spark.read.text(str(path))), L.PAPER_IDS_SCHEMA))
+    pairs = M.paper_id_pairs(R.parse_lines(R.with_source(spark.read.text(str(path))), M.PAPER_IDS_SCHEMA))
     assert pairs._jdf.queryExecution().executedPlan().toString().count("from_json") == 1
     assert [tuple(r) for r in pairs.collect()] == [(SHA_A, 1)]
 
@@ -530,7 +531,7 @@ def test_the_driver_names_every_sha_spelling_spark_looks_up(spark, papers, bench
     shas = spark.createDataFrame(sha_candidates(distinct_ids(bench.toArrow())))
     mapped = {
         r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
-        for r in L.map_ids_narrow(ids_of(bench), papers, paper_ids, shas=shas).collect()
+        for r in M.map_ids_narrow(ids_of(bench), papers, paper_ids, shas=shas).collect()
     }
     assert mapped == CASCADE_ANSWERS
 
