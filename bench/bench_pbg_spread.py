@@ -43,8 +43,8 @@ def main() -> int:
     from citeflow.config import EmbedGraphConfig
     from evaluation.link_prediction import link_prediction
     from evaluation.neighbours import nearest, normalize_rows, overlap
-    from jobs.embed_graph import pbg_settings
     from models.pbg_import import read_edges
+    from models.pbg_launch import pbg_settings
     from models.pbg_train import load_embeddings, train_in_subprocess
 
     version = Path(args.embed_graph)

@@ -59,7 +59,7 @@ def test_embed_graph_defaults_give_scincls_pbg_config_field_by_field(tmp_path):
     pbg_compat.apply()
     from torchbiggraph.config import ConfigSchema
 
-    from jobs.embed_graph import pbg_settings
+    from models.pbg_launch import pbg_settings
 
     ours = ConfigSchema.from_dict(pbg_settings(EmbedGraphConfig(), tmp_path, "edges_all", "mining", workers=2))
     reference = ConfigSchema.from_dict(scincl_pbg_config(tmp_path))
