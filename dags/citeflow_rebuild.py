@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from airflow.sdk import dag, get_current_context, task
 
-from cockpit.orchestration import check_settings, ensure_demo_snapshot, settings_from_params, stage_tasks
+from cockpit.orchestration import check_settings, stage_tasks
 from cockpit.params import demo_root, rebuild_params
+from cockpit.run_settings import ensure_demo_snapshot, settings_from_params
 
 DEMO = demo_root(__file__)
 

@@ -140,7 +140,7 @@ def pytest_configure(config):
                 (scratch / sub).mkdir()
                 os.environ[name] = str(scratch / sub)
     # the folders the tests' Airflow runs may read inputs from: pytest's temp folders and the shared samples
-    # (cockpit.orchestration.input_roots; tests/unit/test_orchestration.py checks the default)
+    # (cockpit.run_settings.input_roots; tests/unit/test_orchestration.py checks the default)
     os.environ.setdefault("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS", f"{tempfile.gettempdir()},{REPO.parent / 'shared'}")
 
 

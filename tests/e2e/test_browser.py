@@ -247,8 +247,8 @@ def _drift_in_the_benchmark_tab(page, server, shot, snap: Path, artifacts: Path)
     """An earlier release of the same inputs (`browser-before`, every stage reused from the run's versions),
     compared with the run's release from the command line; the run's benchmark task (mapped over strategies:
     index 0, specter) then shows that drift report, its table and its plot, in its Artifacts tab."""
-    from cockpit.orchestration import run_config, settings_from_params
     from cockpit.params import rebuild_params
+    from cockpit.run_settings import run_config, settings_from_params
     from jobs.cli import main
     from jobs.pipeline import run_pipeline
 

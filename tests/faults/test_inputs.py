@@ -20,7 +20,7 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
     from airflow.sdk.exceptions import AirflowNotFoundException, AirflowSkipException
 
     from citeflow.artifacts import ArtifactStore
-    from cockpit import orchestration
+    from cockpit import orchestration, run_settings
     from cockpit.artifact_view import render_html, summarize
 
     monkeypatch.setenv("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS", str(world.tmp))  # the folders this Airflow may read
@@ -64,7 +64,7 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
         "overrides": [s for s in world.settings if not s.startswith("spark.conf=") and "model=" not in s],
     }
     settings = orchestration.check_settings(
-        orchestration.settings_from_params(
+        run_settings.settings_from_params(
             params,
             snapshot=SNAPSHOT,
             corpus=str(world.snapshot / "corpus"),

@@ -9,6 +9,7 @@ pytest.importorskip("airflow.sdk")
 from citeflow.errors import CiteflowError  # noqa: E402
 from cockpit import orchestration as O  # noqa: E402
 from cockpit import params as P  # noqa: E402
+from cockpit import run_settings as S  # noqa: E402
 
 SECRET = "S3CR3T-conn-extra"
 
@@ -66,9 +67,9 @@ def params(tmp_path, monkeypatch):
 
 
 def test_connection_extras_reach_spark_but_never_the_settings_xcom(connection, params):
-    settings = O.check_settings(O.settings_from_params(params, snapshot="s1", corpus=params["corpus"], paper_ids=""))
+    settings = O.check_settings(S.settings_from_params(params, snapshot="s1", corpus=params["corpus"], paper_ids=""))
     assert SECRET not in json.dumps(settings)  # what check_inputs returns is the XCom every task reads
-    config = O.run_config(settings)  # what each stage task builds, reading the connection itself
+    config = S.run_config(settings)  # what each stage task builds, reading the connection itself
     assert config.spark.master == "local[2]"
     assert f"spark.hadoop.fs.s3a.secret.key={SECRET}" in config.spark.conf
 
@@ -79,11 +80,11 @@ def test_connection_extras_reach_spark_but_never_the_settings_xcom(connection, p
 def test_the_trigger_form_cannot_set_where_spark_runs_or_what_it_loads(connection, params, override):
     settings = {**params, "overrides": [override]}
     with pytest.raises(CiteflowError, match="cannot be set from the trigger form"):
-        O.run_config(settings)
+        S.run_config(settings)
 
 
 def test_the_trigger_form_may_still_size_spark(connection, params):
-    config = O.run_config({**params, "overrides": ["spark.shuffle_partitions=3", "spark.driver_memory=1g"]})
+    config = S.run_config({**params, "overrides": ["spark.shuffle_partitions=3", "spark.driver_memory=1g"]})
     assert config.spark.shuffle_partitions == 3 and config.spark.driver_memory == "1g"
 
 
@@ -112,7 +113,7 @@ def test_a_stage_tasks_xcom_and_asset_event_carry_no_secret(connection, params, 
     pushed, events = [], defaultdict(SimpleNamespace)
     context = {"ti": SimpleNamespace(xcom_push=lambda **kw: pushed.append(kw)), "outlet_events": events}
     monkeypatch.setattr(O, "get_current_context", lambda: context)
-    settings = O.settings_from_params(params, snapshot="s1", corpus=params["corpus"], paper_ids="")
+    settings = S.settings_from_params(params, snapshot="s1", corpus=params["corpus"], paper_ids="")
     summary = O.run_stage_task("build_graph", settings)
     assert summary["metrics"]["papers"] == 3 and summary["metrics"]["service_token"] == "***"
     assert SECRET not in json.dumps([summary, pushed, [vars(e) for e in events.values()]])
@@ -201,7 +202,7 @@ def test_the_task_log_and_asset_event_say_how_a_version_was_built(
     events = defaultdict(SimpleNamespace)
     context = {"ti": SimpleNamespace(xcom_push=lambda **kw: None), "outlet_events": events}
     monkeypatch.setattr(O, "get_current_context", lambda: context)
-    settings = O.settings_from_params(params, snapshot="s1", corpus=params["corpus"], paper_ids="")
+    settings = S.settings_from_params(params, snapshot="s1", corpus=params["corpus"], paper_ids="")
     summary = O.run_stage_task("build_graph", settings)
     assert summary["built"] == built
     assert events[O.stage_asset("build_graph")].extra["built"] == built
@@ -220,30 +221,30 @@ def test_distributed_pbg_meets_where_the_connection_says_and_rank_0_never_starts
 ):
     _pbg_connection(connections, host, 29500)
     settings = {**params, "overrides": ["embed_graph.num_partitions=4", "embed_graph.machines=2"]}
-    config = O.run_config(settings)
+    config = S.run_config(settings)
     assert config.embed_graph.rendezvous == expected
     assert config.embed_graph.launch == "external"  # ranks 1.. are the embed_graph_rank tasks
-    single = O.run_config(params)
+    single = S.run_config(params)
     assert single.embed_graph.machines == 1 and single.embed_graph.launch == "local"
 
 
 def test_distributed_pbg_under_airflow_needs_the_rendezvous_connection(connection, params):
     settings = {**params, "overrides": ["embed_graph.num_partitions=4", "embed_graph.machines=2"]}
     with pytest.raises(CiteflowError, match="needs the Airflow connection pbg_rendezvous"):
-        O.run_config(settings)
-    assert O.run_config(params).embed_graph.machines == 1  # one machine needs no connection
+        S.run_config(settings)
+    assert S.run_config(params).embed_graph.machines == 1  # one machine needs no connection
 
 
 def test_a_rendezvous_connection_without_port_is_refused(connection, connections, params):
     _pbg_connection(connections, "h", None)
     with pytest.raises(CiteflowError, match="pbg_rendezvous needs a port"):
-        O.run_config(params)
+        S.run_config(params)
 
 
 @pytest.mark.parametrize("override", ["embed_graph.rendezvous=tcp://evil:1", "embed_graph.launch=local"])
 def test_the_trigger_form_cannot_say_where_pbg_ranks_meet(connection, params, override):
     with pytest.raises(CiteflowError, match="cannot be set from the trigger form"):
-        O.run_config({**params, "overrides": [override]})
+        S.run_config({**params, "overrides": [override]})
 
 
 def test_a_rank_task_of_a_cached_version_is_skipped_and_a_failing_one_fails_with_one_line(
@@ -292,24 +293,24 @@ def test_a_run_reads_inputs_only_under_the_folders_the_variable_allows(connectio
     (elsewhere / "metadata").mkdir(parents=True)
     (elsewhere / "metadata" / "metadata_0.jsonl").write_text('{"paper_id": "1"}\n')
     with pytest.raises(CiteflowError) as caught:
-        O.run_config({**params, "corpus": str(elsewhere)})
+        S.run_config({**params, "corpus": str(elsewhere)})
     assert str(caught.value) == (
         f"corpus folder {elsewhere} is outside the input folders this Airflow allows ({tmp_path}): move it under one "
         "of them, or add its folder to the Airflow Variable citeflow_input_roots"
     )
     # an override naming a folder elsewhere is refused too
     with pytest.raises(CiteflowError, match=r"^BEIR folder .* is outside the input folders"):
-        O.run_config({**params, "overrides": [f"filter_leakage.beir={elsewhere}"]})
+        S.run_config({**params, "overrides": [f"filter_leakage.beir={elsewhere}"]})
     # a link under an allowed folder leads nowhere else
     (tmp_path / "link").symlink_to(elsewhere)
     with pytest.raises(CiteflowError, match="is outside the input folders"):
-        O.run_config({**params, "corpus": str(tmp_path / "link")})
+        S.run_config({**params, "corpus": str(tmp_path / "link")})
     monkeypatch.setenv("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS", f"{tmp_path}, {elsewhere}")
-    assert O.run_config({**params, "corpus": str(elsewhere)}).corpus == str(elsewhere)
+    assert S.run_config({**params, "corpus": str(elsewhere)}).corpus == str(elsewhere)
 
 
 def test_without_the_variable_only_the_demo_folder_is_read(connection, params, monkeypatch, tmp_path):
     monkeypatch.delenv("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS")
     monkeypatch.setenv("CITEFLOW_HOME", str(tmp_path / "demo"))
     with pytest.raises(CiteflowError, match=rf"this Airflow allows \({tmp_path / 'demo'}\)"):
-        O.run_config(params)
+        S.run_config(params)
