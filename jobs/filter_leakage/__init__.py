@@ -39,6 +39,7 @@ Run: `citeflow run --snapshot ID --corpus DIR --scidocs DIR --paper-ids DIR --un
 
 The package holds all of the leakage logic:
 - `stage.py`: the stage's steps (`run_on`, `build`): read both sides, map, write the graph without the benchmark.
+- `report.py`: `benchmark_ids` and `leakage_report` written, the version's metrics, the stop on too many unmapped ids.
 - `benchmark_ids.py`: the benchmark's paper ids, read from each suite's files (plain Python).
 - `mapping.py`: the mapping cascade's and the report's table side (pyarrow, in the driver).
 - `id_mapping.py`: the Spark side of the mapping (DataFrame transforms): parse and look up paper-ids lines, the

@@ -16,6 +16,7 @@ from citeflow.errors import CiteflowError
 from citeflow.registry import REGISTRY
 from citeflow.snapshot import fingerprint_path
 from citeflow.stage import execute
+from jobs.filter_leakage.report import count_metrics, write_benchmark_side
 from jobs.pipeline import Upstream, entry_point
 
 STAGE = "filter_leakage"
@@ -158,7 +159,16 @@ def _build(
     by_sha = _looked_up_shas(work, config, bench, metrics) if config.paper_ids else None
     mapped = _map_ids(work, config, upstream, bench, by_sha)
     report = _write_graph(work, config, upstream, mapped)
-    _count(work, config, upstream, mapped, report, metrics)
+    count_metrics(work, config, upstream, mapped.table, report, metrics)
+    log.info(
+        "%s: %s — %d of %d benchmark ids mapped; removed %d papers and %d citations",
+        STAGE,
+        config.filter_leakage.mode,
+        metrics["mapped"],
+        metrics["benchmark_ids"],
+        metrics["removed_papers"],
+        metrics["removed_citations"],
+    )
     return metrics
 
 
@@ -306,7 +316,7 @@ def _write_graph(work, config: RunConfig, upstream: Manifest, mapped: _Mapped) -
         citations, work.stage_arrow("members", mapped.members), strict=cfg.strict, broadcast=few
     )
     with ThreadPoolExecutor(1, thread_name_prefix="citeflow-report") as pool:
-        side = pool.submit(_benchmark_side, work, mapped.id_rows, counts)
+        side = pool.submit(write_benchmark_side, work, mapped.id_rows, counts)
         gone = degrees = None
         if cfg.mode == "exclude":
             excluded = mapped.frame.where(F.col("in_snapshot")).select("corpus_id")
@@ -341,86 +351,3 @@ def _write_graph(work, config: RunConfig, upstream: Manifest, mapped: _Mapped) -
         finally:
             report = side.result()  # its error, if any, before Spark's
     return report
-
-
-def _count(work, config: RunConfig, upstream: Manifest, mapped: _Mapped, report: list[dict], metrics) -> None:
-    """The version's metrics: the report per suite, what was mapped and how, what was removed; stops the stage
-    when more than `max_unmapped_share` of the ids map to no corpus id. Clears the staging folder."""
-    from citeflow.artifacts import table_stats
-    from jobs.filter_leakage.mapping import METHODS, suite_totals
-
-    cfg, store = config.filter_leakage, work.store
-    overall = next(r for r in report if r["suite"] == "all")
-    metrics["report"] = report
-    metrics["suites"] = suite_totals(report)
-    if cfg.strict:
-        metrics["strict"] = {"papers": overall["one_hop_papers"], "edges": overall["one_hop_edges"]}
-    metrics["benchmark_ids"] = overall["total"]
-    metrics["mapped"] = overall["total"] - overall["unmapped"]
-    metrics["unmapped"] = overall["unmapped"]
-    metrics["in_snapshot"] = overall["in_snapshot"]
-    metrics["unmapped_share"] = round(overall["unmapped"] / overall["total"], 6) if overall["total"] else 0.0
-    metrics["mapped_by"] = {m: overall[f"mapped_{m}"] for m in METHODS}
-    reasons = mapped.table["unmapped_reason"].drop_null().value_counts().to_pylist()
-    metrics["unmapped_reasons"] = {r["values"]: r["counts"] for r in reasons}
-    if metrics["unmapped_share"] > cfg.max_unmapped_share:
-        _fail_unmapped(mapped.table, report, metrics, cfg.max_unmapped_share)
-
-    work.clear_staging()
-    after_papers = table_stats(store, posixpath.join(work.path, "papers"))["rows"]
-    after_edges = table_stats(store, posixpath.join(work.path, "citations"))["rows"]
-    metrics["removed_papers"] = upstream.tables["papers"]["rows"] - after_papers
-    metrics["removed_citations"] = upstream.tables["citations"]["rows"] - after_edges
-    metrics["papers"] = after_papers
-    metrics["citations"] = after_edges
-    log.info(
-        "%s: %s — %d of %d benchmark ids mapped; removed %d papers and %d citations",
-        STAGE,
-        cfg.mode,
-        metrics["mapped"],
-        metrics["benchmark_ids"],
-        metrics["removed_papers"],
-        metrics["removed_citations"],
-    )
-
-
-def _benchmark_side(work, rows, counts) -> list[dict]:
-    """Write `benchmark_ids` (`rows`) and `leakage_report` (pyarrow) once Spark's edge counts (`counts`,
-    `transforms.reach`) are in; the report's rows."""
-    import pyarrow as pa
-
-    from jobs.filter_leakage.mapping import REACH_COLUMNS, leakage_report
-
-    collected = counts.collect()
-    names = ["suite", "task", "split", *(c for c in REACH_COLUMNS if c in counts.columns)]
-    reach = pa.table(
-        {n: pa.array([r[n] for r in collected], pa.string() if n in names[:3] else pa.int64()) for n in names}
-    )
-    for column in REACH_COLUMNS:
-        if column not in reach.column_names:
-            reach = reach.append_column(column, pa.array([0] * reach.num_rows, pa.int64()))
-    report_table = leakage_report(rows, reach)
-    for name, table in (("benchmark_ids", rows), ("leakage_report", report_table)):
-        work.write_arrow(name, table)
-    return report_table.to_pylist()
-
-
-def _fail_unmapped(mapped, report: list[dict], metrics: dict, limit: float) -> None:
-    """Stop the stage with the unmapped counts per task and a few unmapped ids (`mapped`: one row per id)."""
-    import pyarrow.compute as pc
-
-    unmapped = mapped.filter(pc.is_null(mapped["method"]))["id"]
-    examples = pc.sort_indices(unmapped)[:5].to_pylist()
-    examples = [unmapped[i].as_py() for i in examples]
-    per_task = "; ".join(
-        f"{r['suite']}/{r['task']}/{r['split']}: {r['unmapped']} of {r['total']}"
-        for r in report
-        if r["task"] != "all" and r["unmapped"]
-    )
-    raise CiteflowError(
-        f"filter_leakage: {metrics['unmapped']} of {metrics['benchmark_ids']} benchmark ids "
-        f"({metrics['unmapped_share']:.1%}) map to no corpus id, above the limit of {limit:.1%}. "
-        f"Unmapped per task: {per_task}. Examples: {', '.join(examples)}. "
-        "Supply the S2AG paper-ids table of this release (--paper-ids DIR: sha -> corpusid, .jsonl[.gz] shards), "
-        "or raise filter_leakage.max_unmapped_share if these papers are known to be absent."
-    )
