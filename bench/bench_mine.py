@@ -5,9 +5,9 @@
 
 Builds a pool of --pool unit vectors (--dim, clustered, seeded) and mines
 SciNCL triplets for --queries of them exactly as the stage does
-(`models.triplets`: FAISS IndexFlatIP search of k_max + 1 neighbours in
-batches, self exclusion, windows, easy negatives drawn outside the k_max
-neighbourhood). The bound is what no exact miner can beat: the bare matrix
+(`models.knn`: FAISS IndexFlatIP search of k_max + 1 neighbours in
+batches, self exclusion; `models.triplets`: windows, easy negatives drawn
+outside the k_max neighbourhood). The bound is what no exact miner can beat: the bare matrix
 product, queries × pool × dim multiply-adds, at the best GEMM rate measured
 in the same process (torch, numpy's BLAS and FAISS' BLAS through a k=1
 search, blocks of --bound-batch queries × 16,384 pool vectors, best of
@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from models import knn  # noqa: E402
 from models import triplets as T  # noqa: E402
 
 
@@ -139,14 +140,14 @@ def main() -> int:
 
     rates_before = gemm_rates(vectors, args.bound_batch, args.gemm_repeats)
     t0 = time.monotonic()
-    index, description = T.build_index(vectors, "flat", k_max=windows.k_max)
+    index, description = knn.build_index(vectors, "flat", k_max=windows.k_max)
     index_seconds = time.monotonic() - t0
     search = sample = 0.0
     triplets = 0
     t0 = time.monotonic()
     for chunk in T.batches(rows, args.batch):
         s0 = time.monotonic()
-        neighbours = T.search_neighbours(index, vectors, chunk, windows.k_max)
+        neighbours = knn.search_neighbours(index, vectors, chunk, windows.k_max)
         search += time.monotonic() - s0
         s0 = time.monotonic()
         batch = T.scincl_batch(chunk, neighbours, windows, pool_ids, args.seed)

@@ -133,7 +133,7 @@ STRATEGIES: dict[str, str] = {
     "scincl": "kNN windows over the graph embeddings (SciNCL)",
     "specter": "citations as positives, citations of citations as hard negatives (SPECTER)",
 }
-# FAISS index kinds by name: how mine_triplets searches the graph embeddings (models/triplets.py builds them).
+# FAISS index kinds by name: how mine_triplets searches the graph embeddings (models/knn.py builds them).
 INDEX_KINDS: dict[str, str] = {
     "flat": "exact search (SciNCL's)",
     "ivf": "inverted lists over k-means cells",

@@ -82,14 +82,14 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     threads = configure()
 
     from jobs.filter_leakage.audit import audit_no_benchmark_papers
-    from models import rank_sample
+    from models import knn, rank_sample
     from models import triplets as T
 
     cfg = config.mine_triplets
     warnings: list[str] = []
 
     embedded, eligible, pool = _pool(cfg, store, graph, leakage, warnings)
-    vectors = T.l2_normalize(_vectors(store, graph.table_path("paper_embeddings"), pool))
+    vectors = knn.l2_normalize(_vectors(store, graph.table_path("paper_embeddings"), pool))
 
     metrics: dict[str, Any] = {"strategy": cfg.strategy, "leakage_mode": leakage.metrics.get("mode")}
     miner = STRATEGY_MINERS[cfg.strategy](cfg, store, leakage, pool, vectors, metrics)

@@ -45,10 +45,11 @@ class Scincl:
             self.easy_from = query_rows
 
     def batch(self, rows):
+        from models import knn
         from models import triplets as T
 
         s0 = time.monotonic()
-        neighbours = T.search_neighbours(self.index, self.vectors, rows, self.windows.k_max)
+        neighbours = knn.search_neighbours(self.index, self.vectors, rows, self.windows.k_max)
         self.search_seconds += time.monotonic() - s0
         return T.scincl_batch(
             rows,
@@ -173,6 +174,7 @@ def _citation_index(store: ArtifactStore, citations: str, pool):
 
 def _scincl_index(cfg, vectors, metrics: dict[str, Any], warnings: list[str]):
     """(SciNCL's rank windows fitted to the pool, the FAISS index of the pool's graph embeddings)."""
+    from models import knn
     from models import triplets as T
 
     windows, fitted = T.fit_windows(
@@ -187,7 +189,7 @@ def _scincl_index(cfg, vectors, metrics: dict[str, Any], warnings: list[str]):
     )
     warnings += fitted
     t0 = time.monotonic()
-    index, description = T.build_index(
+    index, description = knn.build_index(
         vectors,
         cfg.index,
         k_max=windows.k_max,
@@ -216,11 +218,12 @@ def _recall(index, vectors, query_rows, windows, cfg) -> dict[str, Any]:
     import faiss
     import numpy as np
 
+    from models import knn
     from models import triplets as T
 
     sample = np.searchsorted(query_rows, T.hashed_sample(query_rows, cfg.recall_sample, cfg.seed, T.SALT_SAMPLE))
     rows = query_rows[sample]
-    approx = T.search_neighbours(index, vectors, rows, windows.k_max)
+    approx = knn.search_neighbours(index, vectors, rows, windows.k_max)
     _, exact = faiss.knn(
         np.ascontiguousarray(vectors[rows]), vectors, windows.k_max + 1, metric=faiss.METRIC_INNER_PRODUCT
     )
@@ -229,8 +232,8 @@ def _recall(index, vectors, query_rows, windows, cfg) -> dict[str, Any]:
     exact = exact[keep].reshape(len(rows), windows.k_max)
     return {
         "queries": len(rows),
-        f"at_{windows.k_pos}": round(T.neighbour_recall(approx, exact, windows.k_pos), 4),
-        f"at_{windows.k_max}": round(T.neighbour_recall(approx, exact, windows.k_max), 4),
+        f"at_{windows.k_pos}": round(knn.neighbour_recall(approx, exact, windows.k_pos), 4),
+        f"at_{windows.k_max}": round(knn.neighbour_recall(approx, exact, windows.k_max), 4),
         "positive_window": round(_window_recall(approx, exact, windows.positive_ranks - 1), 4),
     }
 

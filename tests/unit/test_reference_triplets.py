@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from models import knn
 from models import specter_sampling as S
 from models import triplets as T
 from tests.support.shared import missing
@@ -100,8 +101,8 @@ def scincl_setup():
     vectors = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
     windows = T.Windows(k_pos=ref["windows"]["positive_ranks"][1], k_hard=ref["windows"]["hard_ranks"][1])
     everyone = np.arange(ref["points"])
-    index, _ = T.build_index(vectors, "flat", k_max=windows.k_max, use_gpu=False)
-    neighbours = T.search_neighbours(index, vectors, everyone, windows.k_max)
+    index, _ = knn.build_index(vectors, "flat", k_max=windows.k_max, use_gpu=False)
+    neighbours = knn.search_neighbours(index, vectors, everyone, windows.k_max)
     return windows, everyone, neighbours, np.arange(1000, 1000 + ref["points"])
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from citeflow.errors import CiteflowError
+from models import knn
 from models import specter_sampling as S
 from models import triplets as T
 
@@ -16,20 +17,20 @@ def arc(n: int) -> np.ndarray:
 
 
 def mine_scincl(vectors, rows, windows, seed=0, batch=None):
-    index, _ = T.build_index(vectors, "flat", k_max=windows.k_max, use_gpu=False)
+    index, _ = knn.build_index(vectors, "flat", k_max=windows.k_max, use_gpu=False)
     pool_ids = np.arange(100, 100 + len(vectors), dtype=np.int64)
     parts = []
     for chunk in T.batches(rows, batch or len(rows)):
         parts.append(
-            T.scincl_batch(chunk, T.search_neighbours(index, vectors, chunk, windows.k_max), windows, pool_ids, seed)
+            T.scincl_batch(chunk, knn.search_neighbours(index, vectors, chunk, windows.k_max), windows, pool_ids, seed)
         )
     return parts
 
 
 def test_neighbour_ranks_on_the_arc_exclude_the_query():
     vectors = arc(30)
-    index, _ = T.build_index(vectors, "flat", k_max=10, use_gpu=False)
-    got = T.search_neighbours(index, vectors, np.array([0, 29]), 10)
+    index, _ = knn.build_index(vectors, "flat", k_max=10, use_gpu=False)
+    got = knn.search_neighbours(index, vectors, np.array([0, 29]), 10)
     assert got[0].tolist() == list(range(1, 11))  # row i is rank i from row 0
     assert got[1].tolist() == list(range(28, 18, -1))  # and from the other end, backwards
 
@@ -37,8 +38,8 @@ def test_neighbour_ranks_on_the_arc_exclude_the_query():
 def test_the_query_is_dropped_even_when_a_duplicate_ties_with_it():
     vectors = arc(12)
     vectors[5] = vectors[4]  # rows 4 and 5 are the same point
-    index, _ = T.build_index(vectors, "flat", k_max=6, use_gpu=False)
-    got = T.search_neighbours(index, vectors, np.array([4, 5]), 6)
+    index, _ = knn.build_index(vectors, "flat", k_max=6, use_gpu=False)
+    got = knn.search_neighbours(index, vectors, np.array([4, 5]), 6)
     assert 4 not in got[0] and 5 in got[0] and got[0][0] == 5
     assert 5 not in got[1] and 4 in got[1] and got[1][0] == 4
     assert got.shape == (2, 6)
@@ -63,8 +64,8 @@ def test_easy_negatives_never_fall_in_the_k_max_neighbourhood():
     vectors = arc(40)
     windows = T.Windows(k_pos=5, k_hard=15, c_pos=5, c_hard=2, c_easy=3)
     rows = np.arange(40)
-    index, _ = T.build_index(vectors, "flat", k_max=15, use_gpu=False)
-    neighbours = T.search_neighbours(index, vectors, rows, 15)
+    index, _ = knn.build_index(vectors, "flat", k_max=15, use_gpu=False)
+    neighbours = knn.search_neighbours(index, vectors, rows, 15)
     for seed in range(20):
         batch = T.scincl_batch(rows, neighbours, windows, np.arange(40), seed)
         easy = batch.negative[~batch.hard].reshape(40, 3)
@@ -88,7 +89,7 @@ def test_exact_ranks_agree_with_the_windows():
     windows = T.Windows(k_pos=6, k_hard=12, c_pos=3, c_hard=1, c_easy=2)
     (batch,) = mine_scincl(vectors, np.array([0, 39]), windows)
     targets = np.concatenate([batch.positive.reshape(2, 3), batch.negative.reshape(2, 3)], axis=1)
-    ranks = T.exact_ranks(vectors, np.array([0, 39]), targets)
+    ranks = knn.exact_ranks(vectors, np.array([0, 39]), targets)
     assert ranks[:, :3].tolist() == [[4, 5, 6], [4, 5, 6]]
     assert ranks[:, 5].tolist() == [12, 12] and (ranks[:, 3:5] > 12).all()
 
@@ -99,8 +100,8 @@ def test_a_querys_easy_negatives_are_distinct():
     vectors = arc(12)
     windows = T.Windows(k_pos=3, k_hard=5, c_pos=5, c_hard=2, c_easy=3)
     rows = np.arange(12)
-    index, _ = T.build_index(vectors, "flat", k_max=5, use_gpu=False)
-    neighbours = T.search_neighbours(index, vectors, rows, 5)
+    index, _ = knn.build_index(vectors, "flat", k_max=5, use_gpu=False)
+    neighbours = knn.search_neighbours(index, vectors, rows, 5)
     for seed in range(10):
         easy = T.scincl_batch(rows, neighbours, windows, np.arange(12), seed).negative.reshape(12, 5)[:, :3]
         assert all(len(set(e)) == 3 for e in easy), (seed, easy)
@@ -115,8 +116,8 @@ def test_easy_negatives_can_be_drawn_among_the_queries_only():
     vectors = arc(60)
     windows = T.Windows(k_pos=5, k_hard=8, c_pos=5, c_hard=2, c_easy=3)
     rows = np.arange(0, 60, 3)  # the queries, SciNCL's random list
-    index, _ = T.build_index(vectors, "flat", k_max=8, use_gpu=False)
-    neighbours = T.search_neighbours(index, vectors, rows, 8)
+    index, _ = knn.build_index(vectors, "flat", k_max=8, use_gpu=False)
+    neighbours = knn.search_neighbours(index, vectors, rows, 8)
     seen = set()
     for seed in range(20):
         batch = T.scincl_batch(rows, neighbours, windows, np.arange(60), seed, easy_from=rows)
@@ -128,8 +129,8 @@ def test_too_few_queries_for_easy_negatives_is_one_clear_error():
     vectors = arc(40)
     windows = T.Windows(k_pos=5, k_hard=10, c_pos=5, c_hard=2, c_easy=3)
     rows = np.array([0, 1, 2])  # each query's 10 nearest include the other two: no query is left to draw
-    index, _ = T.build_index(vectors, "flat", k_max=10, use_gpu=False)
-    neighbours = T.search_neighbours(index, vectors, rows, 10)
+    index, _ = knn.build_index(vectors, "flat", k_max=10, use_gpu=False)
+    neighbours = knn.search_neighbours(index, vectors, rows, 10)
     with pytest.raises(CiteflowError, match="easy_negatives_from=pool"):
         T.scincl_batch(rows, neighbours, windows, np.arange(40), 0, easy_from=rows)
 
@@ -223,13 +224,13 @@ def test_hashed_sample_is_seeded_and_stable_when_papers_are_added():
 def test_approximate_indexes_find_the_exact_neighbours(kind):
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(20, 16))
-    vectors = T.l2_normalize(np.repeat(centres, 100, axis=0) + 0.3 * rng.normal(size=(2000, 16)))
+    vectors = knn.l2_normalize(np.repeat(centres, 100, axis=0) + 0.3 * rng.normal(size=(2000, 16)))
     rows = np.arange(0, 2000, 40)
-    exact_index, _ = T.build_index(vectors, "flat", k_max=30, use_gpu=False)
-    exact = T.search_neighbours(exact_index, vectors, rows, 30)
-    index, description = T.build_index(vectors, kind, k_max=30, nlist=20, nprobe=20, pq_m=8, use_gpu=False)
-    approx = T.search_neighbours(index, vectors, rows, 30)
-    recall = T.neighbour_recall(approx, exact, 30)
+    exact_index, _ = knn.build_index(vectors, "flat", k_max=30, use_gpu=False)
+    exact = knn.search_neighbours(exact_index, vectors, rows, 30)
+    index, description = knn.build_index(vectors, kind, k_max=30, nlist=20, nprobe=20, pq_m=8, use_gpu=False)
+    approx = knn.search_neighbours(index, vectors, rows, 30)
+    recall = knn.neighbour_recall(approx, exact, 30)
     # every list probed: IVF is exact; HNSW with efSearch 60 nearly; PQ loses some precision
     assert recall >= {"ivf": 1.0, "hnsw": 0.95, "ivfpq": 0.5}[kind], (description, recall)
 
@@ -237,7 +238,7 @@ def test_approximate_indexes_find_the_exact_neighbours(kind):
 def window_setup(points=60, k_max=8):
     vectors = arc(points)
     windows = T.Windows(k_pos=5, k_hard=k_max, c_pos=5, c_hard=2, c_easy=3)
-    index, _ = T.build_index(vectors, "flat", k_max=k_max, use_gpu=False)
+    index, _ = knn.build_index(vectors, "flat", k_max=k_max, use_gpu=False)
     return vectors, windows, index
 
 
@@ -253,7 +254,7 @@ def test_the_easy_negative_list_holds_each_query_width_times_in_a_seeded_order()
 def test_window_easy_negatives_are_the_first_entries_outside_the_neighbourhood_the_query_allowed():
     vectors, windows, index = window_setup()
     rows = np.arange(8)
-    neighbours = T.search_neighbours(index, vectors, rows, 8)
+    neighbours = knn.search_neighbours(index, vectors, rows, 8)
     # query i reads entries i..i+5. On the arc query 0's 8 nearest are rows 1-8, query 1's rows 0 and 2-8
     papers = np.array([1, 2, 0, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49])
     window = T.EasyWindow(queries=rows, papers=papers, width=6)
@@ -268,7 +269,7 @@ def test_window_easy_negatives_are_the_first_entries_outside_the_neighbourhood_t
 def test_window_reads_past_a_short_window_and_counts_it():
     vectors, windows, index = window_setup()
     rows = np.arange(3)
-    neighbours = T.search_neighbours(index, vectors, rows, 8)
+    neighbours = knn.search_neighbours(index, vectors, rows, 8)
     # query 0's window [3, 4, 5, 6, 50, 51] holds two entries outside its 8 nearest: the third comes after it
     papers = np.array([3, 4, 5, 6, 50, 51, 52, 53, 54])
     window = T.EasyWindow(queries=rows, papers=papers, width=6)
@@ -290,7 +291,7 @@ def test_window_easy_negatives_do_not_depend_on_the_batch_size():
 
     def mine(batch):
         parts = [
-            T.scincl_batch(chunk, T.search_neighbours(index, vectors, chunk, 8), windows, np.arange(60), 3,
+            T.scincl_batch(chunk, knn.search_neighbours(index, vectors, chunk, 8), windows, np.arange(60), 3,
                            easy_window=window).negative
             for chunk in T.batches(rows, batch)
         ]  # fmt: skip
@@ -302,7 +303,7 @@ def test_window_easy_negatives_do_not_depend_on_the_batch_size():
 def test_a_list_without_enough_easy_negatives_is_one_clear_error():
     vectors, windows, index = window_setup(k_max=10)
     rows = np.array([0, 1, 2])  # each query's 10 nearest hold the other two: the list has one entry left
-    neighbours = T.search_neighbours(index, vectors, rows, 10)
+    neighbours = knn.search_neighbours(index, vectors, rows, 10)
     window = T.EasyWindow.shuffled(rows, 6, seed=0)
     with pytest.raises(CiteflowError, match="easy_negatives_sampling=uniform"):
         T.scincl_batch(rows, neighbours, windows, np.arange(60), 0, easy_window=window)
