@@ -4,8 +4,8 @@
 process's RNG state, the step) through a temp folder renamed last, keeping the newest two; `load_checkpoint`
 restores it with `weights_only=True`. `checkpoint_problem` checks every file's structure and the CRCs of the
 torch files, so `find_checkpoint` passes over a damaged one and `set_aside` moves it to
-`work/.damaged-ckpt-<step>-<time>/`: a rerun is never trapped on the same broken checkpoint. Used by
-`models/train_encoder.py`.
+`work/.damaged-ckpt-<step>-<time>/`: a rerun is never trapped on the same broken checkpoint. `resume` finds
+and loads the newest good one when a run starts. Used by `models/train_encoder.py`.
 """
 
 from __future__ import annotations
@@ -147,3 +147,27 @@ def truncate_log(path: Path, step: int) -> None:
         return
     kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
     path.write_text("".join(line + "\n" for line in kept))
+
+
+def resume(work: Path, log: Path, state: tuple, rank: int, device, use_cuda: bool, total: int) -> int:
+    """The step to start from: the newest complete checkpoint's, loaded into `state` (model, optimizer,
+    scheduler, scaler), or 0. A damaged checkpoint, or one that does not load, is moved aside; the `log` rows
+    after the step are dropped (all of them when the run starts afresh)."""
+    checkpoint, damaged = find_checkpoint(work)
+    if rank == 0 and damaged:
+        set_aside(damaged, checkpoint)
+    if checkpoint is None:
+        if rank == 0:
+            log.unlink(missing_ok=True)
+        return 0
+    try:
+        start = load_checkpoint(checkpoint, *state, rank, device, use_cuda)
+    except Exception as exc:
+        # passed the structural checks but does not load: set it aside, so the next run falls back
+        if rank == 0:
+            set_aside([(checkpoint, f"does not load: {str(exc).splitlines()[0][:200]}")], None)
+        raise SystemExit(f"checkpoint {checkpoint.name} does not load; it was moved aside: run again") from None
+    if rank == 0:
+        truncate_log(log, start)
+        print(f"train_encoder: resuming from {checkpoint.name} (step {start} of {total})", flush=True)
+    return start

@@ -13,12 +13,13 @@ import pytest
 import torch
 
 from citeflow.errors import CiteflowError
-from models import prefetch, train_checkpoints
+from models import prefetch, train_checkpoints, train_plan, train_step
 from models import train_encoder as trainer
 from models.encoder import build_small, load, paper_text, pool
 from models.losses import triplet_loss
 from models.token_batches import TokenStore, collate
-from models.train_encoder import TrainSpec, accumulate_gradients
+from models.train_encoder import TrainSpec
+from models.train_step import accumulate_gradients
 
 REPO = Path(__file__).resolve().parents[2]
 WORDS = (
@@ -386,17 +387,17 @@ def test_epoch_order_is_seeded_and_groups_lengths():
         checkpoint_every=5,
     )  # fmt: skip
     grouped, plain = TrainSpec(**base), TrainSpec(**base, length_grouping=False)
-    a, b = trainer.epoch_order(grouped, 1, lengths), trainer.epoch_order(grouped, 1, lengths)
+    a, b = train_plan.epoch_order(grouped, 1, lengths), train_plan.epoch_order(grouped, 1, lengths)
     assert np.array_equal(a, b) and sorted(a.tolist()) == list(range(640))
-    assert not np.array_equal(a, trainer.epoch_order(grouped, 2, lengths))
+    assert not np.array_equal(a, train_plan.epoch_order(grouped, 2, lengths))
     # without grouping: the seeded permutation the trainer always used
     generator = torch.Generator().manual_seed(3 * 1000 + 1)
-    assert np.array_equal(trainer.epoch_order(plain, 1, lengths), torch.randperm(640, generator=generator).numpy())
+    assert np.array_equal(train_plan.epoch_order(plain, 1, lengths), torch.randperm(640, generator=generator).numpy())
     # grouping keeps each batch's triplets but makes micro-batches of similar length
     from models.token_batches import padding_share
 
     grouped_share = padding_share(lengths[:, None], a.reshape(-1, 4))
-    plain_share = padding_share(lengths[:, None], trainer.epoch_order(plain, 1, lengths).reshape(-1, 4))
+    plain_share = padding_share(lengths[:, None], train_plan.epoch_order(plain, 1, lengths).reshape(-1, 4))
     # four uniform lengths in 10..500 pad to their maximum: about 1 - 255 / 402 = 0.37 of the tokens
     assert grouped_share < 0.05 and 0.3 < plain_share < 0.45
     batches = a.reshape(-1, 8)  # each optimizer batch of 8 holds 8 of the mega-batch's sorted triplets
@@ -453,8 +454,8 @@ def test_fused_adamw_is_selected_and_steps_like_the_plain_one():
     torch.manual_seed(0)
     models = [torch.nn.Linear(4, 3) for _ in range(2)]
     models[1].load_state_dict(models[0].state_dict())
-    plain = trainer._adamw(models[0], 0.1, 0.01)
-    fused = trainer._adamw(models[1], 0.1, 0.01, fused=True)
+    plain = train_step.adamw(models[0], 0.1, 0.01)
+    fused = train_step.adamw(models[1], 0.1, 0.01, fused=True)
     assert fused.defaults["fused"] is True and not plain.defaults["fused"]
     assert {g["weight_decay"] for g in fused.param_groups} == {0.01, 0.0}  # bias exempt
     x = torch.randn(5, 4)

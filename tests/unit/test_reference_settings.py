@@ -153,12 +153,12 @@ def test_train_encoder_defaults_are_the_references():
 def test_the_optimizer_is_adamw_with_hf_trainers_betas_and_epsilon():
     import torch
 
-    from models.train_encoder import _adamw
+    from models.train_step import adamw
 
     model = torch.nn.Sequential()
     model.add_module("dense", torch.nn.Linear(2, 2))
     model.add_module("LayerNorm", torch.nn.LayerNorm(2))
-    optimizer = _adamw(model, 2e-5, 0.01)
+    optimizer = adamw(model, 2e-5, 0.01)
     # HF TrainingArguments (SciNCL): adam_beta1 0.9, adam_beta2 0.999, adam_epsilon 1e-8
     assert isinstance(optimizer, torch.optim.AdamW) and optimizer.defaults["eps"] == 1e-8
     assert optimizer.defaults["betas"] == (0.9, 0.999)
