@@ -329,11 +329,10 @@ def finish(
 ) -> dict[str, Any]:
     """Write papers, citations, degrees, rejected and degree_histogram from the cleaned frames; the manifest metrics
     (degree statistics, text flags, rejected counts by reason: `summarize`). `text` (no_title, no_abstract and
-    lossy per paper: `graph.text_counts`) defaults to reading the written papers; `broadcast`: the papers are few
+    lossy per paper: `graph_stats.text_counts`) defaults to reading the written papers; `broadcast`: the papers are few
     enough to join by broadcast."""
     from spark import graph as G
     from spark import output as O
-    from spark import readers as R
     from spark.engine.session import concurrently
 
     cfg = config.build_graph
@@ -343,7 +342,7 @@ def finish(
         all_rejected = all_rejected.unionByName(frame)
 
     def write_rejected() -> None:
-        all_rejected.coalesce(cfg.output_files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("rejected"))
+        all_rejected.coalesce(cfg.output_files).write.mode("error").options(**O.TEXT_OPTIONS).parquet(out("rejected"))
 
     # The rejected rows are written beside the graph: one after another, their small jobs and the graph's
     # broadcasts left cores idle.

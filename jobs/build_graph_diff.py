@@ -51,12 +51,15 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     """Merge `base` with the diff's steps and write the graph tables into `path`; returns the metrics.
 
     One Spark plan, read top to bottom like `build_graph.build`: each pass stages what the next one reads; the
-    transforms are `spark/incremental.py`'s and `spark/graph.py`'s, and this function only orders them."""
+    transforms are `spark/incremental.py`'s, `spark/incremental_edges.py`'s and `spark/graph.py`'s, and this
+    function only orders them."""
     from pyspark.sql import functions as F
 
     from spark import graph as G
     from spark import incremental as I
+    from spark import incremental_edges as E
     from spark import readers as R
+    from spark import scans as S
     from spark.engine.session import get_spark
     from spark.work import VersionWork
 
@@ -115,7 +118,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         base_papers.select("corpus_id").join(F.broadcast(touched), "corpus_id", "left_anti").unionByName(new_ids)
     )
     # the diff's citation lines parsed once: the keys it names, its pairs and its rejected lines read them
-    split = I.split_edges(
+    split = E.split_edges(
         base_citations,
         base_rejected,
         stage(lines_of("citations", "updates", R.s2ag_citation_pairs), "citation_updates"),
@@ -137,7 +140,7 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     tables = {
         "papers": lambda: (changed, touched_base),
         "citations": lambda: (new_edges, split.gone_kept),
-        "degrees": lambda: I.changed_degrees(
+        "degrees": lambda: E.changed_degrees(
             work.read(base, "degrees", with_position=True),
             new_edges,
             split.gone_kept.select("citing", "cited"),
@@ -149,8 +152,8 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
         "rejected": lambda: (
             reduce(lambda a, b: a.unionByName(b), [*new_rejected, G.rejected_edges(labelled)]),
             stage(
-                decided_again.select("kind", "reason", *R.POSITION).unionByName(
-                    split.gone.select("kind", "reason", *R.POSITION)
+                decided_again.select("kind", "reason", *S.POSITION).unionByName(
+                    split.gone.select("kind", "reason", *S.POSITION)
                 ),
                 "rejected_gone",
             ),
@@ -186,13 +189,13 @@ def _finish_in_place(
     the table is written. Papers: the merged rows of the touched keys, every touched key's base row going;
     citations: the kept edges among those labelled again, the base's kept edges labelled again or gone
     (`split_edges`' `gone_kept`); degrees: those of the papers whose row was replaced or whose edges arrived or
-    left (`incremental.changed_degrees`); rejected: the new rejected rows, those the merge decided again going.
+    left (`incremental_edges.changed_degrees`); rejected: the new rejected rows, those the merge decided again going.
     A paper nobody touched keeps its row, in `papers` and in `degrees`. The papers' text counts
-    (`graph.TEXT_COUNTS` and `graph.LOSSY_TEXT`) are the base's, less those of the touched keys' base rows, plus
-    those of their new rows, so the statistics read no text beyond those rows and hold for the whole table; a
-    base whose manifest lacks any of them has the written tables counted (`summarize`)."""
+    (`graph_stats.TEXT_COUNTS` and `graph_stats.LOSSY_TEXT`) are the base's, less those of the touched keys' base
+    rows, plus those of their new rows, so the statistics read no text beyond those rows and hold for the whole
+    table; a base whose manifest lacks any of them has the written tables counted (`summarize`)."""
     from jobs.graph_summary import summarize
-    from spark import graph as G
+    from spark import graph_stats as GS
     from spark import output as O
     from spark.engine.session import concurrently
 
@@ -214,10 +217,10 @@ def _finish_in_place(
     # the papers and rejected rows beside the edges and, after them, the degrees
     concurrently(spark, lambda: over("citations", "degrees"), lambda: over("papers", "rejected"))
     text = None
-    if all(k in base.metrics for k in (*G.TEXT_COUNTS, G.LOSSY_TEXT)):
-        gone, added = (G.text_counts(G.summary_stats(f)) for f in (touched_base, changed))
-        text = {k: base.metrics[k] - gone[k] + added[k] for k in G.TEXT_COUNTS}
-        text[G.LOSSY_TEXT] = lossy_after(base.metrics[G.LOSSY_TEXT], gone[G.LOSSY_TEXT], added[G.LOSSY_TEXT])
+    if all(k in base.metrics for k in (*GS.TEXT_COUNTS, GS.LOSSY_TEXT)):
+        gone, added = (GS.text_counts(GS.summary_stats(f)) for f in (touched_base, changed))
+        text = {k: base.metrics[k] - gone[k] + added[k] for k in GS.TEXT_COUNTS}
+        text[GS.LOSSY_TEXT] = lossy_after(base.metrics[GS.LOSSY_TEXT], gone[GS.LOSSY_TEXT], added[GS.LOSSY_TEXT])
 
     def new_rows(table: str):
         names = written[table]["new"]
@@ -230,11 +233,11 @@ def _finish_in_place(
 
 
 def lossy_after(base: dict[str, int], gone: dict[str, int], added: dict[str, int]) -> dict[str, int]:
-    """`graph.LOSSY_TEXT` of the whole table after a diff: the base's papers per field holding U+FFFD, less those
+    """`graph_stats.LOSSY_TEXT` of the whole table after a diff: the base's papers per field holding U+FFFD, less those
     of the base rows that go, plus those of the rows written; fields with none left out."""
-    from spark import graph as G
+    from spark import graph_stats as GS
 
-    after = {f: base.get(f, 0) - gone.get(f, 0) + added.get(f, 0) for f in G.LOSSY_FIELDS}
+    after = {f: base.get(f, 0) - gone.get(f, 0) + added.get(f, 0) for f in GS.LOSSY_FIELDS}
     return {f: n for f, n in after.items() if n}
 
 

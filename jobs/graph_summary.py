@@ -18,32 +18,32 @@ log = logging.getLogger("citeflow")
 
 def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=None) -> dict[str, Any]:
     """The degree histogram (table and plot) and the manifest metrics of the tables written into `path`, read
-    back; `text` (no_title, no_abstract and lossy per paper, or their `graph.text_counts`) defaults to reading the
+    back; `text` (no_title, no_abstract and lossy per paper, or their `graph_stats.text_counts`) defaults to reading the
     written papers, in the one aggregation that counts them. Removes the version's staging folder."""
-    from spark import graph as G
-    from spark import readers as R
+    from spark import graph_stats as GS
+    from spark import scans as S
     from spark.engine.session import concurrently
 
-    written = lambda table: R.read_stored(spark, store, posixpath.join(path, table))  # noqa: E731
+    written = lambda table: S.read_stored(spark, store, posixpath.join(path, table))  # noqa: E731
     degrees = written("degrees")
     if text is None:
-        text = G.summary_stats(written("papers"))
+        text = GS.summary_stats(written("papers"))
 
     # The statistics' small jobs run at once, since one after another they leave a core idle;
     # the histogram (a few hundred rows) is written and plotted by the driver while the others run
     histogram, reasons, nodes, flags = concurrently(
         spark,
-        lambda: write_histogram(store, path, config, G.degree_histogram(degrees).toArrow()),
+        lambda: write_histogram(store, path, config, GS.degree_histogram(degrees).toArrow()),
         lambda: written("rejected").groupBy("kind", "reason").count().collect(),
-        lambda: G.graph_nodes(degrees),
-        lambda: text if isinstance(text, dict) else G.text_counts(text),
+        lambda: GS.graph_nodes(degrees),
+        lambda: text if isinstance(text, dict) else GS.text_counts(text),
     )
     rejected = {f"{r['kind']}.{r['reason']}": int(r["count"]) for r in reasons}
     return metrics_of(store, path, histogram, nodes, flags, rejected)
 
 
 def write_histogram(store: ArtifactStore, path: str, config: RunConfig, histogram):
-    """Write `histogram` (a pyarrow table of `graph.degree_histogram` rows) as the `degree_histogram` table and
+    """Write `histogram` (a pyarrow table of `graph_stats.degree_histogram` rows) as the `degree_histogram` table and
     plot it (matplotlib's object API: no pyplot state is shared with the threads beside it); returns it."""
     write_table(histogram, posixpath.join(path, "degree_histogram"), store.fs)
     _plot_degrees(store, path, histogram, config.snapshot)
@@ -53,15 +53,15 @@ def write_histogram(store: ArtifactStore, path: str, config: RunConfig, histogra
 def metrics_of(
     store: ArtifactStore, path: str, histogram, nodes: int, text: dict[str, Any], rejected: dict[str, int]
 ) -> dict[str, Any]:
-    """The manifest metrics of a version's graph (`graph.histogram_summary` of its degree histogram, papers with
-    an edge and text counts; `lossy_text`: the papers per field holding U+FFFD, `graph.text_counts`; `rejected`:
+    """The manifest metrics of a version's graph (`graph_stats.histogram_summary` of its degree histogram, papers with
+    an edge and text counts; `lossy_text`: the papers per field holding U+FFFD, `graph_stats.text_counts`; `rejected`:
     its rejected rows counted by `kind.reason`); removes the version's staging folder."""
-    from spark import graph as G
+    from spark import graph_stats as GS
 
     store.fs.delete_dir(posixpath.join(path, "_staging"))
-    metrics = G.histogram_summary(histogram, nodes, text)
-    metrics[G.LOSSY_TEXT] = dict(text[G.LOSSY_TEXT])
-    warn_lossy(metrics[G.LOSSY_TEXT])
+    metrics = GS.histogram_summary(histogram, nodes, text)
+    metrics[GS.LOSSY_TEXT] = dict(text[GS.LOSSY_TEXT])
+    warn_lossy(metrics[GS.LOSSY_TEXT])
     metrics["rejected"] = {k: n for k, n in sorted(rejected.items()) if n}
     metrics["rejected_total"] = sum(metrics["rejected"].values())
     return metrics

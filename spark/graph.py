@@ -4,27 +4,23 @@ Every function is `DataFrame(s) -> DataFrame(s)`; nothing here reads or
 writes files. Cleaning follows SciNCL (docs/reference.md §2): directed edges citing ->
 cited, no self-loops, no duplicates, both ends in the corpus. Each dropped
 row or edge comes back in a `rejected` frame with its reason so the stage can
-count and keep it (quarantine, never a silent drop).
+count and keep it (quarantine, never a silent drop). The graph's statistics for the
+manifest are spark/graph_stats.py's.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark import readers as R
+from spark.graph_stats import lossy_mask
 
 PAPERS_COLUMNS = ["corpus_id", *R.PAPER_ATTRIBUTES]
 # What `stage_papers` keeps of every input line (written once to staging, before any shuffle).
 STAGED_COLUMNS = ["id_raw", *PAPERS_COLUMNS, "refs", "source", "reason", "raw"]
 # Light columns the deduplication ranks on (the staging's heavy text columns are never shuffled).
 RANK_COLUMNS = ["_row", "corpus_id", "_score", "_refs", "_hash"]
-# The papers' string fields (every attribute but the year), which `lossy_text` counts: Spark decodes each corpus
-# line as UTF-8, leaving U+FFFD in place of every byte that is not UTF-8, and keeps the record.
-LOSSY_FIELDS = tuple(name for name in R.PAPER_ATTRIBUTES if name != "year")
-REPLACEMENT = "\ufffd"
 
 
 def unusable_reason() -> Column:
@@ -75,7 +71,7 @@ def stage_papers(papers: DataFrame) -> DataFrame:
     `STAGED_COLUMNS` plus what deduplication ranks on (`RANK_COLUMNS`: a row
     number `_row` unique in this staging, the completeness `_score`, the
     citation count `_refs` and `_hash`, a 64-bit hash of the raw line) and
-    `_no_title` / `_no_abstract` / `_lossy` (`lossy_mask`) for the manifest. `reason` is set for lines
+    `_no_title` / `_no_abstract` / `_lossy` (`graph_stats.lossy_mask`) for the manifest. `reason` is set for lines
     that are unusable (parse or id errors; `corpus_id` null); `raw` keeps every
     line's text, since which records are duplicates is known only after all
     lines are read.
@@ -94,25 +90,6 @@ def stage_papers(papers: DataFrame) -> DataFrame:
         F.col("abstract").isNull().alias("_no_abstract"),
         lossy_mask(papers.columns).alias("_lossy"),
     )
-
-
-def holds_replacement(field: str) -> Column:
-    """Whether a papers row's `field` (a string, or `fields_of_study`'s list) holds U+FFFD; null where null."""
-    if field == "fields_of_study":
-        return F.exists(F.col(field), lambda v: v.contains(REPLACEMENT))
-    return F.col(field).contains(REPLACEMENT)
-
-
-def lossy_mask(columns: list[str]) -> Column:
-    """An int whose bit i is set where the row's `LOSSY_FIELDS[i]` holds U+FFFD (fields not in `columns`: 0).
-
-    One light column, so that the pass that parses the text can note it and the counts read no text again."""
-    bits = [
-        F.when(holds_replacement(f), F.lit(1 << i)).otherwise(F.lit(0))
-        for i, f in enumerate(LOSSY_FIELDS)
-        if f in columns
-    ]
-    return sum(bits[1:], bits[0]) if bits else F.lit(0)
 
 
 def duplicate_rows(staged: DataFrame) -> DataFrame:
@@ -381,93 +358,3 @@ def with_degrees(papers: DataFrame, edges: DataFrame, *, broadcast: bool = False
     return papers.join(F.broadcast(deg) if broadcast else deg, "corpus_id", "left").fillna(
         0, subset=["out_degree", "in_degree"]
     )
-
-
-TEXT_COUNTS = ("papers_without_title", "papers_without_abstract", "papers_without_text")
-# The text counts' papers per field of `LOSSY_FIELDS` holding U+FFFD, fields with none left out.
-LOSSY_TEXT = "lossy_text"
-
-
-def text_counts(text: DataFrame) -> dict[str, Any]:
-    """`TEXT_COUNTS` and `LOSSY_TEXT` of `text` (one row per paper with `no_title` and `no_abstract`, booleans,
-    and `lossy`, a `lossy_mask`), in one aggregation."""
-    lossy = [F.sum((F.col("lossy").bitwiseAND(1 << i) != 0).cast("int")).alias(f) for i, f in enumerate(LOSSY_FIELDS)]
-    row = text.agg(
-        F.sum(F.col("no_title").cast("int")).alias(TEXT_COUNTS[0]),
-        F.sum(F.col("no_abstract").cast("int")).alias(TEXT_COUNTS[1]),
-        F.sum((F.col("no_title") & F.col("no_abstract")).cast("int")).alias(TEXT_COUNTS[2]),
-        *lossy,
-    ).first()
-    counts: dict[str, Any] = {k: int(row[k] or 0) for k in TEXT_COUNTS}
-    counts[LOSSY_TEXT] = {f: int(row[f]) for f in LOSSY_FIELDS if row[f]}
-    return counts
-
-
-def graph_nodes(degrees: DataFrame) -> int:
-    """How many papers of `degrees` (one row per paper, `out_degree` and `in_degree`) have an edge."""
-    row = degrees.agg(F.count_if((F.col("out_degree") + F.col("in_degree")) > 0).alias("n")).first()
-    return int(row["n"] or 0)
-
-
-DEGREE_QUANTILES = (0.5, 0.9, 0.99)
-
-
-def histogram_summary(histogram, nodes: int, text: dict[str, int]) -> dict[str, float]:
-    """The manifest's node, edge and degree statistics from a degree histogram (`degree_histogram` rows, a
-    pyarrow table), `nodes`: how many papers have an edge (`graph_nodes`), and the `text_counts`: papers and citations
-    counted from the out-degrees, the largest degrees, and `DEGREE_QUANTILES` of each direction, exact
-    (`degree_quantiles`). A build of a release from a diff updates its base's histogram with the rows it changes
-    (jobs/build_graph_diff.py), with the same result as a full build's."""
-    rows = histogram.to_pydict()
-    by_direction: dict[str, list[tuple[int, int]]] = {"out": [], "in": []}
-    for direction, degree, papers in zip(rows["direction"], rows["degree"], rows["papers"], strict=True):
-        by_direction[direction].append((int(degree), int(papers)))
-    out, into = sorted(by_direction["out"]), sorted(by_direction["in"])
-    papers = sum(n for _, n in out)
-    edges = sum(d * n for d, n in out)
-    return {
-        "papers": papers,
-        "citations": edges,
-        "graph_nodes": nodes,
-        "isolated_papers": papers - nodes,
-        "mean_out_degree": round(edges / papers, 4) if papers else 0.0,
-        "max_out_degree": out[-1][0] if out else 0,
-        "max_in_degree": into[-1][0] if into else 0,
-        "out_degree_p50_p90_p99": degree_quantiles(out, DEGREE_QUANTILES),
-        "in_degree_p50_p90_p99": degree_quantiles(into, DEGREE_QUANTILES),
-        **{k: int(text[k]) for k in TEXT_COUNTS},
-    }
-
-
-def degree_quantiles(counts: list[tuple[int, int]], quantiles) -> list[int]:
-    """Of papers counted by degree (`counts`: (degree, papers), ascending degrees), per quantile `q` the least
-    degree that at least `ceil(q * papers)` papers (at least one) have at most: the papers' degrees sorted, the
-    one at that rank. Spark's `percentile_approx` gives the same where it is exact (tests/unit/spark/
-    test_graph.py); on a corpus past its accuracy it may not, and the histogram a release from a diff updates
-    gives these exactly. 0 for no papers."""
-    import math
-    from bisect import bisect_left
-    from itertools import accumulate
-
-    at_most = list(accumulate(n for _, n in counts))  # papers of each degree or less
-    if not at_most or not at_most[-1]:
-        return [0 for _ in quantiles]
-    return [counts[bisect_left(at_most, max(1, math.ceil(q * at_most[-1])))][0] for q in quantiles]
-
-
-def summary_stats(papers: DataFrame) -> DataFrame:
-    """`text_counts`' input from a papers table."""
-    return papers.select(
-        F.col("title").isNull().alias("no_title"),
-        F.col("abstract").isNull().alias("no_abstract"),
-        lossy_mask(papers.columns).alias("lossy"),
-    )
-
-
-def degree_histogram(papers_with_degrees: DataFrame) -> DataFrame:
-    """(direction, degree, papers): how many papers have each in- and out-degree."""
-    out_h = (
-        papers_with_degrees.groupBy(F.col("out_degree").alias("degree")).count().withColumn("direction", F.lit("out"))
-    )
-    in_h = papers_with_degrees.groupBy(F.col("in_degree").alias("degree")).count().withColumn("direction", F.lit("in"))
-    return out_h.unionByName(in_h).select("direction", "degree", F.col("count").alias("papers"))

@@ -14,7 +14,26 @@ import posixpath
 from citeflow import tables as T
 from citeflow.artifacts import ArtifactStore
 from spark import graph as G
-from spark import readers as R
+from spark import scans as S
+
+# Parquet options of a stage's staging files (written once, read back within the run, then deleted):
+# - Snappy, a codec cheap to write and read, unlike the zstd of the tables a stage publishes. Its codec is
+#   native (snappy-java), while Parquet's LZ4_RAW is pure Java and writes the same bytes slower.
+# - No dictionary encoding, which Parquet tries on every string column chunk before giving up on long
+#   unique text.
+# - None of the min/max and size statistics and page checksums a published table carries: no reader of a
+#   staging file skips by them (its row counts are in the footer either way), and they cost a comparison
+#   and a CRC over every value written.
+STAGING_OPTIONS = {
+    "compression": "snappy",
+    "parquet.enable.dictionary": "false",
+    "parquet.column.statistics.enabled": "false",
+    "parquet.size.statistics.enabled": "false",
+    "parquet.page.write-checksum.enabled": "false",
+}
+# Published tables: no dictionary attempt on columns of long unique text (titles, abstracts, raw lines).
+TEXT_COLUMNS = ("title", "abstract", "raw")
+TEXT_OPTIONS = {f"parquet.enable.dictionary#{c}": "false" for c in TEXT_COLUMNS}
 
 
 def write_graph(
@@ -44,7 +63,7 @@ def write_graph(
         if callable(papers):
             papers()
         else:
-            papers.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(out("papers"))
+            papers.coalesce(files).write.mode("error").options(**TEXT_OPTIONS).parquet(out("papers"))
 
     if degrees is not None:
         write_rows = lambda: degrees.coalesce(files).write.mode("error").parquet(out("degrees"))  # noqa: E731
@@ -64,7 +83,7 @@ def write_degrees(spark, store: ArtifactStore, path: str, files: int, broadcast:
     papers' text, so that a release whose edges change rewrites no text. `broadcast`: the papers are few enough
     that the degrees (one light row per paper with an edge) go to their ids by broadcast (the caller knows their
     count)."""
-    read = lambda table: R.read_stored(spark, store, posixpath.join(path, table))  # noqa: E731
+    read = lambda table: S.read_stored(spark, store, posixpath.join(path, table))  # noqa: E731
     degrees = G.with_degrees(read("papers").select("corpus_id"), read("citations"), broadcast=broadcast)
     degrees.coalesce(files).write.mode("error").parquet(store.engine_uri(posixpath.join(path, "degrees")))
 
@@ -83,7 +102,7 @@ def write_over(
 ) -> dict[str, list[str]]:
     """The table folder `target`: the rows of the committed table folder `source` less `gone`, plus `new_rows`,
     as plain Parquet (copy on write, one data file at a time). `gone`: rows of `source` by their
-    `readers.POSITION` (read with `with_position`). Each data file of `source` that holds no row of `gone` is
+    `scans.POSITION` (read with `with_position`). Each data file of `source` that holds no row of `gone` is
     linked into `target` as it is; those that hold one are read again and their other rows written as at most
     as many new files (and at most `most`); `new_rows` go to at most `files` files of their own, so that a
     reader that wants the rows this version brings (filter_leakage's keys) finds them by file. `broadcast`:
@@ -94,22 +113,22 @@ def write_over(
     uri = store.engine_uri(target)
     touched: list[str] = []
     if gone is not None:
-        gone = gone.select(*R.POSITION)
-        touched = sorted(r[0] for r in gone.select(R.POSITION[0]).distinct().collect())
+        gone = gone.select(*S.POSITION)
+        touched = sorted(r[0] for r in gone.select(S.POSITION[0]).distinct().collect())
     before: set[str] = set()
     wrote = False
     if new_rows is not None:
-        new_rows.coalesce(files).write.mode("error").options(**R.TEXT_OPTIONS).parquet(uri)
+        new_rows.coalesce(files).write.mode("error").options(**TEXT_OPTIONS).parquet(uri)
         before, wrote = {i.base_name for i in T.data_files(store.fs, target)}, True
     if touched:
         by_name = {i.base_name: i for i in T.data_files(store.fs, source)}
         missing = [name for name in touched if name not in by_name]
         if missing:
             raise RuntimeError(f"{source} has no data file {missing[0]}: the rows that go were read elsewhere")
-        scan = R.with_positions(spark.read.parquet(*[store.engine_uri(by_name[n].path) for n in touched]))
-        stays = scan.join(F.broadcast(gone) if broadcast else gone, R.POSITION, "left_anti").drop(*R.POSITION)
+        scan = S.with_positions(spark.read.parquet(*[store.engine_uri(by_name[n].path) for n in touched]))
+        stays = scan.join(F.broadcast(gone) if broadcast else gone, S.POSITION, "left_anti").drop(*S.POSITION)
         parts = min(len(touched), most) if most else len(touched)
-        stays.coalesce(parts).write.mode("append" if wrote else "error").options(**R.TEXT_OPTIONS).parquet(uri)
+        stays.coalesce(parts).write.mode("append" if wrote else "error").options(**TEXT_OPTIONS).parquet(uri)
         wrote = True
     if not wrote:
         store.fs.create_dir(target)
@@ -124,8 +143,8 @@ def write_over(
 
 def write_staging(frame, uri: str) -> None:
     """Write `frame` at `uri` (a folder that must not exist yet, in the stage's `_staging`) as staging files:
-    Parquet cheap to write and read back within the run (`readers.STAGING_OPTIONS`)."""
-    frame.write.mode("error").options(**R.STAGING_OPTIONS).parquet(uri)
+    Parquet cheap to write and read back within the run (`STAGING_OPTIONS`)."""
+    frame.write.mode("error").options(**STAGING_OPTIONS).parquet(uri)
 
 
 def stage(spark, frame, uri: str):

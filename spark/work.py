@@ -1,7 +1,7 @@
 """`VersionWork`: the one way a Spark stage reads and writes the tables of the version it builds.
 
 A version folder's tables are written at `uri(table)`; the tables of the committed versions it builds on are read
-with `read(manifest, table)`, their scans sized to the cores (`readers.read_stored`); intermediate results go to
+with `read(manifest, table)`, their scans sized to the cores (`scans.read_stored`); intermediate results go to
 the version's `_staging` folder, which `citeflow.stage.execute` never commits and `clear_staging` removes:
 
 - `stage(frame, name)`: a Spark frame written as staging files and read back, so that the plans that read it
@@ -38,13 +38,13 @@ class VersionWork:
     def read(self, manifest: Manifest, table: str, *, with_position: bool = False):
         """`table` of a committed version; `with_position`: with each row's place in its data file, by which a
         version written over it (`output.write_over`) names the rows that go."""
-        from spark.readers import read_stored
+        from spark.scans import read_stored
 
         return read_stored(self.spark, self.store, manifest.table_path(table), with_position=with_position)
 
     def read_own(self, table: str):
         """`table` as this version wrote it already."""
-        from spark.readers import read_stored
+        from spark.scans import read_stored
 
         return read_stored(self.spark, self.store, posixpath.join(self.path, table))
 

@@ -113,6 +113,7 @@ def write(
     from spark import incremental as I
     from spark import output as O
     from spark import readers as R
+    from spark import scans as S
 
     def lines_of(kind: str):
         return R.diff_lines(spark, diff, D.PAPER_IDS, kind, PAPER_IDS_SCHEMA, paper_id_lines)
@@ -124,7 +125,7 @@ def write(
     named = materialize(steps, "paper_id_keys")
     columns = ["key", "corpus_id", "reason"]
     new_rows = I.final_updates(keyed, named, ["key"]).unionByName(updates.where(F.col("key").isNull())).select(*columns)
-    base_rows = R.read_stored(spark, store, base.table_path(TABLE), with_position=True).join(
+    base_rows = S.read_stored(spark, store, base.table_path(TABLE), with_position=True).join(
         named.select("key"), "key", "left_semi"
     )
     files = O.write_over(

@@ -39,7 +39,7 @@ def write(
     from citeflow import tables as T
     from citeflow.artifacts import table_stats
     from spark import output as O
-    from spark import readers as R
+    from spark import scans as S
 
     target = posixpath.join(path, "paper_keys")
 
@@ -59,7 +59,7 @@ def write(
         new_rows = L.paper_key_rows(spark.read.parquet(*[uri(n) for n in new_files]), materialize)
     # the papers the graph kept as the base graph had them: every data file of the graph but its new ones
     others = [i.base_name for i in T.data_files(store.fs, graph_papers) if i.base_name not in set(new_files)]
-    base_keys = R.read_stored(spark, store, keys.table_path("paper_keys"), with_position=True)
+    base_keys = S.read_stored(spark, store, keys.table_path("paper_keys"), with_position=True)
     if others:
         kept_ids = spark.read.parquet(*[uri(n) for n in others]).select("corpus_id")
         gone = base_keys.join(kept_ids, "corpus_id", "left_anti")

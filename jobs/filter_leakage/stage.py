@@ -307,7 +307,7 @@ def _write_graph(work, config: RunConfig, upstream: Manifest, mapped: _Mapped) -
 
     import jobs.filter_leakage.transforms as L
     from spark import output as O
-    from spark import readers as R
+    from spark import scans as S
 
     cfg, spark, store = config.filter_leakage, work.spark, work.store
     few = mapped.members.num_rows <= config.spark.broadcast_rows
@@ -327,7 +327,7 @@ def _write_graph(work, config: RunConfig, upstream: Manifest, mapped: _Mapped) -
                 in_snapshot = pc.sum(mapped.table["in_snapshot"]).as_py() or 0
                 few = in_snapshot <= config.spark.broadcast_rows
             # the papers' ids and places only: the files of kept papers only are the graph's own, linked
-            positions = work.read(upstream, "papers", with_position=True).select("corpus_id", *R.POSITION)
+            positions = work.read(upstream, "papers", with_position=True).select("corpus_id", *S.POSITION)
             _, kept_edges, gone = L.remove_papers(positions, citations, excluded, broadcast=few)
             # the graph's degrees less the edges that go: no count of every kept edge, no read of the papers
             degrees = L.filtered_degrees(work.read(upstream, "degrees"), citations, excluded, broadcast=few)

@@ -285,8 +285,8 @@ import sys
 from pyspark.sql import SparkSession
 
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
-from spark import readers as R
-frame = R.read_table(spark, "file://" + sys.argv[2], [100], with_position=True)
+from spark import scans as S
+frame = S.read_table(spark, "file://" + sys.argv[2], [100], with_position=True)
 print(sorted((r["id"], r["_file_name"], r["_row_index"]) for r in frame.collect()))
 """
 

@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from spark import graph as G
+from spark import graph_stats as GS
 from spark import readers as R
 
 
@@ -235,8 +236,8 @@ def test_degrees_and_summary(spark):
     assert got == {1: (2, 0), 2: (1, 1), 3: (0, 2), 4: (0, 0)}
     shipped = G.with_degrees(papers, edges, broadcast=True).collect()
     assert {r["corpus_id"]: (r["out_degree"], r["in_degree"]) for r in shipped} == got
-    histogram = G.degree_histogram(with_deg).toArrow()
-    summary = G.histogram_summary(histogram, G.graph_nodes(with_deg), G.text_counts(G.summary_stats(with_deg)))
+    histogram = GS.degree_histogram(with_deg).toArrow()
+    summary = GS.histogram_summary(histogram, GS.graph_nodes(with_deg), GS.text_counts(GS.summary_stats(with_deg)))
     assert summary["papers"] == 4 and summary["citations"] == 3
     assert summary["graph_nodes"] == 3 and summary["isolated_papers"] == 1
     assert summary["max_out_degree"] == 2 and summary["max_in_degree"] == 2
@@ -249,7 +250,7 @@ def test_degrees_and_summary(spark):
 
 
 def test_degree_quantiles_from_the_histogram_are_sparks_percentile_approx_where_it_is_exact(spark):
-    """`graph.degree_quantiles` (what the manifest's p50/p90/p99 are, computed from the degree histogram so that
+    """`graph_stats.degree_quantiles` (what the manifest's p50/p90/p99 are, computed from the degree histogram so that
     a build from a diff can update them) against Spark's own `percentile_approx` on columns small enough for its
     accuracy to make it exact: counts where `q * n` is a whole number, ties, one value, skewed degrees."""
     import random
@@ -261,9 +262,9 @@ def test_degree_quantiles_from_the_histogram_are_sparks_percentile_approx_where_
     for values in columns:
         counts = Counter(values)
         frame = spark.createDataFrame([(v,) for v in values], "d int")
-        want = frame.agg(F.percentile_approx("d", list(G.DEGREE_QUANTILES), 10000).alias("q")).first()["q"]
-        assert G.degree_quantiles(sorted(counts.items()), G.DEGREE_QUANTILES) == want, values[:20]
-    assert G.degree_quantiles([], G.DEGREE_QUANTILES) == [0, 0, 0]
+        want = frame.agg(F.percentile_approx("d", list(GS.DEGREE_QUANTILES), 10000).alias("q")).first()["q"]
+        assert GS.degree_quantiles(sorted(counts.items()), GS.DEGREE_QUANTILES) == want, values[:20]
+    assert GS.degree_quantiles([], GS.DEGREE_QUANTILES) == [0, 0, 0]
 
 
 def test_s2ag_abstracts_are_attached_and_orphans_rejected(spark):

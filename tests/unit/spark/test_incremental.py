@@ -1,6 +1,8 @@
-"""spark/incremental.py on frames of a few rows: which step decides a key, and how edges are relabelled."""
+"""spark/incremental.py and spark/incremental_edges.py on frames of a few rows: which step decides a key, and how
+edges are relabelled."""
 
 from spark import incremental as I
+from spark import incremental_edges as E
 from spark import readers as R
 
 
@@ -44,7 +46,7 @@ def test_edges_named_by_the_diff_replace_the_bases_and_null_ends_still_match(spa
         ],
         lines,
     )
-    candidates, bad, named = I.merge_edges(base_citations, rejected, updates, deletes)
+    candidates, bad, named = E.merge_edges(base_citations, rejected, updates, deletes)
     got = sorted((r["citing_raw"], r["cited_raw"], r["source"]) for r in candidates.collect())
     assert got == [("1", "2", None), ("1", "9", "citations_0.jsonl.gz"), ("5", "1", "updates_0.jsonl.gz")]
     assert [(r["kind"], r["reason"], r["source"], r["raw"]) for r in bad.collect()] == [
@@ -96,7 +98,7 @@ def test_a_line_whose_key_reads_but_record_does_not_names_its_key(spark):
     edge_lines = "citing_raw string, cited_raw string, parse_error string, source string, value string, _step int"
     edge_updates = spark.createDataFrame([("1", "2", R.BAD_FIELD_TYPE, "updates_0", "{}", 0)], edge_lines)
     edge_deletes = spark.createDataFrame([("1", "3", R.BAD_FIELD_TYPE, "deletes_0", "{}", 0)], edge_lines)
-    candidates, bad_edges, named = I.merge_edges(base_citations, no_rejected, edge_updates, edge_deletes)
+    candidates, bad_edges, named = E.merge_edges(base_citations, no_rejected, edge_updates, edge_deletes)
     assert candidates.count() == 0  # (1, 2) named without a record, (1, 3) deleted
     assert sorted((r["_k1"], r["_k2"]) for r in named.collect()) == [("1", "2"), ("1", "3")]
     assert [(r["reason"], r["source"]) for r in bad_edges.collect()] == [(R.BAD_FIELD_TYPE, "updates_0")]

@@ -1,11 +1,12 @@
 """Bytes that are not UTF-8 inside a field of a valid JSON line: the record is kept with U+FFFD in their place,
-and the papers holding it are counted per field (`graph.text_counts`' `lossy_text`), never silently."""
+and the papers holding it are counted per field (`graph_stats.text_counts`' `lossy_text`), never silently."""
 
 import logging
 
 from pyspark.sql import functions as F
 
 from spark import graph as G
+from spark import graph_stats as GS
 from spark import readers as R
 
 # paper 1: one bad byte in its title, two in its venue; paper 2: two in its abstract, one in a field of study;
@@ -46,15 +47,15 @@ def test_invalid_utf8_in_a_kept_record_is_replaced_and_counted_per_field(spark, 
     noted = kept.select(
         F.col("_no_title").alias("no_title"), F.col("_no_abstract").alias("no_abstract"), F.col("_lossy").alias("lossy")
     )
-    assert G.text_counts(noted)[G.LOSSY_TEXT] == expected
-    counts = G.text_counts(G.summary_stats(kept.select(*G.PAPERS_COLUMNS)))
-    assert counts[G.LOSSY_TEXT] == expected
+    assert GS.text_counts(noted)[GS.LOSSY_TEXT] == expected
+    counts = GS.text_counts(GS.summary_stats(kept.select(*G.PAPERS_COLUMNS)))
+    assert counts[GS.LOSSY_TEXT] == expected
     assert counts["papers_without_abstract"] == 0 and counts["papers_without_title"] == 0
 
 
 def test_a_clean_corpus_counts_no_lossy_text(spark):
     papers = spark.createDataFrame([(1, "t", "a"), (2, None, None)], "corpus_id long, title string, abstract string")
-    assert G.text_counts(G.summary_stats(papers))[G.LOSSY_TEXT] == {}
+    assert GS.text_counts(GS.summary_stats(papers))[GS.LOSSY_TEXT] == {}
 
 
 def test_the_warning_names_the_counts_and_a_diff_counts_the_whole_table(caplog):

@@ -19,6 +19,7 @@ from citeflow.redaction import redact
 from citeflow.text import fold_title
 from jobs.filter_leakage import transforms as L
 from spark import readers as R
+from spark import scans as S
 from spark.engine import class_archive as CA
 from tests.support.titles import TRICKY
 
@@ -156,7 +157,7 @@ def test_each_gzip_shard_is_its_own_task(spark, tmp_path):
             fh.writelines(f'{{"paper_id": "{n}{i}"}}\n' for i in range(200 + 50 * n))
         files.append(f"file://{path}")
         sizes.append(path.stat().st_size)
-    spark.conf.unset(R.MAX_TASK_BYTES)
+    spark.conf.unset(S.MAX_TASK_BYTES)
     # shards of 20 MB, as Spark weighs them (a file counts at least openCostInBytes): Spark's 128 MB tasks
     # would hold them in 2 tasks on the 2 cores of the test session
     spark.conf.set("spark.sql.files.openCostInBytes", str(20 << 20))
@@ -165,7 +166,7 @@ def test_each_gzip_shard_is_its_own_task(spark, tmp_path):
         per_task = lines.groupBy(F.spark_partition_id().alias("task"), "source").count().collect()
     finally:
         spark.conf.unset("spark.sql.files.openCostInBytes")
-        spark.conf.unset(R.MAX_TASK_BYTES)
+        spark.conf.unset(S.MAX_TASK_BYTES)
     assert sorted((r["source"], r["count"]) for r in per_task) == [
         (f"shard_{n}.jsonl.gz", 200 + 50 * n) for n in range(5)
     ]
@@ -176,25 +177,25 @@ def test_a_diffs_small_files_leave_parquet_tables_in_tasks_of_16_mb_or_more(spar
     path = tmp_path / "updates_0.jsonl.gz"
     with gzip.open(path, "wt") as fh:
         fh.write('{"corpusid": 1}\n')
-    spark.conf.unset(R.MAX_TASK_BYTES)
+    spark.conf.unset(S.MAX_TASK_BYTES)
     try:
         R.read_lines(spark, [f"file://{path}"], [path.stat().st_size]).collect()
-        assert int(spark.conf.get(R.MAX_TASK_BYTES)) == 16 << 20
+        assert int(spark.conf.get(S.MAX_TASK_BYTES)) == 16 << 20
     finally:
-        spark.conf.unset(R.MAX_TASK_BYTES)
+        spark.conf.unset(S.MAX_TASK_BYTES)
 
 
 def test_a_users_own_task_size_is_left_as_it_is(spark, tmp_path):
     path = tmp_path / "shard.jsonl.gz"
     with gzip.open(path, "wt") as fh:
         fh.write('{"corpusid": 1}\n')
-    spark.conf.unset(R.SET_BY_CITEFLOW)
-    spark.conf.set(R.MAX_TASK_BYTES, "64m")
+    spark.conf.unset(S.SET_BY_CITEFLOW)
+    spark.conf.set(S.MAX_TASK_BYTES, "64m")
     try:
         R.read_lines(spark, [f"file://{path}"], [30 << 20]).collect()
-        assert spark.conf.get(R.MAX_TASK_BYTES) == "64m"
+        assert spark.conf.get(S.MAX_TASK_BYTES) == "64m"
     finally:
-        spark.conf.unset(R.MAX_TASK_BYTES)
+        spark.conf.unset(S.MAX_TASK_BYTES)
 
 
 def _uneven_table(folder, kib: list[int]) -> list[int]:
@@ -228,12 +229,12 @@ def _span(tasks: list[list[str]], size: dict[str, int], cores: int) -> int:
 @pytest.fixture
 def scaled_task_size(spark, monkeypatch):
     """Spark's 128 MB tasks and 4 MB open cost scaled down 1024 times, on 2 cores, as citeflow left them."""
-    monkeypatch.setattr(R, "SPARK_TASK_BYTES", 128 << 10)
+    monkeypatch.setattr(S, "SPARK_TASK_BYTES", 128 << 10)
     settings = {
         "spark.sql.files.openCostInBytes": str(4 << 10),
         "spark.sql.leafNodeDefaultParallelism": "2",
-        R.MAX_TASK_BYTES: str(128 << 10),
-        R.SET_BY_CITEFLOW: str(128 << 10),
+        S.MAX_TASK_BYTES: str(128 << 10),
+        S.SET_BY_CITEFLOW: str(128 << 10),
     }
     for key, value in settings.items():
         spark.conf.set(key, value)
@@ -248,9 +249,9 @@ def test_a_table_of_a_little_over_a_task_a_core_is_read_in_one_wave(spark, tmp_p
     size = {f"part-{i:05d}.parquet": n for i, n in enumerate(sizes)}
     uri = f"file://{tmp_path / 'papers'}"
     before = _tasks(spark.read.parquet(uri))
-    frame = R.read_parquet(spark, uri, sizes)
+    frame = S.read_parquet(spark, uri, sizes)
     share = -(-(sum(sizes) + 6 * (4 << 10)) // 2)
-    assert int(spark.conf.get(R.MAX_TASK_BYTES)) == share
+    assert int(spark.conf.get(S.MAX_TASK_BYTES)) == share
     after = _tasks(frame)
     # Spark's tasks of 128 (KiB): two of the 58s; a 58 and a 43; the other 43 and the 29, alone on a core
     kib = dict(zip(size, [58, 58, 58, 43, 43, 29], strict=True))
@@ -265,13 +266,13 @@ def test_a_table_of_a_little_over_a_task_a_core_is_read_in_one_wave(spark, tmp_p
 
 def test_one_wave_is_only_ever_raised_and_leaves_other_tables_as_spark_makes_them(spark, tmp_path, scaled_task_size):
     big = _uneven_table(tmp_path / "big", [58, 58, 58, 43, 43, 29])
-    R.read_parquet(spark, f"file://{tmp_path / 'big'}", big)
-    raised = spark.conf.get(R.MAX_TASK_BYTES)
+    S.read_parquet(spark, f"file://{tmp_path / 'big'}", big)
+    raised = spark.conf.get(S.MAX_TASK_BYTES)
     # a small table (under a task a core) and a large one (over two) leave the setting where it is
     small = _uneven_table(tmp_path / "small", [20, 20, 10])
-    assert len(_tasks(R.read_parquet(spark, f"file://{tmp_path / 'small'}", small))) == 3
-    R.read_parquet(spark, f"file://{tmp_path / 'small'}", [200 << 10] * 3)  # as if its files were 200 KiB
-    assert spark.conf.get(R.MAX_TASK_BYTES) == raised
+    assert len(_tasks(S.read_parquet(spark, f"file://{tmp_path / 'small'}", small))) == 3
+    S.read_parquet(spark, f"file://{tmp_path / 'small'}", [200 << 10] * 3)  # as if its files were 200 KiB
+    assert spark.conf.get(S.MAX_TASK_BYTES) == raised
 
 
 def test_one_wave_leaves_a_users_task_size_and_an_unknown_core_count_alone(
@@ -279,13 +280,13 @@ def test_one_wave_leaves_a_users_task_size_and_an_unknown_core_count_alone(
 ):
     sizes = _uneven_table(tmp_path / "papers", [58, 58, 58, 43, 43, 29])
     uri = f"file://{tmp_path / 'papers'}"
-    spark.conf.set(R.MAX_TASK_BYTES, "128k")  # the user's: citeflow noted another value
-    R.read_parquet(spark, uri, sizes)
-    assert spark.conf.get(R.MAX_TASK_BYTES) == "128k"
-    spark.conf.set(R.MAX_TASK_BYTES, str(128 << 10))
-    monkeypatch.setattr(R, "_scan_cores", lambda spark: None)  # a Spark Connect client
-    R.read_parquet(spark, uri, sizes)
-    assert spark.conf.get(R.MAX_TASK_BYTES) == str(128 << 10)
+    spark.conf.set(S.MAX_TASK_BYTES, "128k")  # the user's: citeflow noted another value
+    S.read_parquet(spark, uri, sizes)
+    assert spark.conf.get(S.MAX_TASK_BYTES) == "128k"
+    spark.conf.set(S.MAX_TASK_BYTES, str(128 << 10))
+    monkeypatch.setattr(S, "_scan_cores", lambda spark: None)  # a Spark Connect client
+    S.read_parquet(spark, uri, sizes)
+    assert spark.conf.get(S.MAX_TASK_BYTES) == str(128 << 10)
 
 
 @pytest.mark.parametrize(
@@ -300,15 +301,15 @@ def test_one_wave_leaves_a_users_task_size_and_an_unknown_core_count_alone(
     ],
 )
 def test_a_local_masters_threads_are_read_from_its_url(master, threads):
-    assert R.local_threads(master) == threads
+    assert S.local_threads(master) == threads
 
 
 def test_local_star_counts_the_cores_this_process_may_use(spark):
     from citeflow.threads import usable_cores
 
-    assert R.local_threads("local[*]") == usable_cores()
+    assert S.local_threads("local[*]") == usable_cores()
     assert spark.conf.get("spark.master") == "local[*]"
-    assert R._scan_cores(spark) == spark.sparkContext.defaultParallelism  # what Spark itself shares among
+    assert S._scan_cores(spark) == spark.sparkContext.defaultParallelism  # what Spark itself shares among
 
 
 @pytest.mark.parametrize(
@@ -316,7 +317,7 @@ def test_local_star_counts_the_cores_this_process_may_use(spark):
     [("4194304b", 4 << 20), ("4m", 4 << 20), ("1g", 1 << 30), ("128KB", 128 << 10), ("77", 77), ("2t", 2 << 40)],
 )
 def test_spark_byte_sizes_are_read(text, value):
-    assert R._byte_size(text) == value
+    assert S._byte_size(text) == value
 
 
 def test_the_jvm_starts_while_the_stage_reads_its_inputs(monkeypatch):

@@ -1,6 +1,6 @@
-"""spark/readers.py names each row where it is stored; spark/output.py writes a table over a committed one as plain
-Parquet, and the degrees of what it holds; spark/incremental.py says which base rejected rows a merge carries and
-which it removes."""
+"""spark/scans.py names each row where it is stored; spark/output.py writes a table over a committed one as plain
+Parquet, and the degrees of what it holds; spark/incremental.py and spark/incremental_edges.py say which base
+rejected rows a merge carries and which it removes."""
 
 import os
 
@@ -9,7 +9,9 @@ from pyspark.sql import functions as F
 
 from citeflow import tables as T
 from spark import incremental as I
+from spark import incremental_edges as E
 from spark import readers as R
+from spark import scans as S
 from tests.unit.test_tables import make_table
 
 FS = pafs.LocalFileSystem()
@@ -22,7 +24,7 @@ def test_positions_name_each_row_where_it_is_stored_even_when_a_file_is_split_ov
     before = spark.conf.get(key)
     spark.conf.set(key, "200")  # a task per row group or so: row indexes must still count from the file's start
     try:
-        frame = R.read_table(spark, "file://" + table, [100], with_position=True)
+        frame = S.read_table(spark, "file://" + table, [100], with_position=True)
         assert frame.rdd.getNumPartitions() > 2
         got = sorted((r["id"], r["_file_name"], r["_row_index"]) for r in frame.collect())
     finally:
@@ -30,7 +32,7 @@ def test_positions_name_each_row_where_it_is_stored_even_when_a_file_is_split_ov
     want = [(i, "part-a.parquet", n) for n, i in enumerate(ids["part-a.parquet"])]
     want += [(i, "part-b.parquet", n) for n, i in enumerate(ids["part-b.parquet"])]
     assert got == want
-    assert R.read_table(spark, "file://" + table, [100]).columns == ["id", "text"]
+    assert S.read_table(spark, "file://" + table, [100]).columns == ["id", "text"]
 
 
 def test_every_base_rejected_row_is_carried_or_removed_never_both(spark, tmp_path):
@@ -70,7 +72,7 @@ def test_every_base_rejected_row_is_carried_or_removed_never_both(spark, tmp_pat
     )
     moved = spark.createDataFrame([(9,), (4,)], "corpus_id long")
     staged = []
-    split = I.split_edges(
+    split = E.split_edges(
         base_citations, base_rejected, updates, deletes, moved, materialize=lambda df, name: staged.append(name) or df
     )
     index = lambda df: sorted(r["_row_index"] for r in df.select("_row_index").collect())  # noqa: E731
@@ -81,7 +83,7 @@ def test_every_base_rejected_row_is_carried_or_removed_never_both(spark, tmp_pat
     assert sorted((r["citing_raw"], r["cited_raw"]) for r in split.to_label.collect()) == [("2", "9"), ("4", "2")]
     assert [tuple(r) for r in split.kept.collect()] == [(3, 2)]
     assert sorted(tuple(r) for r in split.gone_kept.collect()) == [(2, 5, "c", 0), (4, 2, "c", 1)]
-    assert split.stays.columns == [*R.REJECTED_SCHEMA.fieldNames(), *R.POSITION]
+    assert split.stays.columns == [*R.REJECTED_SCHEMA.fieldNames(), *S.POSITION]
     assert staged == ["leaving_edges"]  # the rows that go, computed once for the three frames read from them
 
 
@@ -113,7 +115,7 @@ def test_a_base_line_whose_key_reads_but_record_does_not_goes_when_the_diff_name
 
 
 def test_a_merge_rewrites_the_degrees_of_the_papers_it_touches_only(spark):
-    """`incremental.changed_degrees`: the base rows of the papers whose row was replaced or whose edges arrived
+    """`incremental_edges.changed_degrees`: the base rows of the papers whose row was replaced or whose edges arrived
     or left go, with new rows for those the release still holds; the base rows and the new ones together are
     `graph.with_degrees` of the new papers and edges (worked out by hand below)."""
     from spark import graph as G
@@ -128,7 +130,7 @@ def test_a_merge_rewrites_the_degrees_of_the_papers_it_touches_only(spark):
     added = spark.createDataFrame([(3,), (6,)], "corpus_id long")
     new_edges = spark.createDataFrame([(6, 2), (5, 6)], "citing long, cited long")
     gone_edges = spark.createDataFrame([(4, 1), (2, 3)], "citing long, cited long")
-    rows, gone = I.changed_degrees(base, new_edges, gone_edges, removed, added)
+    rows, gone = E.changed_degrees(base, new_edges, gone_edges, removed, added)
     assert index_of(gone) == [0, 1, 2, 3, 4]  # papers 7 and 8 keep their rows
     got = sorted(tuple(r) for r in rows.collect())
     assert got == [(1, 1, 1), (2, 0, 2), (3, 1, 0), (5, 1, 0), (6, 1, 1)]
@@ -166,7 +168,7 @@ def test_a_table_over_a_committed_one_and_the_degrees_of_what_it_holds(spark, tm
 
     version = tmp_path / "v2"
     version.mkdir()
-    live = R.read_stored(spark, store, str(source), with_position=True)
+    live = S.read_stored(spark, store, str(source), with_position=True)
     gone = live.where("corpus_id in (2, 4, 8)")  # part-a rows 1 and 3, part-c row 0
     new = spark.createDataFrame([(7, "t7")], "corpus_id long, title string")
     edges = spark.createDataFrame([(1, 3), (3, 6), (6, 1), (1, 6)], "citing long, cited long")
