@@ -118,10 +118,10 @@ def spark_connection(monkeypatch):
     ],
 )
 def test_the_airflow_connection_picks_a_master_or_a_connect_server(spark_connection, host, port, want):
-    from cockpit import run_settings as S
+    from cockpit import run_settings
 
     spark_connection(host=host, port=port, extra=json.dumps({"spark.sql.shuffle.partitions": "8"}))
-    overrides = S.spark_master_from_connection()
+    overrides = run_settings.spark_master_from_connection()
     assert overrides[0] == want
     assert overrides[1:] == ["spark.conf=spark.sql.shuffle.partitions=8"]
     config = apply_overrides(RunConfig(snapshot="s", corpus="c", artifacts="a"), overrides)
@@ -129,13 +129,13 @@ def test_the_airflow_connection_picks_a_master_or_a_connect_server(spark_connect
 
 
 def test_the_trigger_form_cannot_point_spark_elsewhere(spark_connection, tmp_path):
-    from cockpit import run_settings as S
+    from cockpit import run_settings
 
     spark_connection(host="sc://connect", port=15002)
     settings = {"snapshot": "s1", "corpus": "", "scidocs": "", "paper_ids": "", "artifacts": str(tmp_path)}
     settings.update(profile="demo", corpus_format="auto", model="small", overrides=["spark.remote=sc://evil:1"])
     with pytest.raises(CiteflowError, match="spark.remote cannot be set from the trigger form"):
-        S.run_config(settings)
+        run_settings.run_config(settings)
 
 
 def test_titles_fold_in_spark_as_fold_title_defines_it(spark):
