@@ -30,17 +30,16 @@ import json
 import logging
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, TrainEncoderConfig, to_dict, versioned_dict
-from citeflow.errors import CiteflowError
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
 from citeflow.tables import write_table
 from jobs.pipeline import Upstream, entry_point
+from jobs.train_launch import gpus, launch, per_device
 
 STAGE = "train_encoder"
 STAGE_VERSION = 1
@@ -156,7 +155,7 @@ def build(
         log.info("%s: tokenising %s papers (max %d tokens)", STAGE, f"{len(text_ids):,}", usage["max_length"])
         TokenStore.write(tokens, _sorted_batches(texts_path), tokenizer, usage["max_length"], len(text_ids))
 
-    nproc = cfg.nproc or _gpus() or 1
+    nproc = cfg.nproc or gpus() or 1
     spec = _train_spec(config, triplets, leakage, path, work, model_in, nproc, usage, warm)
     spec_path = work / "spec.json"
     spec.write(spec_path)
@@ -239,7 +238,7 @@ def _train_spec(
         epochs=cfg.epochs,
         max_steps=warm["steps"] if warm else cfg.max_steps,
         batch_size=cfg.batch_size,
-        per_device_batch=_per_device(cfg.batch_size, cfg.per_device_batch, nproc),
+        per_device_batch=per_device(cfg.batch_size, cfg.per_device_batch, nproc),
         lr=cfg.lr,
         weight_decay=cfg.weight_decay,
         warmup_fraction=cfg.warmup_fraction,
@@ -262,7 +261,7 @@ def _train_spec(
         pad_to_multiple=cfg.pad_to_multiple,
         prefetch=cfg.prefetch,
         # without a GPU the loss is computed by the time it is read: write every step as it ends
-        log_every=cfg.log_every if _gpus() else 1,
+        log_every=cfg.log_every if gpus() else 1,
         compile=cfg.compile,
         citeflow={
             "snapshot": config.snapshot,
@@ -318,52 +317,10 @@ def _metrics(cfg, triplets: Manifest, leakage: Manifest, audit, rows: list[dict]
         "triplets_per_second": round(sum(throughput) / len(throughput), 2) if throughput else None,
         "padding_share": round(sum(r.get("padding_share", 0.0) for r in rows) / len(rows), 4) if rows else None,
         "processes": nproc,
-        "device": "cuda" if _gpus() else "cpu",
+        "device": "cuda" if gpus() else "cpu",
         "resumed_from_step": resumed,
         "warm_start": warm,
     }
-
-
-def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
-    """Run the trainer in its own process (torchrun for several); its output goes to `log_path` and stderr."""
-    from citeflow.process import run_child
-
-    module = ["-m", "models.train_encoder", str(spec_path)]
-    if nproc > 1:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *module]
-    else:
-        command = [sys.executable, *module]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
-        ).rstrip(os.pathsep),
-    }
-    log.info("%s: %s", STAGE, " ".join(command))
-    # under a guard: the trainer (and torchrun's ranks) die with this process, and on interruption
-    code = run_child(command, log_path=log_path, env=env, echo=True)
-    if code != 0:
-        tail = log_path.read_text(errors="replace")[-3000:]
-        raise CiteflowError(
-            f"encoder training failed (exit {code}); rerun to resume from the last checkpoint. Log {log_path}:\n{tail}"
-        )
-
-
-def _per_device(batch: int, per_device: int, nproc: int) -> int:
-    """The largest per-device batch <= the asked one that divides batch / nproc."""
-    if batch % nproc:
-        raise CiteflowError(f"train_encoder.batch_size {batch} is not divisible by {nproc} processes")
-    share = batch // nproc
-    return max(d for d in range(1, min(per_device, share) + 1) if share % d == 0)
-
-
-def _gpus() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count()
-    except Exception:  # noqa: BLE001 - no usable CUDA means CPU
-        return 0
 
 
 def _checkpoint_step(folder: Path) -> int | None:

@@ -1,0 +1,57 @@
+"""How train_encoder's trainer runs: in a process of its own, or as torchrun's ranks on this host, and how the
+batch splits over them."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from citeflow.errors import CiteflowError
+
+log = logging.getLogger("citeflow")
+
+
+def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
+    """Run the trainer (`models/train_encoder.py`) in its own process (torchrun for several); its output goes
+    to `log_path` and stderr."""
+    from citeflow.process import run_child
+
+    module = ["-m", "models.train_encoder", str(spec_path)]
+    if nproc > 1:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *module]
+    else:
+        command = [sys.executable, *module]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep),
+    }
+    log.info("train_encoder: %s", " ".join(command))
+    # under a guard: the trainer (and torchrun's ranks) die with this process, and on interruption
+    code = run_child(command, log_path=log_path, env=env, echo=True)
+    if code != 0:
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise CiteflowError(
+            f"encoder training failed (exit {code}); rerun to resume from the last checkpoint. Log {log_path}:\n{tail}"
+        )
+
+
+def per_device(batch: int, per_device: int, nproc: int) -> int:
+    """The largest per-device batch <= the asked one that divides batch / nproc."""
+    if batch % nproc:
+        raise CiteflowError(f"train_encoder.batch_size {batch} is not divisible by {nproc} processes")
+    share = batch // nproc
+    return max(d for d in range(1, min(per_device, share) + 1) if share % d == 0)
+
+
+def gpus() -> int:
+    """CUDA devices this process sees; 0 without a usable CUDA."""
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - no usable CUDA means CPU
+        return 0
