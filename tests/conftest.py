@@ -12,7 +12,8 @@ from tests.support.shared import missing
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
-SCRATCH_OWNER = "CITEFLOW_TEST_SCRATCH"  # "pid:folder" of the process that made the session's scratch folder
+SCRATCH = "CITEFLOW_TEST_SCRATCH"  # the session's scratch folder, set by the process that made it
+_made_scratch: list[Path] = []  # that folder, in the process that made it (and removes it)
 
 # Small Spark for a 2-core machine: few shuffle partitions, modest memory.
 TEST_SPARK_OVERRIDES = ["spark.shuffle_partitions=4", "spark.driver_memory=2g", "build_graph.output_files=2"]
@@ -132,9 +133,10 @@ def pytest_configure(config):
     # that process at the end: the runs' logs (jobs/cli `log_folder`), not the user's state folder, and every
     # Spark JVM's local dirs (SPARK_LOCAL_DIRS wins over spark.local.dir), so the block managers of the JVMs the
     # kill tests SIGKILL do not stay behind in /tmp.
-    if SCRATCH_OWNER not in os.environ:
+    if SCRATCH not in os.environ:
         scratch = Path(tempfile.mkdtemp(prefix="citeflow-tests-"))
-        os.environ[SCRATCH_OWNER] = f"{os.getpid()}:{scratch}"
+        os.environ[SCRATCH] = str(scratch)
+        _made_scratch.append(scratch)
         for name, sub in (("CITEFLOW_LOG_DIR", "logs"), ("SPARK_LOCAL_DIRS", "spark")):
             if name not in os.environ:
                 (scratch / sub).mkdir()
@@ -145,10 +147,9 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
-    pid, _, scratch = os.environ.get(SCRATCH_OWNER, "").partition(":")
-    if pid == str(os.getpid()):
-        import shutil
+    import shutil
 
+    for scratch in _made_scratch:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
