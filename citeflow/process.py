@@ -224,8 +224,18 @@ def stop_guarded(process: subprocess.Popen, grace_s: float = 10.0) -> None:
         process.wait(timeout=grace_s)
 
 
-def run_child(command: Sequence[str], *, log_path: Path, env: dict[str, str] | None = None, echo: bool = False) -> int:
+def run_child(
+    command: Sequence[str],
+    *,
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    echo: bool = False,
+    relay: Callable[[str], bool] | None = None,
+) -> int:
     """Run `command` under a guard; its output goes to `log_path` (appended) and, with `echo`, to stderr.
+
+    `relay` (with `echo`): each whole line of output is offered to it first, and goes to stderr only where it
+    returns False (a parent logs its child's progress lines itself, so they reach its run log).
 
     Returns the exit status. On any exception in this process (KeyboardInterrupt included) the guard and
     every descendant are killed before the exception propagates.
@@ -236,11 +246,17 @@ def run_child(command: Sequence[str], *, log_path: Path, env: dict[str, str] | N
             fault_point("child-started")
             if echo:
                 assert process.stdout is not None
+                pending = b""
                 for chunk in iter(lambda: process.stdout.read1(4096), b""):
                     out.write(chunk)
                     out.flush()
-                    sys.stderr.buffer.write(chunk)
-                    sys.stderr.flush()
+                    if relay is None:
+                        _to_stderr(chunk)
+                        continue
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    _to_stderr(b"".join(line + b"\n" for line in lines if not relay(line.decode(errors="replace"))))
+                if pending and not (relay and relay(pending.decode(errors="replace"))):
+                    _to_stderr(pending)
             code = process.wait()
         except BaseException:
             stop_guarded(process)
@@ -249,6 +265,12 @@ def run_child(command: Sequence[str], *, log_path: Path, env: dict[str, str] | N
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     return code
+
+
+def _to_stderr(data: bytes) -> None:
+    if data:
+        sys.stderr.buffer.write(data)
+        sys.stderr.flush()
 
 
 def run_together(

@@ -11,7 +11,7 @@ Writes `ARTIFACTS/<snapshot>/embed_papers/<version>/embeddings`: paper_id
 bar. Papers with neither title nor abstract are embedded from the empty text
 and counted (`empty_text`); ids seen twice are embedded once (`duplicates`).
 Batches hold papers of similar length (`length_grouping`; the rows keep the
-input order), bf16 autocast on a GPU; the manifest records papers/s (model
+input order), bf16 autocast on a GPU (on a CPU where asked); the manifest records papers/s (model
 time, tokenisation included), the padding share, precision and device.
 """
 
@@ -128,11 +128,11 @@ def embed_to_parquet(
     `joined`: the title field already holds the whole text (SciRepEval's field joining, jobs/benchmark.py).
     `length_grouping`: papers are read in chunks of `GROUP_BATCHES` batches, and each chunk's batches are cut
     from its papers sorted by token count, so a batch pads little; rows are written back in input order.
-    `precision`: bf16 autocast on a GPU that supports it (auto) or asks for it; the CPU embeds in fp32.
+    `precision`: bf16 autocast on a GPU that supports it (auto) or where asked (bf16, on a CPU too); else fp32.
     """
     import pyarrow as pa
-    from tqdm import tqdm
 
+    from citeflow.progress import Progress
     from models.encoder import paper_text
 
     encoder = _Encoder(model_dir, max_length, pooling, normalize, batch_size, length_grouping, precision)
@@ -141,7 +141,7 @@ def embed_to_parquet(
     seen: set[str] = set()
     counts = {"papers": 0, "empty_text": 0, "duplicates": 0}
 
-    def flush(writer, ids, texts):  # `bar`: the progress bar of the with-block below
+    def flush(writer, ids, texts):
         flat = pa.array(encoder.vectors(texts).reshape(-1), pa.float32())
         writer.write_table(
             pa.table(
@@ -153,13 +153,14 @@ def embed_to_parquet(
             )
         )
         counts["papers"] += len(ids)
-        bar.update(len(ids))
 
     chunk = batch_size * GROUP_BATCHES if length_grouping else batch_size
     with (
         tables.table_writer(out, schema) as writer,
-        tqdm(desc="embed_papers", unit="paper", disable=None) as bar,
+        # a bar on a terminal, else a line in the log at least every 30 s
+        Progress("embed_papers", total=None, unit="paper", emit=lambda line: log.info("%s", line)) as bar,
     ):
+        encoder.on_batch = bar.update  # per batch: a chunk of 50 batches takes longer than a progress line's 30 s
         ids: list[str] = []
         texts: list[str] = []
         for paper_id, title, abstract in papers:
@@ -205,13 +206,14 @@ class _Encoder:
         self.cuda = torch.cuda.is_available()
         self.device = torch.device("cuda" if self.cuda else "cpu")
         self.model.to(self.device).eval()
-        self.bf16 = self.cuda and precision != "fp32" and torch.cuda.is_bf16_supported()
+        self.bf16 = _embeds_in_bf16(precision, self.cuda)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.dimension = self.model.config.hidden_size
         self.max_length, self.pooling, self.normalize = max_length, pooling, normalize
         self.batch_size, self.length_grouping = batch_size, length_grouping
         self.tokens = {"real": 0, "padded": 0}
         self.seconds = 0.0
+        self.on_batch = lambda papers: None  # told the papers of each batch embedded
 
     def vectors(self, texts: list[str]):
         """Vectors of `texts`, embedded in batches of similar length (`length_grouping`) or in order."""
@@ -229,6 +231,7 @@ class _Encoder:
         for lo in range(0, len(order), self.batch_size):
             part = order[lo : lo + self.batch_size]
             out[part] = self._batch([encoded[i] for i in part])
+            self.on_batch(len(part))
         self.seconds += time.monotonic() - t0
         return out
 
@@ -250,10 +253,25 @@ class _Encoder:
         if self.cuda:
             ids = ids.pin_memory().to(self.device, non_blocking=True)
             mask = mask.pin_memory().to(self.device, non_blocking=True)
-        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.bf16):
+        with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
             # pooled in fp32: a bf16 mean or norm over hundreds of tokens would lose digits the vectors keep
             return pool(hidden.float(), mask, self.pooling, self.normalize).cpu().numpy().astype(np.float32)
+
+
+def _embeds_in_bf16(precision: str, cuda: bool) -> bool:
+    """bf16 autocast on a GPU that supports it (auto or bf16); on a CPU only where asked (bf16).
+
+    A CPU embeds in fp32 under auto, even one with AVX512-BF16 or AMX where training runs in bf16: embedding is
+    a small share of a run's time there, and in fp32 the vectors are the ones sentence-transformers gives for
+    the exported model (to 1e-5); bf16 moves them by about 1e-3 (docs/performance.md)."""
+    import torch
+
+    if precision == "fp32":
+        return False
+    if cuda:
+        return torch.cuda.is_bf16_supported()
+    return precision == "bf16"
 
 
 def read_papers(source: str) -> Iterator[tuple[str, str | None, str | None]]:

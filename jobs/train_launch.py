@@ -17,21 +17,27 @@ def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
     """Run the trainer (`models/train_encoder.py`) in its own process (torchrun for several); its output goes
     to `log_path` and stderr."""
     from citeflow.process import run_child
+    from citeflow.progress import PROGRESS_ENV, is_progress_line, mode_for_child
 
     module = ["-m", "models.train_encoder", str(spec_path)]
     if nproc > 1:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *module]
     else:
         command = [sys.executable, *module]
+    mode = os.environ.get(PROGRESS_ENV) or mode_for_child()
     env = {
         **os.environ,
+        PROGRESS_ENV: mode,
         "PYTHONPATH": os.pathsep.join(
             [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
         ).rstrip(os.pathsep),
     }
     log.info("train_encoder: %s", " ".join(command))
     # under a guard: the trainer (and torchrun's ranks) die with this process, and on interruption
-    code = run_child(command, log_path=log_path, env=env, echo=True)
+    # a bar goes to the terminal as the child draws it; progress lines go through this process's log (the run
+    # log, an Airflow task's log) like its own lines
+    relay = None if mode == "bar" else (lambda line: is_progress_line(line) and (log.info("%s", line) or True))
+    code = run_child(command, log_path=log_path, env=env, echo=True, relay=relay)
     if code != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
         raise CiteflowError(

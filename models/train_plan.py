@@ -156,14 +156,25 @@ class StepPlan:
 
 class StepLog:
     """The steps' rows, held until their losses and gradient norms are read back from the device in one wait,
-    then written to the log (rank 0; the losses averaged over the processes) and shown on the progress bar."""
+    then written to the log (rank 0; the losses averaged over the processes) and shown as progress
+    (`citeflow.progress`)."""
 
     def __init__(self, path: str, plan: StepPlan, rank: int, world: int) -> None:
-        from tqdm import tqdm
+        from citeflow.progress import Progress
 
         self.path, self.rank, self.world = path, rank, world
-        self.bar = tqdm(
-            total=plan.total, initial=plan.start, desc="train_encoder", unit="step", disable=rank != 0 or None
+        # a bar on the user's terminal, else a line at least every 30 s (the parent relays them to its log)
+        self.progress = (
+            Progress(
+                "train_encoder",
+                total=plan.total,
+                initial=plan.start,
+                unit="step",
+                rate_of=plan.spec.batch_size,
+                rate_unit="triplets",
+            )
+            if rank == 0
+            else None
         )
         self.pending: list[tuple[dict, Any, Any]] = []  # steps whose loss and norm are still on the device
 
@@ -173,7 +184,8 @@ class StepLog:
 
     def __exit__(self, *_: object) -> None:
         self.file.close()
-        self.bar.close()
+        if self.progress is not None:
+            self.progress.close()
 
     def add(self, row: dict, loss, norm) -> None:
         self.pending.append((row, loss, norm))
@@ -193,8 +205,7 @@ class StepLog:
             row.update(loss=loss, grad_norm=norm)
             if self.rank == 0:
                 self.file.write(json.dumps(row) + "\n")
-        if self.rank == 0:
+        if self.progress is not None:
             self.file.flush()
-            self.bar.update(len(self.pending))
-            self.bar.set_postfix(loss=f"{self.pending[-1][0]['loss']:.3f}")
+            self.progress.update(len(self.pending), loss=float(self.pending[-1][0]["loss"]))
         self.pending.clear()
