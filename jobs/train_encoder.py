@@ -318,9 +318,17 @@ def _metrics(cfg, triplets: Manifest, leakage: Manifest, audit, rows: list[dict]
         "padding_share": round(sum(r.get("padding_share", 0.0) for r in rows) / len(rows), 4) if rows else None,
         "processes": nproc,
         "device": "cuda" if gpus() else "cpu",
+        "precision": _precision(cfg.precision),
         "resumed_from_step": resumed,
         "warm_start": warm,
     }
+
+
+def _precision(requested: str) -> str:
+    """The autocast precision the trainer resolves `requested` to on this host (its own rule)."""
+    from models.train_step import resolve_precision
+
+    return resolve_precision(requested, gpus() > 0)
 
 
 def _checkpoint_step(folder: Path) -> int | None:

@@ -37,7 +37,8 @@ def cosine_triplet_loss(query, positive, negative, margin: float):
 def in_batch_loss(query, positive, negative, scale: float):
     """Cross-entropy of each query's positive among every positive and negative of the batch, by `scale` x
     cosine similarity: the other rows' papers are its easy negatives, its own negative a hard one
-    (sentence-transformers' MultipleNegativesRankingLoss with hard negatives)."""
+    (sentence-transformers' MultipleNegativesRankingLoss with hard negatives). The trainer hands it the whole
+    optimizer step's rows (`STEP_WIDE`), however many micro-batches the step is made of."""
     import torch
     import torch.nn.functional as F
 
@@ -45,6 +46,11 @@ def in_batch_loss(query, positive, negative, scale: float):
     candidates = F.normalize(torch.cat([positive, negative]), dim=-1)
     scores = scale * q @ candidates.T
     return F.cross_entropy(scores, torch.arange(len(q), device=q.device))
+
+
+# Losses whose rows compete with each other: the step's loss is one loss over all its micro-batches' rows
+# (`models.train_step.cached_step_gradients`), not a sum of the micro-batches' own losses.
+STEP_WIDE = frozenset({"in_batch"})
 
 
 def loss_of(spec: LossSettings):

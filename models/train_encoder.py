@@ -37,14 +37,16 @@ from typing import Any
 import numpy as np
 
 from models import train_checkpoints as C
-from models.losses import loss_of
+from models.losses import STEP_WIDE, loss_of
 from models.prefetch import Prefetcher
 from models.train_plan import StepLog, StepPlan
 from models.train_step import (
     accumulate_gradients,
     adamw,
+    cached_step_gradients,
     clip_and_step,
     micro_batch_loss,
+    micro_batch_vectors,
     piecewise,
     resolve_precision,
 )
@@ -83,7 +85,9 @@ class TrainSpec:
     )
     seed: int = field(metadata=_help("seed of the data order and the dropout RNG"))
     gradient_checkpointing: bool = field(default=False, metadata=_help("recompute activations in backward"))
-    precision: str = field(default="auto", metadata=_help("auto, fp32, bf16 or fp16 (GPU autocast)"))
+    precision: str = field(
+        default="auto", metadata=_help("auto, fp32, bf16 or fp16 autocast (`models.train_step.resolve_precision`)")
+    )
     checkpoint_every: int = field(metadata=_help("optimizer steps between checkpoints"))
     citeflow: dict[str, Any] = field(default_factory=dict, metadata=_help("written as citeflow.json beside the model"))
     device: str = field(default="auto", metadata=_help("auto: CUDA when available; cpu forces the CPU"))
@@ -173,7 +177,13 @@ def train(spec: TrainSpec) -> None:
     if world > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(encoder, device_ids=[local_rank] if use_cuda else None)
     model.train()
-    micro_loss = micro_batch_loss(ddp, loss_of(spec), precision, device, plan.accumulation)
+    step_gradients = _step_gradients(spec, ddp, precision, device, plan.accumulation, scaler)
+    if rank == 0:
+        print(
+            f"train_encoder: {plan.total - plan.start} steps of {spec.batch_size} triplets, {spec.loss} loss, "
+            f"{precision} on {device.type}",
+            flush=True,
+        )
 
     # The loop: one optimizer step per batch, its row logged, a checkpoint every `checkpoint_every` steps.
     prefetch = Prefetcher(plan.micro_batches(store), spec.prefetch, pin=use_cuda)
@@ -182,7 +192,7 @@ def train(spec: TrainSpec) -> None:
         with StepLog(spec.log, plan, rank, world) as log:
             for step, epoch, order in plan.orders(announce=True):
                 parts = [prefetch.next() for _ in range(plan.accumulation)]
-                total_loss = accumulate_gradients(ddp, parts, micro_loss, scaler)
+                total_loss = step_gradients(parts)
                 grad_norm = clip_and_step(model, optimizer, scaler, spec.max_grad_norm)
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
@@ -203,6 +213,17 @@ def train(spec: TrainSpec) -> None:
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
+
+
+def _step_gradients(spec: TrainSpec, ddp, precision: str, device, accumulation: int, scaler):
+    """The function from a step's micro-batches to its gradients (accumulated) and its loss: a loss over the
+    whole step (`STEP_WIDE`) of several micro-batches runs GradCache's two passes, any other the micro-batches'
+    own losses, summed."""
+    if spec.loss in STEP_WIDE and accumulation > 1:
+        vectors_of = micro_batch_vectors(ddp, precision, device)
+        return lambda parts: cached_step_gradients(ddp, parts, vectors_of, loss_of(spec), scaler)
+    micro_loss = micro_batch_loss(ddp, loss_of(spec), precision, device, accumulation)
+    return lambda parts: accumulate_gradients(ddp, parts, micro_loss, scaler)
 
 
 def _start_processes(spec: TrainSpec) -> tuple[int, int, int, Any, bool]:

@@ -113,7 +113,9 @@ class TrainEncoderConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = field(
         default="auto",
         metadata=_help(
-            "GPU autocast; auto: bf16 where supported, else fp16. CPU always trains in fp32", versioned=False
+            "autocast; auto: on a GPU bf16 where supported, else fp16; on a CPU bf16 where it has AVX512-BF16 or "
+            "AMX, else fp32 (the manifest records which); fp16 on a CPU trains in fp32",
+            versioned=False,
         ),
     )
     gradient_checkpointing: bool = field(
@@ -247,7 +249,11 @@ class EmbedPapersConfig:
     )
     precision: Literal["auto", "fp32", "bf16"] = field(
         default="auto",
-        metadata=_help("GPU autocast; auto: bf16 where supported, else fp32. CPU embeds in fp32", versioned=False),
+        metadata=_help(
+            "autocast; auto: bf16 on a GPU that supports it, else fp32 (a CPU embeds in fp32 under auto: the "
+            "vectors sentence-transformers gives; bf16 on a CPU where asked)",
+            versioned=False,
+        ),
     )
 
     def __post_init__(self) -> None:

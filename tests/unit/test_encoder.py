@@ -492,7 +492,14 @@ def test_embed_papers_groups_lengths_and_keeps_the_input_order(small, tmp_path):
     for grouping in (False, True):
         out = tmp_path / f"grouped-{grouping}"
         stats[grouping] = embed_to_parquet(
-            iter(papers), str(small), out, max_length=48, pooling="mean", batch_size=4, length_grouping=grouping
+            iter(papers),
+            str(small),
+            out,
+            max_length=48,
+            pooling="mean",
+            batch_size=4,
+            length_grouping=grouping,
+            precision="fp32",  # in bf16 a batch's padding moves the last digits
         )
         tables[grouping] = pq.read_table(out / "part-0.parquet")
     assert tables[True]["paper_id"].to_pylist() == [p[0] for p in papers] == tables[False]["paper_id"].to_pylist()
