@@ -4,32 +4,39 @@
 
 Reads the version of `--stage` that `--version` names, or the stage's only version (never "the newest" of
 several), and the versions it was built from (its lineage, through the manifests' inputs). Writes `--out`
-(absent or empty): one folder per table holding the table's Parquet files as committed (hard links where the
-filesystem allows), loadable with `datasets.load_dataset("parquet", data_dir="OUT/<table>")` or, every table a
-configuration of the card's `configs`, `datasets.load_dataset("OUT", "<table>")`; and `README.md`, the dataset
-card: the release, every artifact version of the lineage, each table's rows and columns, and the leakage
-audit of the filter_leakage version in the lineage, per benchmark suite. Written into a temporary sibling folder
-and renamed into place, so a killed export leaves no half folder at `--out`.
+(absent or empty, or `--overwrite` of a previous export: `citeflow/export_folder.py`): one folder per table
+holding copies of the table's committed Parquet files (never links into the artifact root), loadable with
+`datasets.load_dataset("parquet", data_dir="OUT/<table>")` or, every table a configuration of the card's
+`configs`, `datasets.load_dataset("OUT", "<table>")`; and `README.md`, the dataset card: the release, every
+artifact version of the lineage, each table's rows and columns, and the leakage audit of the filter_leakage
+version in the lineage, per benchmark suite. Staged in a hidden folder of its own beside `--out` and renamed
+into place, so a killed export leaves no half folder at `--out`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import validate_snapshot_id
 from citeflow.errors import CiteflowError
+from citeflow.export_folder import ExportFolder
 from citeflow.manifest import VERSION_RE
 from citeflow.registry import STAGES
-from citeflow.tables import data_files, link_file
+from citeflow.tables import data_files
 
 
 def export_dataset(
-    *, snapshot: str, stage: str, out: str, artifacts: str, version: str | None = None, tables: tuple[str, ...] = ()
+    *,
+    snapshot: str,
+    stage: str,
+    out: str,
+    artifacts: str,
+    version: str | None = None,
+    tables: tuple[str, ...] = (),
+    overwrite: bool = False,
 ) -> Path:
     validate_snapshot_id(snapshot)
     if stage not in STAGES:
@@ -48,30 +55,20 @@ def export_dataset(
         raise CiteflowError(
             f"{stage} {manifest.version} has no table {unknown[0]!r} (has {', '.join(manifest.tables)})"
         )
-    target = Path(out).resolve()
-    if target.exists() and not target.is_dir():
-        raise CiteflowError(f"{out!r} is a file: give a folder that is absent or empty")
-    if target.exists() and any(target.iterdir()):
-        raise CiteflowError(f"{out!r} is not empty: give a folder that is absent or empty")
+    folder = ExportFolder(out, overwrite=overwrite, kind="export-dataset")  # checked before any work
     lineage = store.lineage(manifest, STAGES)
-    staging = target.with_name(f".{target.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
     files: dict[str, list[str]] = {}
-    for name in names:
-        folder = staging / name
-        folder.mkdir()
-        sources = data_files(store.fs, manifest.table_path(name))
-        files[name] = []
-        for n, info in enumerate(sources):
-            copied = f"{name}-{n:05d}-of-{len(sources):05d}.parquet"
-            link_file(store.fs, True, info.path, str(folder / copied))
-            files[name].append(copied)
-    (staging / "README.md").write_text(dataset_card(manifest, lineage, names), encoding="utf-8")
-    if target.exists():
-        target.rmdir()  # empty, checked above
-    os.replace(staging, target)
-    return target
+    with folder:
+        for name in names:
+            sources = data_files(store.fs, manifest.table_path(name))
+            files[name] = []
+            for n, info in enumerate(sources):
+                copied = f"{name}-{n:05d}-of-{len(sources):05d}.parquet"
+                # a copy (or a reflink), never a link: editing the export cannot change the committed version
+                folder.copy(info.path, f"{name}/{copied}")
+                files[name].append(copied)
+        folder.write_text("README.md", dataset_card(manifest, lineage, names))
+    return folder.target
 
 
 def _chosen(store: ArtifactStore, snapshot: str, stage: str, version: str | None) -> Manifest:

@@ -5,26 +5,26 @@
 Reads the benchmark version of the snapshot whose strategy is `--strategy` (its manifest and `scores`): the only
 one, or the one `--benchmark` names when there are several (never "the newest"), and the trained model it scored
 (train_encoder's `model/`: safetensors, config, tokenizer, citeflow.json). Writes `--out` (absent or empty, or
-`--overwrite`), which loads anywhere:
+`--overwrite` of a previous export: `citeflow/export_folder.py`), which loads anywhere:
 - the Hugging Face layout (`transformers.AutoModel.from_pretrained(out)`);
 - the sentence-transformers layout (`modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json`) with
   the pooling, max length and normalisation citeflow trained with, so `SentenceTransformer(out).encode(texts)`
   gives citeflow's own vectors (and MTEB, which runs sentence-transformers models, scores those);
 - `README.md`, the model card (evaluation/model_card.py) made afresh from the benchmark's scores and lineage:
   a `model-index` block, the leakage audit and every artifact version.
-Written into a temporary sibling folder and renamed into place, so a killed export leaves no half folder at
-`--out`. No ONNX: that needs an exporter (optimum) citeflow does not depend on (docs/models.md).
+Its files are copies (never links into the artifact root), staged in a hidden folder of its own beside
+`--out` and renamed into place, so a killed export leaves no half folder at `--out`. No ONNX: that needs an
+exporter (optimum) citeflow does not depend on (docs/models.md).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 from citeflow.artifacts import ArtifactStore
 from citeflow.errors import CiteflowError
+from citeflow.export_folder import ExportFolder
 from citeflow.registry import STRATEGIES
 from citeflow.registry import named as one_of
 from evaluation.model_card import usage_of
@@ -68,24 +68,16 @@ def export_model(
     model = Path(trained.metrics.get("model_folder", "")) if trained else Path("/nonexistent")
     if not (model / "config.json").is_file():
         raise CiteflowError(f"benchmark {benchmark.version} has no trained model folder to export")
-    target = Path(out).resolve()
-    if target.exists() and any(target.iterdir()) and not overwrite:
-        raise CiteflowError(f"{out!r} is not empty: choose another folder or pass --overwrite")
-    if target.exists() and not target.is_dir():
-        raise CiteflowError(f"{out!r} is a file")
+    folder = ExportFolder(out, overwrite=overwrite, kind="export-model")  # checked before any work
     card = _card(store, snapshot, benchmark, trained)
     usage = usage_of(store.upstream(trained, "train_encoder").config.get("train_encoder", {}))
-    staging = target.with_name(f".{target.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(model, staging)
-    dimension = json.loads((staging / "config.json").read_text())["hidden_size"]
-    # written here, not only copied: versions trained before citeflow wrote them have none
-    write_sentence_transformers_files(staging, **usage, dimension=dimension)
-    (staging / "README.md").write_text(card, encoding="utf-8")
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(staging, target)
-    return target
+    dimension = json.loads((model / "config.json").read_text())["hidden_size"]
+    with folder:
+        folder.copy_tree(model)  # copies of the committed files, never links into the artifact root
+        # written here, not only copied: versions trained before citeflow wrote them have none
+        write_sentence_transformers_files(folder.staging, **usage, dimension=dimension)
+        folder.write_text("README.md", card)
+    return folder.target
 
 
 def _card(store: ArtifactStore, snapshot: str, benchmark, trained) -> str:

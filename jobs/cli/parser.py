@@ -199,7 +199,7 @@ def _add_export_model(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strategy", required=True, choices=list(STRATEGIES), help="triplet strategy of the model")
     p.add_argument("--out", required=True, help="output folder (absent or empty, unless --overwrite)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
-    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_EXPORT_HELP)
     p.add_argument("--benchmark", help="the benchmark version to export (needed when the strategy has several)")
 
 
@@ -212,8 +212,15 @@ def _add_export_dataset(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stage", required=True, choices=list(STAGES), help="the stage whose tables to export")
     p.add_argument("--version", help="the version to export (needed when the stage has several)")
     p.add_argument("--tables", help="comma-separated tables to export (default: every table of the version)")
-    p.add_argument("--out", required=True, help="output folder (absent or empty)")
+    p.add_argument("--out", required=True, help="output folder (absent or empty, unless --overwrite)")
     p.add_argument("--artifacts", default="artifacts", help="artifact root (default: ./artifacts)")
+    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_EXPORT_HELP)
+
+
+OVERWRITE_EXPORT_HELP = (
+    "replace a previous citeflow export at --out (one that holds only the files its .citeflow-export.json "
+    "lists); any other non-empty folder is refused"
+)
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:

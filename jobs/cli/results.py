@@ -151,6 +151,7 @@ def cmd_export_dataset(args: argparse.Namespace) -> int:
         artifacts=args.artifacts,
         version=args.version,
         tables=tables,
+        overwrite=args.overwrite,
     )
     print(f"exported {args.stage} of snapshot {args.snapshot} with its dataset card to {target}")
     return 0

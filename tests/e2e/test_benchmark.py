@@ -260,3 +260,15 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel_and_sente
         timeout=120,
     )
     assert again.returncode == 2 and "no benchmark" in again.stderr
+    # --overwrite replaces the previous export, never a folder of the user's
+    from citeflow.errors import CiteflowError
+    from jobs.cli.export_model import export_model
+
+    kwargs = dict(snapshot=cfg.snapshot, strategy="scincl", artifacts=cfg.artifacts, benchmark=m.version)
+    assert export_model(out=str(out), overwrite=True, **kwargs) == out.resolve()
+    users = tmp_path / "users"
+    (users / "sub").mkdir(parents=True)
+    (users / "sub" / "notes.md").write_text("mine")
+    with pytest.raises(CiteflowError, match="was not written by a citeflow export"):
+        export_model(out=str(users), overwrite=True, **kwargs)
+    assert (users / "sub" / "notes.md").read_text() == "mine"

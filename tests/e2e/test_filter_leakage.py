@@ -8,6 +8,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+from citeflow.artifacts import ArtifactStore
 from citeflow.config import RunConfig, apply_overrides
 from citeflow.errors import CiteflowError
 from citeflow.tables import read_table
@@ -330,6 +331,17 @@ def test_a_stage_is_shared_as_a_dataset_that_datasets_loads(excluded, tmp_path, 
     scidocs = m.metrics["suites"]["scidocs"]
     assert f"| scidocs | {scidocs['total']:,} | {scidocs['mapped']:,} |" in card
     assert 'config_name: "papers"' in card
+    # the export's files are its own: a user editing one leaves the committed version intact
+    edited = next((out / "papers").glob("*.parquet"))
+    assert edited.stat().st_nlink == 1
+    with open(edited, "ab") as fh:
+        fh.write(b"x")
+    assert ArtifactStore(str(artifacts)).verify(m) == []
+    # --overwrite replaces a previous export, and only that
+    assert main([*args, "--version", m.version, "--out", str(out), "--overwrite"]) == 0
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "keep.txt").write_text("keep")
 
     capsys.readouterr()
     for extra, message in (
@@ -338,12 +350,14 @@ def test_a_stage_is_shared_as_a_dataset_that_datasets_loads(excluded, tmp_path, 
         (["--version", "zz", "--out", str(tmp_path / "other")], "--version must be a version id"),
         (["--version", "0" * 16, "--out", str(tmp_path / "other")], f"has no version {'0' * 16}"),
         (["--version", m.version, "--out", str(out)], "is not empty"),
+        (["--version", m.version, "--out", str(users), "--overwrite"], "was not written by a citeflow export"),
+        (["--version", m.version, "--out", str(users / "keep.txt")], "is a file"),
         (["--version", m.version, "--tables", "nope", "--out", str(tmp_path / "other")], "has no table 'nope'"),
     ):
         assert main([*args, *extra]) == 2, extra
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], (extra, err)
-    assert not (tmp_path / "other").exists()
+    assert not (tmp_path / "other").exists() and (users / "keep.txt").read_text() == "keep"
     assert (
         main(["export-dataset", "--snapshot", "../x", "--stage", "filter_leakage", "--out", str(tmp_path / "o")]) == 2
     )
