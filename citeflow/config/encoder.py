@@ -35,7 +35,9 @@ class TrainEncoderConfig:
         default=None,
         metadata=_help(
             "tokens per paper (title [SEP] abstract); none: the model folder's sentence-transformers max_seq_length, "
-            "else 512 (docs/models.md)"
+            "else 512 (docs/models.md)",
+            at_least=1,
+            at_most=ENCODER_MAX_LENGTH,
         ),
     )
     pooling: Literal["cls", "mean"] | None = field(
@@ -51,12 +53,18 @@ class TrainEncoderConfig:
             "a Normalize module, else false"
         ),
     )
-    epochs: int = field(default=2, metadata=_help("passes over the triplets"))
-    max_steps: int = field(default=0, metadata=_help("stop after this many optimizer steps; 0: all epochs"))
-    batch_size: int = field(default=32, metadata=_help("effective batch: per_device_batch x accumulation x processes"))
-    lr: float = field(default=2e-5, metadata=_help("AdamW learning rate"))
-    weight_decay: float = field(default=0.01, metadata=_help("AdamW weight decay (not on biases and LayerNorm)"))
-    warmup_fraction: float = field(default=0.1, metadata=_help("share of steps with linear warm-up, then decay"))
+    epochs: int = field(default=2, metadata=_help("passes over the triplets", at_least=1))
+    max_steps: int = field(default=0, metadata=_help("stop after this many optimizer steps; 0: all epochs", at_least=0))
+    batch_size: int = field(
+        default=32, metadata=_help("effective batch: per_device_batch x accumulation x processes", at_least=1)
+    )
+    lr: float = field(default=2e-5, metadata=_help("AdamW learning rate", above=0))
+    weight_decay: float = field(
+        default=0.01, metadata=_help("AdamW weight decay (not on biases and LayerNorm)", at_least=0)
+    )
+    warmup_fraction: float = field(
+        default=0.1, metadata=_help("share of steps with linear warm-up, then decay", at_least=0, below=1)
+    )
     loss: Literal["triplet", "triplet_cosine", "in_batch"] = field(
         default="triplet",
         metadata=_help(
@@ -68,18 +76,23 @@ class TrainEncoderConfig:
         ),
     )
     margin: float = field(
-        default=1.0, metadata=_help("triplet loss margin: L2 distance (triplet) or cosine distance (triplet_cosine)")
+        default=1.0,
+        metadata=_help("triplet loss margin: L2 distance (triplet) or cosine distance (triplet_cosine)", above=0),
     )
     scale: float = field(
         default=20.0,
-        metadata=_help("in_batch: the cosine similarities' scale (inverse temperature)", versioned_when_set=True),
+        metadata=_help(
+            "in_batch: the cosine similarities' scale (inverse temperature)", versioned_when_set=True, above=0
+        ),
     )
     max_grad_norm: float = field(
         default=1.0,
-        metadata=_help("clip the global gradient norm at this value (SPECTER grad_clipping 1, HF Trainer 1.0); 0: off"),
+        metadata=_help(
+            "clip the global gradient norm at this value (SPECTER grad_clipping 1, HF Trainer 1.0); 0: off", at_least=0
+        ),
     )
     bitfit: bool = field(default=False, metadata=_help("train bias terms only (BitFit)"))
-    bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit"))
+    bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit", above=0))
     init_from: str = field(
         default="off",
         metadata=_help(
@@ -91,23 +104,30 @@ class TrainEncoderConfig:
         ),
     )
     warm_share: float = field(
-        default=0.4, metadata=_help("init_from: the share of a run's optimizer steps a warm-started run trains")
+        default=0.4,
+        metadata=_help("init_from: the share of a run's optimizer steps a warm-started run trains", above=0, at_most=1),
     )
-    seed: int = field(default=0, metadata=_help("seed of the initialisation (small model) and the data order"))
-    vocab_size: int = field(default=16_000, metadata=_help("small model: WordPiece vocabulary"))
-    hidden_size: int = field(default=256, metadata=_help("small model: hidden size"))
-    layers: int = field(default=4, metadata=_help("small model: Transformer layers"))
-    heads: int = field(default=4, metadata=_help("small model: attention heads"))
+    seed: int = field(
+        default=0, metadata=_help("seed of the initialisation (small model) and the data order", at_least=0)
+    )
+    vocab_size: int = field(default=16_000, metadata=_help("small model: WordPiece vocabulary", at_least=1))
+    hidden_size: int = field(default=256, metadata=_help("small model: hidden size", at_least=1))
+    layers: int = field(default=4, metadata=_help("small model: Transformer layers", at_least=1))
+    heads: int = field(default=4, metadata=_help("small model: attention heads", at_least=1))
     per_device_batch: int = field(
         default=8,
         metadata=_help(
-            "triplets per forward pass and process; accumulation makes up the rest of batch_size", versioned=False
+            "triplets per forward pass and process; accumulation makes up the rest of batch_size",
+            versioned=False,
+            at_least=1,
         ),
     )
     nproc: int = field(
         default=0,
         metadata=_help(
-            "training processes (torchrun, one per GPU); 0: one per visible GPU, or 1 on CPU", versioned=False
+            "training processes (torchrun, one per GPU); 0: one per visible GPU, or 1 on CPU",
+            versioned=False,
+            at_least=0,
         ),
     )
     precision: Literal["auto", "fp32", "bf16", "fp16"] = field(
@@ -122,7 +142,9 @@ class TrainEncoderConfig:
         default=False,
         metadata=_help("recompute activations in the backward pass (long inputs on small GPUs)", versioned=False),
     )
-    checkpoint_every: int = field(default=500, metadata=_help("optimizer steps between checkpoints", versioned=False))
+    checkpoint_every: int = field(
+        default=500, metadata=_help("optimizer steps between checkpoints", versioned=False, at_least=1)
+    )
     deterministic: bool = field(
         default=False,
         metadata=_help(
@@ -140,7 +162,7 @@ class TrainEncoderConfig:
         ),
     )
     length_group_batches: int = field(
-        default=50, metadata=_help("length_grouping: optimizer batches per mega-batch sorted by length")
+        default=50, metadata=_help("length_grouping: optimizer batches per mega-batch sorted by length", at_least=1)
     )
     length_pieces: int = field(
         default=0,
@@ -149,6 +171,7 @@ class TrainEncoderConfig:
             "longest paper; 1: one pass padded to the longest; 0: 3 on a CPU, 1 on a GPU (smaller parts made "
             "BERT-base 2.6x slower on an H100)",
             versioned=False,
+            at_least=0,
         ),
     )
     pad_to_multiple: int = field(
@@ -157,12 +180,13 @@ class TrainEncoderConfig:
             "pad each part of a micro-batch to a multiple of this many tokens; 1: to its longest paper; 0: 1 on a "
             "CPU, 64 on a GPU (a new shape every step made BERT-base 2.9x slower on an H100)",
             versioned=False,
+            at_least=0,
         ),
     )
     prefetch: int = field(
         default=4,
         metadata=_help(
-            "micro-batches collated ahead by a background thread (pinned on CUDA); 0: none", versioned=False
+            "micro-batches collated ahead by a background thread (pinned on CUDA); 0: none", versioned=False, at_least=0
         ),
     )
     log_every: int = field(
@@ -171,18 +195,17 @@ class TrainEncoderConfig:
             "optimizer steps between reads of the loss from the GPU (every step is still logged); a machine without "
             "a GPU writes every step",
             versioned=False,
+            at_least=1,
         ),
     )
     compile: bool = field(default=False, metadata=_help("torch.compile the encoder", versioned=False))
 
     def __post_init__(self) -> None:
-        _check_finite(self, "train_encoder")
+        _check_finite(self, "train_encoder")  # and every field's range
         if self.pooling not in ("cls", "mean", None):
             raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
         if self.loss not in ("triplet", "triplet_cosine", "in_batch"):
             raise CiteflowError(f"train_encoder.loss must be triplet, triplet_cosine or in_batch, not {self.loss!r}")
-        if self.scale <= 0:
-            raise CiteflowError("train_encoder.scale must be positive")
         if self.init_from not in ("off", "previous"):
             from citeflow.config.base import validate_snapshot_id
 
@@ -190,38 +213,8 @@ class TrainEncoderConfig:
                 validate_snapshot_id(self.init_from)
             except CiteflowError as exc:
                 raise CiteflowError(f"train_encoder.init_from must be off, previous or a snapshot id: {exc}") from None
-        if not 0 < self.warm_share <= 1:
-            raise CiteflowError("train_encoder.warm_share must be above 0 and at most 1")
-        if self.max_length is not None and not 1 <= self.max_length <= ENCODER_MAX_LENGTH:
-            raise CiteflowError(f"train_encoder.max_length must be between 1 and {ENCODER_MAX_LENGTH}")
-        for name in (
-            "epochs",
-            "batch_size",
-            "vocab_size",
-            "hidden_size",
-            "layers",
-            "heads",
-            "per_device_batch",
-            "checkpoint_every",
-            "length_group_batches",
-            "log_every",
-        ):
-            if getattr(self, name) < 1:
-                raise CiteflowError(f"train_encoder.{name} must be at least 1")
-        if self.prefetch < 0:
-            raise CiteflowError("train_encoder.prefetch must be at least 0")
-        if self.pad_to_multiple < 0:
-            raise CiteflowError("train_encoder.pad_to_multiple must be at least 0 (0: 1 on a CPU, 64 on a GPU)")
-        if self.length_pieces < 0:
-            raise CiteflowError("train_encoder.length_pieces must be at least 0 (0: 3 on a CPU, 1 on a GPU)")
         if self.hidden_size % self.heads:
             raise CiteflowError("train_encoder.hidden_size must be a multiple of train_encoder.heads")
-        if not 0 <= self.warmup_fraction < 1:
-            raise CiteflowError("train_encoder.warmup_fraction must be in [0, 1)")
-        if self.lr <= 0 or self.bitfit_lr <= 0:
-            raise CiteflowError("train_encoder learning rates must be positive")
-        if self.max_steps < 0 or self.nproc < 0 or self.max_grad_norm < 0:
-            raise CiteflowError("train_encoder.max_steps, nproc and max_grad_norm must not be negative")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,7 +232,7 @@ class EmbedPapersConfig:
         default="trained",
         metadata=_help("trained: the train_encoder model; base: the model it started from (the untrained baseline)"),
     )
-    batch_size: int = field(default=64, metadata=_help("papers per forward pass", versioned=False))
+    batch_size: int = field(default=64, metadata=_help("papers per forward pass", versioned=False, at_least=1))
     length_grouping: bool = field(
         default=True,
         metadata=_help(
@@ -259,7 +252,6 @@ class EmbedPapersConfig:
     def __post_init__(self) -> None:
         if self.model not in ("trained", "base"):
             raise CiteflowError(f"embed_papers.model must be trained or base, not {self.model!r}")
-        if self.batch_size < 1:
-            raise CiteflowError("embed_papers.batch_size must be at least 1")
+        _check_finite(self, "embed_papers")  # the batch size's range
         if self.precision not in ("auto", "fp32", "bf16"):
             raise CiteflowError(f"embed_papers.precision must be auto, fp32 or bf16, not {self.precision!r}")

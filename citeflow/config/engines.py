@@ -52,7 +52,9 @@ class SparkConfig:
     )
     shuffle_partitions: int = field(
         default=16,
-        metadata=_help("spark.sql.shuffle.partitions (adaptive execution coalesces small ones)", versioned=False),
+        metadata=_help(
+            "spark.sql.shuffle.partitions (adaptive execution coalesces small ones)", versioned=False, at_least=1
+        ),
     )
     local_dir: str = field(
         default="",
@@ -65,6 +67,7 @@ class SparkConfig:
             "copy instead of shuffling both sides; a broadcast of N ids costs about 24*N bytes on the driver "
             "and on every executor",
             versioned=False,
+            at_least=0,
         ),
     )
     class_archive: str = field(
@@ -106,12 +109,9 @@ class SparkConfig:
                 )
         if not re.fullmatch(r"\d+[kmgt]?", self.driver_memory.lower()):
             raise CiteflowError(f"spark.driver_memory {self.driver_memory!r} is not a JVM size such as 4g or 2048m")
-        if self.shuffle_partitions < 1:
-            raise CiteflowError("spark.shuffle_partitions must be at least 1")
+        _check_finite(self, "spark")  # the numeric settings' ranges
         if self.class_archive not in ("auto", "off"):
             raise CiteflowError(f"spark.class_archive must be auto or off, not {self.class_archive!r}")
-        if self.broadcast_rows < 0:
-            raise CiteflowError("spark.broadcast_rows must be 0 (never broadcast) or more")
         from citeflow.redaction import is_secret_key, redact_setting
 
         for item in self.conf:
@@ -145,11 +145,12 @@ class StoreConfig:
             "when another live run holds the lease on a version this run needs, wait up to this many seconds "
             "for it (then use what it built); 0: stop at once with a message naming the holder",
             versioned=False,
+            at_least=0,
         ),
     )
     lease_heartbeat_s: float = field(
         default=10.0,
-        metadata=_help("seconds between refreshes of a held lease's heartbeat", versioned=False),
+        metadata=_help("seconds between refreshes of a held lease's heartbeat", versioned=False, above=0),
     )
     lease_stale_s: float = field(
         default=300.0,
@@ -157,6 +158,7 @@ class StoreConfig:
             "a lease held from another host whose heartbeat is older than this is stale and may be taken over "
             "(on the holder's own host, the process table decides: a live holder is never taken over)",
             versioned=False,
+            above=0,
         ),
     )
     repair: bool = field(
@@ -180,8 +182,6 @@ class StoreConfig:
 
     def __post_init__(self) -> None:
         _check_finite(self, "store")
-        if self.lease_wait_s < 0:
-            raise CiteflowError("store.lease_wait_s must not be negative")
         if self.lease_heartbeat_s <= 0 or self.lease_stale_s <= 2 * self.lease_heartbeat_s:
             raise CiteflowError("store.lease_stale_s must be more than twice store.lease_heartbeat_s, both positive")
 

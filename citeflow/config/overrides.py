@@ -8,6 +8,7 @@ import types
 import typing
 from typing import Any, Literal
 
+from citeflow.config.base import range_text
 from citeflow.errors import CiteflowError
 
 
@@ -38,12 +39,15 @@ def _plain(value: Any) -> Any:
 
 
 def describe(config_cls: type) -> list[tuple[str, str, Any, str]]:
-    """(name, type, default, help) per field, for `citeflow settings`."""
+    """(name, type, default, help) per field, for `citeflow settings`; the help ends with the setting's range."""
     rows = []
     hints = typing.get_type_hints(config_cls)
     for f in dataclasses.fields(config_cls):
         default = f.default if f.default is not dataclasses.MISSING else None
-        rows.append((f.name, _type_name(hints[f.name]), default, f.metadata.get("help", "")))
+        text = f.metadata.get("help", "")
+        if f.metadata.get("range"):
+            text += f" [{range_text(f.metadata['range'])}]"
+        rows.append((f.name, _type_name(hints[f.name]), default, text))
     return rows
 
 

@@ -39,17 +39,19 @@ class EmbedGraphConfig:
     shrinks them for one small machine.
     """
 
-    dimension: int = field(default=768, metadata=_help("embedding dimension (SciNCL: 768)"))
+    dimension: int = field(default=768, metadata=_help("embedding dimension (SciNCL: 768)", at_least=1))
     comparator: Literal["dot", "cos"] = field(default="dot", metadata=_help("PBG comparator (SciNCL: dot beat cos)"))
     loss_fn: Literal["ranking", "softmax", "logistic"] = field(
         default="ranking", metadata=_help("PBG loss (SciNCL: ranking, PBG's default)")
     )
-    margin: float = field(default=0.15, metadata=_help("ranking loss margin (SciNCL: 0.15)"))
-    lr: float = field(default=0.1, metadata=_help("Adagrad learning rate (SciNCL: 0.1)"))
-    num_epochs: int = field(default=20, metadata=_help("training epochs (SciNCL: 20 w/o leakage, 30 full)"))
-    batch_size: int = field(default=10_000, metadata=_help("edges per batch (SciNCL: 10,000)"))
-    num_edge_chunks: int = field(default=10, metadata=_help("edge chunks per epoch, bounds memory (SciNCL: 10)"))
-    max_norm: float = field(default=1.0, metadata=_help("embedding norm cap; 0 disables it (SciNCL: 1.0)"))
+    margin: float = field(default=0.15, metadata=_help("ranking loss margin (SciNCL: 0.15)", at_least=0))
+    lr: float = field(default=0.1, metadata=_help("Adagrad learning rate (SciNCL: 0.1)", above=0))
+    num_epochs: int = field(default=20, metadata=_help("training epochs (SciNCL: 20 w/o leakage, 30 full)", at_least=1))
+    batch_size: int = field(default=10_000, metadata=_help("edges per batch (SciNCL: 10,000)", at_least=1))
+    num_edge_chunks: int = field(
+        default=10, metadata=_help("edge chunks per epoch, bounds memory (SciNCL: 10)", at_least=1)
+    )
+    max_norm: float = field(default=1.0, metadata=_help("embedding norm cap; 0 disables it (SciNCL: 1.0)", at_least=0))
     global_emb: bool = field(
         default=False,
         metadata=_help(
@@ -58,13 +60,18 @@ class EmbedGraphConfig:
         ),
     )
     num_partitions: int = field(
-        default=1, metadata=_help("entity partitions (SciNCL: 1); distributed PBG needs at least 2 per machine")
+        default=1,
+        metadata=_help("entity partitions (SciNCL: 1); distributed PBG needs at least 2 per machine", at_least=1),
     )
     num_uniform_negs: int = field(
         default=0,
-        metadata=_help("uniformly sampled negatives per batch chunk (SciNCL: 0, in-batch negatives only; PBG: 50)"),
+        metadata=_help(
+            "uniformly sampled negatives per batch chunk (SciNCL: 0, in-batch negatives only; PBG: 50)", at_least=0
+        ),
     )
-    num_batch_negs: int = field(default=50, metadata=_help("in-batch negatives per positive (PBG's default 50)"))
+    num_batch_negs: int = field(
+        default=50, metadata=_help("in-batch negatives per positive (PBG's default 50)", at_least=0)
+    )
     link_prediction: bool = field(
         default=True,
         metadata=_help(
@@ -76,21 +83,28 @@ class EmbedGraphConfig:
     holdout: float = field(
         default=0.01,
         metadata=_help(
-            "share of edges the link-prediction run holds out (SciNCL: 1%); 0 only with link_prediction=false"
+            "share of edges the link-prediction run holds out (SciNCL: 1%); 0 only with link_prediction=false",
+            at_least=0,
+            below=0.5,
         ),
     )
-    eval_negatives: int = field(default=1000, metadata=_help("random candidates each held-out edge is ranked against"))
+    eval_negatives: int = field(
+        default=1000, metadata=_help("random candidates each held-out edge is ranked against", at_least=1)
+    )
     overlap_k: int = field(
         default=25,
-        metadata=_help("neighbours compared between the two runs (SciNCL's positive window ends at rank 25)"),
+        metadata=_help(
+            "neighbours compared between the two runs (SciNCL's positive window ends at rank 25)", at_least=1
+        ),
     )
-    seed: int = field(default=0, metadata=_help("seed for entity order, holdout and training"))
+    seed: int = field(default=0, metadata=_help("seed for entity order, holdout and training", at_least=0))
     workers: int = field(
         default=0,
         metadata=_help(
             "PBG HOGWILD workers; 0: one per core (PBG's default). With more than one, workers update shared "
             "embeddings without locks and runs are not reproducible (see README)",
             versioned=False,
+            at_least=0,
         ),
     )
     machines: int = field(
@@ -100,6 +114,7 @@ class EmbedGraphConfig:
             "num_partitions >= 2 x machines. Like workers, it changes how the embeddings are trained, not what "
             "they are trained on, so it is not part of the version (HOGWILD runs differ from run to run anyway)",
             versioned=False,
+            at_least=1,
         ),
     )
     launch: Literal["local", "external"] = field(
@@ -126,6 +141,7 @@ class EmbedGraphConfig:
             "launch=external: how long the ranks wait for each other (the other ranks wait for rank 0's import, "
             "rank 0 for every rank to report); then the stage fails with a message naming the missing ranks",
             versioned=False,
+            above=0,
         ),
     )
     pbg: tuple[str, ...] = field(
@@ -152,32 +168,17 @@ class EmbedGraphConfig:
     warm_epochs: float = field(
         default=0.3,
         metadata=_help(
-            "share of num_epochs a warm-started mining run trains (rounded up, at least 1)", versioned=False
+            "share of num_epochs a warm-started mining run trains (rounded up, at least 1)",
+            versioned=False,
+            above=0,
+            at_most=1,
         ),
     )
 
     def __post_init__(self) -> None:
-        _check_finite(self, "embed_graph")
-        for name in (
-            "dimension",
-            "num_epochs",
-            "batch_size",
-            "num_edge_chunks",
-            "num_partitions",
-            "eval_negatives",
-            "overlap_k",
-            "machines",
-        ):
-            if getattr(self, name) < 1:
-                raise CiteflowError(f"embed_graph.{name} must be at least 1")
-        if self.num_uniform_negs < 0 or self.num_batch_negs < 0:
-            raise CiteflowError("embed_graph.num_uniform_negs and num_batch_negs must not be negative")
-        if not 0 < self.warm_epochs <= 1:
-            raise CiteflowError("embed_graph.warm_epochs must be above 0 and at most 1")
+        _check_finite(self, "embed_graph")  # and every field's range
         if self.warm_start not in ("off", "auto"):
             validate_snapshot_id(self.warm_start)
-        if not 0 <= self.holdout < 0.5:
-            raise CiteflowError("embed_graph.holdout must be at least 0 and below 0.5")
         if self.link_prediction and self.holdout == 0:
             raise CiteflowError(
                 "embed_graph.holdout=0 leaves no edges for link prediction: set embed_graph.link_prediction=false "
@@ -225,5 +226,3 @@ class EmbedGraphConfig:
             raise CiteflowError(
                 "embed_graph.launch=external needs embed_graph.rendezvous=tcp://HOST:PORT, reachable from every rank"
             )
-        if self.rank_wait_s <= 0:
-            raise CiteflowError("embed_graph.rank_wait_s must be positive")

@@ -22,7 +22,7 @@ class BuildGraphConfig:
         default="outbound",
         metadata=_help("S2ORC only: build edges from each paper's outbound_citations (SciNCL) or inbound_citations"),
     )
-    output_files: int = field(default=8, metadata=_help("Parquet files per output table", versioned=False))
+    output_files: int = field(default=8, metadata=_help("Parquet files per output table", versioned=False, at_least=1))
     diffs: str = field(
         default="auto",
         metadata=_help(
@@ -39,8 +39,7 @@ class BuildGraphConfig:
             raise CiteflowError(f"build_graph.format must be auto, s2orc or s2ag, not {self.format!r}")
         if self.citations_from not in ("outbound", "inbound"):
             raise CiteflowError(f"build_graph.citations_from must be outbound or inbound, not {self.citations_from!r}")
-        if self.output_files < 1:
-            raise CiteflowError("build_graph.output_files must be at least 1")
+        _check_finite(self, "build_graph")  # output_files' range
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +54,8 @@ class FilterLeakageConfig:
         ),
     )
     max_unmapped_share: float = field(
-        default=0.05, metadata=_help("fail when more than this share of benchmark ids maps to no corpus id")
+        default=0.05,
+        metadata=_help("fail when more than this share of benchmark ids maps to no corpus id", at_least=0, at_most=1),
     )
     extra_ids: tuple[str, ...] = field(
         default=(),
@@ -90,8 +90,6 @@ class FilterLeakageConfig:
         _check_finite(self, "filter_leakage")
         if self.mode not in ("exclude", "report_only"):
             raise CiteflowError(f"filter_leakage.mode must be exclude or report_only, not {self.mode!r}")
-        if not 0 <= self.max_unmapped_share <= 1:
-            raise CiteflowError("filter_leakage.max_unmapped_share must be between 0 and 1")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,21 +110,31 @@ class MineTripletsConfig:
     pool_size: int = field(
         default=680_967,
         metadata=_help(
-            "candidate pool: papers with a graph embedding and a title or abstract, seeded sample; 0: all of them"
+            "candidate pool: papers with a graph embedding and a title or abstract, seeded sample; 0: all of them",
+            at_least=0,
         ),
     )
-    num_queries: int = field(default=136_820, metadata=_help("query papers drawn from the pool; 0: the whole pool"))
-    positives: int = field(default=5, metadata=_help("positives (= triplets) per query, c in docs/reference.md §4"))
+    num_queries: int = field(
+        default=136_820, metadata=_help("query papers drawn from the pool; 0: the whole pool", at_least=0)
+    )
+    positives: int = field(
+        default=5, metadata=_help("positives (= triplets) per query, c in docs/reference.md §4", at_least=1)
+    )
     hard_negatives: int = field(
         default=2,
-        metadata=_help("hard negatives per query (specter: at most this many, as ceil(0.3 x 5) in SPECTER)"),
+        metadata=_help(
+            "hard negatives per query (specter: at most this many, as ceil(0.3 x 5) in SPECTER)", at_least=0
+        ),
     )
-    easy_negatives: int = field(default=3, metadata=_help("easy negatives per query"))
-    k_pos: int = field(default=25, metadata=_help("scincl: positives come from neighbour ranks (k_pos - c, k_pos]"))
+    easy_negatives: int = field(default=3, metadata=_help("easy negatives per query", at_least=0))
+    k_pos: int = field(
+        default=25, metadata=_help("scincl: positives come from neighbour ranks (k_pos - c, k_pos]", at_least=1)
+    )
     k_hard: int = field(
         default=4000,
         metadata=_help(
-            "scincl: hard negatives come from ranks (k_hard - c, k_hard]; capped at half the pool, with a warning"
+            "scincl: hard negatives come from ranks (k_hard - c, k_hard]; capped at half the pool, with a warning",
+            at_least=1,
         ),
     )
     windows: Literal["absolute", "relative"] = field(
@@ -139,7 +147,9 @@ class MineTripletsConfig:
     )
     reference_pool: int = field(
         default=680_967,
-        metadata=_help("relative windows: the pool size at which they equal k_pos and k_hard (SciNCL's pool)"),
+        metadata=_help(
+            "relative windows: the pool size at which they equal k_pos and k_hard (SciNCL's pool)", at_least=1
+        ),
     )
     easy_negatives_from: Literal["queries", "pool"] = field(
         default="queries",
@@ -183,23 +193,30 @@ class MineTripletsConfig:
             "scincl: FAISS index; flat is exact, ivf / hnsw / ivfpq approximate (recall reported in the manifest)"
         ),
     )
-    nlist: int = field(default=0, metadata=_help("ivf, ivfpq: inverted lists; 0: 4 * sqrt(pool)"))
-    nprobe: int = field(default=32, metadata=_help("ivf, ivfpq: lists searched per query"))
-    hnsw_m: int = field(default=32, metadata=_help("hnsw: links per node"))
-    ef_search: int = field(default=0, metadata=_help("hnsw: search breadth; 0: 2 * k_max"))
-    pq_m: int = field(default=0, metadata=_help("ivfpq: sub-quantisers (must divide the dimension); 0: dimension / 8"))
+    nlist: int = field(default=0, metadata=_help("ivf, ivfpq: inverted lists; 0: 4 * sqrt(pool)", at_least=0))
+    nprobe: int = field(default=32, metadata=_help("ivf, ivfpq: lists searched per query", at_least=1))
+    hnsw_m: int = field(default=32, metadata=_help("hnsw: links per node", at_least=1))
+    ef_search: int = field(default=0, metadata=_help("hnsw: search breadth; 0: 2 * k_max", at_least=0))
+    pq_m: int = field(
+        default=0, metadata=_help("ivfpq: sub-quantisers (must divide the dimension); 0: dimension / 8", at_least=0)
+    )
     recall_sample: int = field(
         default=1000,
-        metadata=_help("approximate indexes: queries whose neighbours are also searched exactly to measure recall"),
+        metadata=_help(
+            "approximate indexes: queries whose neighbours are also searched exactly to measure recall", at_least=0
+        ),
     )
     rank_sample: int = field(
         default=1000,
         metadata=_help(
-            "queries whose positives and negatives are ranked exactly in the graph-embedding space (histograms)"
+            "queries whose positives and negatives are ranked exactly in the graph-embedding space (histograms)",
+            at_least=0,
         ),
     )
-    seed: int = field(default=0, metadata=_help("seed of the pool, the queries and every draw"))
-    batch_size: int = field(default=2048, metadata=_help("queries per search batch (bounds memory)", versioned=False))
+    seed: int = field(default=0, metadata=_help("seed of the pool, the queries and every draw", at_least=0))
+    batch_size: int = field(
+        default=2048, metadata=_help("queries per search batch (bounds memory)", versioned=False, at_least=1)
+    )
     gpu: bool = field(default=True, metadata=_help("use FAISS GPUs when there are any", versioned=False))
 
     def __post_init__(self) -> None:
@@ -225,22 +242,6 @@ class MineTripletsConfig:
             raise CiteflowError(
                 f"mine_triplets.specter_query_rule must be generator or parallel, not {self.specter_query_rule!r}"
             )
-        for name in (
-            "pool_size",
-            "num_queries",
-            "hard_negatives",
-            "easy_negatives",
-            "nlist",
-            "ef_search",
-            "pq_m",
-            "recall_sample",
-            "rank_sample",
-        ):
-            if getattr(self, name) < 0:
-                raise CiteflowError(f"mine_triplets.{name} must not be negative")
-        for name in ("positives", "k_pos", "k_hard", "nprobe", "hnsw_m", "batch_size", "reference_pool"):
-            if getattr(self, name) < 1:
-                raise CiteflowError(f"mine_triplets.{name} must be at least 1")
         if self.positives != self.hard_negatives + self.easy_negatives:
             raise CiteflowError(
                 f"mine_triplets.positives ({self.positives}) must equal hard_negatives ({self.hard_negatives}) + "
@@ -261,8 +262,7 @@ class BenchmarkConfig:
         ),
     )
     base: bool = field(default=True, metadata=_help("also score the untrained model the encoder started from"))
-    n_jobs: int = field(default=0, metadata=_help("parallel SVM fits; 0: one per core", versioned=False))
+    n_jobs: int = field(default=0, metadata=_help("parallel SVM fits; 0: one per core", versioned=False, at_least=0))
 
     def __post_init__(self) -> None:
-        if self.n_jobs < 0:
-            raise CiteflowError("benchmark.n_jobs must not be negative")
+        _check_finite(self, "benchmark")  # n_jobs' range

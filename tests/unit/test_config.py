@@ -115,7 +115,7 @@ def test_machines_and_where_ranks_meet_do_not_change_the_version():
         (["embed_graph.rendezvous=tcp://host:70000"], "port 1-65535"),
         (["embed_graph.rendezvous=tcp://a/b:1"], "must look like tcp://HOST:PORT"),
         (["embed_graph.num_partitions=4", "embed_graph.machines=2", "embed_graph.launch=external"], "needs embed"),
-        (["embed_graph.rank_wait_s=0"], "rank_wait_s must be positive"),
+        (["embed_graph.rank_wait_s=0"], "rank_wait_s must be above 0"),
         (["embed_graph.pbg=num_machines=4"], "num_machines is set by the stage .*: use embed_graph.machines"),
         (["embed_graph.pbg=distributed_init_method=tcp://h:1"], "use embed_graph.rendezvous"),
         (["embed_graph.pbg=num_partition_servers=2"], "must be -1 .* or 0"),
@@ -218,7 +218,7 @@ def test_a_malformed_spark_conf_entry_is_reported_without_its_secret():
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("store.lease_wait_s=-1", "must not be negative"),
+        ("store.lease_wait_s=-1", "lease_wait_s must be at least 0"),
         ("store.lease_stale_s=5", "more than twice"),
         ("store.lease_heartbeat_s=inf", "finite number"),
     ],
@@ -267,3 +267,35 @@ def test_a_reference_sampler_option_enters_the_version_only_when_set(override):
 def test_reference_sampler_options_are_checked(overrides, message):
     with pytest.raises(CiteflowError, match=message):
         apply_overrides(base(), overrides)
+
+
+def test_every_numeric_setting_has_its_range_in_its_field_shown_and_checked(capsys):
+    import dataclasses
+    import typing
+
+    from jobs.cli import main
+
+    defaults = RunConfig(snapshot="x", corpus="x")
+    numeric = []
+    for section in dataclasses.fields(RunConfig):
+        value = getattr(defaults, section.name)
+        if not dataclasses.is_dataclass(value):
+            continue
+        hints = typing.get_type_hints(type(value))
+        for f in dataclasses.fields(value):
+            if {int, float} & set(typing.get_args(hints[f.name]) or (hints[f.name],)):
+                assert "range" in f.metadata, f"{section.name}.{f.name} has no range"
+                numeric.append(f"{section.name}.{f.name}")
+    assert len(numeric) > 60
+    assert main(["settings"]) == 0
+    assert "triplet loss margin: L2 distance (triplet) or cosine distance (triplet_cosine) [above 0]" in (
+        capsys.readouterr().out
+    )
+    for override, message in (
+        ("train_encoder.margin=-1", "train_encoder.margin must be above 0, not -1.0"),
+        ("embed_graph.lr=-1", "embed_graph.lr must be above 0, not -1.0"),
+        ("train_encoder.max_length=0", "train_encoder.max_length must be at least 1 and at most 8192, not 0"),
+        ("mine_triplets.seed=-3", "mine_triplets.seed must be at least 0, not -3"),
+    ):
+        with pytest.raises(CiteflowError, match=message):
+            apply_overrides(base(), [override])
