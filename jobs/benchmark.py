@@ -202,14 +202,14 @@ def embedder(model_dir: str | None):
     A record's text is its `fields` that are set, joined by " <sep> " (SciRepEval's `SimpleDataset`)."""
     if not model_dir:
         return None
-    from models.encoder import check_model_dir, load
+    from models.encoder import check_model_folder, load
     from models.model_folder import CITEFLOW_FILE, folder_usage, resolve_usage
 
     # the folder's own account of its use: citeflow's record of its training, else its sentence-transformers
     # files, else the fallback
     about = Path(model_dir) / CITEFLOW_FILE
     recorded = json.loads(about.read_text()) if about.is_file() else {}
-    settings = resolve_usage(recorded, folder_usage(check_model_dir(model_dir))).values
+    settings = resolve_usage(recorded, folder_usage(check_model_folder(model_dir))).values
     tokenizer, _ = load(model_dir, tokenizer_only=True)  # fail early on a bad folder
 
     def embed(records, fields):

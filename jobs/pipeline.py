@@ -97,9 +97,9 @@ def preflight(config: RunConfig, stages: list[str]) -> None:
 
         ArtifactStore(config.artifacts, config.store).require_local(", ".join(local_only))
     if "train_encoder" in stages and config.train_encoder.model != "small":
-        from models.encoder import check_model_dir
+        from models.encoder import check_model_folder
 
-        check_model_dir(config.train_encoder.model)
+        check_model_folder(config.train_encoder.model)  # weights, tokenizer and usage, not only the folder
     if "benchmark" in stages:
         REGISTRY["benchmark"].check(config)  # the SciDocs folder, before hours of training it would score
     for path in (config.embed_papers.papers, *config.benchmark.scirepeval):
