@@ -3,8 +3,9 @@
     ROOT/<snapshot>/<stage>/.<version>.lease      JSON: host, pid, process start time, boot and pid
                                                    namespace ids, token, what, acquired_at, heartbeat_s
 
-Reads nothing but lease files and, on Linux, `/proc`; writes only the lease file (and the stage folder's
-`.leases.lock`, an empty file whose `flock` serialises the rare transitions below).
+Reads nothing but lease files and, on Linux, `/proc`; writes only the lease file. A `flock` on the stage
+folder serialises the rare transitions below (on a filesystem that cannot lock a folder, on an empty
+`.leases.lock` in it).
 
 - **Taking it** is one atomic `open(O_CREAT | O_EXCL)`: of two runs, exactly one creates the file. Nothing
   else ever creates a lease, so there are never two holders.
@@ -146,10 +147,17 @@ class LeaseHeld(CiteflowError):
 
 @contextlib.contextmanager
 def _transition(folder: str) -> Iterator[None]:
-    """Serialise take-overs and releases of the leases in `folder` (an exclusive flock)."""
-    fd = os.open(os.path.join(folder, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    """Serialise take-overs and releases of the leases in `folder`: an exclusive flock on the folder itself,
+    so no lock file is left behind; where a filesystem cannot lock a folder (some network mounts), on the
+    folder's `LOCK_FILE` instead."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            os.close(fd)
+            fd = os.open(os.path.join(folder, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing drops the lock

@@ -179,11 +179,12 @@ class StepLog:
         self.pending: list[tuple[dict, Any, Any]] = []  # steps whose loss and norm are still on the device
 
     def __enter__(self) -> StepLog:
-        self.file = open(self.path, "a")  # noqa: SIM115 - closed by __exit__
+        self.file = None  # opened with the first row: a run that fails before its first step leaves no empty log
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
         if self.progress is not None:
             self.progress.close()
 
@@ -204,8 +205,11 @@ class StepLog:
         for (row, _, _), loss, norm in zip(self.pending, losses.cpu().tolist(), norms, strict=True):
             row.update(loss=loss, grad_norm=norm)
             if self.rank == 0:
+                if self.file is None:
+                    self.file = open(self.path, "a")  # noqa: SIM115 - closed by __exit__
                 self.file.write(json.dumps(row) + "\n")
         if self.progress is not None:
-            self.file.flush()
+            if self.file is not None:
+                self.file.flush()
             self.progress.update(len(self.pending), loss=float(self.pending[-1][0]["loss"]))
         self.pending.clear()

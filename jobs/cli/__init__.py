@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except CiteflowError as exc:
         log.debug("the run stopped", exc_info=True)
+        to_run_log(run_log, f"citeflow: error: {exc}")
         print(f"citeflow: error: {exc}{details}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the output went to a pipe that closed early (`citeflow settings | head`)
@@ -82,8 +83,18 @@ def main(argv: list[str] | None = None) -> int:
         if cause is None:
             raise
         log.debug("the run stopped", exc_info=True)
+        to_run_log(run_log, f"citeflow: error: {cause}")
         print(f"citeflow: error: {cause}{details}", file=sys.stderr)
         return 2
+
+
+def to_run_log(path: str | None, message: str) -> None:
+    """`message` and the exception being handled, written to the run log whatever the log level: the one line
+    a failed run ends with names the log, which must then hold the error and its traceback (a run refused
+    before any work logs nothing else)."""
+    for handler in logging.getLogger().handlers:
+        if path and isinstance(handler, logging.FileHandler) and handler.baseFilename == path:
+            handler.handle(logging.LogRecord("citeflow", logging.ERROR, __file__, 0, message, None, sys.exc_info()))
 
 
 # run logs kept in the log folder: the newest, the older ones removed when a run starts

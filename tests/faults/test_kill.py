@@ -68,7 +68,7 @@ def test_embed_graph_killed_then_rerun_equals_an_uninterrupted_run(world, point)
     assert store.verify(rebuilt) == []
     assert rebuilt.tables["training_log"]["rows"] == 8  # one row per epoch, no doubled log
     # one version folder, the lease released (only the stage's lock file, which is never removed, is left)
-    assert sorted(os.listdir(root / SNAPSHOT / "embed_graph")) == [".leases.lock", reference.version]
+    assert sorted(os.listdir(root / SNAPSHOT / "embed_graph")) == [reference.version]
 
 
 # (before-commit is a stage-level point that embed_graph covers; each encoder run costs ~20 s here)

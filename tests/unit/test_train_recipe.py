@@ -196,3 +196,37 @@ def test_the_trainer_launch_logs_its_childs_progress_lines(tmp_path, monkeypatch
     with caplog.at_level(logging.INFO, logger="citeflow"):
         train_launch.launch(tmp_path / "spec.json", 1, tmp_path / "train.log")
     assert "train_encoder progress: step 3/9 (33%), 2.0 triplets/s, 9s left" in caplog.messages
+
+
+def test_a_trainer_that_fails_before_its_first_step_leaves_no_empty_step_log(tmp_path):
+    from types import SimpleNamespace
+
+    from models.train_plan import StepLog
+
+    plan = SimpleNamespace(total=4, start=0, spec=SimpleNamespace(batch_size=2))
+    with pytest.raises(RuntimeError), StepLog(str(tmp_path / "log.jsonl"), plan, rank=0, world=1):
+        raise RuntimeError("the model did not load")
+    assert not (tmp_path / "log.jsonl").exists()
+    with StepLog(str(tmp_path / "log.jsonl"), plan, rank=0, world=1) as log:
+        log.add({"step": 1}, torch.tensor(0.5, dtype=torch.float64), torch.tensor(1.0))
+        log.flush()
+    assert (tmp_path / "log.jsonl").read_text().startswith('{"step": 1, "loss": 0.5')
+
+
+def test_a_run_refused_before_any_work_names_a_log_that_holds_the_error(tmp_path):
+    import os
+    import subprocess
+
+    env = {**os.environ, "CITEFLOW_LOG_DIR": str(tmp_path / "logs")}
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "run", "--snapshot", "x", "--corpus", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    (log,) = (tmp_path / "logs").iterdir()
+    assert f"details in {log}" in done.stderr
+    text = log.read_text()
+    assert "does not exist" in text and "Traceback" in text
