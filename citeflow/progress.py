@@ -29,6 +29,16 @@ def mode_for_child() -> str:
     return "bar" if sys.stderr.isatty() else "lines"
 
 
+def to_log_files(line: str, name: str = "citeflow.child") -> None:
+    """`line` to the files the root logger writes (the run log), not to the terminal: a child's tracebacks and
+    warnings belong in the log the one-line error names."""
+    import logging
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(logging.LogRecord(name, logging.INFO, __file__, 0, "%s", (line,), None))
+
+
 def is_progress_line(line: str) -> bool:
     head, _, _ = line.partition(MARK)
     return MARK in line and head.isidentifier()

@@ -177,7 +177,7 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
 
     from evaluation.neighbours import nearest, normalize_rows
     from jobs.filter_leakage.audit import audit_no_benchmark_papers
-    from models.pbg_import import import_citations
+    from models.pbg_import import import_in_subprocess
     from models.pbg_launch import train_run
     from models.pbg_train import load_embeddings
     from models.pbg_warm import warm_init
@@ -185,12 +185,13 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
     cfg = config.embed_graph
     work = path / "pbg"
     log.info("%s: importing %s citations into PBG's format", STAGE, f"{upstream.tables['citations']['rows']:,}")
-    imported = import_citations(
+    imported = import_in_subprocess(
         upstream.table_path("citations"),
         work,
         num_partitions=cfg.num_partitions,
         holdout=cfg.holdout if cfg.link_prediction else 0.0,
         seed=cfg.seed,
+        log_path=work / "import.log",
     )
     if imported["edges"] == 0 or (cfg.link_prediction and imported["train_edges"] == 0):
         raise CiteflowError("embed_graph: the filtered graph has no edges to train on")

@@ -26,6 +26,7 @@ folder, so a killed run resumes from its last checkpoint when run again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -136,14 +137,49 @@ def build(
     usage: dict[str, Any],
     warm: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    work = path.parent / ".work" / path.name
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        return _build_in(config, store, triplets, leakage, path, work, usage, warm)
+    except BaseException as exc:
+        _clean_after_failure(work, exc)
+        raise
+
+
+def _clean_after_failure(work: Path, exc: BaseException) -> None:
+    """What a failed run leaves in `work`: its half-written `*.tmp` folders go, always (a rerun writes them
+    afresh); after a full disk everything goes, since checkpoints and tokens kept for a resume would keep the
+    disk full (a rerun then starts over)."""
+    from citeflow.errors import environment_cause
+
+    cause = environment_cause(exc) or ""
+    if cause.startswith(("no space left", "the disk quota")):
+        shutil.rmtree(work, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            work.parent.rmdir()  # `.work`, when no other version's work is in it
+        log.warning("%s: removed %s to free the disk; a rerun starts the training over", STAGE, work)
+        return
+    for partial in list(work.glob("*.tmp")) + list(work.glob("checkpoints/*.tmp")):
+        shutil.rmtree(partial, ignore_errors=True) if partial.is_dir() else partial.unlink(missing_ok=True)
+
+
+def _build_in(
+    config: RunConfig,
+    store: ArtifactStore,
+    triplets: Manifest,
+    leakage: Manifest,
+    path: Path,
+    work: Path,
+    usage: dict[str, Any],
+    warm: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """`build`'s steps in its work folder `work`."""
     from jobs.filter_leakage.audit import audit_no_benchmark_papers
     from models.encoder import load
     from models.model_folder import write_sentence_transformers_files
     from models.token_batches import TokenStore
 
     cfg = config.train_encoder
-    work = path.parent / ".work" / path.name
-    work.mkdir(parents=True, exist_ok=True)
     texts_path = triplets.table_path("training_texts")
     text_ids = _column(texts_path, "corpus_id")
     audit = audit_no_benchmark_papers(text_ids, leakage, what="encoder training texts")

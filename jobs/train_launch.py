@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
-from citeflow.errors import CiteflowError
+from citeflow.errors import JAVA_MESSAGES, CiteflowError
 
 log = logging.getLogger("citeflow")
 
@@ -17,7 +18,7 @@ def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
     """Run the trainer (`models/train_encoder.py`) in its own process (torchrun for several); its output goes
     to `log_path` and stderr."""
     from citeflow.process import run_child
-    from citeflow.progress import PROGRESS_ENV, is_progress_line, mode_for_child
+    from citeflow.progress import PROGRESS_ENV, is_progress_line, mode_for_child, to_log_files
 
     module = ["-m", "models.train_encoder", str(spec_path)]
     if nproc > 1:
@@ -33,16 +34,33 @@ def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
         ).rstrip(os.pathsep),
     }
     log.info("train_encoder: %s", " ".join(command))
+
     # under a guard: the trainer (and torchrun's ranks) die with this process, and on interruption
-    # a bar goes to the terminal as the child draws it; progress lines go through this process's log (the run
-    # log, an Airflow task's log) like its own lines
-    relay = None if mode == "bar" else (lambda line: is_progress_line(line) and (log.info("%s", line) or True))
-    code = run_child(command, log_path=log_path, env=env, echo=True, relay=relay)
+    # A bar goes to the terminal as the child draws it. Otherwise the child's progress and its own lines go
+    # through this process's log (the run log, an Airflow task's log) like the stage's lines, and the rest (a
+    # traceback, a library's warning) to the log files only: the terminal ends with one line (`log_path` keeps
+    # everything).
+    def relay(line: str) -> bool:
+        if is_progress_line(line) or line.startswith("train_encoder: "):
+            log.info("%s", line)
+        elif line.strip():
+            to_log_files(line)
+        return True
+
+    code = run_child(command, log_path=log_path, env=env, echo=True, relay=None if mode == "bar" else relay)
     if code != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
-        raise CiteflowError(
-            f"encoder training failed (exit {code}); rerun to resume from the last checkpoint. Log {log_path}:\n{tail}"
-        )
+        for message, number in JAVA_MESSAGES.items():  # the same words in Python's OSError text
+            if message in tail:  # the machine's state, not the training: one line (citeflow.errors)
+                raise OSError(number, message, str(spec_path.parent))
+        from models.train_checkpoints import latest_checkpoint
+
+        checkpoints = spec_path.parent / "checkpoints"
+        resumable = checkpoints.is_dir() and latest_checkpoint(checkpoints) is not None
+        rerun = "rerun to resume from the last checkpoint" if resumable else "no checkpoint was written"
+        errors = [line for line in tail.splitlines() if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", line)]
+        why = f": {errors[-1][:300]}" if errors else ""
+        raise CiteflowError(f"encoder training failed (exit {code}{why}); {rerun}; its log: {log_path}")
 
 
 def per_device(batch: int, per_device: int, nproc: int) -> int:

@@ -25,17 +25,23 @@ without a seed and reads `#` lines as edges (docs/reference.md §3). This import
 Layout under `out`: `entities/`, `edges_all/`, and with a holdout
 `edges_train/` and `edges_holdout/`. Both runs share the entity files, so
 their embedding rows line up.
+
+The stage runs it in a process of its own (`import_in_subprocess`: `python -m models.pbg_import`), as it runs
+PBG: HDF5 cannot close a file whose last write failed (a full disk) and crashes the process that holds it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pyarrow.fs as pafs
+
+from citeflow.errors import ENVIRONMENT_CAUSES
 
 ENTITY = "paper"
 BATCH_ROWS = 1 << 20
@@ -114,11 +120,11 @@ class _EdgeWriter:
         self.root = root
         self.p = num_partitions
         self.files: dict[tuple[int, int], h5py.File] = {}
-        root.mkdir(parents=True, exist_ok=True)
 
     def _file(self, lhs: int, rhs: int) -> h5py.File:
         key = (lhs, rhs)
         if key not in self.files:
+            self.root.mkdir(parents=True, exist_ok=True)
             hf = h5py.File(self.root / f"edges_{lhs}_{rhs}.h5", "w")
             hf.attrs["format_version"] = 1
             for name in ("lhs", "rhs", "rel"):
@@ -197,11 +203,10 @@ def import_citations(
         (entities / f"entity_count_{ENTITY}_{p}.txt").write_text(f"{len(names)}\n")
         with open(entities / f"entity_names_{ENTITY}_{p}.json", "w") as fh:
             json.dump([str(x) for x in names.tolist()], fh)
-    every = _EdgeWriter(out / "edges_all", num_partitions)
     split = holdout > 0
-    if split:
-        train = _EdgeWriter(out / "edges_train", num_partitions)
-        held = _EdgeWriter(out / "edges_holdout", num_partitions)
+    every, train, held = (
+        _EdgeWriter(out / name, num_partitions) for name in ("edges_all", "edges_train", "edges_holdout")
+    )
     for citing, cited in _batches(str(citations)):
         lhs_p, lhs_o = index.lookup(citing)
         rhs_p, rhs_o = index.lookup(cited)
@@ -225,6 +230,72 @@ def import_citations(
     }
 
 
+def import_in_subprocess(
+    citations: str | Path, out: str | Path, *, num_partitions: int, holdout: float, seed: int, log_path: Path
+) -> dict[str, object]:
+    """`import_citations` in a child process (`citeflow.process.run_child`); its counts. A failed child raises
+    with its log's tail, which names the cause (`citeflow.errors.environment_cause` reads a full disk there)."""
+    import sys
+
+    from citeflow.process import run_child
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = out / "import.json"
+    command = [sys.executable, "-m", "models.pbg_import", str(citations), str(out), str(num_partitions)]
+    # through a pipe (relayed to nothing: the terminal stays quiet), never straight into a file on the disk it
+    # writes: HDF5 crashes the child when it cannot print its errors about a full disk
+    code = run_child(
+        [*command, repr(float(holdout)), str(seed), str(counts)], log_path=log_path, echo=True, relay=lambda _: True
+    )
+    if code in ENVIRONMENT_CAUSES:  # the child's exit status is the errno of a full disk, a read-only folder...
+        raise OSError(code, os.strerror(code), str(out))
+    if code != 0 or not counts.is_file():
+        tail = log_path.read_text(errors="replace")[-3000:] if log_path.is_file() else ""
+        raise RuntimeError(f"the PBG import failed (exit {code}); log {log_path}:\n{tail}")
+    result = json.loads(counts.read_text())
+    counts.unlink()
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """`python -m models.pbg_import CITATIONS OUT PARTITIONS HOLDOUT SEED COUNTS_JSON`.
+
+    A failure ends the process at once (`os._exit`) after its traceback is printed, with the errno of a full
+    disk or an unwritable folder as the exit status (`ENVIRONMENT_CAUSES`; 1 for anything else): the files
+    HDF5 could not write must not be closed again at the interpreter's exit, which crashes it."""
+    import sys
+    import traceback
+
+    citations, out, partitions, holdout, seed, counts = argv
+    try:
+        result = import_citations(
+            citations, out, num_partitions=int(partitions), holdout=float(holdout), seed=int(seed)
+        )
+        Path(counts).write_text(json.dumps(result))
+    except BaseException as exc:  # noqa: BLE001 - every failure ends the process the same way
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_environment_errno(exc) or 1)
+    return 0
+
+
+def _environment_errno(exc: BaseException) -> int | None:
+    """The errno of a machine-state failure anywhere in `exc`'s chain (HDF5 words a full disk as 'errno = 28' in
+    a RuntimeError's text), else None."""
+    import re
+
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in ENVIRONMENT_CAUSES:
+            return exc.errno
+        found = re.search(r"errno = (\d+)", str(exc))
+        if found and int(found.group(1)) in ENVIRONMENT_CAUSES:
+            return int(found.group(1))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def read_edges(edges: str | Path, entities: str | Path, num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
     """All edges of an edge folder as row indices into the partitions' embeddings concatenated in order."""
     edges, entities = Path(edges), Path(entities)
@@ -237,3 +308,9 @@ def read_edges(edges: str | Path, entities: str | Path, num_partitions: int) -> 
                 lhs.append(hf["lhs"][:] + start[lp])
                 rhs.append(hf["rhs"][:] + start[rp])
     return np.concatenate(lhs), np.concatenate(rhs)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -106,13 +106,13 @@ def save_checkpoint(
     rng = {"cpu": torch.get_rng_state()}
     if cuda:
         rng["cuda"] = torch.cuda.get_rng_state()
-    torch.save(rng, tmp / f"rng-{rank}.pt")
+    _save(rng, tmp / f"rng-{rank}.pt")
     if rank == 0:
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / "model.safetensors"))
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        _save(optimizer.state_dict(), tmp / "optimizer.pt")
+        _save(scheduler.state_dict(), tmp / "scheduler.pt")
         if scaler is not None:  # fp16: the loss scale and its growth tracker
-            torch.save(scaler.state_dict(), tmp / "scaler.pt")
+            _save(scaler.state_dict(), tmp / "scaler.pt")
     if world > 1:
         dist.barrier()
     if rank == 0:
@@ -122,6 +122,15 @@ def save_checkpoint(
             shutil.rmtree(old, ignore_errors=True)
     if world > 1:
         dist.barrier()
+
+
+def _save(obj, path: Path) -> None:
+    """`torch.save` through a Python file: a full disk is then an `OSError` (errno 28) in the error's chain and
+    its traceback, which the stage reads as one line, not only torch's 'unexpected pos'."""
+    import torch
+
+    with open(path, "wb") as fh:
+        torch.save(obj, fh)
 
 
 def load_checkpoint(checkpoint: Path, model, optimizer, scheduler, scaler, rank: int, device, cuda: bool) -> int:

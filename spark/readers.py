@@ -355,13 +355,31 @@ def unreadable_file(exc: BaseException) -> tuple[str, str] | None:
     return found["file"], (cause["cause"].strip() if cause else "unreadable")
 
 
+_VANISHED = re.compile(
+    r"(\[PATH_NOT_FOUND\] Path does not exist: |java\.io\.FileNotFoundException: File )(?P<path>\S+?)\.?(\s|$)"
+)
+
+
+def vanished_path(exc: BaseException) -> str | None:
+    """The input path Spark found missing while a stage read it (moved or removed mid-run), else None."""
+    found = _VANISHED.search(str(exc))
+    return found["path"].removeprefix("file:").removeprefix("//") if found else None
+
+
 def explaining_unreadable_files(build, what: str):
-    """Call `build()`; a Spark read failure of an input file becomes one line naming the file."""
+    """Call `build()`; a Spark read failure of an input file becomes one line naming the file, and so does an
+    input that vanished while the stage ran."""
     from citeflow.errors import CiteflowError
 
     try:
         return build()
     except Exception as exc:
+        gone = vanished_path(exc)
+        if gone is not None:
+            raise CiteflowError(
+                f"{what} {gone} vanished while the stage read it (moved or removed during the run); put it back "
+                "and run again"
+            ) from None
         found = unreadable_file(exc)
         if found is None:
             raise

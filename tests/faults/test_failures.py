@@ -158,3 +158,44 @@ def test_a_model_folder_of_pickled_code_is_refused_in_one_line_before_any_work(w
     assert "rerun to resume" not in log and not witness.exists()
     assert time.monotonic() - started < 120  # refused at preflight, before any stage ran
     assert_nothing_left(root, "train_encoder")
+
+
+def fill_to(root: Path, free: int) -> None:
+    """Shrink the tmpfs at `root` to what it holds plus `free` bytes."""
+    used = shutil.disk_usage(root).used
+    remount(root, f"size={(used + free) // 4096 * 4096}")
+
+
+@pytest.mark.parametrize("free", [700 * 1024, 1800 * 1024], ids=["import", "training"])
+def test_a_full_disk_during_embed_graph_ends_in_one_line_without_a_crash(world, free):
+    # PBG's import (HDF5) and its training: a failed HDF5 close used to crash the process (exit 139) after ten
+    # tracebacks
+    with mounted(world.tmp / f"full-embed-{free}", "256m") as root:
+        for stage in ("build_graph", "filter_leakage"):
+            shutil.copytree(world.reference / SNAPSHOT / stage, root / SNAPSHOT / stage)
+        fill_to(root, free)
+        code, log = finish(world.cli(root, "embed_graph"))
+        assert code == 2, log[-3000:]
+        assert_one_line(log, "citeflow: error: no space left on the device", "details in ")
+        assert "Segmentation" not in log and "core dumped" not in log
+        assert_nothing_left(root, "embed_graph")
+        remount(root, "size=256m")
+        code, log = finish(world.cli(root, "embed_graph"))
+        assert code == 0, log[-3000:]
+        assert digest(read(root, "embed_graph")) == world.digests["embed_graph"]
+
+
+def test_a_full_disk_during_train_encoder_ends_in_one_line_and_frees_the_disk(world):
+    with mounted(world.tmp / "full-train", "256m") as root:
+        for stage in ("build_graph", "filter_leakage", "embed_graph", "mine_triplets"):
+            shutil.copytree(world.reference / SNAPSHOT / stage, root / SNAPSHOT / stage)
+        before = shutil.disk_usage(root).used
+        fill_to(root, 4 * 1024 * 1024)
+        code, log = finish(world.cli(root, "train_encoder"))
+        assert code == 2, log[-3000:]
+        assert_one_line(log, "citeflow: error: no space left on the device", "details in ")
+        assert "rerun to resume" not in log
+        work = root / SNAPSHOT / "train_encoder" / ".work"
+        assert not work.exists() or not any(work.rglob("*")), list(work.rglob("*"))  # no partial files kept
+        assert shutil.disk_usage(root).used <= before + 64 * 1024  # the disk is not left full
+        assert_nothing_left(root, "train_encoder")

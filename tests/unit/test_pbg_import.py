@@ -118,3 +118,36 @@ def test_holdout_is_independent_of_order_and_batching():
     perm = rng.permutation(len(citing))
     assert np.array_equal(holdout_mask(citing[perm], cited[perm], 0.01, seed=3), mask[perm])
     assert not np.array_equal(holdout_mask(citing, cited, 0.01, seed=4), mask)
+
+
+def test_the_stage_s_import_runs_in_a_child_with_the_same_result(tmp_path):
+    from models.pbg_import import import_in_subprocess
+
+    rng = np.random.default_rng(3)
+    edges = sorted({(int(a), int(b)) for a, b in rng.integers(1, 200, size=(800, 2)) if a != b})
+    src = write_citations(tmp_path / "citations", edges)
+    here = import_citations(src, tmp_path / "here", num_partitions=2, holdout=0.1, seed=4)
+    child = import_in_subprocess(
+        src, tmp_path / "child", num_partitions=2, holdout=0.1, seed=4, log_path=tmp_path / "import.log"
+    )
+    assert child == here and not (tmp_path / "child" / "import.json").exists()
+    for name in ("edges_all/edges_0_1.h5", "edges_train/edges_1_0.h5", "entities/entity_names_paper_1.json"):
+        digests = [hashlib.sha256((tmp_path / d / name).read_bytes()).hexdigest() for d in ("here", "child")]
+        assert digests[0] == digests[1], name
+
+
+def test_a_child_import_that_meets_a_full_disk_raises_that_errno_not_a_crash(tmp_path, monkeypatch):
+    import errno
+
+    from models import pbg_import
+
+    # the child's exit status is the errno of the machine's state (what HDF5 reports as 'errno = 28')
+    assert pbg_import._environment_errno(RuntimeError("file write failed: errno = 28, error message = 'No'")) == 28
+    assert pbg_import._environment_errno(OSError(errno.ENOSPC, "full")) == errno.ENOSPC
+    assert pbg_import._environment_errno(ValueError("bad")) is None
+    monkeypatch.setattr("citeflow.process.run_child", lambda *a, **k: errno.ENOSPC)
+    with pytest.raises(OSError) as raised:
+        pbg_import.import_in_subprocess(
+            "c", tmp_path / "out", num_partitions=1, holdout=0.0, seed=0, log_path=tmp_path / "l"
+        )
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path / "out")

@@ -230,3 +230,25 @@ def test_a_run_refused_before_any_work_names_a_log_that_holds_the_error(tmp_path
     assert f"details in {log}" in done.stderr
     text = log.read_text()
     assert "does not exist" in text and "Traceback" in text
+
+
+def test_a_failed_training_leaves_no_half_written_folders_and_a_full_disk_no_work_at_all(tmp_path):
+    import errno
+
+    from jobs.train_encoder import _clean_after_failure
+
+    def work_folder(name):
+        work = tmp_path / name / ".work" / "v1"
+        for part in ("base_model.tmp", "checkpoints/.ckpt-00000006.tmp", "checkpoints/ckpt-00000003", "tokens"):
+            (work / part).mkdir(parents=True)
+            (work / part / "x").write_bytes(b"0" * 100)
+        return work
+
+    work = work_folder("crash")
+    _clean_after_failure(work, RuntimeError("the model diverged"))
+    left = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_dir())
+    assert left == ["checkpoints", "checkpoints/ckpt-00000003", "tokens"]  # a rerun resumes from these
+
+    work = work_folder("full")
+    _clean_after_failure(work, OSError(errno.ENOSPC, "No space left on device"))
+    assert not work.exists() and not work.parent.exists()  # nothing keeps the disk full

@@ -365,3 +365,18 @@ def test_a_spark_read_failure_names_the_file_in_one_line():
         "java.io.EOFException: Unexpected end of input stream",
     )
     assert R.unreadable_file(RuntimeError("[DIVIDE_BY_ZERO] Division by zero")) is None
+
+
+def test_an_input_that_vanishes_while_a_stage_reads_it_is_one_line(spark, tmp_path):
+    from citeflow.errors import CiteflowError
+
+    gone = tmp_path / "corpus" / "metadata"  # as if renamed after the stage's checks, before Spark listed it
+    with pytest.raises(CiteflowError) as refused:
+        R.explaining_unreadable_files(lambda: spark.read.json(str(gone)).count(), "corpus file")
+    assert str(refused.value) == (
+        f"corpus file {gone} vanished while the stage read it (moved or removed during the run); put it back and "
+        "run again"
+    )
+    java = "java.io.FileNotFoundException: File file:/data/corpus/papers/papers_3.jsonl.gz does not exist\n\tat x"
+    assert R.vanished_path(RuntimeError(java)) == "/data/corpus/papers/papers_3.jsonl.gz"
+    assert R.vanished_path(RuntimeError("[DIVIDE_BY_ZERO] Division by zero")) is None
