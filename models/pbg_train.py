@@ -105,7 +105,15 @@ def train_in_subprocess(config: dict, config_path: Path, log_path: Path, seed: i
 
     config_path.write_text(json.dumps(config, indent=2))
     log_path.write_bytes(b"")
-    code = run_child([sys.executable, "-m", "models.pbg_train", str(config_path)], log_path=log_path, env=pbg_env(seed))
+    # the child's output comes through a pipe and this process writes the log: on a full disk that write fails
+    # here, as an OSError the run reports in one line, where the child's own write would cut its traceback short
+    code = run_child(
+        [sys.executable, "-m", "models.pbg_train", str(config_path)],
+        log_path=log_path,
+        env=pbg_env(seed),
+        echo=True,
+        relay=lambda _: True,
+    )
     if code != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"PBG training failed (exit {code}); log {log_path}:\n{tail}")
