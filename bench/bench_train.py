@@ -194,22 +194,24 @@ def bare_loop(spec_path: Path) -> None:
 
 def run_bare(work: Path, name: str, spec: dict, warmup: int) -> dict:
     """`bare_loop` in a process of its own (as the trainer runs), timed like `run_trainer`."""
-    from citeflow.threads import load_average
-
-    run = work / name
-    shutil.rmtree(run, ignore_errors=True)
-    run.mkdir()
-    spec = {**spec, "model_out": str(run / "out"), "work": str(run / "checkpoints"), "log": str(run / "log.jsonl")}
-    (run / "spec.json").write_text(json.dumps(spec))
-    before = load_average()[0]
-    t0 = time.monotonic()
-    subprocess.run([sys.executable, __file__, "--bare-run", str(run / "spec.json")], check=True)
-    return _timed(run, name, spec, warmup, time.monotonic() - t0, before)
+    return _run(
+        work,
+        name,
+        spec,
+        warmup,
+        lambda path: subprocess.run([sys.executable, __file__, "--bare-run", str(path)], check=True),
+    )
 
 
 def run_trainer(work: Path, name: str, spec: dict, nproc: int, warmup: int) -> dict:
-    from citeflow.threads import load_average
     from jobs.train_encoder import launch
+
+    return _run(work, name, spec, warmup, lambda path: launch(path, nproc, path.parent / "train.log"))
+
+
+def _run(work: Path, name: str, spec: dict, warmup: int, start) -> dict:
+    """`start(spec_path)` on the spec in a fresh folder `work/name`, timed (`_timed`)."""
+    from citeflow.threads import load_average
 
     run = work / name
     shutil.rmtree(run, ignore_errors=True)
@@ -218,7 +220,7 @@ def run_trainer(work: Path, name: str, spec: dict, nproc: int, warmup: int) -> d
     (run / "spec.json").write_text(json.dumps(spec))
     before = load_average()[0]
     t0 = time.monotonic()
-    launch(run / "spec.json", nproc, run / "train.log")
+    start(run / "spec.json")
     return _timed(run, name, spec, warmup, time.monotonic() - t0, before)
 
 

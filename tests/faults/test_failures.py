@@ -70,17 +70,23 @@ def remount(path: Path, options: str) -> None:
     subprocess.run(["mount", "-o", f"remount,{options}", str(path)], check=True)
 
 
+def full_then_rebuilt(world, root: Path, stage: str) -> str:
+    """`stage` on the full tmpfs at `root` ends in one line of a full disk, leaves nothing, and once the disk is
+    larger builds the reference's content; the failed run's output."""
+    code, log = finish(world.cli(root, stage))
+    assert code == 2, log[-3000:]
+    assert_one_line(log, "citeflow: error: no space left on the device", "another disk", "details in ")
+    assert_nothing_left(root, stage)
+    remount(root, "size=256m")
+    code, rebuilt = finish(world.cli(root, stage))
+    assert code == 0, rebuilt[-3000:]
+    assert digest(read(root, stage)) == world.digests[stage]
+    return log
+
+
 def test_a_full_disk_ends_in_one_line_and_removes_what_the_run_wrote(world):
     with mounted(world.tmp / "full-disk", "600k") as root:
-        process = world.cli(root, "build_graph")
-        code, log = finish(process)
-        assert code == 2, log[-3000:]
-        assert_one_line(log, "citeflow: error: no space left on the device", "another disk", "details in ")
-        assert_nothing_left(root, "build_graph")
-        remount(root, "size=256m")
-        code, log = finish(world.cli(root, "build_graph"))
-        assert code == 0, log[-3000:]
-        assert digest(read(root, "build_graph")) == world.digests["build_graph"]
+        full_then_rebuilt(world, root, "build_graph")
 
 
 def test_a_read_only_artifact_root_ends_in_one_line(world):
@@ -174,15 +180,8 @@ def test_a_full_disk_during_embed_graph_ends_in_one_line_without_a_crash(world, 
         for stage in ("build_graph", "filter_leakage"):
             shutil.copytree(world.reference / SNAPSHOT / stage, root / SNAPSHOT / stage)
         fill_to(root, free)
-        code, log = finish(world.cli(root, "embed_graph"))
-        assert code == 2, log[-3000:]
-        assert_one_line(log, "citeflow: error: no space left on the device", "details in ")
+        log = full_then_rebuilt(world, root, "embed_graph")
         assert "Segmentation" not in log and "core dumped" not in log
-        assert_nothing_left(root, "embed_graph")
-        remount(root, "size=256m")
-        code, log = finish(world.cli(root, "embed_graph"))
-        assert code == 0, log[-3000:]
-        assert digest(read(root, "embed_graph")) == world.digests["embed_graph"]
 
 
 def test_a_full_disk_during_train_encoder_ends_in_one_line_and_frees_the_disk(world):
