@@ -202,8 +202,8 @@ def embedder(model_dir: str | None):
     A record's text is its `fields` that are set, joined by " <sep> " (SciRepEval's `SimpleDataset`)."""
     if not model_dir:
         return None
-    from models.encoder import check_model_folder, load
-    from models.model_folder import CITEFLOW_FILE, folder_usage, resolve_usage
+    from models.encoder import load
+    from models.model_folder import CITEFLOW_FILE, check_model_folder, folder_usage, resolve_usage
 
     # the folder's own account of its use: citeflow's record of its training, else its sentence-transformers
     # files, else the fallback

@@ -97,7 +97,7 @@ def preflight(config: RunConfig, stages: list[str]) -> None:
 
         ArtifactStore(config.artifacts, config.store).require_local(", ".join(local_only))
     if "train_encoder" in stages and config.train_encoder.model != "small":
-        from models.encoder import check_model_folder
+        from models.model_folder import check_model_folder
 
         check_model_folder(config.train_encoder.model)  # weights, tokenizer and usage, not only the folder
     if "benchmark" in stages:

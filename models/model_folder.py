@@ -4,6 +4,8 @@
   say about pooling, max length and normalisation, and the values a run uses (setting > folder > fallback).
 - `write_sentence_transformers_files(folder, ...)`: `modules.json`, `1_Pooling/config.json` and
   `sentence_bert_config.json`, so that `SentenceTransformer(folder)` embeds as citeflow does.
+- `check_model_folder(model_dir)`: everything a run reads of a folder (config, weights, tokenizer, usage),
+  opened before any stage runs.
 """
 
 from __future__ import annotations
@@ -204,3 +206,77 @@ def _has_weights(folder: Path, prefix: str) -> bool:
         with safe_open(str(folder / "model.safetensors"), framework="np") as weights:
             names = list(weights.keys())
     return any(name.startswith(prefix) for name in names)
+
+
+def check_model_folder(model_dir: str) -> Path:
+    """Everything a run will read of a model folder, opened before any stage runs (`jobs.pipeline.preflight`),
+    so a broken folder is one line, not a child's traceback after hours of Spark and PBG: the config, weights
+    that are there and whose header agrees with the config (dtype, the word embeddings' shape), a tokenizer that
+    loads and fits the config's vocabulary, and the sentence-transformers files' pooling and max length."""
+    from models.encoder import check_model_dir
+
+    path = check_model_dir(model_dir)
+    where = f"model folder {model_dir!r}"
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CiteflowError(f"{where}: config.json does not read as JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise CiteflowError(f"{where}: config.json is not a JSON object")
+    _check_weight_files(path, where, config)
+    _check_tokenizer(path, where, config)
+    folder_usage(path)  # pooling and max length: a module or pooling citeflow cannot reproduce is one line
+    return path
+
+
+def _check_weight_files(path: Path, where: str, config: dict) -> None:
+    """Weights present; each safetensors file's header readable, and the word embeddings floating point, of the
+    config's shape (vocab_size, hidden_size)."""
+    safetensors = sorted(path.glob("*.safetensors"))
+    if not safetensors and not any(path.glob("*.bin")):
+        raise CiteflowError(f"{where} has no weights: no model.safetensors (or pytorch_model.bin) beside config.json")
+    from safetensors import safe_open
+
+    from models.encoder import check_weights
+
+    vocab, hidden = config.get("vocab_size"), config.get("hidden_size")
+    for file in safetensors:
+        try:
+            with safe_open(str(file), framework="pt") as weights:
+                for key in weights.keys():  # noqa: SIM118 - safe_open has keys(), not iteration
+                    if not key.endswith("word_embeddings.weight"):
+                        continue
+                    tensor = weights.get_slice(key)
+                    if not tensor.get_dtype().startswith(("F", "BF")):
+                        raise CiteflowError(f"{where}: {file.name}'s {key} is {tensor.get_dtype()}, not floating point")
+                    if vocab and hidden:
+                        shape = list(tensor.get_shape())
+                        if shape != [vocab, hidden]:
+                            raise CiteflowError(
+                                f"{where}: {file.name}'s {key} is {shape[0]:,} x {shape[-1]:,}, but config.json says "
+                                f"vocab_size {vocab:,} and hidden_size {hidden:,}"
+                            )
+        except CiteflowError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a header safetensors cannot read: the file is damaged
+            raise CiteflowError(f"{where}: {file.name} is not a readable safetensors file ({exc})") from None
+    check_weights(path)
+
+
+def _check_tokenizer(path: Path, where: str, config: dict) -> None:
+    """The tokenizer loads from the folder, and every id it gives has a row in the word embeddings."""
+    from transformers import AutoTokenizer
+
+    from models.encoder import _quiet_transformers
+
+    _quiet_transformers()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - transformers' errors for a missing or bad tokenizer vary
+        raise CiteflowError(f"{where}: its tokenizer does not load ({type(exc).__name__}: {exc})"[:400]) from None
+    vocab = config.get("vocab_size")
+    if isinstance(vocab, int) and len(tokenizer) > vocab:
+        raise CiteflowError(
+            f"{where}: its tokenizer has {len(tokenizer):,} tokens but config.json's vocab_size is {vocab:,}: "
+            "token ids past the embeddings would fail mid-training; give the tokenizer the model was trained with"
+        )

@@ -355,9 +355,8 @@ def unreadable_file(exc: BaseException) -> tuple[str, str] | None:
     return found["file"], (cause["cause"].strip() if cause else "unreadable")
 
 
-_VANISHED = re.compile(
-    r"(\[PATH_NOT_FOUND\] Path does not exist: |java\.io\.FileNotFoundException: File )(?P<path>\S+?)\.?(\s|$)"
-)
+# only Spark's own listing of an input path: a FileNotFoundException also names a missing jar or setting file
+_VANISHED = re.compile(r"\[PATH_NOT_FOUND\] Path does not exist: (?P<path>\S+?)\.?(\s|$)")
 
 
 def vanished_path(exc: BaseException) -> str | None:

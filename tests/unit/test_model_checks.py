@@ -7,7 +7,8 @@ import shutil
 import pytest
 
 from citeflow.errors import CiteflowError
-from models.encoder import build_small, check_model_folder
+from models.encoder import build_small
+from models.model_folder import check_model_folder
 from tests.unit.test_cli import run_cli
 
 TEXTS = [f"paper {i} about graph embeddings and citation {i % 7} with words {i * 3}" for i in range(60)]

@@ -377,6 +377,8 @@ def test_an_input_that_vanishes_while_a_stage_reads_it_is_one_line(spark, tmp_pa
         f"corpus file {gone} vanished while the stage read it (moved or removed during the run); put it back and "
         "run again"
     )
-    java = "java.io.FileNotFoundException: File file:/data/corpus/papers/papers_3.jsonl.gz does not exist\n\tat x"
-    assert R.vanished_path(RuntimeError(java)) == "/data/corpus/papers/papers_3.jsonl.gz"
+    spark_said = "[PATH_NOT_FOUND] Path does not exist: file:/data/corpus/papers. SQLSTATE: 42K03"
+    assert R.vanished_path(RuntimeError(spark_said)) == "/data/corpus/papers"
+    jar = "java.io.FileNotFoundException: File file:/opt/missing.jar does not exist"  # a setting's, not an input
+    assert R.vanished_path(RuntimeError(jar)) is None
     assert R.vanished_path(RuntimeError("[DIVIDE_BY_ZERO] Division by zero")) is None
