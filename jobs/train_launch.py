@@ -36,15 +36,21 @@ def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
     log.info("train_encoder: %s", " ".join(command))
 
     # under a guard: the trainer (and torchrun's ranks) die with this process, and on interruption
-    # A bar goes to the terminal as the child draws it. Otherwise the child's progress and its own lines go
-    # through this process's log (the run log, an Airflow task's log) like the stage's lines, and the rest (a
-    # traceback, a library's warning) to the log files only: the terminal ends with one line (`log_path` keeps
-    # everything).
+    # A bar goes to the terminal as the child draws it. Otherwise progress lines go through this process's log
+    # (the run log, an Airflow task's log) like the stage's own lines; a traceback, from its first line on, to
+    # the log files only (the terminal ends with the stage's one line; `log_path` keeps everything); the child's
+    # other lines (its epoch line, a damaged checkpoint set aside) to stderr as it prints them.
+    failing = False
+
     def relay(line: str) -> bool:
-        if is_progress_line(line) or line.startswith("train_encoder: "):
+        nonlocal failing
+        failing = failing or line.startswith("Traceback (most recent call last)")
+        if is_progress_line(line):
             log.info("%s", line)
-        elif line.strip():
+        elif failing:
             to_log_files(line)
+        else:
+            return False
         return True
 
     code = run_child(command, log_path=log_path, env=env, echo=True, relay=None if mode == "bar" else relay)

@@ -42,7 +42,6 @@ FIXTURE_GROUPS = {
 # order only shortens its tail. A scope not listed keeps its place after these;
 # `tests/unit/test_suite_groups.py` checks that every one listed exists.
 SCOPE_SECONDS = {
-    "tests/e2e/test_real_encoder_wins.py": 1500,
     "world": 937,
     "airflow": 902,
     "topics": 815,
@@ -67,8 +66,7 @@ SCOPE_SECONDS = {
 
 # The scopes `make test` leaves to `make test-long` (marked `long`): the whole pipeline through Airflow, the
 # 20k-paper chain, the fault suite's world, the release-diff oracles, distributed PBG, the real releases (the
-# backfill, and HEP-Th's release 2 from its diff), the real encoder trained on all of HEP-Th and the Spark
-# cluster / Connect runs. Each builds whole
+# backfill, and HEP-Th's release 2 from its diff) and the Spark cluster / Connect runs. Each builds whole
 # pipelines or starts several JVMs, and together they are three quarters of the suite's CPU time: with them
 # `make test` would not fit in 15 minutes on 2 cores. CI (.ci/run) runs both tiers.
 LONG_SCOPES = frozenset(
@@ -77,7 +75,6 @@ LONG_SCOPES = frozenset(
         "airflow",
         "topics",
         "tests/e2e/test_incremental.py",
-        "tests/e2e/test_real_encoder_wins.py",
         "tests/e2e/test_pbg_distributed.py",
         "tests/e2e/test_real_releases.py",
         "tests/e2e/test_hepth_releases.py",
