@@ -36,16 +36,21 @@ def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
     log.info("train_encoder: %s", " ".join(command))
 
     # under a guard: the trainer (and torchrun's ranks) die with this process, and on interruption
-    # A bar goes to the terminal as the child draws it. Otherwise progress lines go through this process's log
-    # (the run log, an Airflow task's log) like the stage's own lines; a traceback, from its first line on, to
-    # the log files only (the terminal ends with the stage's one line; `log_path` keeps everything); the child's
-    # other lines (its epoch line, a damaged checkpoint set aside) to stderr as it prints them.
+    # A bar goes to the terminal as the child draws it. Otherwise the child's progress and its own lines
+    # (`train_encoder: ...`: the epoch, a damaged checkpoint set aside) go through this process's log (the run
+    # log, an Airflow task's log) like the stage's lines, where a handler shows them; a traceback, from its first
+    # line on, to the log files only (the terminal ends with the stage's one line; `log_path` keeps everything);
+    # anything else to stderr as the child printed it.
     failing = False
+    shown = any(
+        isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) in (sys.stderr, sys.__stderr__)
+        for h in logging.getLogger().handlers
+    )
 
     def relay(line: str) -> bool:
         nonlocal failing
         failing = failing or line.startswith("Traceback (most recent call last)")
-        if is_progress_line(line):
+        if is_progress_line(line) or (shown and not failing and line.startswith("train_encoder: ")):
             log.info("%s", line)
         elif failing:
             to_log_files(line)
