@@ -264,7 +264,7 @@ def _embeds_in_bf16(precision: str, cuda: bool) -> bool:
 
     A CPU embeds in fp32 under auto, even one with AVX512-BF16 or AMX where training runs in bf16: embedding is
     a small share of a run's time there, and in fp32 the vectors are the ones sentence-transformers gives for
-    the exported model (to 1e-5); bf16 moves them by about 1e-3 (docs/performance.md)."""
+    the exported model (to 1e-5), which bf16 rounding would not keep."""
     import torch
 
     if precision == "fp32":

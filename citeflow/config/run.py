@@ -85,22 +85,22 @@ PROFILES: dict[str, tuple[str, ...]] = {
 PROFILES["pretrained-cpu"] = (
     *(item for item in PROFILES["demo"] if not item.startswith("train_encoder.")),
     # SciNCL's margin loss on L2 distances pulls a model trained for cosine similarity (all-MiniLM-L6-v2 was
-    # trained with in-batch negatives) out of its geometry: -16 cite MAP on held-out HEP-Th citations. The
-    # in-batch softmax is the named deviation: the other triplets' papers are easy negatives, the mined one a hard
-    # one, and the loss keeps what the base model already ranks well instead of pushing on margins.
+    # trained with in-batch negatives) out of its geometry and damaged it on held-out citations. The in-batch
+    # softmax is the named deviation: the other triplets' papers are easy negatives, the mined one a hard one,
+    # and the model is trained with the loss it was made with.
     "train_encoder.loss=in_batch",
     # all-MiniLM-L6-v2's and sentence-transformers' scale (a temperature of 0.05)
     "train_encoder.scale=20",
     # 16 triplets a step, all in one forward pass: every query ranks its positive among the step's 32 papers
-    # (the loss sees the whole step; more triplets per step would mean fewer steps in the same time)
+    # with no second pass (GradCache's) to pay for
     "train_encoder.batch_size=16",
     "train_encoder.per_device_batch=16",
-    # sentence-transformers' fine-tuning rate; 3e-5 and above forgot more of the base model than it learned
+    # sentence-transformers' usual fine-tuning rate (no other rate was measured with this loss)
     "train_encoder.lr=2e-5",
     # a real abstract's median is about 150 tokens; 128 keeps most of it at half of 256's cost
     "train_encoder.max_length=128",
-    # 420 steps x 16 = 6,720 triplets: about 11 minutes at 10 triplets/s in bf16 on 2 cores (one pass over a
-    # random third of the 20,000 mined; a second third gained less than it cost)
+    # 420 steps x 16 = 6,720 triplets, one pass over a random third of the 20,000 the demo's graph side mines:
+    # 10-20 minutes on 2 cores in bf16 (the figures, and how small the gain is: docs/performance.md)
     "train_encoder.epochs=1",
     "train_encoder.max_steps=420",
     "train_encoder.checkpoint_every=60",
