@@ -42,7 +42,6 @@ class ExportFolder:
         self.target = Path(out).expanduser().resolve()
         self.replaces = check_target(out, self.target, overwrite)
         self.staging: Path | None = None
-        self.written: list[str] = []
 
     def __enter__(self) -> ExportFolder:
         parent = self.target.parent
@@ -62,13 +61,12 @@ class ExportFolder:
             shutil.rmtree(self.staging, ignore_errors=True)
 
     def path(self, relative: str) -> Path:
-        """Where `relative` is staged (its folder made); the file counts as written."""
+        """Where `relative` is staged (its folder made)."""
         assert self.staging is not None
         inside = (self.staging / relative).resolve()
         if self.staging.resolve() not in inside.parents:
             raise CiteflowError(f"export file {relative!r} would leave the export folder")
         inside.parent.mkdir(parents=True, exist_ok=True)
-        self.written.append(Path(relative).as_posix())
         return inside
 
     def copy(self, source: str | Path, relative: str) -> None:
@@ -86,7 +84,7 @@ class ExportFolder:
 
     def _commit(self) -> None:
         assert self.staging is not None
-        files = sorted({*self.written, *_files_under(self.staging)} - {MARKER})
+        files = sorted(set(_files_under(self.staging)) - {MARKER})  # every file staged is one the export wrote
         (self.staging / MARKER).write_text(
             json.dumps({"written_by": f"citeflow {self.kind}", "files": files}, indent=1) + "\n", encoding="utf-8"
         )

@@ -219,10 +219,11 @@ def _step_gradients(spec: TrainSpec, ddp, precision: str, device, accumulation: 
     """The function from a step's micro-batches to its gradients (accumulated) and its loss: a loss over the
     whole step (`STEP_WIDE`) of several micro-batches runs GradCache's two passes, any other the micro-batches'
     own losses, summed."""
+    loss = loss_of(spec)
     if spec.loss in STEP_WIDE and accumulation > 1:
         vectors_of = micro_batch_vectors(ddp, precision, device)
-        return lambda parts: cached_step_gradients(ddp, parts, vectors_of, loss_of(spec), scaler)
-    micro_loss = micro_batch_loss(ddp, loss_of(spec), precision, device, accumulation)
+        return lambda parts: cached_step_gradients(ddp, parts, vectors_of, loss, scaler)
+    micro_loss = micro_batch_loss(ddp, loss, precision, device, accumulation)
     return lambda parts: accumulate_gradients(ddp, parts, micro_loss, scaler)
 
 

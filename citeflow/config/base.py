@@ -37,7 +37,7 @@ def _help(
     """Field metadata. `versioned_when_set`: the field enters the version only at a value other than its default,
     so that adding an option leaves the ids of the versions built before it the same. `at_least`, `above`,
     `at_most`, `below`: the numeric setting's range, in this one place: checked when the config is built
-    (`_check_finite`) and shown by `citeflow settings`."""
+    (`_check_fields`) and shown by `citeflow settings`."""
     meta: dict[str, Any] = {"help": text, "versioned": versioned, "versioned_when_set": versioned_when_set}
     bounds = {"at_least": at_least, "above": above, "at_most": at_most, "below": below}
     if any(v is not None for v in bounds.values()):
@@ -59,7 +59,7 @@ def range_text(bounds: dict[str, float]) -> str:
     return " and ".join(f"{_BOUND_WORDS[k]} {bounds[k]:g}" for k in _BOUND_WORDS if k in bounds)
 
 
-def _check_finite(config: Any, section: str) -> None:
+def _check_fields(config: Any, section: str) -> None:
     """nan and inf are not settings: every float field of a config must be a finite number, and every numeric
     field with a range (`_help`'s bounds) must lie in it."""
     for f in dataclasses.fields(config):

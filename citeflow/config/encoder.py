@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from citeflow.config.base import _check_finite, _help
+from citeflow.config.base import _check_fields, _help
 from citeflow.errors import CiteflowError
 
 # How the encoder is used when neither a setting nor the model folder says (SPECTER's and SciNCL's way: the [CLS]
@@ -201,7 +201,7 @@ class TrainEncoderConfig:
     compile: bool = field(default=False, metadata=_help("torch.compile the encoder", versioned=False))
 
     def __post_init__(self) -> None:
-        _check_finite(self, "train_encoder")  # and every field's range
+        _check_fields(self, "train_encoder")
         if self.pooling not in ("cls", "mean", None):
             raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
         if self.loss not in ("triplet", "triplet_cosine", "in_batch"):
@@ -252,6 +252,6 @@ class EmbedPapersConfig:
     def __post_init__(self) -> None:
         if self.model not in ("trained", "base"):
             raise CiteflowError(f"embed_papers.model must be trained or base, not {self.model!r}")
-        _check_finite(self, "embed_papers")  # the batch size's range
+        _check_fields(self, "embed_papers")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise CiteflowError(f"embed_papers.precision must be auto, fp32 or bf16, not {self.precision!r}")

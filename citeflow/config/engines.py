@@ -6,7 +6,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from citeflow.config.base import _check_finite, _help
+from citeflow.config.base import _check_fields, _help
 from citeflow.errors import CiteflowError
 
 # The master URLs Spark 4 starts a driver for (SparkSubmit's prefix check, then SparkContext's
@@ -109,7 +109,7 @@ class SparkConfig:
                 )
         if not re.fullmatch(r"\d+[kmgt]?", self.driver_memory.lower()):
             raise CiteflowError(f"spark.driver_memory {self.driver_memory!r} is not a JVM size such as 4g or 2048m")
-        _check_finite(self, "spark")  # the numeric settings' ranges
+        _check_fields(self, "spark")
         if self.class_archive not in ("auto", "off"):
             raise CiteflowError(f"spark.class_archive must be auto or off, not {self.class_archive!r}")
         from citeflow.redaction import is_secret_key, redact_setting
@@ -181,7 +181,7 @@ class StoreConfig:
     )
 
     def __post_init__(self) -> None:
-        _check_finite(self, "store")
+        _check_fields(self, "store")
         if self.lease_heartbeat_s <= 0 or self.lease_stale_s <= 2 * self.lease_heartbeat_s:
             raise CiteflowError("store.lease_stale_s must be more than twice store.lease_heartbeat_s, both positive")
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from citeflow.config.base import _check_finite, _help, validate_snapshot_id
+from citeflow.config.base import _check_fields, _help, validate_snapshot_id
 from citeflow.errors import CiteflowError
 
 # PyTorch-BigGraph 1.0.0's ConfigSchema options (torchbiggraph/config.py; a unit test compares this list
@@ -176,7 +176,7 @@ class EmbedGraphConfig:
     )
 
     def __post_init__(self) -> None:
-        _check_finite(self, "embed_graph")  # and every field's range
+        _check_fields(self, "embed_graph")
         if self.warm_start not in ("off", "auto"):
             validate_snapshot_id(self.warm_start)
         if self.link_prediction and self.holdout == 0:

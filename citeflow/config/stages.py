@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from citeflow.config.base import _check_finite, _help
+from citeflow.config.base import _check_fields, _help
 from citeflow.errors import CiteflowError
 from citeflow.registry import INDEX_KINDS, STRATEGIES, named
 
@@ -39,7 +39,7 @@ class BuildGraphConfig:
             raise CiteflowError(f"build_graph.format must be auto, s2orc or s2ag, not {self.format!r}")
         if self.citations_from not in ("outbound", "inbound"):
             raise CiteflowError(f"build_graph.citations_from must be outbound or inbound, not {self.citations_from!r}")
-        _check_finite(self, "build_graph")  # output_files' range
+        _check_fields(self, "build_graph")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +87,7 @@ class FilterLeakageConfig:
     )
 
     def __post_init__(self) -> None:
-        _check_finite(self, "filter_leakage")
+        _check_fields(self, "filter_leakage")
         if self.mode not in ("exclude", "report_only"):
             raise CiteflowError(f"filter_leakage.mode must be exclude or report_only, not {self.mode!r}")
 
@@ -220,7 +220,7 @@ class MineTripletsConfig:
     gpu: bool = field(default=True, metadata=_help("use FAISS GPUs when there are any", versioned=False))
 
     def __post_init__(self) -> None:
-        _check_finite(self, "mine_triplets")
+        _check_fields(self, "mine_triplets")
         named("mine_triplets.strategy", self.strategy, STRATEGIES)
         named("mine_triplets.index", self.index, INDEX_KINDS)
         if self.windows not in ("absolute", "relative"):
@@ -265,4 +265,4 @@ class BenchmarkConfig:
     n_jobs: int = field(default=0, metadata=_help("parallel SVM fits; 0: one per core", versioned=False, at_least=0))
 
     def __post_init__(self) -> None:
-        _check_finite(self, "benchmark")  # n_jobs' range
+        _check_fields(self, "benchmark")
