@@ -29,6 +29,7 @@ class Stage:
     name: str
     upstream: tuple[str, ...]  # the stages whose versions this one reads (their order is the pipeline's)
     tables: tuple[str, ...]  # the Parquet tables of each of its versions
+    main_table: str  # the table a reader wants first: an export's default configuration (`load_dataset(OUT)`)
     section: str  # the RunConfig field with its settings (versioned: part of its version ids)
     per_strategy: bool  # runs once per triplet strategy (scincl, specter); the stages before are shared
     local_root: bool  # writes with local tools (PBG, numpy, FAISS, torch); Spark stages write to any root
@@ -38,6 +39,10 @@ class Stage:
     @property
     def module(self) -> str:
         return f"jobs.{self.name}"
+
+    def __post_init__(self) -> None:
+        if self.main_table not in self.tables:
+            raise ValueError(f"stage {self.name}: main_table {self.main_table!r} is not one of its tables")
 
     def entry(self) -> Callable[..., Any]:
         """The stage's `run_on(config, upstream) -> Manifest` (imported on first use: the registry stays light)."""
@@ -55,6 +60,7 @@ _DECLARED = (
         "build_graph",
         upstream=(),
         tables=("papers", "citations", "degrees", "rejected", "degree_histogram"),
+        main_table="citations",
         section="build_graph",
         per_strategy=False,
         local_root=False,
@@ -65,6 +71,7 @@ _DECLARED = (
         "filter_leakage",
         upstream=("build_graph",),
         tables=("benchmark_ids", "leakage_report", "papers", "citations", "degrees", "paper_keys", "paper_id_lines"),
+        main_table="citations",
         section="filter_leakage",
         per_strategy=False,
         local_root=False,
@@ -75,6 +82,7 @@ _DECLARED = (
         "embed_graph",
         upstream=("filter_leakage",),
         tables=("paper_embeddings", "link_prediction", "training_log"),
+        main_table="paper_embeddings",
         section="embed_graph",
         per_strategy=False,
         local_root=True,
@@ -85,6 +93,7 @@ _DECLARED = (
         "mine_triplets",
         upstream=("embed_graph",),
         tables=("triplets", "training_texts", "rank_histogram"),
+        main_table="triplets",
         section="mine_triplets",
         per_strategy=True,
         local_root=True,
@@ -95,6 +104,7 @@ _DECLARED = (
         "train_encoder",
         upstream=("mine_triplets",),
         tables=("training_log",),
+        main_table="training_log",
         section="train_encoder",
         per_strategy=True,
         local_root=True,
@@ -105,6 +115,7 @@ _DECLARED = (
         "embed_papers",
         upstream=("train_encoder",),
         tables=("embeddings",),
+        main_table="embeddings",
         section="embed_papers",
         per_strategy=True,
         local_root=True,
@@ -115,6 +126,7 @@ _DECLARED = (
         "benchmark",
         upstream=("embed_papers",),
         tables=("scores",),
+        main_table="scores",
         section="benchmark",
         per_strategy=True,
         local_root=True,

@@ -13,6 +13,7 @@ came from. Reads and writes nothing itself: jobs/benchmark.py writes the card be
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from citeflow.config import ENCODER_USAGE_FALLBACK
@@ -36,6 +37,13 @@ TRAINING_KEYS = (
     "precision",
     "seed",
 )
+# what an audit checked, by the name older versions recorded: each counted papers, not triplets or texts
+AUDITED = {
+    "training triplets": "papers of the training triplets",
+    "training texts": "papers of the training texts",
+    "encoder training texts": "papers of the encoder's training texts",
+    "graph-embedding entities": "papers of the graph embeddings",
+}
 # the columns of the leakage audit: per benchmark suite (a filter_leakage manifest's `suites`) or its totals
 LEAKAGE_COLUMNS = (
     "benchmark_ids",
@@ -69,10 +77,15 @@ def model_card(
     snapshot: str,
     model_name: str = "",
     benchmark_version: str = "",
+    model_path: str = "",
+    model_config: dict[str, Any] | None = None,
+    papers: list[tuple[str, str]] | None = None,
 ) -> str:
     """The model card (Markdown, the README.md of `citeflow export-model`) of a model with this `lineage`
-    (manifests by stage) and these score `rows`. It is one document written in its reading order, section by
-    section, which is why it is long; the tables inside it are helpers of their own."""
+    (manifests by stage) and these score `rows`. Its examples load `model_path` and embed `papers` ((title,
+    abstract) pairs of the release), so they run as printed; `model_config` (the model's config.json) names
+    the base model's shape. It is one document written in its reading order, section by section, which is why
+    it is long; the tables inside it are helpers of their own."""
     train = lineage.get("train_encoder", {})
     triplets = lineage.get("mine_triplets", {})
     leakage = lineage.get("filter_leakage", {})
@@ -105,7 +118,7 @@ def model_card(
             )
         ],
     ]
-    if base not in ("small", "?") and "/" in base and not base.startswith(("/", ".")):
+    if hub_id(base):
         front.append(f"base_model: {_yaml_scalar(base)}")
     front += ["model-index:", f"- name: {_yaml_scalar(name)}", "  results:"]
     for r in scidocs + others:
@@ -134,16 +147,18 @@ def model_card(
         "",
         "## Usage",
         "",
-        *_usage_snippets(usage),
+        *_usage_snippets(usage, model_path or "PATH", papers or [("A title", "An abstract.")]),
         "",
         "## Training data",
         "",
-        f"- release (snapshot): `{snapshot}`; base model: `{base}`",
+        f"- release (snapshot): `{snapshot}`",
+        f"- base model: {describe_base(training, model_config or {})}",
         f"- leakage mode: `{mode}` ({'SciDocs papers removed from the graph' if mode == 'exclude' else 'graph kept'})"
         + _leakage_line(leakage.get("metrics") or {}),
-        f"- triplets: {counts.get('triplets', '?')} from {counts.get('queries', '?')} queries, "
-        f"{negatives.get('hard', '?')} hard and {negatives.get('easy', '?')} easy negatives, "
-        f"{counts.get('collisions', '?')} collisions",
+        f"- triplets: {_count(counts.get('triplets'))} (query, positive, negative) from "
+        f"{_count(counts.get('queries'))} queries, over {_count(counts.get('papers_used'))} papers; "
+        f"{_count(negatives.get('hard'))} hard and {_count(negatives.get('easy'))} easy negatives, "
+        f"{_count(counts.get('collisions'))} collisions",
         f"- graph embeddings (PyTorch-BigGraph): `{json.dumps(_pick(pbg, PBG_KEYS))}`",
         f"- training recipe: `{json.dumps(_pick({**training, **usage}, TRAINING_KEYS))}`",
         "",
@@ -169,9 +184,39 @@ def model_card(
     return "\n".join(front + [""] + body)
 
 
-def _usage_snippets(usage: dict[str, Any]) -> list[str]:
-    """Code that embeds a paper as citeflow did: sentence-transformers (whose files here hold the pooling) and
-    plain transformers (which needs it spelled out)."""
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "?"
+
+
+def hub_id(base: str) -> bool:
+    """Whether train_encoder.model names a Hub model (`org/name`), not `small` or a local folder."""
+    return base not in ("small", "?") and base.count("/") == 1 and not base.startswith(("/", ".", "~"))
+
+
+def describe_base(training: dict[str, Any], model_config: dict[str, Any]) -> str:
+    """What the model started from, in words: `small` is no pretrained model at all; a folder is named by its
+    architecture (from the trained model's config.json, which keeps the base's shape) and its own name."""
+    layers, hidden = model_config.get("num_hidden_layers"), model_config.get("hidden_size")
+    vocab = model_config.get("vocab_size")
+    shape = f"{layers} layers, hidden size {hidden}, {vocab:,}-token vocabulary" if layers and vocab else ""
+    base = training.get("model", "?")
+    if base == "small":
+        return (
+            "none: a small BERT initialised at random and trained from scratch by citeflow"
+            + (f" ({shape})" if shape else "")
+            + ", the demo profile's stand-in for SciBERT"
+        )
+    kind = model_config.get("model_type") or "Transformer"
+    if hub_id(base):
+        return f"`{base}` (Hugging Face Hub)" + (f", a {kind} of {shape}" if shape else "")
+    # the folder's last two names only: a card is published, the machine's paths are not
+    where = "/".join(Path(base).parts[-2:])
+    return f"a pretrained {kind}" + (f" of {shape}" if shape else "") + f", from a local folder `.../{where}`"
+
+
+def _usage_snippets(usage: dict[str, Any], path: str, papers: list[tuple[str, str]]) -> list[str]:
+    """Code that embeds two papers as citeflow did, runnable as printed: sentence-transformers (whose files here
+    hold the pooling) and plain transformers (which needs it spelled out). Each block stands alone."""
     if usage["pooling"] == "cls":
         pooled = ["vectors = hidden[:, 0]  # the [CLS] token"]
     else:
@@ -181,23 +226,36 @@ def _usage_snippets(usage: dict[str, Any]) -> list[str]:
         ]
     if usage["normalize"]:
         pooled.append("vectors = torch.nn.functional.normalize(vectors, dim=-1)")
+    listed = [
+        "papers = [  # (title, abstract): two papers of the training release",
+        *[f"    ({title!r}, {abstract!r})," for title, abstract in papers],
+        "]",
+    ]
     return [
         "```python",
         "from sentence_transformers import SentenceTransformer",
-        "model = SentenceTransformer(PATH)",
-        "vectors = model.encode([f'{title} {model.tokenizer.sep_token} {abstract}'])",
+        "",
+        f"model = SentenceTransformer({path!r})",
+        *listed,
+        "sep = model.tokenizer.sep_token  # citeflow's input: title [SEP] abstract",
+        "vectors = model.encode([f'{title} {sep} {abstract}' for title, abstract in papers])",
+        "print(vectors.shape)",
         "```",
         "",
         "```python",
         "import torch",
         "from transformers import AutoModel, AutoTokenizer",
-        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
-        "model = AutoModel.from_pretrained(PATH)  # its pooler, if reported missing, is not part of the embedding",
-        f"batch = tokenizer([f'{{title}} {{tokenizer.sep_token}} {{abstract}}'], truncation=True, "
-        f"max_length={usage['max_length']}, padding=True, return_tensors='pt')",
+        "",
+        f"tokenizer = AutoTokenizer.from_pretrained({path!r})",
+        f"model = AutoModel.from_pretrained({path!r})  # its pooler, if reported missing, is not part of the embedding",
+        *listed,
+        "texts = [f'{title} {tokenizer.sep_token} {abstract}' for title, abstract in papers]",
+        f"batch = tokenizer(texts, truncation=True, max_length={usage['max_length']}, padding=True, "
+        "return_tensors='pt')",
         "with torch.inference_mode():",
         "    hidden = model(**batch).last_hidden_state",
         *pooled,
+        "print(vectors.shape)",
         "```",
     ]
 
@@ -214,8 +272,9 @@ def _leakage_line(metrics: dict) -> str:
     if "benchmark_ids" not in metrics:
         return ""
     return (
-        f"; {metrics.get('mapped', '?')} of {metrics['benchmark_ids']} benchmark ids mapped, "
-        f"{metrics.get('removed_papers', '?')} papers and {metrics.get('removed_citations', '?')} citations removed"
+        f"; {_count(metrics.get('mapped'))} of {_count(metrics['benchmark_ids'])} benchmark ids mapped, "
+        f"{_count(metrics.get('removed_papers'))} papers and {_count(metrics.get('removed_citations'))} citations "
+        "removed"
     )
 
 
@@ -260,7 +319,9 @@ def _leakage_audit(lineage: dict[str, dict]) -> list[str]:
             "|---|" + "---:|" * len(columns),
             *[
                 f"| {entry.get('suite', entry.get('name', '?'))} | "
-                + " | ".join(str(entry.get(c, "")) for c in columns)
+                + " | ".join(
+                    _count(entry[c]) if isinstance(entry.get(c), int) else str(entry.get(c, "")) for c in columns
+                )
                 + " |"
                 for entry in entries
             ],
@@ -272,7 +333,8 @@ def _leakage_audit(lineage: dict[str, dict]) -> list[str]:
     if checks:
         lines += ["", "Benchmark papers found in the training data (checked against filter_leakage's list):", ""]
         lines += [
-            f"- {stage}: {a.get('benchmark_hits', '?')} in {a.get('checked', '?')} {a.get('what', '?')}"
+            f"- {stage}: {_count(a.get('benchmark_hits'))} benchmark papers among {_count(a.get('checked'))} "
+            f"{AUDITED.get(a.get('what', '?'), a.get('what', '?'))}"
             for stage, a in checks
         ]
     return lines or ["No filter_leakage version in the lineage."]

@@ -131,13 +131,50 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
     }
 
 
-def card_text(store: ArtifactStore, snapshot: str, trained: Manifest, rows: list[dict[str, Any]], version: str) -> str:
+def card_text(
+    store: ArtifactStore,
+    snapshot: str,
+    trained: Manifest,
+    rows: list[dict[str, Any]],
+    version: str,
+    *,
+    model_path: str | Path | None = None,
+) -> str:
     """The model card of benchmark `version`: the trained model's scores `rows` and every version it came from
-    (`trained`: its embed_papers version)."""
+    (`trained`: its embed_papers version). Its examples load `model_path` (an export's folder; by default the
+    trained model's folder in the artifact root) and embed two papers of the training texts."""
     from evaluation.model_card import model_card
 
-    lineage = {"embed_papers": trained.to_json(), **{m.stage: m.to_json() for m in upstream_manifests(store, trained)}}
-    return model_card(lineage, rows, snapshot=snapshot, benchmark_version=version)
+    upstream = upstream_manifests(store, trained)
+    lineage = {"embed_papers": trained.to_json(), **{m.stage: m.to_json() for m in upstream}}
+    folder = Path(trained.metrics.get("model_folder", ""))
+    config_file = folder / "config.json"
+    triplets = next((m for m in upstream if m.stage == "mine_triplets"), None)
+    return model_card(
+        lineage,
+        rows,
+        snapshot=snapshot,
+        benchmark_version=version,
+        model_path=str(model_path or folder),
+        model_config=json.loads(config_file.read_text()) if config_file.is_file() else {},
+        papers=example_papers(triplets) if triplets is not None else [],
+    )
+
+
+def example_papers(triplets: Manifest, count: int = 2) -> list[tuple[str, str]]:
+    """`count` (title, abstract) pairs of a mine_triplets version's training texts for the model card's
+    examples: real papers of the release, the shortest of its first thousand with an abstract of a few
+    sentences, so the examples stay readable."""
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(triplets.table_path("training_texts"), format="parquet")
+    head = table.head(1000, columns=["title", "abstract"]).to_pylist()
+    papers = [
+        (r["title"].strip(), r["abstract"].strip())
+        for r in head
+        if r["title"] and r["title"].strip() and r["abstract"] and len(r["abstract"].strip()) >= 200
+    ]
+    return sorted(papers, key=lambda p: len(p[0]) + len(p[1]))[:count]
 
 
 def model_label(manifest: Manifest, which: str) -> tuple[str, str]:

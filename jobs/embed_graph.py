@@ -212,7 +212,7 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
     )
     ids, vectors = load_embeddings(work / "mining" / "checkpoint", work / "entities", cfg.num_partitions)
     if upstream.metrics.get("mode") == "exclude":
-        audit_no_benchmark_papers(ids, upstream, what="graph-embedding entities")
+        audit_no_benchmark_papers(ids, upstream, what="papers of the graph embeddings")
     _write_embeddings(ids, vectors, cfg.dimension, path / "paper_embeddings")
     sample = np.sort(np.random.default_rng(cfg.seed).choice(len(ids), min(OVERLAP_QUERIES, len(ids)), replace=False))
     mining_neighbours = nearest(normalize_rows(vectors), sample, cfg.overlap_k)

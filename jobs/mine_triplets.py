@@ -126,8 +126,8 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
         raise RuntimeError(f"training_texts holds {texts} papers, the triplets use {len(used)}")
     text_ids = _column(store, str(Path(path) / "training_texts"), "corpus_id")
     metrics["leakage_audit"] = [
-        audit_no_benchmark_papers(pool[used], leakage, what="training triplets"),
-        audit_no_benchmark_papers(text_ids, leakage, what="training texts"),
+        audit_no_benchmark_papers(pool[used], leakage, what="papers of the training triplets"),
+        audit_no_benchmark_papers(text_ids, leakage, what="papers of the training texts"),
     ]
 
     ranks = rank_sample.sample_ranks(vectors, mined["rank_sample"])

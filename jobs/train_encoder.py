@@ -182,7 +182,7 @@ def _build_in(
     cfg = config.train_encoder
     texts_path = triplets.table_path("training_texts")
     text_ids = _column(texts_path, "corpus_id")
-    audit = audit_no_benchmark_papers(text_ids, leakage, what="encoder training texts")
+    audit = audit_no_benchmark_papers(text_ids, leakage, what="papers of the encoder's training texts")
 
     model_in = _starting_model(cfg, store, work, texts_path, len(text_ids), usage, warm)
     tokenizer, _ = load(model_in, tokenizer_only=True)

@@ -4,13 +4,20 @@
 
 Reads the version of `--stage` that `--version` names, or the stage's only version (never "the newest" of
 several), and the versions it was built from (its lineage, through the manifests' inputs). Writes `--out`
-(absent or empty, or `--overwrite` of a previous export: `citeflow/export_folder.py`): one folder per table
-holding copies of the table's committed Parquet files (never links into the artifact root), loadable with
-`datasets.load_dataset("parquet", data_dir="OUT/<table>")` or, every table a configuration of the card's
-`configs`, `datasets.load_dataset("OUT", "<table>")`; and `README.md`, the dataset card: the release, every
-artifact version of the lineage, each table's rows and columns, and the leakage audit of the filter_leakage
-version in the lineage, per benchmark suite. Staged in a hidden folder of its own beside `--out` and renamed
-into place, so a killed export leaves no half folder at `--out`.
+(absent or empty, or `--overwrite` of a previous export: `citeflow/export_folder.py`):
+
+- `data/<table>-00000-of-0000N.parquet`: copies of each table's committed Parquet files (never links into the
+  artifact root), named the way the Hub names sharded splits. `datasets` reads that name before any of its
+  split keyword rules, so `load_dataset("parquet", data_dir=OUT)` gives one split per table, each whole. A
+  folder per table would not: `datasets` reads a folder named `training_texts` as the `train` split and drops
+  every other table without a word.
+- `README.md`, the dataset card: one configuration per table with its files listed (`load_dataset(OUT,
+  "triplets")`; the stage's main table is the default, `load_dataset(OUT)`), examples that run as printed (this
+  export's path, its table names), each table's rows and columns, every artifact version of the lineage and
+  the leakage audit of the filter_leakage version in the lineage, per benchmark suite.
+
+Staged in a hidden folder of its own beside `--out` and renamed into place, so a killed export leaves no half
+folder at `--out`.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from citeflow.config import validate_snapshot_id
 from citeflow.errors import CiteflowError
 from citeflow.export_folder import ExportFolder
 from citeflow.manifest import VERSION_RE
-from citeflow.registry import STAGES
+from citeflow.registry import REGISTRY, STAGES
 from citeflow.tables import data_files
 
 
@@ -49,7 +56,9 @@ def export_dataset(
     if not store.local:
         raise CiteflowError("export-dataset reads a local artifact root")
     manifest = _chosen(store, snapshot, stage, version)
-    names = list(tables) or list(manifest.tables)
+    declared = REGISTRY[stage].tables  # the registry's order (a manifest lists its tables alphabetically)
+    order = {t: i for i, t in enumerate(declared)}
+    names = list(tables) or sorted(manifest.tables, key=lambda t: (order.get(t, len(order)), t))
     unknown = [t for t in names if t not in manifest.tables]
     if unknown:
         raise CiteflowError(
@@ -61,13 +70,11 @@ def export_dataset(
     with folder:
         for name in names:
             sources = data_files(store.fs, manifest.table_path(name))
-            files[name] = []
-            for n, info in enumerate(sources):
-                copied = f"{name}-{n:05d}-of-{len(sources):05d}.parquet"
+            files[name] = [f"data/{name}-{n:05d}-of-{len(sources):05d}.parquet" for n in range(len(sources))]
+            for info, copied in zip(sources, files[name], strict=True):
                 # a copy (or a reflink), never a link: editing the export cannot change the committed version
-                folder.copy(info.path, f"{name}/{copied}")
-                files[name].append(copied)
-        folder.write_text("README.md", dataset_card(manifest, lineage, names))
+                folder.copy(info.path, copied)
+        folder.write_text("README.md", dataset_card(manifest, lineage, files, folder.target))
     return folder.target
 
 
@@ -99,37 +106,50 @@ def _yaml(value: Any) -> str:
     return json.dumps(value)  # JSON scalars are valid YAML scalars, quoted where they must be
 
 
-def dataset_card(manifest: Manifest, lineage: list[Manifest], tables: list[str]) -> str:
-    """The dataset card (`README.md` with YAML front matter: one `configs` entry per table)."""
+def default_table(stage: str, tables: list[str]) -> str:
+    """The configuration `load_dataset(OUT)` loads: the stage's main table when exported, else the first."""
+    main = REGISTRY[stage].main_table
+    return main if main in tables else tables[0]
+
+
+def dataset_card(manifest: Manifest, lineage: list[Manifest], files: dict[str, list[str]], out: Path) -> str:
+    """The dataset card (`README.md` with YAML front matter): one `configs` entry per table, listing its files
+    (`files`: table -> its paths in the export), so no split rule of `datasets` decides what a table holds."""
+    tables = [name for name in files if files[name]]
     leak = next((m for m in lineage if m.stage == "filter_leakage"), None)
     front = ["---", f"pretty_name: {_yaml(f'citeflow {manifest.stage} of {manifest.snapshot}')}", "tags:"]
     front += ["- citeflow", "- scientific-documents", "- citation-graph", "configs:"]
+    default = default_table(manifest.stage, tables) if tables else None
     for name in tables:
-        front += [f"- config_name: {_yaml(name)}", f"  data_files: {_yaml(f'{name}/*.parquet')}"]
+        front.append(f"- config_name: {_yaml(name)}")
+        if name == default:
+            front.append("  default: true")
+        front += ["  data_files:", "  - split: train", "    path:", *[f"    - {_yaml(f)}" for f in files[name]]]
     front.append("---")
     body = [
         f"# {manifest.stage} of snapshot {manifest.snapshot}",
         "",
         f"The tables of citeflow's `{manifest.stage}` version `{manifest.version}`, built from release "
-        f"`{manifest.snapshot}`. Every table is plain Parquet: any reader reads exactly the rows below.",
+        f"`{manifest.snapshot}`. Every table is plain Parquet in `data/`, named `<table>-00000-of-0000N.parquet`: "
+        "any reader reads exactly the rows below.",
         "",
-        "## Load it",
-        "",
-        "```python",
-        "import datasets",
-        f'papers = datasets.load_dataset("parquet", data_dir="{tables[0]}")  # one table; or',
-        f'papers = datasets.load_dataset(".", "{tables[0]}")  # this folder, one configuration per table',
-        "```",
-        "",
+        *_examples(out, tables, default),
         "## Tables",
         "",
-        "| table | rows | columns |",
-        "|---|---:|---|",
+        "| table | rows | files | columns |",
+        "|---|---:|---:|---|",
     ]
-    for name in tables:
+    for name in files:
         stats = manifest.tables[name]
         columns = ", ".join(f"`{c['name']}` {c['type']}" for c in stats.get("schema", []))
-        body.append(f"| `{name}` | {stats['rows']:,} | {columns} |")
+        body.append(f"| `{name}` | {stats['rows']:,} | {len(files[name])} | {columns} |")
+    empty = [name for name in files if not files[name]]
+    if empty:
+        body += [
+            "",
+            f"No file (and so no configuration) for {', '.join(f'`{n}`' for n in empty)}: the version "
+            "committed no rows there.",
+        ]
     body += ["", "## Lineage", "", "| stage | version | built | code |", "|---|---|---|---|"]
     for m in lineage:
         body.append(f"| {m.stage} | `{m.version}` | {m.finished_at[:19]} | {m.code_version} |")
@@ -139,6 +159,68 @@ def dataset_card(manifest: Manifest, lineage: list[Manifest], tables: list[str])
     else:
         body += _audit(leak)
     return "\n".join(front + [""] + body) + "\n"
+
+
+def _examples(out: Path, tables: list[str], default: str | None) -> list[str]:
+    """The card's "Load it" section: code that runs as printed, with this export's path and table names."""
+    if default is None:
+        return ["This export holds no rows.", ""]
+    other = next((t for t in tables if t != default), None)
+    path, var = repr(str(out)), _variable(default)
+    lines = [
+        "## Load it",
+        "",
+        f"With Hugging Face `datasets` (`pip install datasets`); the path is this folder as exported, a Hub repo "
+        f"id once uploaded. Each table is a configuration of this card; `{default}` is the default.",
+        "",
+        "```python",
+        "import datasets",
+        "",
+        f"{var} = datasets.load_dataset({path}, {default!r}, split='train')",
+        f"print({var})",
+    ]
+    if other is not None:
+        lines += [
+            f"{_variable(other)} = datasets.load_dataset({path}, {other!r}, split='train')",
+            f"print({_variable(other)}.num_rows)",
+        ]
+    lines += [
+        f"default = datasets.load_dataset({path}, split='train')  # the default configuration: {default}",
+        "print(default.num_rows)",
+        "# the parquet builder, one table by its files",
+        f"{var} = datasets.load_dataset('parquet', data_files={_files_glob(out, default)!r}, split='train')",
+        f"print({var}.num_rows)",
+        "```",
+        "",
+        "`load_dataset('parquet', data_dir=...)` on the whole folder reads every table as one dataset, which "
+        "fails on their different columns: name a configuration, or the files of one table, as above.",
+        "",
+        "With DuckDB (`pip install duckdb`), one table by its files:",
+        "",
+        "```python",
+        "import duckdb",
+        "",
+        f"print(duckdb.sql({_count_sql(out, default)!r}).fetchall())",
+        "```",
+        "",
+    ]
+    return lines
+
+
+def _variable(table: str) -> str:
+    """A Python name for a table's variable (table names are identifiers; a keyword gets a suffix)."""
+    import keyword
+
+    return f"{table}_table" if keyword.iskeyword(table) or not table.isidentifier() else table
+
+
+def _files_glob(out: Path, table: str) -> str:
+    return str(out / "data" / f"{table}-*.parquet")
+
+
+def _count_sql(out: Path, table: str) -> str:
+    """DuckDB's row count of a table's files (a quote in the path doubled, as SQL strings quote it)."""
+    return "SELECT count(*) FROM '{}'".format(_files_glob(out, table).replace("'", "''"))
 
 
 def _audit(leak: Manifest) -> list[str]:

@@ -69,7 +69,7 @@ def export_model(
     if not (model / "config.json").is_file():
         raise CiteflowError(f"benchmark {benchmark.version} has no trained model folder to export")
     folder = ExportFolder(out, overwrite=overwrite, kind="export-model")  # checked before any work
-    card = _card(store, snapshot, benchmark, trained)
+    card = _card(store, snapshot, benchmark, trained, folder.target)
     usage = usage_of(store.upstream(trained, "train_encoder").config.get("train_encoder", {}))
     dimension = json.loads((model / "config.json").read_text())["hidden_size"]
     with folder:
@@ -80,9 +80,9 @@ def export_model(
     return folder.target
 
 
-def _card(store: ArtifactStore, snapshot: str, benchmark, trained) -> str:
+def _card(store: ArtifactStore, snapshot: str, benchmark, trained, out: Path) -> str:
     """The card of `benchmark` from its stored scores (the trained model's rows) and the versions behind it."""
     import pyarrow.parquet as pq
 
     rows = [r for r in pq.read_table(benchmark.table_path("scores")).to_pylist() if r["model"] == "trained"]
-    return card_text(store, snapshot, trained, rows, benchmark.version)
+    return card_text(store, snapshot, trained, rows, benchmark.version, model_path=out)

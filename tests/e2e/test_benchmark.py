@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -223,6 +224,16 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel_and_sente
     assert {r["dataset"]["name"] for r in results} >= {"SciDocs mag", "SciDocs cite"}
     assert "report_only" in card and "triplets:" in card and "average of 12" in card
     assert f"- benchmark: `{m.version}`" in card and "## Leakage audit" in card and "| all |" in card
+    # the card's facts are counted from the artifacts, triplets and papers named apart; its base named in words
+    assert "base model: none: a small BERT initialised at random" in card
+    assert re.search(r"- triplets: [\d,]+ \(query, positive, negative\) from [\d,]+ queries, over [\d,]+ papers", card)
+    assert re.search(r"- mine_triplets: [\d,]+ benchmark papers among [\d,]+ papers of the training triplets", card)
+    # its examples run as printed: this export's path, two papers of the release
+    from tests.cards import run_code_blocks
+
+    dimension = json.loads((out / "config.json").read_text())["hidden_size"]
+    outputs = run_code_blocks(card, tmp_path)
+    assert [o.strip() for o in outputs] == [f"(2, {dimension})", f"torch.Size([2, {dimension}])"]
     AutoModel.from_pretrained(str(out), local_files_only=True)
     AutoTokenizer.from_pretrained(str(out), local_files_only=True)
     # sentence-transformers gives embed_papers' own vectors: the demo's mean pooling, 64 tokens (TINY)

@@ -304,12 +304,13 @@ def test_strict_also_removes_the_papers_one_citation_away_with_exact_costs(plant
 
 
 def test_a_stage_is_shared_as_a_dataset_that_datasets_loads(excluded, tmp_path, capsys, monkeypatch, spark):
-    """`citeflow export-dataset`: every table a folder that Hugging Face `datasets` loads whole, one
-    configuration per table in the card, the card naming the release, the lineage and the audit per suite; a
-    user's mistake is one line and exit 2."""
+    """`citeflow export-dataset`: every table a configuration of the card that `datasets` loads whole, the
+    main table the default, the card's examples running as printed; the card naming the release, the lineage
+    and the audit per suite; a user's mistake is one line and exit 2."""
     import datasets
 
     from jobs.cli import main
+    from tests.cards import run_code_blocks
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -319,20 +320,26 @@ def test_a_stage_is_shared_as_a_dataset_that_datasets_loads(excluded, tmp_path, 
     args = ["export-dataset", "--snapshot", "leak", "--stage", "filter_leakage", "--artifacts", str(artifacts)]
     assert main([*args, "--version", m.version, "--out", str(out)]) == 0
     cache = str(tmp_path / "cache")
-    for table in ("papers", "citations", "leakage_report"):
-        loaded = datasets.load_dataset("parquet", data_dir=str(out / table), cache_dir=cache)
-        assert loaded["train"].num_rows == m.tables[table]["rows"], table
-    by_config = datasets.load_dataset(str(out), "benchmark_ids", cache_dir=cache)
-    assert by_config["train"].num_rows == m.tables["benchmark_ids"]["rows"]
-    assert set(by_config["train"].column_names) >= {"suite", "id", "corpus_id"}
+    for table in m.tables:
+        loaded = datasets.load_dataset(str(out), table, split="train", cache_dir=cache)
+        assert loaded.num_rows == m.tables[table]["rows"], table
+        assert loaded.column_names == [c["name"] for c in m.tables[table]["schema"]], table
+    assert datasets.load_dataset(str(out), split="train", cache_dir=cache).num_rows == m.tables["citations"]["rows"]
+    # the parquet builder on the whole folder never gives a part of it as the dataset: tables of different
+    # columns fail loudly
+    with pytest.raises(Exception, match="generating the dataset"):
+        datasets.load_dataset("parquet", data_dir=str(out), cache_dir=cache)
     card = (out / "README.md").read_text()
+    outputs = run_code_blocks(card, tmp_path)
+    assert f"num_rows: {m.tables['citations']['rows']}" in outputs[0]
+    assert f"[({m.tables['citations']['rows']},)]" in outputs[1]
     upstream = next(i for i in m.inputs if i.get("stage") == "build_graph")
     assert f"`{m.version}`" in card and f"`{upstream['version']}`" in card and "snapshot leak" in card
     scidocs = m.metrics["suites"]["scidocs"]
     assert f"| scidocs | {scidocs['total']:,} | {scidocs['mapped']:,} |" in card
     assert 'config_name: "papers"' in card
     # the export's files are its own: a user editing one leaves the committed version intact
-    edited = next((out / "papers").glob("*.parquet"))
+    edited = next((out / "data").glob("papers-*.parquet"))
     assert edited.stat().st_nlink == 1
     with open(edited, "ab") as fh:
         fh.write(b"x")

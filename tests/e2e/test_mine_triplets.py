@@ -276,3 +276,27 @@ def test_specter_parallel_rule_leaves_out_the_queries_with_two_candidates(exclud
     assert specter.metrics["hard_negative_shortfall"] > 0 and parallel.metrics["hard_negative_shortfall"] == 0
     assert parallel.metrics["queries_with_too_few_candidates"] > 0
     assert "queries_with_too_few_candidates" not in specter.metrics
+
+
+def test_the_triplets_export_loads_every_table_whole_and_its_card_runs(excluded, tmp_path, monkeypatch):
+    """`citeflow export-dataset` of mine_triplets: `training_texts`, whose name `datasets` would read as the
+    train split, is one configuration among three; every configuration gives its table whole, `triplets` is
+    the default, and the card's code runs as printed."""
+    import datasets
+
+    from jobs.cli import main
+    from tests.cards import run_code_blocks
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    cfg, scincl, _ = excluded
+    out = tmp_path / "triplets-export"
+    args = ["export-dataset", "--snapshot", cfg.snapshot, "--stage", "mine_triplets", "--version", scincl.version]
+    assert main([*args, "--artifacts", cfg.artifacts, "--out", str(out)]) == 0
+    cache = str(tmp_path / "cache")
+    for table, stats in scincl.tables.items():
+        assert datasets.load_dataset(str(out), table, split="train", cache_dir=cache).num_rows == stats["rows"]
+    assert datasets.load_dataset(str(out), split="train", cache_dir=cache).num_rows == scincl.tables["triplets"]["rows"]
+    outputs = run_code_blocks((out / "README.md").read_text(), tmp_path)
+    assert f"num_rows: {scincl.tables['triplets']['rows']}" in outputs[0]
+    assert f"{scincl.tables['training_texts']['rows']}\n" in outputs[0]

@@ -106,7 +106,12 @@ def test_model_card_has_front_matter_lineage_and_scores():
     assert front["library_name"] == "sentence-transformers" and "transformers" in front["tags"]
     results = front["model-index"][0]["results"]
     assert [r["metrics"][0]["value"] for r in results] == [70.0, 70.0]
-    assert "exclude" in card and "98 of 100" in card and "50 from 10 queries" in card and '"dimension": 768' in card
+    assert (
+        "exclude" in card
+        and "98 of 100" in card
+        and "50 (query, positive, negative) from 10 queries" in card
+        and '"dimension": 768' in card
+    )
     assert "mean of 2 of 12" in card and "not SciDocs' average of 12" in card
     assert "- filter_leakage: `f1`" in card
     # the usage says how the model embeds: [CLS] of at most 512 tokens (the fallback), not normalised
@@ -170,7 +175,8 @@ def test_model_card_leakage_audit_takes_per_suite_counts_when_the_manifest_has_t
         "| all | 100 | 98 | 2 | 0 |" in audit
         and "| suite | benchmark ids | mapped | unmapped | removed papers |" in audit
     )
-    assert "- mine_triplets: 2 in 900 training texts" in audit and "- train_encoder: 0 in 900 encoder" in audit
+    assert "- mine_triplets: 2 benchmark papers among 900 papers of the training texts" in audit
+    assert "- train_encoder: 0 benchmark papers among 900 papers of the encoder's training texts" in audit
     from jobs.filter_leakage.mapping import suite_totals
 
     report = [  # a filter_leakage report's per-suite and overall rows (jobs.filter_leakage.mapping.leakage_report)
