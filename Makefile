@@ -2,7 +2,8 @@
 #   make demo     create .venv, install, rebuild a generated sample through Airflow, print the artifact summary
 #   make test     the test suite but its long scopes (make test-long; make test-all runs both; CI runs both tiers)
 #   make test-fast  the unit tests that start no Spark JVM and no child training
-#   make airflow  start Airflow locally (standalone, SQLite, sized for 2 cores) with citeflow's DAGs; prints URL and login
+#   make airflow  start Airflow locally (standalone, SQLite, sized for 2 cores) with citeflow's DAGs and the demo's runs;
+#                 prints URL and login
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -13,9 +14,11 @@ PYTEST_ARGS ?=
 # pytest-xdist workers for make test / test-fast (0: one process)
 TEST_WORKERS ?= 2
 
+# One Airflow home for `make demo` and `make airflow`, set up by one program (cockpit/local_airflow.py, which
+# names its database, task log folder, DAG folder and pools): the server shows the demo's runs, task logs and
+# Artifacts tabs.
 AIRFLOW_DEMO_HOME := $(abspath $(DEMO))/airflow
-AIRFLOW_ENV := AIRFLOW_HOME=$(AIRFLOW_DEMO_HOME) AIRFLOW__CORE__DAGS_FOLDER=$(abspath dags) \
-	AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__CORE__PARALLELISM=2 CITEFLOW_HOME=$(abspath $(DEMO))
+LOCAL_AIRFLOW := CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m cockpit.local_airflow --home $(AIRFLOW_DEMO_HOME)
 
 .PHONY: install demo demo-cli airflow test test-long test-all test-fast lint format bench lock clean-demo
 
@@ -30,15 +33,14 @@ $(STAMP): setup.cfg pyproject.toml requirements.lock
 
 install: $(STAMP)
 
-# The whole rebuild through Airflow itself (embedded SQLite, `airflow dags test`: no server left running).
+# The whole rebuild through Airflow itself (embedded SQLite, `airflow dags test`: no server left running), in
+# the home `make airflow` serves.
 demo: $(STAMP)
 	@test -f $(DEMO)/snapshot/generator.json || $(BIN)/citeflow generate --papers $(DEMO_PAPERS) --out $(DEMO)/snapshot --overwrite
 	@mkdir -p $(AIRFLOW_DEMO_HOME)
-	@$(AIRFLOW_ENV) $(BIN)/airflow db migrate > $(AIRFLOW_DEMO_HOME)/migrate.log 2>&1 || { tail -20 $(AIRFLOW_DEMO_HOME)/migrate.log; exit 1; }
-	@$(AIRFLOW_ENV) $(BIN)/python -m cockpit.local_airflow --pools
 	@echo "airflow dags test citeflow_rebuild (log: $(AIRFLOW_DEMO_HOME)/demo-run.log)"
-	@$(AIRFLOW_ENV) $(BIN)/airflow dags test citeflow_rebuild > $(AIRFLOW_DEMO_HOME)/demo-run.log 2>&1 || { \
-		grep -E "citeflow:|Error|error" $(AIRFLOW_DEMO_HOME)/demo-run.log | tail -20; exit 1; }
+	@$(LOCAL_AIRFLOW) --dags-test citeflow_rebuild > $(AIRFLOW_DEMO_HOME)/demo-run.log 2>&1 || { \
+		grep -E "citeflow:|local_airflow:|failed \(|Error|error" $(AIRFLOW_DEMO_HOME)/demo-run.log | tail -20; exit 1; }
 	@grep -E "(built|cached) version|DagRun Finished" $(AIRFLOW_DEMO_HOME)/demo-run.log | sed -E 's/.*(DagRun Finished).*(run_duration=[0-9.]+), (state=[a-z]+).*/\1: \2 s, \3/'
 	$(BIN)/citeflow artifacts --snapshot demo --artifacts $(DEMO)/artifacts
 
@@ -49,9 +51,10 @@ demo-cli: $(STAMP)
 		--paper-ids $(DEMO)/snapshot/paper-ids --artifacts $(DEMO)/artifacts
 	$(BIN)/citeflow artifacts --snapshot demo --artifacts $(DEMO)/artifacts
 
-# Airflow's UI on http://localhost:8080 with citeflow's DAGs (Ctrl-C stops every process it started).
+# Airflow's UI on http://localhost:8080 with citeflow's DAGs and the demo's runs (Ctrl-C stops every process it
+# started).
 airflow: $(STAMP)
-	CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m cockpit.local_airflow --home $(AIRFLOW_DEMO_HOME)-server
+	$(LOCAL_AIRFLOW)
 
 PYTEST := $(BIN)/python -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile
 
