@@ -2,9 +2,11 @@
 
 `summarize(store, snapshot, stage, version)` reads one version through its manifest: version, lineage
 (input versions), each table's schema, row count and first rows, metrics and plots; a benchmark's also holds
+its answer (the trained model against its untrained base, `evaluation.report.answer`), every score rounded, and
 the drift reports (`citeflow compare`, the releases DAG's drift task) of this benchmark against an earlier
-release: the cross-release view. `render_html` turns that into one self-contained page (plots inlined). Both
-are plain functions, usable without Airflow.
+release: the cross-release view. `render_html` turns that into one self-contained page (plots inlined) that
+fits its window (Airflow's iframe, or 1,400 px): a benchmark page opens with its answer; wide tables scroll in
+their own box and long JSON wraps. Both are plain functions, usable without Airflow.
 
 `create_app()` is the FastAPI app the citeflow Airflow plugin (`cockpit.plugin`) mounts under
 `/citeflow` in Airflow's API server:
@@ -42,13 +44,19 @@ from citeflow.registry import STAGES
 SAMPLE_ROWS = 5
 WHOLE_ROWS = 200
 WHOLE_TABLES = {"drift": ("summary",), "filter_leakage": ("leakage_report",)}
+# a benchmark's scores are read whole for its answer and its table of every score: two models' SciDocs, SciRepEval
+# and MTEB rows are a few hundred at most
+SCORE_ROWS = 2000
 PLOT_SUFFIXES = (".png",)
 MAX_PLOT_BYTES = 8 << 20
 XCOM_FIELDS = ("artifacts", "snapshot", "stage", "version")
 
 
 def _cell(value: Any) -> str:
-    """One value of a sample row, shortened: vectors show their length and first entries; bytes escaped."""
+    """One value of a sample row, shortened: vectors show their length and first entries; bytes escaped; a float
+    of more than 6 significant digits rounded to 6 (a score's 15 digits say nothing a reader can use)."""
+    if isinstance(value, float) and float(f"{value:.6g}") != value:
+        return f"{value:.6g}"
     if isinstance(value, (bytes, bytearray)):
         value = bytes(value).decode("utf-8", errors="backslashreplace")
     if isinstance(value, (list, tuple)):
@@ -74,10 +82,15 @@ def summary_of(store: ArtifactStore, manifest) -> dict[str, Any]:
     from citeflow.tables import head
 
     tables = []
+    scores = None
     for name, stats in manifest.tables.items():
         # the reports whole (the drift report's summary, the leakage report), else the first rows
         shown = min(stats["rows"], WHOLE_ROWS) if name in WHOLE_TABLES.get(manifest.stage, ()) else SAMPLE_ROWS
-        sample = head(store.fs, manifest.table_path(name), shown).to_pylist()
+        if manifest.stage == "benchmark" and name == "scores":
+            scores = head(store.fs, manifest.table_path(name), min(stats["rows"], SCORE_ROWS)).to_pylist()
+            sample = scores[:shown]
+        else:
+            sample = head(store.fs, manifest.table_path(name), shown).to_pylist()
         tables.append(
             {
                 "name": name,
@@ -110,7 +123,45 @@ def summary_of(store: ArtifactStore, manifest) -> dict[str, Any]:
         "files": sorted(manifest.files),
         "reused_from": manifest.reused_from,
         "drift": drift_reports(store, manifest) if manifest.stage == "benchmark" else [],
+        **(benchmark_answer(manifest, scores) if scores is not None else {}),
     }
+
+
+SCORE_COLUMNS = ("task", "split", "metric", "value", "status", "label")
+
+
+def benchmark_answer(manifest, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A benchmark version's answer (`evaluation.report.answer`: trained against base, SciDocs' average and per
+    task) and its scores as one table, model by model: {"answer": ..., "scores": {"labels", "rows"}}.
+
+    Whether published numbers may stand beside them is decided by the SciDocs folder the manifest records as
+    an input (`evaluation.report.scidocs_origin`: a generated set has none)."""
+    from evaluation.report import answer, scidocs_input, scidocs_origin
+
+    if not rows or not all(c in rows[0] for c in SCORE_COLUMNS):  # a version older than these columns
+        return {}
+    scidocs = scidocs_input(manifest.inputs)
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    by_key: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        key = (r.get("suite") or "", r["task"], r["split"], r["metric"])
+        entry = by_key.setdefault(key, {"n": [], "values": {}})
+        if r.get("n") is not None and r["n"] not in entry["n"]:
+            entry["n"].append(r["n"])
+        entry["values"][r["label"]] = r["value"] if r["status"] == "ok" else r["status"]
+    table = [
+        {
+            "suite": suite,
+            "task": task,
+            "split": split,
+            "metric": metric,
+            "n": entry["n"],
+            "values": [entry["values"].get(label) for label in labels],
+        }
+        for (suite, task, split, metric), entry in by_key.items()
+    ]
+    found = answer(rows, origin=scidocs_origin(scidocs), scidocs=scidocs)
+    return {"answer": found, "scores": {"labels": labels, "rows": table}}
 
 
 def drift_reports(store: ArtifactStore, benchmark) -> list[dict[str, Any]]:
@@ -134,22 +185,57 @@ def drift_reports(store: ArtifactStore, benchmark) -> list[dict[str, Any]]:
     return reports
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+def _table(header: list[str], rows: list[list[str]], numeric: frozenset[int] = frozenset()) -> str:
+    """A table in its own scrolling box: one wider than the window scrolls there instead of widening the page.
+    Columns in `numeric` are right-aligned."""
+    # a column name may break after its underscores (mapped_corpus_id): many columns then fit without scrolling
+    head = "".join(
+        f"<th{' class=n' if i in numeric else ''}>{html.escape(h).replace('_', '_<wbr>')}</th>"
+        for i, h in enumerate(header)
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td{' class=n' if i in numeric else ''}>{html.escape(c)}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
+    return f"<div class=scroll><table><tr>{head}</tr>{body}</table></div>"
+
+
+def _score(value: Any) -> str:
+    """A score as the papers print it (× 100 already: two decimals), a status word for a row not scored."""
+    if value is None:
+        return "–"
+    return f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
+
+
+def _scores_table(scores: dict[str, Any]) -> str:
+    labels = scores["labels"]
+    rows = [
+        [r["suite"], r["task"], r["split"], r["metric"], " / ".join(f"{n:,}" for n in r["n"])]
+        + [_score(v) for v in r["values"]]
+        for r in scores["rows"]
+    ]
+    numeric = frozenset(range(4, 5 + len(labels)))
+    return _table(["suite", "task", "split", "metric", "n", *labels], rows, numeric)
 
 
 def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_url: str = "") -> str:
     """The artifact page: one self-contained HTML document."""
+    from evaluation.report import ANSWER_CSS, RESPONSIVE_CSS, answer_html
+
     e = html.escape
     state = "" if cached is None else (" — cached in this run (not re-run)" if cached else " — built in this run")
     parts = [
-        "<!doctype html><meta charset=utf-8>",
+        "<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'>",
         f"<title>{e(summary['stage'])} {e(summary['version'])}</title>",
         "<style>body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;"
         "margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
-        "th{background:#f3f3f3}code,pre{background:#f6f6f6;padding:2px 4px}img{max-width:100%}</style>",
+        "th{background:#f3f3f3}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}"
+        "code,pre{background:#f6f6f6;padding:2px 4px}figure{margin:1em 0}"
+        f"{RESPONSIVE_CSS}{ANSWER_CSS}.answer td,.answer th{{border:0;border-bottom:1px solid #ddd}}</style>",
+        # a benchmark page opens with its answer, before the version's particulars
+        answer_html(summary["answer"]) if summary.get("answer") else "",
         f"<h1>{e(summary['stage'])} · version {e(summary['version'])}</h1>",
         f"<p>Snapshot <b>{e(summary['snapshot'])}</b>{e(state)}. Finished {e(str(summary['finished_at']))} "
         f"in {summary['duration_s']:.1f} s; code {e(summary['code_version'])}.<br>"
@@ -182,7 +268,10 @@ def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_u
     for t in summary["tables"]:
         parts.append(f"<h3>{e(t['name'])}</h3>")
         parts.append("<p>" + ", ".join(f"<code>{e(c['name'])}</code> {e(c['type'])}" for c in t["schema"]) + "</p>")
-        if t["sample"]:
+        if t["name"] == "scores" and summary.get("scores"):  # every score, rounded, model beside model
+            parts.append(f"<p>All {t['rows']:,} rows, one column per model (× 100).</p>")
+            parts.append(_scores_table(summary["scores"]))
+        elif t["sample"]:
             columns = list(t["sample"][0])
             parts.append(_table(columns, [[row[c] for c in columns] for row in t["sample"]]))
     for drift in summary.get("drift", []):

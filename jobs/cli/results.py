@@ -58,7 +58,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), out / "scores.parquet")
-    report = write_report(rows, out, "citeflow benchmark")
+    report = write_report(rows, out, "citeflow benchmark", scidocs=args.scidocs or None)
     for row in rows:
         if row["suite"] == "mteb":
             continue

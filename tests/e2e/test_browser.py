@@ -1,6 +1,9 @@
 """Airflow's own UI in headless Chromium: log in, trigger `citeflow_rebuild` from its Params form, wait for
 the run, then open a task instance's "Artifacts" tab (the citeflow plugin's external view), and the benchmark's,
-which shows the drift report against an earlier release (`citeflow compare`).
+which shows the drift report against an earlier release (`citeflow compare`); then every stage task's Artifacts
+tab and the benchmark's report, each no wider than the 1,400 px window, the benchmark's opening with its answer
+(screenshots `benchmark-tab-1400` and `report-1400`). tests/e2e/test_report_width.py checks the same pages'
+widths in a few seconds, without Airflow.
 
 Runs a real Airflow (`cockpit/local_airflow.py`: standalone, SQLite, LocalExecutor) in a temp AIRFLOW_HOME
 on a free port, on the generated 3,000-paper snapshot; a few minutes on 2 cores. The artifact root holds
@@ -45,6 +48,10 @@ DAG_ID = "citeflow_rebuild"
 RUN_ID = "browser-test"
 RUN_TIMEOUT_S = 15 * 60
 ARTIFACT_PAGE = "/citeflow/artifacts/task?dag_id={dag_id}&run_id={run_id}&task_id={task_id}&map_index=-1"
+REPORT_PAGE = "/citeflow/artifacts/report?dag_id={dag_id}&run_id={run_id}&task_id={task_id}&map_index={map_index}"
+WIDTH = 1400  # the window's width: no page may be wider
+PAGE_WIDTH = "document.documentElement.scrollWidth"
+FIRST_LINE = "document.body.innerText.trim().split('\\n')[0]"  # the first line of text a reader sees
 
 
 def needs_chromium():
@@ -119,7 +126,7 @@ def test_trigger_form_run_and_artifacts_tab(airflow_server, generated_s2orc, see
     rest = RestClient(airflow_server)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context = browser.new_context(viewport={"width": WIDTH, "height": 1000})
         page = context.new_page()
         page.set_default_timeout(30_000)
         shot = Screenshots(page, tmp_path / "screenshots")
@@ -150,6 +157,7 @@ def test_trigger_form_run_and_artifacts_tab(airflow_server, generated_s2orc, see
 
             _artifacts_tab(page, airflow_server, shot, version)
             _drift_in_the_benchmark_tab(page, airflow_server, shot, snap, artifacts)
+            _every_artifacts_page_fits(page, airflow_server, shot)
 
             # the logged-in user's token (the UI's `_token` cookie) opens the page; no credentials do not
             token = next(c["value"] for c in context.cookies() if c["name"] == "_token")
@@ -273,3 +281,38 @@ def _drift_in_the_benchmark_tab(page, server, shot, snap: Path, artifacts: Path)
     assert "benchmark" in frame.get_by_role("heading", level=1).inner_text()
     assert "papers added" in body and "top-10 neighbour overlap mean" in body, body[:2000]
     assert frame.locator("img[alt='drift drift.png']").count() == 1
+
+
+def _every_artifacts_page_fits(page, server, shot) -> None:
+    """Each stage task's Artifacts tab of the run (the per-strategy ones at map index 0, specter), then the
+    benchmark's report: neither Airflow's page nor the plugin's page in its iframe wider than the window; the
+    benchmark tab and the report open with their answer, the tab's on a generated snapshot with no published
+    numbers."""
+    from citeflow.registry import REGISTRY, STAGES
+
+    for stage in STAGES:
+        task = f"per_strategy.{stage}/mapped/0" if REGISTRY[stage].per_strategy else stage
+        page.goto(f"{server.url}/dags/{DAG_ID}/runs/{RUN_ID}/tasks/{task}")
+        page.get_by_role("link", name="Artifacts", exact=True).click()
+        page.frame_locator('iframe[title="Artifacts"]').get_by_role("heading", level=1).wait_for(timeout=60_000)
+        inner = page.locator('iframe[title="Artifacts"]').element_handle().content_frame()
+        wide, room = inner.evaluate(f"[{PAGE_WIDTH}, document.documentElement.clientWidth]")
+        outer = page.evaluate(PAGE_WIDTH)
+        if outer > WIDTH or wide > room:
+            shot(f"too-wide-{stage}")
+        assert outer <= WIDTH and wide <= room <= WIDTH, f"{stage}: page {outer} px, Artifacts {wide} px in {room}"
+        if stage == "benchmark":
+            first = inner.evaluate(FIRST_LINE)
+            assert first.startswith("The trained model scores") and "not the published SciDocs" in first, first
+            assert "(published" not in inner.locator("body").inner_text()
+            shot("benchmark-tab-1400")
+    benchmark = "per_strategy.benchmark"
+    report = REPORT_PAGE.format(
+        dag_id=DAG_ID, run_id=urllib.parse.quote(RUN_ID, safe=""), task_id=benchmark, map_index=0
+    )
+    page.goto(server.url + report)
+    page.locator("section.answer").wait_for()
+    shot("report-1400")
+    assert page.evaluate(PAGE_WIDTH) <= WIDTH, f"report: {page.evaluate(PAGE_WIDTH)} px"
+    first = page.evaluate(FIRST_LINE)
+    assert first.startswith("The trained model scores"), first

@@ -212,3 +212,93 @@ def test_a_benchmark_page_shows_the_drift_reports_against_earlier_releases(tmp_p
     assert "<h2>Drift against snapshot r1</h2>" in page and "<td>papers added</td>" in page
     assert "alt='drift drift.png'" in page
     assert summarize(store, "r1", "benchmark", old.version)["drift"] == []
+
+
+def _benchmark(tmp_path, scidocs: str):
+    """A benchmark version of tests/support/artifact_pages.py's score rows whose manifest records `scidocs`."""
+    from citeflow.snapshot import fingerprint_path
+    from tests.support.artifact_pages import score_rows
+
+    store = ArtifactStore(str(tmp_path / "artifacts"))
+
+    def build(path):
+        os.makedirs(os.path.join(path, "scores"))
+        pq.write_table(pa.Table.from_pylist(score_rows()), os.path.join(path, "scores", "part-0.parquet"))
+        return {}
+
+    manifest = execute(
+        store=store,
+        snapshot="s1",
+        stage="benchmark",
+        stage_version=1,
+        config={},
+        resolved_config={},
+        inputs=[fingerprint_path("scidocs", scidocs)],
+        tables=["scores"],
+        build=build,
+    )
+    return summarize(store, "s1", "benchmark", manifest.version)
+
+
+def test_a_benchmark_page_opens_with_its_answer_and_every_score_rounded(tmp_path):
+    import html as h
+
+    from tests.support.artifact_pages import BASE, SENTENCE, TRAINED, generated_scidocs
+
+    summary = _benchmark(tmp_path, generated_scidocs(tmp_path / "gen"))
+    page = render_html(summary)
+    body = page.split("</style>", 1)[1]
+    assert body.startswith(f"<section class=answer><p class=lede>{h.escape(SENTENCE)}</p>")
+    assert body.index("</section>") < body.index("<h1>benchmark · version")
+    # the answer's table: averages worked by hand in tests/support/artifact_pages.py, trained 54.18, base 50.72
+    cells = "<td>all tasks</td><td>average of 12</td><td class=n>12 of 12 numbers</td><td class=n>54.18</td>"
+    assert cells + "<td class=n>50.72</td><td class=n>+3.46</td></tr>" in page
+    assert "<td>cite</td><td>map</td><td class=n>100 queries</td><td class=n>45.00</td>" in page
+    # generated SciDocs: not one published number
+    assert "(published" not in page and "80.00" not in page and "not the published SciDocs" in page
+    # every score below, both models side by side, two decimals: no 15-digit floats, no trained-rows-only sample
+    wbr = lambda label: label.replace("_", "_<wbr>")  # noqa: E731  (a header may break after an underscore)
+    assert f"<th class=n>{wbr(TRAINED)}</th><th class=n>{wbr(BASE)}</th>" in page
+    assert "<td>scidocs</td><td>mesh</td><td>test</td><td>f1</td><td class=n>200</td>" in page
+    assert "<td class=n>70.00</td><td class=n>72.50</td></tr>" in page  # mesh: trained, base
+    assert "<td class=n>50.13</td><td class=n>46.13</td></tr>" in page  # coview map 50.126, 46.126
+    assert "50.126" not in page and "54.177" not in page  # the rows' unrounded values and average
+    assert summary["answer"]["comparisons"][0]["rows"][0]["delta"] == 3.46  # the JSON route carries it too
+
+
+def test_a_benchmark_page_on_a_scidocs_folder_no_generator_wrote_names_the_published_numbers(tmp_path):
+    folder = tmp_path / "scidocs"
+    folder.mkdir()
+    (folder / "x.csv").write_text("pid,class_label\n")
+    page = render_html(_benchmark(tmp_path, str(folder)))
+    answer = page.split("<section class=answer>", 1)[1].split("</section>", 1)[0]
+    # docs/reference.md §6: SPECTER's published average of 12 is 80.0, SciNCL's (w/ leakage) 81.8
+    assert "SPECTER (published) 80.00" in answer and "SciNCL (published, w/ leakage) 81.80" in answer
+    assert "comparable when this folder is the published SciDocs" in answer
+
+
+def test_every_stage_page_fits_its_window(tmp_path):
+    """The CSS every page needs to fit 1,400 px (or Airflow's narrower iframe): plots shrink, tables scroll in
+    their own box, long JSON wraps. tests/e2e/test_report_width.py measures the same pages in Chromium."""
+    from citeflow.registry import STAGES
+    from tests.support.artifact_pages import SNAPSHOT, build_root
+
+    store, versions = build_root(tmp_path)
+    assert list(versions) == list(STAGES)
+    for stage, version in versions.items():
+        page = render_html(summarize(store, SNAPSHOT, stage, version))
+        style = page.split("<style>", 1)[1].split("</style>", 1)[0]
+        assert "img{max-width:100%;height:auto}" in style and ".scroll{overflow-x:auto;max-width:100%}" in style
+        assert "pre{white-space:pre-wrap;overflow-wrap:anywhere;" in style and "code{overflow-wrap:anywhere}" in style
+        assert page.count("<table") == page.count("<div class=scroll><table") >= 2, stage
+        assert page.count("<pre>") == 2, stage  # metrics and config, both under the pre rule
+        # a column name breaks after its underscores instead of widening its table
+        if stage != "benchmark":
+            assert "<th>mapped_<wbr>by_<wbr>some_<wbr>long_<wbr>column_<wbr>name_<wbr>0</th>" in page
+
+
+def test_sample_floats_are_rounded_to_six_digits_and_short_ones_kept():
+    from cockpit.artifact_view import _cell
+
+    assert _cell(30.538220191145076) == "30.5382"
+    assert _cell(42.0) == "42.0" and _cell(0.125) == "0.125" and _cell(7) == "7"

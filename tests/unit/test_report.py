@@ -1,13 +1,17 @@
-"""The report's honest averages and the model card (evaluation/report.py, evaluation/model_card.py)."""
+"""The report's answer first, its honest averages, published numbers only beside published data, a page that fits
+its window, and the model card (evaluation/report.py, evaluation/model_card.py)."""
 
 from __future__ import annotations
+
+import html
 
 import pytest
 import yaml
 
 from evaluation.model_card import model_card
-from evaluation.report import mean_rows, table, write_report
+from evaluation.report import GENERATED, GIVEN, UNKNOWN, answer, mean_rows, scidocs_origin, table, write_report
 from evaluation.scidocs import HEADLINE
+from tests.support.artifact_pages import BASE, SENTENCE, TRAINED, generated_scidocs, score_rows
 
 
 def rows_of(label: str, version: str, keys, value: float = 50.0):
@@ -43,7 +47,8 @@ def test_ten_numbers_are_a_mean_of_10_next_to_the_published_mean_of_the_same_10(
     assert published[key] == {"SPECTER (published)": pytest.approx(88.65)}
     text = write_report(rows, tmp_path, "t") and (tmp_path / "report.md").read_text()
     assert "ours [train_encoder:abc]" in text and "full [train_encoder:def]" in text
-    line = next(x for x in text.splitlines() if "mean of 10 of 12" in x)
+    # the table of every score (the answer above it compares no published numbers)
+    line = next(x for x in text.splitlines() if x.startswith("| average | mean of 10 of 12"))
     assert "50.00" in line and "88.65" in line and "80.00" not in line
 
 
@@ -205,3 +210,128 @@ def test_model_card_model_index_reads_as_hugging_face_hub_reads_it():
     assert {(r.dataset_name, r.metric_type) for r in results} == {(f"SciDocs {t}", m) for t, m in HEADLINE}
     assert {r.metric_value for r in results} == {61.5} and {r.task_type for r in results} == {"feature-extraction"}
     assert card.data.library_name == "sentence-transformers"
+
+
+def answer_section(page: str) -> str:
+    return page.split("<section class=answer>", 1)[1].split("</section>", 1)[0]
+
+
+def test_the_report_opens_with_the_answer_trained_against_base(tmp_path):
+    """The first words of the page are the sentence; then one table: SciDocs' average and each number, test split,
+    the queries (papers, clicks) scored, trained, base and the difference, as the papers print them."""
+    scidocs = generated_scidocs(tmp_path / "data")
+    write_report(score_rows(), tmp_path / "out", "citeflow benchmark", scidocs=scidocs)
+    page = (tmp_path / "out" / "report.html").read_text()
+    body = page.split("</style>", 1)[1]
+    assert body.startswith(f"<section class=answer><p class=lede>{html.escape(SENTENCE)}</p>")
+    assert body.index("</section>") < body.index("<h1>citeflow benchmark</h1>")
+    section = answer_section(page)
+    assert f"<caption>trained: {TRAINED} · base: {BASE}</caption>" in section
+    # tests/support/artifact_pages.py works the numbers by hand: averages 54.18 and 50.72; per task the rounded
+    # values and their difference (coview map 50.126 -> 50.13, base 46.126 -> 46.13: +4.00; mesh: base above)
+    for task, metric, n, trained, base, delta in [
+        ("all tasks", "average of 12", "12 of 12 numbers", "54.18", "50.72", "+3.46"),
+        ("mag", "f1", "200 papers", "60.00", "56.00", "+4.00"),
+        ("mesh", "f1", "200 papers", "70.00", "72.50", "-2.50"),
+        ("coview", "map", "100 queries", "50.13", "46.13", "+4.00"),
+        ("recomm", "adj-p@1", "1,500 clicks", "15.00", "11.00", "+4.00"),
+    ]:
+        cells = f"<td>{task}</td><td>{metric}</td><td class=n>{n}</td><td class=n>{trained}</td>"
+        assert cells + f"<td class=n>{base}</td><td class=n>{delta}</td></tr>" in section, task
+    assert section.count("<tr") == 1 + 13  # the header, the average, the 12 numbers
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert markdown.startswith(f"# citeflow benchmark\n\n{SENTENCE}\n")
+    assert "| all tasks | average of 12 | 12 of 12 numbers | **54.18** | **50.72** | **+3.46** |" in markdown
+    # the first "| task |" line is still the header of the table of every score (tests/e2e/test_benchmark.py reads it)
+    header = next(line for line in markdown.splitlines() if line.startswith("| task |"))
+    assert (
+        header
+        == f"| task | metric | {TRAINED} [train_encoder:e51bb2085f2e3b08] | {BASE} [base_model_of:e51bb2085f2e3b08] |"
+    )
+
+
+def test_published_numbers_only_beside_data_that_may_be_the_published_scidocs(tmp_path):
+    generated = generated_scidocs(tmp_path / "gen")
+    given = tmp_path / "scidocs"  # a SciDocs folder no generator wrote
+    given.mkdir()
+    out = {}
+    for name, folder in (("generated", generated), ("given", str(given)), ("untold", None)):
+        write_report(score_rows(), tmp_path / name, "t", scidocs=folder)
+        out[name] = (tmp_path / name / "report.html").read_text(), (tmp_path / name / "report.md").read_text()
+    for text in out["generated"]:  # not one published number, and a plain word why
+        assert "(published" not in text and "80.00" not in text and "81.80" not in text
+        assert "not the published SciDocs" in text and "Published SPECTER / SciNCL numbers are left out" in text
+    page, markdown = out["given"]
+    # SPECTER's published average of 12 (docs/reference.md §6: 80.0), labelled as the published benchmark's
+    assert "SPECTER (published) 80.00" in answer_section(page) and "on the published SciDocs test split" in page
+    assert "SPECTER (published)" in markdown.split("## Every score")[1]
+    page, markdown = out["untold"]  # shown in the table of every score, marked as not known to be comparable
+    assert "SPECTER (published)" not in answer_section(page) and "Not known to be comparable" in page
+    assert "| SPECTER (published) |" in markdown
+
+
+def test_scidocs_origin_reads_the_generators_truth_file(tmp_path):
+    import json
+
+    generated = generated_scidocs(tmp_path / "gen")
+    assert scidocs_origin(generated) == GENERATED
+    assert scidocs_origin(generated + "/") == GENERATED
+    plain = tmp_path / "plain" / "scidocs"
+    plain.mkdir(parents=True)
+    assert scidocs_origin(str(plain)) == GIVEN
+    # a generated snapshot's generator.json names its own SciDocs folder: a neighbour of another name is not it
+    other = tmp_path / "gen" / "snapshot" / "scidocs-real"
+    other.mkdir()
+    assert scidocs_origin(str(other)) == GIVEN
+    assert scidocs_origin(None) == UNKNOWN and scidocs_origin(str(tmp_path / "gone")) == UNKNOWN
+    (tmp_path / "plain" / "generator.json").write_text(json.dumps({"not": "the generator's"}))
+    assert scidocs_origin(str(plain)) == GIVEN
+
+
+def test_fewer_than_12_numbers_are_compared_as_the_mean_of_those_not_as_the_average():
+    ten = [r for r in score_rows() if r["task"] not in ("recomm", "average")]
+    found = answer(ten, origin=GIVEN)
+    (comparison,) = found["comparisons"]
+    # the 10 non-recomm numbers: trained 60 + 70 + 50.126 + 70 + 40 + 60 + 45 + 65 + 50 + 70 = 580.126, / 10 =
+    # 58.0126 -> 58.01; base 580.126 - 36 (9 numbers 4 lower) + 2.5 (mesh) = 546.626 -> 54.66; +3.35
+    assert comparison["measure"] == "mean of 10 of 12"
+    assert comparison["rows"][0] == {
+        "task": "all tasks",
+        "metric": "mean of 10 of 12",
+        "n": "10 of 12 numbers",
+        "model": 58.01,
+        "base": 54.66,
+        "delta": 3.35,
+    }
+    assert "the mean of 10 of 12 SciDocs numbers (not SciDocs' average)" in found["sentence"]
+    # SPECTER's mean of the same 10 (886.5 / 10, test_ten_numbers_... above); no average of 12 beside a mean of 10
+    assert found["published"] == {"SPECTER (published)": 88.65}
+
+
+def test_versions_side_by_side_each_get_their_comparison():
+    """`citeflow report`: a version's trained rows, its base's, then the next version's (here without a base)."""
+    first = score_rows()
+    second = [dict(r, label="specter trained (train_encoder 0badc0de)") for r in first if r["model"] == "trained"]
+    found = answer(first + second)
+    assert [(c["model"], c["base"]) for c in found["comparisons"]] == [
+        (TRAINED, BASE),
+        ("specter trained (train_encoder 0badc0de)", None),
+    ]
+    assert found["sentence"] == (
+        f"On SciDocs (test split): {TRAINED} 54.18 against 50.72 for its base, +3.46 (average of 12); "
+        "specter trained (train_encoder 0badc0de) 54.18 (average of 12)."
+    )
+
+
+def test_the_page_fits_its_window_plots_shrink_and_tables_scroll_in_their_box(tmp_path):
+    import struct
+
+    paths = write_report(score_rows(), tmp_path, "t", scidocs=generated_scidocs(tmp_path / "gen"))
+    page = (tmp_path / "report.html").read_text()
+    style = page.split("<style>", 1)[1].split("</style>", 1)[0]
+    assert "img{max-width:100%;height:auto}" in style and ".scroll{overflow-x:auto;max-width:100%}" in style
+    assert "pre{white-space:pre-wrap;" in style
+    assert page.count("<table") == page.count("<div class=scroll><table") > 1  # every table in its own box
+    with open(paths["plot"], "rb") as fh:  # PNG: the IHDR chunk's width and height follow the 16-byte header
+        width, height = struct.unpack(">II", fh.read(24)[16:24])
+    assert width <= 1000 and height < width, (width, height)  # was 1,408 px wide
