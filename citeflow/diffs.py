@@ -227,3 +227,24 @@ def write_manifest(folder: Path, dataset: str, start: str, end: str, steps: list
     doc = {"dataset": dataset, "start_release": start, "end_release": end, "diffs": steps}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{dataset}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
+def fingerprint(diff: Diff) -> dict[str, Any]:
+    """Lineage entry for a diff: its steps, file count, bytes and a content fingerprint of its files."""
+    from citeflow.snapshot import _digest, filesystem
+
+    groups = diff.files()
+    fs, _ = filesystem(diff.folder)
+    sizes = {p: fs.get_file_info(p).size for paths in groups.values() for p in paths}
+    # file names relative to the folder as resolved (their paths are): the same files, the same fingerprint,
+    # whatever link the diffs folder was reached through
+    digest, total = _digest(fs, str(Path(diff.folder).resolve()), groups, sizes)
+    return {
+        "kind": "diff",
+        "path": diff.folder,
+        "rules": APPLY_RULES,
+        "steps": [[s.from_release, s.to_release] for s in diff.steps],
+        "files": len(sizes),
+        "bytes": total,
+        "fingerprint": digest,
+    }

@@ -1,9 +1,11 @@
 """The stages, declared once: the only place their order and their edges are written.
 
-Each `Stage` names what a stage builds on (`upstream`), the tables it writes, the `RunConfig` section that holds
-its settings, whether it runs once per triplet strategy, whether it needs a local artifact root, and which kind
-of worker it wants. Everything else reads it: `jobs.pipeline` (which resolves a stage's upstream versions and
-runs it), the CLI's stage choices and `citeflow settings`, the Airflow task layout (`cockpit.orchestration`)
+Each `Stage` names what a stage builds on (`upstream`; `variants`, an upstream stage read under other
+settings; `previous`, whether it reads its own version of an earlier release), the tables it writes, the
+`RunConfig` section that holds its settings, whether it runs once per triplet strategy, whether it needs a
+local artifact root, and which kind of worker it wants. Everything else reads it: `jobs.pipeline` (the only
+module that resolves a stage's upstream versions and runs it, and checks that a stage read only what it
+declares), the CLI's stage choices and `citeflow settings`, the Airflow task layout (`cockpit.orchestration`)
 and the artifact views. A stage's code lives in `jobs/<name>.py` as `run_on(config, upstream) -> Manifest`;
 no stage calls another.
 
@@ -25,6 +27,33 @@ Worker = Literal["default", "pbg", "gpu"]
 
 
 @dataclasses.dataclass(frozen=True)
+class Variant:
+    """An upstream stage that a stage reads a second time, under other settings: the benchmark scores the
+    untrained base model beside the trained one, which is embed_papers with `model=base`. `when` names the
+    boolean setting (`section.field`) that asks for it. The runner resolves it like any upstream (and Airflow
+    gives it a task of its own, `<stage>_<name>`); the stage reads it as `upstream.variants[name]`."""
+
+    name: str
+    stage: str
+    changes: tuple[tuple[str, Any], ...]  # (field of the stage's section, value)
+    when: str
+
+    def wanted(self, config: Any) -> bool:
+        section, field = self.when.split(".")
+        return bool(getattr(getattr(config, section), field))
+
+    def config(self, config: Any) -> Any:
+        """`config` with the variant's settings applied to its stage's section."""
+        section = REGISTRY[self.stage].section
+        changed = dataclasses.replace(getattr(config, section), **dict(self.changes))
+        return dataclasses.replace(config, **{section: changed})
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.stage}_{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
 class Stage:
     name: str
     upstream: tuple[str, ...]  # the stages whose versions this one reads (their order is the pipeline's)
@@ -35,6 +64,19 @@ class Stage:
     local_root: bool  # writes with local tools (PBG, numpy, FAISS, torch); Spark stages write to any root
     worker: Worker
     summary: str  # one line: what it makes from what
+    variants: tuple[Variant, ...] = ()
+    # reads its own version of an earlier release of the corpus: a diff's base, a warm start (found by the stage
+    # among the committed versions; never built by this run)
+    previous: str = ""
+    # stages further up that it reads through its upstream versions' lineage (not resolved by the runner: the
+    # version its upstream was built from): the leakage audits read filter_leakage's list of benchmark papers
+    lineage: tuple[str, ...] = ()
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Every stage of this release whose versions it reads: its upstream, its variants' stages, its lineage."""
+        variants = tuple(v.stage for v in self.variants if v.stage not in self.upstream)
+        return self.upstream + variants + tuple(n for n in self.lineage if n not in self.upstream + variants)
 
     @property
     def module(self) -> str:
@@ -66,6 +108,7 @@ _DECLARED = (
         local_root=False,
         worker="default",
         summary="corpus snapshot -> papers and their citation graph (Spark)",
+        previous="the previous release's build_graph: a diff's base (build_graph.diff)",
     ),
     Stage(
         "filter_leakage",
@@ -77,6 +120,7 @@ _DECLARED = (
         local_root=False,
         worker="default",
         summary="graph -> graph without the benchmark's papers, and the leakage report (Spark)",
+        previous="the previous release's filter_leakage: the versions built over a diff",
     ),
     Stage(
         "embed_graph",
@@ -88,6 +132,7 @@ _DECLARED = (
         local_root=True,
         worker="pbg",
         summary="leak-free graph -> graph embeddings (PyTorch-BigGraph)",
+        previous="the previous release's embed_graph: a warm start (embed_graph.warm_start)",
     ),
     Stage(
         "mine_triplets",
@@ -99,6 +144,7 @@ _DECLARED = (
         local_root=True,
         worker="default",
         summary="graph embeddings -> (query, positive, negative) triplets (FAISS kNN or citations)",
+        lineage=("filter_leakage",),
     ),
     Stage(
         "train_encoder",
@@ -110,6 +156,8 @@ _DECLARED = (
         local_root=True,
         worker="gpu",
         summary="triplets -> a Transformer encoder fine-tuned with triplet loss (torch, torchrun)",
+        lineage=("filter_leakage",),
+        previous="the previous release's train_encoder: a warm start (train_encoder.warm_start)",
     ),
     Stage(
         "embed_papers",
@@ -132,6 +180,7 @@ _DECLARED = (
         local_root=True,
         worker="default",
         summary="embeddings -> SciDocs (and SciRepEval) scores, report and model card",
+        variants=(Variant("base", "embed_papers", (("model", "base"),), when="benchmark.base"),),
     ),
 )
 
@@ -180,9 +229,24 @@ def stages_until(until: str | None) -> list[str]:
 def check_order() -> None:
     """Every stage builds only on stages declared before it (so pipeline order is a topological order)."""
     for i, declared in enumerate(_DECLARED):
-        for name in declared.upstream:
+        for name in declared.reads:
             if name not in STAGES[:i]:
                 raise CiteflowError(f"stage {declared.name} builds on {name!r}, which is not declared before it")
+
+
+def undeclared_reads(stage_name: str, snapshot: str, inputs: list[dict[str, Any]]) -> list[str]:
+    """The versions among a manifest's `inputs` that its stage's entry does not declare: a stage of this release
+    outside `reads`, or an earlier release's version where the stage declares no `previous` read (of itself)."""
+    spec = REGISTRY[stage_name]
+    found = []
+    for item in inputs:
+        name = item.get("stage")
+        if name is None:
+            continue  # an input from outside the artifact root (corpus, SciDocs, a model folder)
+        earlier = item.get("snapshot", snapshot) != snapshot
+        if (earlier and not (spec.previous and name == stage_name)) or (not earlier and name not in spec.reads):
+            found.append(f"{name} {item.get('version')}" + (f" of snapshot {item['snapshot']}" if earlier else ""))
+    return found
 
 
 check_order()

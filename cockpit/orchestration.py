@@ -8,12 +8,16 @@ settings (`check_inputs`), then call `stage_tasks(settings)`, which lays out one
 `citeflow.registry`, on its edges:
 
     build_graph >> filter_leakage >> embed_graph >> per_strategy[scincl|specter](
-        mine_triplets >> train_encoder >> embed_papers >> benchmark)
+        mine_triplets >> train_encoder >> [embed_papers, embed_papers_base] >> benchmark)
 
 - `check_inputs` validates everything a user typed (snapshot id, paths, settings) before any work; a
   mistake fails the run at once with one clear message (`AirflowFailException`: no retries).
-- A stage task runs its stage through `jobs.pipeline.run_stage` (its upstream versions are found up to
-  date). An up-to-date stage is not re-run: its task pushes the
+- A stage task is handed its inputs: the versions its upstream tasks made in this run (their XCom), read
+  back from the artifact root, and runs its stage once on them (`jobs.pipeline.run_handed`); it never builds
+  another stage. A version that is gone (moved aside by `--repair`, deleted) fails the task in one line
+  naming the task to clear. A registered variant (`citeflow.registry.Variant`: the benchmark's untrained base
+  model, embed_papers with `model=base`) is a task of its own, `embed_papers_base`, skipped when the run does
+  not ask for it. An up-to-date stage is not re-run: its task pushes the
   existing manifest's summary to XCom and ends as *skipped*, so the grid shows at a glance what was
   cached; later stages run anyway (trigger rule `none_failed`).
 - A stage that built a version records an Asset event (`citeflow.<stage>`) whose extra carries the
@@ -115,13 +119,44 @@ def headline(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: flat[k] for k in ordered[:HEADLINE_MAX]}
 
 
-def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = None) -> dict[str, Any]:
-    """Body of a stage task: run it, then publish an Asset event or, when cached, end as skipped."""
+def task_id_of(name: str) -> str:
+    """The task id of a stage, or of a variant's task (`<stage>_<variant>`), in the DAG `stage_tasks` lays out."""
+    stage = REGISTRY.get(name) or REGISTRY[_variant(name).stage]
+    return f"per_strategy.{name}" if stage.per_strategy else name
+
+
+def _variant(task_name: str):
+    return next(v for s in REGISTRY.values() for v in s.variants if v.task_id == task_name)
+
+
+def handed_versions(stage: str, config, ti) -> dict[str, Any]:
+    """The versions this task's upstream tasks made in this run (their XCom summaries), read back from the
+    artifact root: by `jobs.pipeline.handed_inputs`' names, None where a task made none or its version is gone."""
+    from citeflow.artifacts import ArtifactStore
+    from jobs.pipeline import handed_inputs
+
+    store = ArtifactStore(config.artifacts, config.store)
+    given: dict[str, Any] = {}
+    for name, (upstream_stage, _) in handed_inputs(stage, config).items():
+        # a per-strategy task reads the task of its own strategy (its map index); a shared one, the unmapped task
+        mapped = REGISTRY[upstream_stage].per_strategy
+        summary = ti.xcom_pull(task_ids=task_id_of(name), map_indexes=ti.map_index if mapped else -1)
+        version = summary.get("version") if isinstance(summary, dict) else None
+        given[name] = store.read_manifest(config.snapshot, upstream_stage, version) if version else None
+    return given
+
+
+def run_stage_task(
+    stage: str, settings: dict[str, Any], strategy: str | None = None, variant: str | None = None
+) -> dict[str, Any]:
+    """Body of a stage task: run the stage once on the versions its upstream tasks made (never building one),
+    then publish an Asset event or, when cached, end as skipped. `variant`: the task of a registered variant
+    (`<stage>_<variant>`), the stage under the variant's settings; skipped when the run does not want it."""
     from airflow.sdk.exceptions import AirflowSkipException
 
     from citeflow.errors import CiteflowError
     from citeflow.redaction import redact
-    from jobs.pipeline import run_stage, with_strategy
+    from jobs.pipeline import MissingInput, run_handed, with_strategy
 
     context = get_current_context()
     try:
@@ -130,7 +165,15 @@ def run_stage_task(stage: str, settings: dict[str, Any], strategy: str | None = 
         _fail(f"citeflow: {exc}")
     if strategy is not None:
         config = with_strategy(config, strategy)
-    manifest = run_stage(stage, config)
+    if variant is not None:
+        wanted = _variant(variant)
+        if not wanted.wanted(config):
+            raise AirflowSkipException(f"{variant}: not asked for ({wanted.when} is off)")
+        config = wanted.config(config)
+    try:
+        manifest = run_handed(stage, config, handed_versions(stage, config, context["ti"]))
+    except MissingInput as exc:
+        _fail(f"citeflow: {exc}")  # no retry rebuilds it: the user clears the task named
     summary = {
         "stage": stage,
         "artifacts": settings["artifacts"],
@@ -250,11 +293,17 @@ def run_rank_task(settings: dict[str, Any], rank: int) -> dict[str, Any]:
     from airflow.sdk.exceptions import AirflowSkipException
 
     from citeflow.errors import CiteflowError
-    from jobs import embed_graph
+    from jobs.pipeline import MissingInput, follow_rank
 
     try:
         config = run_config(settings)
-        manifest = embed_graph.follow(config, rank)
+        leakage = handed_versions("embed_graph", config, get_current_context()["ti"])["filter_leakage"]
+        if leakage is None:
+            raise MissingInput(
+                "embed_graph's ranks need the version that task filter_leakage of this run made, and it is gone: "
+                "clear task filter_leakage to build it again"
+            )
+        manifest = follow_rank(config, rank, leakage)
     except CiteflowError as exc:
         _fail(f"citeflow: {exc}")
     if manifest.skipped:
@@ -275,6 +324,24 @@ def _worker_slots(stage: Stage) -> dict[str, str]:
         "pbg": {"pool": PBG_POOL, "queue": PBG_QUEUE},
         "gpu": {"pool": GPU_POOL, "queue": GPU_QUEUE},
     }[stage.worker]
+
+
+def _variant_operator(stage: Stage, variant):
+    """The task of a registered variant (`<stage>_<variant>`, e.g. embed_papers_base): the stage under the variant's
+    settings, on the worker and with the Assets of its stage; always per strategy when its stage is."""
+    decorate = task(
+        task_id=variant.task_id,
+        outlets=[stage_asset(stage.name)],
+        inlets=[stage_asset(name) for name in stage.upstream],
+        trigger_rule="none_failed",
+        doc_md=f"{stage.summary} ({variant.name}: {dict(variant.changes)}, when {variant.when})",
+        **_worker_slots(stage),
+    )
+
+    def per_strategy(settings: dict, strategy: str) -> dict:
+        return run_stage_task(stage.name, settings, strategy, variant=variant.task_id)
+
+    return decorate(per_strategy)
 
 
 def _stage_operator(stage: Stage):
@@ -338,6 +405,13 @@ def stage_tasks(settings: Any, *, drift: bool = False) -> None:
             for name in stage.upstream:
                 if name in inside:
                     inside[name] >> inside[stage.name]
+            for variant in stage.variants:  # its own task, on the edges of the stage it varies
+                read = REGISTRY[variant.stage]
+                inside[variant.task_id] = _variant_operator(read, variant)(settings, strategy)
+                for name in read.upstream:
+                    if name in inside:
+                        inside[name] >> inside[variant.task_id]
+                inside[variant.task_id] >> inside[stage.name]
         if drift:
             inside[per[-1].name] >> drift_report(settings, strategy)
 

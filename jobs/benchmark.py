@@ -52,18 +52,14 @@ def check(config: RunConfig) -> None:
 
 
 def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
-    import dataclasses
 
     from citeflow.snapshot import fingerprint_path
 
     check(config)
     trained = upstream["embed_papers"]
     embedded = {"trained": trained}
-    if config.benchmark.base:
-        embedded["base"] = upstream.resolve(
-            "embed_papers",
-            dataclasses.replace(config, embed_papers=dataclasses.replace(config.embed_papers, model="base")),
-        )
+    if "base" in upstream.variants:  # the untrained base model's embeddings (the registry's variant `base`)
+        embedded["base"] = upstream.variants["base"]
     inputs = [m.lineage() for m in embedded.values()] + [fingerprint_path("scidocs", config.scidocs)]
     inputs += [fingerprint_path("scirepeval", p) for p in config.benchmark.scirepeval]
     store = ArtifactStore(config.artifacts, config.store)
@@ -120,7 +116,7 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
             "mean": average["details"]["mean_of_available"],
         }
     write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), path / "scores")
-    write_report(rows, path, f"citeflow benchmark — {config.snapshot}")
+    write_report(rows, path, f"citeflow benchmark — {config.snapshot}", scidocs=config.scidocs)
     trained_rows = [r for r in rows if r["model"] == "trained"]
     card = card_text(store, config.snapshot, embedded["trained"], trained_rows, path.name)
     (path / CARD).write_text(card, encoding="utf-8")
@@ -252,7 +248,7 @@ def embedder(model_dir: str | None):
     def embed(records, fields):
         import tempfile
 
-        from jobs.embed_papers import embed_to_parquet
+        from models.embed_rows import embed_to_parquet
 
         sep = f" {tokenizer.sep_token} "
         rows = (
@@ -381,7 +377,7 @@ def compare_report(store: ArtifactStore, snapshot: str, versions: list[str], out
     import pyarrow.parquet as pq
 
     from citeflow.manifest import VERSION_RE
-    from evaluation.report import write_report
+    from evaluation.report import scidocs_input, write_report
 
     if not versions:
         raise CiteflowError("name the benchmark versions to compare: --benchmark VERSION (repeatable)")
@@ -405,4 +401,7 @@ def compare_report(store: ArtifactStore, snapshot: str, versions: list[str], out
                 row["label"] = f"{row['label']} ({manifest.version})"
             rows.append(row)
     out.mkdir(parents=True, exist_ok=True)
-    return write_report(rows, out, f"citeflow benchmark — snapshot {snapshot}: {', '.join(dict.fromkeys(versions))}")
+    # published numbers only beside scores of one SciDocs folder that may be the published one
+    folders = {scidocs_input(m.inputs) for m in manifests}
+    title = f"citeflow benchmark — snapshot {snapshot}: {', '.join(dict.fromkeys(versions))}"
+    return write_report(rows, out, title, scidocs=folders.pop() if len(folders) == 1 else None)

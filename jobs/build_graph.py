@@ -52,7 +52,7 @@ from citeflow import diffs as D
 from citeflow.artifacts import ArtifactStore, Manifest, table_stats
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.registry import REGISTRY
-from citeflow.snapshot import Snapshot, discover, filesystem, fingerprint
+from citeflow.snapshot import Snapshot, discover, fingerprint
 from citeflow.stage import execute
 from jobs.graph_summary import summarize
 from jobs.pipeline import Upstream, entry_point
@@ -92,7 +92,7 @@ def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
             stage_version=STAGE_VERSION,
             config={**stage_config, "from_diff": True},
             resolved_config={**resolved, "diff": diff.folder},
-            inputs=[{**base.lineage(), "snapshot": base.snapshot}, diff_fingerprint(diff)],
+            inputs=[{**base.lineage(), "snapshot": base.snapshot}, D.fingerprint(diff)],
             tables=TABLES,
             build=lambda path: _build_explained(lambda: _from_diff(config, base, diff, store, path)),
         )
@@ -171,27 +171,6 @@ def find_diff(
         STAGE,
     )
     return None
-
-
-def diff_fingerprint(diff: D.Diff) -> dict[str, Any]:
-    """Lineage entry for a diff: its steps, file count, bytes and a content fingerprint of its files."""
-    from citeflow.snapshot import _digest
-
-    groups = diff.files()
-    fs, _ = filesystem(diff.folder)
-    sizes = {p: fs.get_file_info(p).size for paths in groups.values() for p in paths}
-    # file names relative to the folder as resolved (their paths are): the same files, the same fingerprint,
-    # whatever link the diffs folder was reached through
-    digest, total = _digest(fs, str(Path(diff.folder).resolve()), groups, sizes)
-    return {
-        "kind": "diff",
-        "path": diff.folder,
-        "rules": D.APPLY_RULES,
-        "steps": [[s.from_release, s.to_release] for s in diff.steps],
-        "files": len(sizes),
-        "bytes": total,
-        "fingerprint": digest,
-    }
 
 
 def _from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: ArtifactStore, path: str) -> dict[str, Any]:

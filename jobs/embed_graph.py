@@ -53,7 +53,7 @@ from citeflow.errors import CiteflowError
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
 from citeflow.tables import write_table
-from jobs.pipeline import Upstream, entry_point, run_stage
+from jobs.pipeline import Upstream, entry_point
 from models.pbg_warm import warm_shape
 
 STAGE = "embed_graph"
@@ -109,7 +109,7 @@ def definition(
     return versioned, inputs, warm
 
 
-def follow(config: RunConfig, rank: int) -> Manifest:
+def follow(config: RunConfig, rank: int, leakage: Manifest) -> Manifest:
     """Rank `rank` (1..machines-1) of a distributed embed_graph whose rank 0 runs `run` with launch=external.
 
     Finds the version rank 0 builds (the same settings and upstream give the same version), joins each PBG run
@@ -129,7 +129,6 @@ def follow(config: RunConfig, rank: int) -> Manifest:
     cfg = config.embed_graph
     if not 1 <= rank < cfg.machines:
         raise CiteflowError(f"embed_graph rank {rank} does not exist: ranks 1..{cfg.machines - 1} follow rank 0")
-    leakage = run_stage("filter_leakage", config)  # what rank 0 builds on, resolved the same way
     store = _store(config)
     version = compute_version(STAGE, STAGE_VERSION, *definition(config, leakage, store)[:2])
     path = store.version_path(config.snapshot, STAGE, version)

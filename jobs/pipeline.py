@@ -1,9 +1,14 @@
 """Run the stages of a snapshot in order, skipping the ones that are up to date.
 
 The stages and their edges come from `citeflow.registry`. `run_stage` calls the stage's `check(config)` when it
-has one (user mistakes, before any work), resolves its upstream versions (each one built, or found up to date),
-then calls its `run_on(config, upstream)`; `run_pipeline`
-runs every stage up to `until`, each once (per strategy), handing each stage the manifests of the ones before.
+has one (user mistakes, before any work), resolves its upstream versions and its variants (each one built, or
+found up to date), then calls its `run_on(config, upstream)`, and checks that the version it made reads no
+version its registry entry does not declare; `run_pipeline` runs every stage up to `until`, each once (per
+strategy), handing each stage the manifests of the ones before.
+
+This is the only module that resolves or runs a stage (tests/unit/test_registry.py holds every other module to
+that). An orchestrator that has resolved the upstream versions itself hands them in (`run_handed`: Airflow's
+tasks, each given its upstream tasks' versions): the stage is run once, and nothing upstream is built.
 """
 
 from __future__ import annotations
@@ -17,27 +22,37 @@ from collections.abc import Callable, Mapping
 from citeflow.artifacts import Manifest
 from citeflow.config import RunConfig, to_dict
 from citeflow.errors import CiteflowError
-from citeflow.registry import REGISTRY, STAGES, stages_until
+from citeflow.registry import REGISTRY, STAGES, Stage, stages_until, undeclared_reads
 from citeflow.registry import stage as stage_named
 
 log = logging.getLogger("citeflow")
 
-__all__ = ["STAGES", "Upstream", "preflight", "run_pipeline", "run_stage", "stages_until", "with_strategy"]
+__all__ = [
+    "STAGES",
+    "MissingInput",
+    "Upstream",
+    "follow_rank",
+    "handed_inputs",
+    "preflight",
+    "run_handed",
+    "run_pipeline",
+    "run_stage",
+    "stages_until",
+    "with_strategy",
+]
 
 # The manifests one run has resolved, by (stage, strategy of a per-strategy stage, the stage's own settings).
 Resolved = dict[tuple[str, str | None, str], Manifest]
 
 
 class Upstream(Mapping[str, Manifest]):
-    """The manifests of the versions a stage builds on, by stage name, as the runner resolved them.
+    """The manifests of the versions a stage builds on, by stage name, as the runner resolved them, and its
+    variants (`citeflow.registry.Variant`) by name: `upstream.variants["base"]` is the benchmark's untrained
+    base model's embed_papers version, present when the variant's setting asks for it."""
 
-    `resolve(stage, config)` resolves a stage of the same run under other settings (the benchmark's untrained
-    base model is embed_papers with `model=base`), so that a stage never calls another stage itself.
-    """
-
-    def __init__(self, manifests: dict[str, Manifest], resolved: Resolved) -> None:
+    def __init__(self, manifests: dict[str, Manifest], variants: dict[str, Manifest] | None = None) -> None:
         self._manifests = manifests
-        self._resolved = resolved
+        self.variants: dict[str, Manifest] = dict(variants or {})
 
     def __getitem__(self, name: str) -> Manifest:
         return self._manifests[name]
@@ -48,9 +63,6 @@ class Upstream(Mapping[str, Manifest]):
     def __len__(self) -> int:
         return len(self._manifests)
 
-    def resolve(self, stage: str, config: RunConfig) -> Manifest:
-        return run_stage(stage, config, self._resolved)
-
 
 def _key(stage: str, config: RunConfig) -> tuple[str, str | None, str]:
     spec = REGISTRY[stage]
@@ -59,7 +71,8 @@ def _key(stage: str, config: RunConfig) -> tuple[str, str | None, str]:
 
 
 def run_stage(stage: str, config: RunConfig, resolved: Resolved | None = None) -> Manifest:
-    """Run `stage` (or find its version up to date) on the versions of its upstream stages, resolved first.
+    """Run `stage` (or find its version up to date) on the versions of its upstream stages and variants, resolved
+    first.
 
     `resolved` carries what this run has resolved already, so that each stage is looked at once per run.
     """
@@ -69,8 +82,63 @@ def run_stage(stage: str, config: RunConfig, resolved: Resolved | None = None) -
     if key not in resolved:
         spec.check(config)  # a user mistake the stage would only meet after its upstream built
         upstream = {name: run_stage(name, config, resolved) for name in spec.upstream}
-        resolved[key] = spec.entry()(config, Upstream(upstream, resolved))
+        variants = {v.name: run_stage(v.stage, v.config(config), resolved) for v in spec.variants if v.wanted(config)}
+        resolved[key] = _run(spec, config, Upstream(upstream, variants))
     return resolved[key]
+
+
+def _run(spec: Stage, config: RunConfig, upstream: Upstream) -> Manifest:
+    """The stage's own code on its resolved inputs, then the check that it read only what its entry declares."""
+    manifest = spec.entry()(config, upstream)
+    undeclared = undeclared_reads(spec.name, config.snapshot, manifest.inputs)
+    if undeclared:  # a stage's code reads what the registry does not show: the registry is the picture or wrong
+        raise RuntimeError(
+            f"{spec.name} {manifest.version} read {', '.join(undeclared)}, which citeflow.registry does not "
+            f"declare for {spec.name}"
+        )
+    return manifest
+
+
+def handed_inputs(stage: str, config: RunConfig) -> dict[str, tuple[str, RunConfig]]:
+    """What `stage` reads in this run, by the name an orchestrator hands it under: each upstream stage by its
+    name, each wanted variant as `<stage>_<variant>` (its task id), with the config that stage runs under."""
+    spec = stage_named(stage)
+    needed = {name: (name, config) for name in spec.upstream}
+    needed.update({v.task_id: (v.stage, v.config(config)) for v in spec.variants if v.wanted(config)})
+    return needed
+
+
+class MissingInput(CiteflowError):
+    """A version an orchestrator's upstream task made is gone: the task to clear is named."""
+
+
+def run_handed(stage: str, config: RunConfig, given: Mapping[str, Manifest | None]) -> Manifest:
+    """Run `stage` once on the upstream versions an orchestrator resolved (`given`, by `handed_inputs`' names),
+    building nothing upstream: a version that is missing is one line naming it and the task that makes it."""
+    spec = stage_named(stage)
+    spec.check(config)
+    found: dict[str, Manifest] = {}
+    for name in handed_inputs(stage, config):
+        manifest = given.get(name)
+        if manifest is None:
+            raise MissingInput(
+                f"{stage} needs the version that task {name} of this run made, and it is gone (moved aside by "
+                f"--repair, or deleted): clear task {name} to build it again"
+            )
+        found[name] = manifest
+    upstream = {name: found[name] for name in spec.upstream}
+    variants = {v.name: found[v.task_id] for v in spec.variants if v.wanted(config)}
+    return _run(spec, config, Upstream(upstream, variants))
+
+
+def follow_rank(config: RunConfig, rank: int, leakage: Manifest | None = None) -> Manifest:
+    """Rank `rank` of a distributed embed_graph (`jobs.embed_graph.follow`) on the filter_leakage version rank 0
+    builds on: `leakage` when an orchestrator hands it, else resolved here (built when missing) as rank 0 does."""
+    import importlib
+
+    # through the registry's module name, as `Stage.entry` imports a stage: the stage module imports this one
+    follow = importlib.import_module(REGISTRY["embed_graph"].module).follow
+    return follow(config, rank, leakage or run_stage("filter_leakage", config))
 
 
 def entry_point(stage: str) -> Callable[[RunConfig], Manifest]:

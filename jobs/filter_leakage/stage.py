@@ -49,7 +49,7 @@ def check(config: RunConfig) -> None:
 
 
 def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
-    from jobs import build_graph
+    from citeflow import diffs as D
 
     check(config)
     cfg = config.filter_leakage
@@ -64,7 +64,7 @@ def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
         paper_ids = P.find(config, store, STAGE, STAGE_VERSION)
         if paper_ids is not None:
             base, diff = paper_ids
-            lineage = build_graph.diff_fingerprint(diff)
+            lineage = D.fingerprint(diff)
             inputs += [{**base.lineage(), "snapshot": base.snapshot}, lineage]
         else:
             lineage = fingerprint_path("paper_ids", config.paper_ids)

@@ -36,7 +36,7 @@ def _execute(store, config, build=_build_two_rows, inputs=None, snapshot="s1"):
 
 
 def test_a_version_built_from_a_diff_names_the_rules_the_diff_was_applied_by():
-    """citeflow.diffs.APPLY_RULES is in every diff's lineage (jobs/build_graph.py `diff_fingerprint`): a version
+    """citeflow.diffs.APPLY_RULES is in every diff's lineage (citeflow/diffs.py `fingerprint`): a version
     built under other rules is another version, never reused."""
     diff = {"kind": "diff", "path": "/r2/diffs/r1/to/r2", "fingerprint": "f", "rules": 2}
     assert compute_version("s", 1, {}, [diff]) != compute_version("s", 1, {}, [{**diff, "rules": 1}])

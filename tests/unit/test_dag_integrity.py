@@ -64,6 +64,12 @@ def test_dags_have_one_task_per_stage(dag_id, tmp_path):
     # one task per stage (the per-strategy ones in a task group mapped over the strategies), plus the task
     # that checks the run's inputs and the one that lists the strategies
     stages = [f"per_strategy.{s}" if REGISTRY[s].per_strategy else s for s in STAGES]
+    # and each registered variant's task (the benchmark's base model: embed_papers_base)
+    stages += [
+        f"per_strategy.{v.task_id}" if REGISTRY[v.stage].per_strategy else v.task_id
+        for s in STAGES
+        for v in REGISTRY[s].variants
+    ]
     # and distributed PBG's other ranks: one mapped task per rank beside embed_graph, and the task listing them
     extra = ["check_inputs", "triplet_strategies", "embed_graph_ranks", "embed_graph_rank"]
     # the releases DAG ends each strategy with the drift report against the previous release
@@ -95,6 +101,12 @@ def test_stage_tasks_follow_the_registry(dag_id, tmp_path):
         assert stage_tasks == sorted(task_id(name) for name in stage.upstream), stage.name
         assert found["inlets"] == [f"citeflow.{name}" for name in stage.upstream], stage.name
         assert found["pool"] == {"gpu": "gpus", "pbg": "pbgs"}.get(stage.worker, "default_pool"), stage.name
+        for variant in stage.variants:  # a task of its own on the edges of the stage it varies, before the stage
+            read = REGISTRY[variant.stage]
+            task = tasks[task_id(read.name).replace(read.name, variant.task_id)]
+            assert [t for t in task["upstream"] if t.split(".")[-1] in REGISTRY] == [task_id(n) for n in read.upstream]
+            assert task_id(read.name).replace(read.name, variant.task_id) in found["upstream"], stage.name
+            assert task["pool"] == {"gpu": "gpus", "pbg": "pbgs"}.get(read.worker, "default_pool")
 
 
 LAYOUT = """

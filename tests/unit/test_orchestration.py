@@ -109,7 +109,7 @@ def test_a_stage_tasks_xcom_and_asset_event_carry_no_secret(connection, params, 
         finished_at="t",
         duration_s=1.0,
     )
-    monkeypatch.setattr(pipeline, "run_stage", lambda stage, config: manifest)
+    monkeypatch.setattr(pipeline, "run_handed", lambda stage, config, given: manifest)
     pushed, events = [], defaultdict(SimpleNamespace)
     context = {"ti": SimpleNamespace(xcom_push=lambda **kw: pushed.append(kw)), "outlet_events": events}
     monkeypatch.setattr(O, "get_current_context", lambda: context)
@@ -198,7 +198,7 @@ def test_the_task_log_and_asset_event_say_how_a_version_was_built(
         duration_s=1.0,
     )
     manifest = dataclasses.replace(manifest, **changes)
-    monkeypatch.setattr(pipeline, "run_stage", lambda stage, config: manifest)
+    monkeypatch.setattr(pipeline, "run_handed", lambda stage, config, given: manifest)
     events = defaultdict(SimpleNamespace)
     context = {"ti": SimpleNamespace(xcom_push=lambda **kw: None), "outlet_events": events}
     monkeypatch.setattr(O, "get_current_context", lambda: context)
@@ -254,18 +254,24 @@ def test_a_rank_task_of_a_cached_version_is_skipped_and_a_failing_one_fails_with
 
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-    from jobs import embed_graph
+    from jobs import pipeline
 
     _pbg_connection(connections, "", 29500)
     settings = {**params, "overrides": ["embed_graph.num_partitions=6", "embed_graph.machines=3"]}
+    leakage = SimpleNamespace(stage="filter_leakage", version="f1")
+    handed = {"filter_leakage": leakage}
+    monkeypatch.setattr(O, "get_current_context", lambda: {"ti": None})
+    monkeypatch.setattr(O, "handed_versions", lambda stage, config, ti: handed)
     seen = []
     cached = SimpleNamespace(skipped=True, version="v1", path="/a/v1")
-    monkeypatch.setattr(embed_graph, "follow", lambda config, rank: seen.append((config.embed_graph, rank)) or cached)
+    monkeypatch.setattr(
+        pipeline, "follow_rank", lambda config, rank, given: seen.append((config.embed_graph, rank, given)) or cached
+    )
     with pytest.raises(AirflowSkipException, match="version v1 is up to date; rank 2 not needed"):
         O.run_rank_task(settings, 2)
-    assert seen[0][1] == 2 and seen[0][0].launch == "external" and seen[0][0].machines == 3
+    assert seen[0][1] == 2 and seen[0][2] is leakage and seen[0][0].launch == "external" and seen[0][0].machines == 3
     built = SimpleNamespace(skipped=False, version="v1", path="/a/v1")
-    monkeypatch.setattr(embed_graph, "follow", lambda config, rank: built)
+    monkeypatch.setattr(pipeline, "follow_rank", lambda config, rank, given: built)
     assert O.run_rank_task(settings, 1) == {
         "stage": "embed_graph",
         "rank": 1,
@@ -273,11 +279,15 @@ def test_a_rank_task_of_a_cached_version_is_skipped_and_a_failing_one_fails_with
         "manifest": "/a/v1/_manifest.json",
     }
 
-    def gone(config, rank):
+    def gone(config, rank, given):
         raise CiteflowError("PBG rank 1: rank 0 is gone (its lease ended); this rank was stopped")
 
-    monkeypatch.setattr(embed_graph, "follow", gone)
+    monkeypatch.setattr(pipeline, "follow_rank", gone)
     with pytest.raises(AirflowFailException, match="citeflow: PBG rank 1: rank 0 is gone"):
+        O.run_rank_task(settings, 1)
+    # the filter_leakage version its task made is gone: one line naming the task to clear, nothing rebuilt
+    handed["filter_leakage"] = None
+    with pytest.raises(AirflowFailException, match="it is gone: clear task filter_leakage"):
         O.run_rank_task(settings, 1)
 
 

@@ -7,9 +7,9 @@ import importlib
 
 import pytest
 
-from citeflow.config import RunConfig
+from citeflow.config import RunConfig, apply_overrides
 from citeflow.errors import CiteflowError
-from citeflow.registry import REGISTRY, STAGES, Stage, stage, stages_until
+from citeflow.registry import REGISTRY, STAGES, Stage, stage, stages_until, undeclared_reads
 from jobs import pipeline
 
 
@@ -53,22 +53,23 @@ class FakeManifest:
     reused_from: dict | None = None
     version: str = "v"
     path: str = "p"
+    inputs: list = dataclasses.field(default_factory=list)
+    variants: dict = dataclasses.field(default_factory=dict)
 
 
 def test_the_runner_resolves_each_stage_once_and_hands_it_its_upstream(monkeypatch):
     """Both strategies: the shared stages run once, the per-strategy ones once per strategy, each on the
-    manifests of the stages the registry names; the benchmark's base model is resolved through the runner and
-    reuses the trained model's upstream."""
+    manifests of the stages the registry names; the benchmark's base model (the registry's variant) is resolved
+    by the runner before the benchmark runs, on the trained model's upstream."""
     calls = []
 
     def entry(self):
         def run_on(config, upstream):
             calls.append(self.name)
-            if self.name == "benchmark":
-                base = dataclasses.replace(config.embed_papers, model="base")
-                upstream.resolve("embed_papers", dataclasses.replace(config, embed_papers=base))
             strategy = config.mine_triplets.strategy if self.per_strategy else None
-            return FakeManifest(self.name, strategy, config.embed_papers.model, dict(upstream))
+            return FakeManifest(
+                self.name, strategy, config.embed_papers.model, dict(upstream), variants=upstream.variants
+            )
 
         return run_on
 
@@ -87,18 +88,24 @@ def test_the_runner_resolves_each_stage_once_and_hands_it_its_upstream(monkeypat
         *["mine_triplets"] * 2,
         *["train_encoder"] * 2,
         *["embed_papers"] * 2,
-        "benchmark",
         "embed_papers",  # scincl's base model
         "benchmark",
         "embed_papers",  # specter's
+        "benchmark",
     ]
-    assert checked == calls
+    # each stage is checked before anything it reads is resolved: the benchmark before its base model
+    assert checked == [*calls[:-4], "benchmark", "embed_papers", "benchmark", "embed_papers"]
     by = {(m.stage, m.strategy): m for m in manifests}
     for m in manifests:
         assert list(m.upstream) == list(REGISTRY[m.stage].upstream)
         for name, got in m.upstream.items():
             expected = by[(name, m.strategy if REGISTRY[name].per_strategy else None)]
             assert got is expected
+    for m in manifests:
+        if m.stage == "benchmark":
+            base = m.variants["base"]
+            assert base.model == "base" and base.strategy == m.strategy
+            assert base.upstream["train_encoder"] is by[("train_encoder", m.strategy)]
 
 
 def test_a_stage_run_alone_resolves_its_upstream_first(monkeypatch):
@@ -107,14 +114,14 @@ def test_a_stage_run_alone_resolves_its_upstream_first(monkeypatch):
     def entry(self):
         def run_on(config, upstream):
             calls.append((self.name, sorted(upstream)))
-            return self.name
+            return FakeManifest(self.name, None, "", dict(upstream))
 
         return run_on
 
     monkeypatch.setattr(Stage, "entry", entry)
     monkeypatch.setattr(Stage, "check", lambda self, config: None)
 
-    assert pipeline.run_stage("embed_graph", RunConfig(snapshot="s", corpus="c")) == "embed_graph"
+    assert pipeline.run_stage("embed_graph", RunConfig(snapshot="s", corpus="c")).stage == "embed_graph"
     assert calls == [("build_graph", []), ("filter_leakage", ["build_graph"]), ("embed_graph", ["filter_leakage"])]
 
 
@@ -125,3 +132,103 @@ def test_a_stage_check_fails_before_its_upstream_runs(monkeypatch):
     with pytest.raises(CiteflowError, match="benchmark needs the SciDocs folder"):
         pipeline.run_stage("benchmark", RunConfig(snapshot="s", corpus="c"))
     assert calls == []
+
+
+def test_a_handed_stage_runs_once_on_the_versions_it_is_given_and_builds_nothing(monkeypatch):
+    """What an Airflow task does: the stage's own code on the versions its upstream tasks made; a missing one is
+    one line naming the task to clear, and nothing upstream is built."""
+    calls = []
+
+    def entry(self):
+        def run_on(config, upstream):
+            calls.append(self.name)
+            return FakeManifest(self.name, None, "", dict(upstream), variants=upstream.variants)
+
+        return run_on
+
+    monkeypatch.setattr(Stage, "entry", entry)
+    monkeypatch.setattr(Stage, "check", lambda self, config: None)
+    config = RunConfig(snapshot="s", corpus="c", scidocs="d")
+    trained, base = (
+        FakeManifest("embed_papers", "scincl", "trained", {}),
+        FakeManifest("embed_papers", "scincl", "base", {}),
+    )
+    assert pipeline.handed_inputs("benchmark", config) == {
+        "embed_papers": ("embed_papers", config),
+        "embed_papers_base": ("embed_papers", REGISTRY["benchmark"].variants[0].config(config)),
+    }
+    got = pipeline.run_handed("benchmark", config, {"embed_papers": trained, "embed_papers_base": base})
+    assert calls == ["benchmark"] and got.upstream == {"embed_papers": trained} and got.variants == {"base": base}
+    no_base = apply_overrides(config, ["benchmark.base=false"])
+    assert list(pipeline.handed_inputs("benchmark", no_base)) == ["embed_papers"]
+    with pytest.raises(CiteflowError, match="task embed_papers_base of this run made, and it is gone.*clear task"):
+        pipeline.run_handed("benchmark", config, {"embed_papers": trained, "embed_papers_base": None})
+    assert calls == ["benchmark"]
+
+
+def test_a_stage_that_reads_a_version_its_entry_does_not_declare_fails(monkeypatch):
+    """The registry is the picture of the system: a version among a manifest's inputs that the stage's entry does
+    not declare (another stage of the release, or an earlier release where no `previous` read is declared) fails
+    the run as a programming error; declared reads pass."""
+    read = {}
+
+    def entry(self):
+        return lambda config, upstream: FakeManifest(self.name, None, "", {}, inputs=read.get(self.name, []))
+
+    monkeypatch.setattr(Stage, "entry", entry)
+    monkeypatch.setattr(Stage, "check", lambda self, config: None)
+    config = RunConfig(snapshot="s", corpus="c", scidocs="d")
+    read["embed_graph"] = [
+        {"stage": "filter_leakage", "version": "f"},
+        {"stage": "embed_graph", "version": "w", "snapshot": "earlier"},  # a warm start: declared `previous`
+    ]
+    pipeline.run_stage("embed_graph", config)
+    read["embed_graph"] = [{"stage": "build_graph", "version": "b"}]
+    with pytest.raises(RuntimeError, match="embed_graph v read build_graph b, which citeflow.registry does not"):
+        pipeline.run_stage("embed_graph", config)
+    read["embed_graph"] = []
+    read["mine_triplets"] = [{"stage": "mine_triplets", "version": "m", "snapshot": "earlier"}]
+    with pytest.raises(RuntimeError, match="read mine_triplets m of snapshot earlier"):
+        pipeline.run_stage("mine_triplets", config)
+    assert undeclared_reads("benchmark", "s", [{"stage": "embed_papers", "version": "e"}, {"kind": "scidocs"}]) == []
+
+
+def test_no_module_but_the_pipeline_resolves_or_runs_a_stage():
+    """jobs.pipeline is the only place that resolves a stage's upstream or runs a stage: no other module of the
+    package calls run_stage, run_pipeline or a stage's entry, and no stage module imports another stage's module
+    (the CLI and Airflow call the pipeline's own functions: run_pipeline, run_handed, follow_rank)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    stage_modules = {REGISTRY[s].module for s in STAGES}
+    allowed_callers = {"jobs/cli/commands.py": {"run_pipeline"}}
+    found = []
+    for path in sorted(
+        p
+        for folder in ("citeflow", "jobs", "models", "evaluation", "spark", "cockpit", "dags")
+        for p in (root / folder).rglob("*.py")
+    ):
+        rel = path.relative_to(root).as_posix()
+        if rel == "jobs/pipeline.py":
+            continue
+        module = rel[:-3].replace("/", ".").removesuffix(".__init__")
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in ("run_stage", "run_pipeline", "entry") and name not in allowed_callers.get(rel, ()):
+                    found.append(f"{rel}:{node.lineno} calls {name}")
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported = {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+                own = (
+                    module
+                    if module in stage_modules
+                    else next((m for m in stage_modules if module.startswith(m + ".")), None)
+                )
+                others = {m for m in imported & stage_modules if m != own}
+                if own and others:
+                    found.append(f"{rel}:{node.lineno} imports stage module {sorted(others)}")
+                if own and {"run_stage", "run_pipeline"} & {a.name for a in node.names}:
+                    found.append(f"{rel}:{node.lineno} imports the runner's run_stage/run_pipeline")
+    assert found == []
