@@ -113,22 +113,24 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
-    work = Path(tempfile.mkdtemp(prefix="citeflow-benchmark-bench-"))
-    ids = [f"{i:040x}" for i in rng.choice(2**62, args.papers, replace=False)]
-    vectors = write_scidocs(work / "scidocs", ids, rng, args.dim, args.clicks)
-    flat = pa.array(vectors.reshape(-1), pa.float32())
-    pq.write_table(
-        pa.table({"paper_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(flat, args.dim)}),
-        work / "embeddings.parquet",
-    )
-    t0 = time.monotonic()
-    embeddings = load_embeddings(str(work / "embeddings.parquet"))
-    loaded = time.monotonic() - t0
-    timings: dict[str, float] = {}
-    for name in ("classification", "ranking", "recomm"):
-        _time(name, timings)
-    rows = score(embeddings, work / "scidocs", n_jobs=-1)
-    seconds = time.monotonic() - t0
+    # the SciDocs folder and the embeddings are scratch: removed after (at 30k papers, 100 MB a run)
+    with tempfile.TemporaryDirectory(prefix="citeflow-benchmark-bench-") as tmp:
+        work = Path(tmp)
+        ids = [f"{i:040x}" for i in rng.choice(2**62, args.papers, replace=False)]
+        vectors = write_scidocs(work / "scidocs", ids, rng, args.dim, args.clicks)
+        flat = pa.array(vectors.reshape(-1), pa.float32())
+        pq.write_table(
+            pa.table({"paper_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(flat, args.dim)}),
+            work / "embeddings.parquet",
+        )
+        t0 = time.monotonic()
+        embeddings = load_embeddings(str(work / "embeddings.parquet"))
+        loaded = time.monotonic() - t0
+        timings: dict[str, float] = {}
+        for name in ("classification", "ranking", "recomm"):
+            _time(name, timings)
+        rows = score(embeddings, work / "scidocs", n_jobs=-1)
+        seconds = time.monotonic() - t0
     result = {
         "papers": args.papers,
         "dim": args.dim,

@@ -7,9 +7,10 @@ Takes an embed_graph version that has a link-prediction run (its `pbg/entities`,
 `edges_holdout` and resolved settings), trains the link-prediction run again --runs times with --workers
 HOGWILD workers and the same seed, each into a temporary folder (the artifact is never written), and scores
 each on the held-out edges exactly as the stage does, and compares the runs' top-25 cosine neighbours of
-1,000 sampled papers (the stage's `neighbour_overlap`, here between identical runs: how much of the
-overlap between the mining and the link-prediction run chance alone explains). Two more runs with one
-worker show the baseline: with one worker a run repeats bit for bit. Writes OUT/pbg_spread.json and .md.
+1,000 sampled papers, or every paper of a smaller graph (the stage's `neighbour_overlap`, here between
+identical runs: how much of the overlap between the mining and the link-prediction run chance alone
+explains). Two more runs with one worker show the baseline: with one worker a run repeats bit for bit.
+Writes OUT/pbg_spread.json and .md.
 Timings mean nothing on a shared machine; the spread does.
 """
 
@@ -71,7 +72,9 @@ def main() -> int:
     hogwild = [one_run(args.workers) for _ in range(args.runs)]
     single = [one_run(1) for _ in range(2)]
     mrr = [m for m, _ in hogwild]
-    sample = np.sort(np.random.default_rng(cfg.seed).choice(len(hogwild[0][1]), 1000, replace=False))
+    # 1,000 papers, or every one of a smaller graph (a sample larger than the population cannot be drawn)
+    papers = len(hogwild[0][1])
+    sample = np.sort(np.random.default_rng(cfg.seed).choice(papers, min(1000, papers), replace=False))
     lists = [nearest(normalize_rows(v.copy()), sample, cfg.overlap_k) for _, v in hogwild]
     pairs = [overlap(lists[i], lists[j]) for i in range(len(lists)) for j in range(i + 1, len(lists))]
     result = {

@@ -15,7 +15,9 @@ co-cite next to the untrained model's, the change in the mean of the four test n
 change with its 95% paired bootstrap interval over the queries (and each variant against the first, so that a
 difference of two recipes is read against the noise), train_encoder's seconds
 and triplets per second, the first and last ten steps' mean loss and the load average around each run. Choose by
-val; the test numbers are the ones to report. Results: OUT/real_encoder.json and OUT/real_encoder.md.
+val; the test numbers are the ones to report. The benchmark stage scores the test split only: the val numbers are
+scored here, on the embeddings of the models the variant's benchmark scored (`val_scores`), as the stage scores
+test. Results: OUT/real_encoder.json and OUT/real_encoder.md.
 """
 
 from __future__ import annotations
@@ -71,6 +73,32 @@ def paired_interval(a: dict[str, float], b: dict[str, float], resamples: int = 2
     draws = np.random.default_rng(0).integers(0, len(delta), size=(resamples, len(delta)))
     means = delta[draws].mean(axis=1)
     return float(delta.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def val_scores(artifacts: Path, snapshot: str, bench: dict, scidocs: Path) -> tuple[dict, dict]:
+    """({model: {"val <task> <metric>": value}}, {model: {"val <task> <metric>": {query: value}}}) of the models a
+    benchmark version scored (`bench`: its manifest), on SciDocs' val split, as `scores` and `per_query` give the
+    test split's: the stage scores test only (`jobs.benchmark.score`), and the same ranking code scores val."""
+    from citeflow.artifacts import ArtifactStore
+    from evaluation.embeddings import load_embeddings
+    from evaluation.scidocs import ranking
+
+    store = ArtifactStore(str(artifacts))
+    values: dict[str, dict[str, float]] = {}
+    queries: dict[str, dict[str, dict[str, float]]] = {}
+    for item in bench["inputs"]:
+        if item.get("stage") != "embed_papers":
+            continue
+        embedded = store.read_manifest(snapshot, "embed_papers", item["version"])
+        model = embedded.metrics["model"]  # trained, or base (the registry's variant)
+        vectors = load_embeddings(embedded.table_path("embeddings"))
+        for task in dict.fromkeys(t for t, _ in TASKS):
+            for row in ranking(scidocs, task, "val", vectors):
+                if (row["task"], row["metric"]) in TASKS and row["status"] == "ok":
+                    key = f"val {task} {row['metric']}"
+                    values.setdefault(model, {})[key] = row["value"]
+                    queries.setdefault(model, {})[key] = row["details"]["per_query"]
+    return values, queries
 
 
 def latest(artifacts: Path, snapshot: str, stage: str, output: str) -> dict:
@@ -141,6 +169,10 @@ def main() -> int:
             "scores": scores(artifacts, release, bench["version"]),
         }
         queries = per_query(artifacts, release, bench["version"])
+        val, val_queries = val_scores(artifacts, release, bench, root / "scidocs")
+        for model, numbers in val.items():
+            report["variants"][name]["scores"].setdefault(model, {}).update(numbers)
+            queries.setdefault(model, {}).update(val_queries[model])
         report["variants"][name]["delta_vs_untrained"] = {
             key: paired_interval(queries.get("base", {}).get(key, {}), values)
             for key, values in queries.get("trained", {}).items()

@@ -14,13 +14,15 @@ citeflow's tables (the bench compares the counts):
   duplicates), in- and out-degrees, write `papers` and `citations` as Parquet
   (zstd). Not done here, and done by citeflow: every rejected line and edge
   kept with its reason, the degree summary, histogram and plot, the manifest.
-- filter_leakage: the benchmark ids read by citeflow's own reader
-  (`jobs.filter_leakage.benchmark_ids.collect`), the mapping cascade of
-  `jobs/filter_leakage/id_mapping.py` (corpus id, sha through paper-ids, DOI / PubMed / arXiv,
-  folded title through `citeflow.text.fold_titles` as an Arrow UDF), the
-  benchmark papers removed from papers and citations, degrees recomputed,
-  `benchmark_ids`, `papers`, `citations` written. Not done here: the per-task
-  report table.
+- filter_leakage, as citeflow's stage runs with its default settings (mode exclude, not strict, titles
+  matched): the benchmark ids read by citeflow's own reader (`jobs.filter_leakage.benchmark_ids.collect`)
+  and taken to one row per id by its own `mapping.distinct_ids` (the stage does both in pyarrow, in its
+  driver, too), the mapping cascade of `jobs/filter_leakage/id_mapping.py` (corpus id, sha through
+  paper-ids, DOI / PubMed / arXiv, folded title through `citeflow.text.fold_titles` as an Arrow UDF), the
+  benchmark papers removed from papers and citations, degrees recomputed, `benchmark_ids` (one row per
+  suite, id, task and split), `papers`, `citations` written. Not done here: the leakage report table, the
+  paper_keys and paper_id_lines tables kept for the next release, the stop on too many unmapped ids.
+  tests/unit/test_bench_stages.py checks that the tables equal citeflow's.
 
 DuckDB is a bench-only dependency (`pip install -e .[bench]`); nothing under
 citeflow/, jobs/, spark/, models/, evaluation/ or dags/ imports it (a test
@@ -123,6 +125,16 @@ def build_graph(corpus: str, out: str, threads: int) -> dict[str, int]:
     return _write_graph(con, "papers", "citations", out)
 
 
+def _jsonl_files(folder: str) -> list[str]:
+    """The `.jsonl[.gz]` / `.json[.gz]` files under `folder`, as `citeflow.snapshot.discover_jsonl` finds them
+    (names starting with `.` or `_` skipped)."""
+    from citeflow.snapshot import JSONL
+
+    found = glob.glob(os.path.join(folder, "**", "*"), recursive=True)
+    names = ((f, os.path.basename(f)) for f in found if os.path.isfile(f))
+    return sorted(f for f, name in names if JSONL.search(name) and not name.startswith((".", "_")))
+
+
 def _write_graph(con, papers: str, citations: str, out: str) -> dict[str, int]:
     """papers, citations and degrees (every paper's out- and in-degree) as Parquet under `out`, the tables
     build_graph and filter_leakage write; their row counts."""
@@ -152,28 +164,25 @@ def filter_leakage(graph: str, scidocs: str, paper_ids: str, out: str, threads: 
     """Map the benchmark ids to corpus ids and take the mapped papers out of a build_graph version."""
     from citeflow.text import fold_titles
     from jobs.filter_leakage.benchmark_ids import collect
+    from jobs.filter_leakage.mapping import distinct_ids
 
     con = _connect(threads, out)
-    bench, _ = collect(scidocs)
+    # (rows, layouts read, SciRepEval tasks not audited): the last two only feed the stage's report
+    bench, _, _ = collect(scidocs)
     con.register("bench", bench)
+    # An id's title and external ids are the first its rows state, in their order: DuckDB's `first` over a
+    # parallel scan may pick another row's, and so another title to fold and match.
+    con.register("ids", distinct_ids(bench))
     con.create_function(
         "fold", lambda titles: fold_titles(titles), [str], str, type="arrow", null_handling="special"
     )  # the pipeline's own fold, vectorised
     con.execute(f"CREATE TEMP TABLE papers AS SELECT * FROM read_parquet('{graph}/papers/*.parquet')")
     con.execute(f"CREATE TEMP VIEW citations AS SELECT * FROM read_parquet('{graph}/citations/*.parquet')")
-    con.execute(
-        """
-        CREATE TEMP TABLE ids AS
-        SELECT id, first(title) FILTER (title IS NOT NULL) AS title, first(doi) FILTER (doi IS NOT NULL) AS doi,
-               first(pubmed_id) FILTER (pubmed_id IS NOT NULL) AS pubmed_id,
-               first(arxiv_id) FILTER (arxiv_id IS NOT NULL) AS arxiv_id
-        FROM bench GROUP BY id
-        """
-    )
-    steps = [
-        "SELECT id, trim(id)::BIGINT AS corpus_id, 1 AS m FROM ids WHERE regexp_full_match(trim(id), '[0-9]{1,18}')"
-    ]
-    id_files = sorted(glob.glob(os.path.join(paper_ids, "**", "*.jsonl*"), recursive=True)) if paper_ids else []
+    # The corpus-id rule of `mapping.first_steps`: spaces trimmed (DuckDB's `trim`, like Spark's, trims spaces
+    # only), 1 to 18 digits, and one final line break allowed, as Spark's `$` and cast allow it.
+    digits = r"nullif(regexp_extract(trim(id), '^([0-9]{1,18})(\n|\r\n|\r)?$', 1), '')::BIGINT"
+    steps = [f"SELECT id, {digits} AS corpus_id, 1 AS m FROM ids WHERE {digits} IS NOT NULL"]
+    id_files = _jsonl_files(paper_ids) if paper_ids else []
     if id_files:
         con.execute(
             f"""
@@ -203,17 +212,19 @@ def filter_leakage(graph: str, scidocs: str, paper_ids: str, out: str, threads: 
         FROM (SELECT fold(title) AS f, corpus_id FROM papers WHERE title IS NOT NULL) WHERE f IS NOT NULL GROUP BY f
         """
     )
-    steps.append(
-        "SELECT i.id, t.corpus_id, 6 AS m FROM ids i JOIN titles t ON fold(i.title) = t.f "
-        "WHERE i.title IS NOT NULL AND t.n = 1"
-    )
+    # `folded_title`: `distinct_ids` folded the benchmark's titles with the same `fold_titles`
+    steps.append("SELECT i.id, t.corpus_id, 6 AS m FROM ids i JOIN titles t ON i.folded_title = t.f WHERE t.n = 1")
     methods = "['corpus_id', 'sha', 'doi', 'pubmed', 'arxiv', 'title']"
     con.execute(
         f"""
         CREATE TEMP TABLE mapped AS
-        SELECT b.id, b.task, b.split, c.corpus_id, {methods}[c.m] AS method,
-               c.corpus_id IN (SELECT corpus_id FROM papers) AS in_snapshot
-        FROM (SELECT DISTINCT id, task, split FROM bench) b
+        SELECT b.suite, b.id, b.task, b.split, c.corpus_id, {methods}[c.m] AS method,
+               coalesce(c.corpus_id IN (SELECT corpus_id FROM papers), false) AS in_snapshot,
+               CASE WHEN c.m IS NOT NULL THEN NULL
+                    WHEN b.id IN (SELECT i.id FROM ids i JOIN titles t ON i.folded_title = t.f WHERE t.n > 1)
+                        THEN 'ambiguous_title'
+                    ELSE 'no_match' END AS unmapped_reason
+        FROM (SELECT DISTINCT suite, id, task, split FROM bench) b
         LEFT JOIN (SELECT * FROM ({" UNION ALL ".join(steps)}) QUALIFY row_number() OVER (
                        PARTITION BY id ORDER BY m, corpus_id) = 1) c ON b.id = c.id
         """
