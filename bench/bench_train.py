@@ -289,13 +289,23 @@ def main() -> int:
     except ValueError as exc:
         parser.error(str(exc))
 
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    # the model, tokens, triplets and each run's checkpoints are scratch (hundreds of MB at BERT-base): removed after
+    work = Path(tempfile.mkdtemp(prefix="citeflow-train-bench-"))
+    try:
+        return measure(args, variants, out, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, variants: list[tuple[str, dict]], out: Path, work: Path) -> int:
+    """`main`'s runs in the scratch folder `work`: the model and data built, each setting trained and timed;
+    the results written to `out`."""
     from citeflow.threads import describe
     from models.encoder import build_small, load
     from models.token_batches import TokenStore
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="citeflow-train-bench-"))
     rng = np.random.default_rng(0)
     texts = (
         real_texts(args.texts)[: args.papers] if args.lengths == "real" else synthetic_texts(args.tokens, 2_000, rng)

@@ -1,0 +1,225 @@
+"""The benches of the Spark stages run as their docstrings say, on a tiny generated corpus, so that they cannot rot
+unseen: `bench/bench_stages.py` (citeflow beside DuckDB), `bench/duckdb_stages.py` (DuckDB's twin of build_graph
+and filter_leakage, whose tables must equal citeflow's for the comparison to be honest) and `bench/bench_scale.py`
+(the four stages that grow with the corpus).
+
+Each bench runs as a subprocess of its own session (`run`): a run past its time is killed with the
+`citeflow run` processes and Spark JVMs it started.
+"""
+
+import gzip
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from citeflow.text import fold_title
+from tests.conftest import TEST_SPARK_OVERRIDES
+
+REPO = Path(__file__).resolve().parents[2]
+SPARK_SETTINGS = [arg for item in TEST_SPARK_OVERRIDES for arg in ("--set", item)]
+pytestmark = [pytest.mark.slow, pytest.mark.jvm]
+
+
+def run_bench(script: str, *args: str, timeout: float) -> str:
+    """`python bench/<script> ARGS` from the repository root; its output, once it exited 0."""
+    return run(f"bench/{script}", [sys.executable, str(REPO / "bench" / script), *args], timeout)
+
+
+def citeflow(*args: str, timeout: float = 240) -> str:
+    return run(f"citeflow {args[0]}", [sys.executable, "-m", "jobs.cli", *args], timeout)
+
+
+def run(name: str, cmd: list[str], timeout: float) -> str:
+    """`cmd`'s output, once it exited 0. In a session of its own, so that a run past `timeout` (or an interrupted
+    test) is killed with everything it started: the `citeflow run` processes and their Spark JVMs."""
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{out[-4000:]}"
+    return out
+
+
+def finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@pytest.mark.timeout(420)
+def test_the_stages_bench_times_citeflow_beside_duckdb_with_the_same_counts(tmp_path):
+    """The smallest run: 300 papers, one repeat. It still starts four Spark drivers, about a minute: two untimed
+    warm-up runs on the 1,000-paper snapshot (`warm_up`, which no option skips), then citeflow's build_graph and
+    filter_leakage, each in a process of its own."""
+    out = tmp_path / "out"
+    run_bench(
+        "bench_stages.py",
+        *("--sizes", "300", "--snapshots", str(tmp_path / "snaps"), "--out", str(out)),
+        *("--citeflow-args", " ".join(SPARK_SETTINGS)),
+        timeout=360,
+    )
+    report = json.loads((out / "stages.json").read_text())
+    (row,) = report["results"]
+    assert (row["papers"], row["format"]) == (300, "s2orc") and row["counts_match_generator"] is True
+    for stage in ("build_graph", "filter_leakage"):
+        s = row[stage]
+        for engine in ("citeflow", "duckdb"):
+            e = s[engine]
+            assert len(e["seconds"]) == 1 and e["median_s"] == e["seconds"][0] > 0, (stage, engine, e)
+            assert all(finite(e[k]) for k in ("peak_rss_gib", "load")), e
+        assert s["ratio"] == round(s["citeflow"]["median_s"] / s["duckdb"]["median_s"], 2)
+        assert s["counts_agree"] is True, s
+    truth = json.loads((tmp_path / "snaps" / "snap-s2orc-300-seed5" / "generator.json").read_text())
+    assert row["build_graph"]["metrics"]["citations"] == truth["counts"]["citations"]
+    assert row["filter_leakage"]["metrics"]["mapped"] > 0
+    table = (out / "stages.md").read_text().splitlines()
+    rows = [line for line in table if line.startswith("| 300 |")]
+    assert [r.split(" | ")[1] for r in rows] == ["build_graph", "filter_leakage"]
+    assert all(r.endswith("| True |") for r in rows), rows
+
+
+def _extra_metadata(corpus: Path) -> dict[str, dict]:
+    """SciDocs metadata entries that map by each step of the cascade that the generated benchmark leaves unused:
+    a corpus id (one of the corpus, one of none), a DOI (spelled in upper case, with spaces), a PubMed id, an
+    arXiv id and a title (re-cased, punctuated: it folds to a corpus title that no other paper has), each of a
+    paper that no other line of the corpus shares it with; and a title no paper has (unmapped: no_match)."""
+    records = []
+    for path in sorted(corpus.rglob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the generator's malformed lines
+                if isinstance(record, dict) and str(record.get("paper_id") or "").isdigit():
+                    records.append(record)
+    entries: dict[str, dict] = {}
+
+    def once(key):
+        counts = Counter(key(r) for r in records if key(r))
+        return next(r for r in records if key(r) and counts[key(r)] == 1)
+
+    def folded(r):  # ASCII titles only: upper() of some other letters does not fold back to the same title
+        title = r.get("title") or ""
+        return fold_title(title) if title.isascii() else None
+
+    entries[once(lambda r: r["paper_id"])["paper_id"]] = {"title": None}
+    entries["999999999999"] = {"title": None}  # digits: a corpus id, of no paper of this corpus
+    for n, (field, spelled) in enumerate((("doi", "DOI"), ("pubmed_id", "PubMed"), ("arxiv_id", "ArXiv"))):
+        record = once(lambda r, field=field: (r.get(field) or "").strip().lower())
+        value = record[field].upper() if field == "doi" else record[field]
+        entries[f"{n + 1:040x}"] = {"title": None, spelled: f"  {value} "}
+    record = once(folded)
+    entries[f"{4:040x}"] = {"title": f"  {record['title'].upper()}?! "}
+    entries[f"{5:040x}"] = {"title": "A paper that no corpus holds, at all"}
+    return entries
+
+
+def _rows(table_path: Path, columns: list[str]) -> list[tuple]:
+    table = pq.read_table(table_path, columns=columns)
+    return sorted(zip(*(table[c].to_pylist() for c in columns), strict=True), key=repr)
+
+
+@pytest.mark.timeout(300)
+def test_the_duckdb_twin_writes_the_tables_citeflows_stages_write(tmp_path):
+    """DuckDB's twin against citeflow itself, the reference: on a 300-paper snapshot whose SciDocs folder also
+    names papers by corpus id, DOI, PubMed id, arXiv id and title, the twin's build_graph and filter_leakage
+    tables (every row and column) equal those of `citeflow run --until filter_leakage`. About 25 s, most of it
+    citeflow's Spark run."""
+    snap = tmp_path / "snap"
+    citeflow("generate", "--papers", "300", "--seed", "5", "--out", str(snap))
+    scidocs = tmp_path / "scidocs"
+    shutil.copytree(snap / "scidocs", scidocs)
+    (scidocs / "paper_metadata_extra.json").write_text(json.dumps(_extra_metadata(snap / "corpus")))
+    artifacts = tmp_path / "artifacts"
+    inputs = ["--corpus", str(snap / "corpus"), "--scidocs", str(scidocs), "--paper-ids", str(snap / "paper-ids")]
+    citeflow(
+        "run",
+        "--snapshot",
+        "twin",
+        "--artifacts",
+        str(artifacts),
+        *inputs,
+        "--until",
+        "filter_leakage",
+        *SPARK_SETTINGS,
+    )
+    (graph,) = (artifacts / "twin" / "build_graph").glob("*/_manifest.json")
+    (leak,) = (artifacts / "twin" / "filter_leakage").glob("*/_manifest.json")
+    metrics = json.loads(leak.read_text())["metrics"]
+    # the comparison covers every step of the cascade, and an id no step maps
+    assert all(n > 0 for n in metrics["mapped_by"].values()), metrics["mapped_by"]
+    assert metrics["unmapped_reasons"].get("no_match", 0) > 0, metrics["unmapped_reasons"]
+
+    out = run_bench(
+        "duckdb_stages.py",
+        "build_graph",
+        "--corpus",
+        str(snap / "corpus"),
+        "--out",
+        str(tmp_path / "dd-graph"),
+        timeout=120,
+    )
+    built = json.loads(out.splitlines()[-1])
+    assert built == {k: json.loads(graph.read_text())["tables"][k]["rows"] for k in ("papers", "citations")}
+    out = run_bench(
+        "duckdb_stages.py",
+        *("filter_leakage", "--graph", str(graph.parent), "--scidocs", str(scidocs)),
+        *("--paper-ids", str(snap / "paper-ids"), "--out", str(tmp_path / "dd-leak")),
+        timeout=120,
+    )
+    counts = json.loads(out.splitlines()[-1])
+    assert counts == {k: metrics[k] for k in ("benchmark_ids", "mapped", "papers", "citations")}
+
+    papers = pq.read_schema(next((graph.parent / "papers").glob("*.parquet"))).names
+    graph_tables = {
+        "papers": papers,
+        "citations": ["citing", "cited"],
+        "degrees": ["corpus_id", "out_degree", "in_degree"],
+    }
+    for ours, theirs in ((graph.parent, tmp_path / "dd-graph"), (leak.parent, tmp_path / "dd-leak")):
+        for name, columns in graph_tables.items():
+            assert _rows(theirs / name, columns) == _rows(ours / name, columns), (ours.parent.name, name)
+    columns = ["suite", "id", "task", "split", "corpus_id", "method", "in_snapshot", "unmapped_reason"]
+    twin = _rows(tmp_path / "dd-leak" / "benchmark_ids.parquet", columns)
+    assert twin == _rows(leak.parent / "benchmark_ids", columns)
+    assert len(twin) == json.loads(leak.read_text())["tables"]["benchmark_ids"]["rows"]
+
+
+@pytest.mark.timeout(360)
+def test_the_scale_bench_runs_the_four_stages_and_reports_each(tmp_path):
+    """The smallest run: 1,000 papers (at 300 the graph left after filter_leakage is too small a pool for the
+    stage's k_pos=25), PBG 1 epoch of 8 dimensions. About a minute: each of the four stages is a `citeflow run`
+    of its own, two of them starting a Spark driver."""
+    out = tmp_path / "out"
+    snaps = tmp_path / "snaps"
+    run_bench(
+        "bench_scale.py",
+        *("--sizes", "1000", "--snapshots", str(snaps), "--epochs", "1", "--dim", "8", "--out", str(out)),
+        timeout=300,
+    )
+    result = json.loads((out / "scale.json").read_text())
+    (row,) = result["sizes"]
+    truth = json.loads((snaps / "snap-s2orc-1000-seed5" / "generator.json").read_text())
+    assert (row["papers"], row["citations"]) == (1000, truth["counts"]["citations"])
+    assert list(row["stages"]) == ["build_graph", "filter_leakage", "embed_graph", "mine_triplets"]
+    for stage, m in row["stages"].items():
+        assert finite(m["seconds"]) and m["seconds"] > 0 and finite(m["peak_rss_gib"]), (stage, m)
+        assert m["artifact_mib"] >= 0 and m["us_per_paper"] == round(m["seconds"] / 1000 * 1e6, 2), (stage, m)
+        assert m["metrics"], stage
+    assert row["stages"]["build_graph"]["metrics"]["citations"] == truth["counts"]["citations"]
+    assert "embed_graph.dimension=8" in row["settings"] and "mine_triplets.num_queries=100" in row["settings"]
+    table = (out / "scale.md").read_text()
+    assert [line.split(" | ")[2] for line in table.splitlines() if line.startswith("| 1,000 |")] == list(row["stages"])

@@ -1,0 +1,208 @@
+"""The benches that start no Spark JVM run as their docstrings say, at tiny sizes, so that they cannot rot unseen:
+`bench/bench_benchmark.py` (the SciDocs evaluation), `bench/bench_generate.py` (`citeflow generate` against a
+commit's), `bench/bench_mine.py` (SciNCL mining against the GEMM bound), `bench/bench_pbg.py` (PBG's import and an
+epoch) and `bench/bench_pbg_memory.py` (PBG's memory by partition count).
+"""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.support.shared import missing
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+# SciDocs' 12 headline numbers, as bench_benchmark keys them (`task/metric`)
+HEADLINE = [
+    "mag/f1",
+    "mesh/f1",
+    *(f"{task}/{metric}" for task in ("cite", "cocite", "coview", "coread") for metric in ("map", "ndcg")),
+    "recomm/adj-ndcg",
+    "recomm/adj-p@1",
+]
+
+
+def run_bench(script: str, *args: str, timeout: float, env: dict[str, str] | None = None) -> str:
+    """`python bench/<script> ARGS` from the repository root; its output, once it exited 0. In a session of its
+    own, so that a run past `timeout` (or an interrupted test) is killed with everything it started (PBG's
+    trainer and workers)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "bench" / script), *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=env,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, f"bench/{script} failed ({proc.returncode}):\n{out[-4000:]}"
+    return out
+
+
+def finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def random_citations(folder: Path, papers: int, edges: int) -> int:
+    """A citations Parquet folder of `edges` random (citing, cited) pairs over `papers` ids, self-citations
+    dropped; the edges written."""
+    rng = np.random.default_rng(0)
+    citing, cited = rng.integers(1, papers + 1, edges), rng.integers(1, papers + 1, edges)
+    keep = citing != cited
+    folder.mkdir()
+    pq.write_table(pa.table({"citing": citing[keep], "cited": cited[keep]}), folder / "part-0.parquet")
+    return int(keep.sum())
+
+
+@pytest.mark.timeout(240)
+def test_the_benchmark_bench_scores_all_twelve_numbers_and_removes_its_scratch(tmp_path):
+    """1,000 papers (the bench draws 1,000 distinct queries per ranking task and split), 16 dimensions, 40 clicks.
+    About 10 s."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    out = tmp_path / "out"
+    run_bench(
+        "bench_benchmark.py",
+        *("--papers", "1000", "--dim", "16", "--clicks", "40", "--out", str(out)),
+        timeout=180,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
+    result = json.loads((out / "benchmark.json").read_text())
+    assert (result["papers"], result["dim"]) == (1000, 16)
+    assert finite(result["seconds"]) and result["seconds"] > 0 and finite(result["load_seconds"])
+    assert set(result["task_seconds"]) == {"classification", "ranking", "recomm"}
+    assert all(finite(s) and s >= 0 for s in result["task_seconds"].values())
+    scores = result["scores"]
+    assert set(scores) == {*HEADLINE, "average/avg"} and all(finite(v) and 0 <= v <= 100 for v in scores.values())
+    # SciDocs' average is the plain mean of the 12 (each number rounded to 2 decimals in the JSON)
+    assert abs(scores["average/avg"] - sum(scores[k] for k in HEADLINE) / 12) < 0.01
+    table = (out / "benchmark.md").read_text().splitlines()
+    assert table[2].startswith("| 1,000 | 16 | all 12:") and table[2].endswith(f"| {result['seconds']:.1f} |")
+    # its SciDocs folder and embeddings are gone (torch's compile cache may stay, as in any process)
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("citeflow-")] == []
+
+
+@pytest.mark.timeout(240)
+def test_the_generate_bench_times_this_checkout_against_a_commit(tmp_path):
+    """300 papers, one round, against HEAD (the default baseline's tree may be absent from a shallow clone).
+    About 5 s."""
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        missing(f"{REPO} is not a git checkout: bench_generate exports its baseline with git archive")
+    out = tmp_path / "out"
+    run_bench(
+        "bench_generate.py",
+        *("--papers", "300", "--rounds", "1", "--baseline", "HEAD", "--out", str(out)),
+        *("--workdir", str(tmp_path / "work")),
+        timeout=180,
+    )
+    report = json.loads((out / "generate.json").read_text())
+    assert (report["papers"], report["format"], report["baseline_commit"]) == (300, "s2orc", head.stdout.strip())
+    assert set(report["runs"]) == {"baseline", "new"}
+    for name, runs in report["runs"].items():
+        (run,) = runs
+        assert run["seconds"] > 0 and run["peak_rss_gib"] > 0 and finite(run["load_average_1m"]), (name, run)
+        assert report["median_seconds"][name] == run["seconds"]
+    median = report["median_seconds"]
+    assert report["ratio_new_to_baseline"] == round(median["new"] / median["baseline"], 3)
+    table = (out / "generate.md").read_text()
+    assert table.startswith(f"# citeflow generate, 300 papers (s2orc): this checkout vs {head.stdout[:10]}")
+    assert f"ratio {report['ratio_new_to_baseline']}." in table
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["baseline"]  # each run's snapshot removed
+
+
+@pytest.mark.timeout(240)
+def test_the_mining_bench_mines_and_measures_the_bound(tmp_path):
+    """A pool of 3,000 32-d vectors, 200 queries, windows k_pos 10 and k_hard 200. A few seconds."""
+    out = tmp_path / "out"
+    run_bench(
+        "bench_mine.py",
+        *("--pool", "3000", "--queries", "200", "--dim", "32", "--k-pos", "10", "--k-hard", "200"),
+        *("--batch", "64", "--bound-batch", "64", "--gemm-repeats", "1", "--out", str(out)),
+        timeout=180,
+    )
+    result = json.loads((out / "mine.json").read_text())
+    assert (result["pool"], result["queries"], result["dim"]) == (3000, 200, 32)
+    assert result["k_max"] == 200 and result["warnings"] == []
+    assert result["triplets"] == 5 * 200  # SciNCL's 5 triplets per query: 2 hard and 3 easy negatives
+    for key in ("mining_seconds", "bound_seconds", "bare_product_seconds", "search_k1_seconds", "peak_rss_gib"):
+        assert finite(result[key]) and result[key] >= 0, key
+    for key in ("queries_per_second", "ratio_to_bound", "ratio_to_bare_product", "k1_ratio_to_bound"):
+        assert finite(result[key]) and result[key] > 0, key
+    assert set(result["gemm_gflops"]) == {"torch", "numpy", "faiss_k1"}
+    assert all(finite(v) and v > 0 for v in result["gemm_gflops"].values())
+    table = (out / "mine.md").read_text().splitlines()
+    assert len(table) == 3 and table[2].startswith("| 3,000 | 200 | 32 | 200 |")
+
+
+@pytest.mark.timeout(240)
+def test_the_pbg_bench_imports_both_ways_and_trains_an_epoch(tmp_path):
+    """5,000 edges of a random graph, 8 dimensions. About 30 s, 20 of them PBG's HOGWILD delay (its second
+    worker waits 2 s on each of the 10 edge chunks of the first epoch, as in the stage's training)."""
+    edges = random_citations(tmp_path / "citations", 2000, 20_000)
+    out = tmp_path / "out"
+    run_bench(
+        "bench_pbg.py",
+        "--citations",
+        str(tmp_path / "citations"),
+        "--edges",
+        "5000",
+        "--dim",
+        "8",
+        "--out",
+        str(out),
+        timeout=180,
+    )
+    result = json.loads((out / "pbg.json").read_text())
+    (row,) = result["results"]
+    assert edges > 5000 and row["edges"] == 5000
+    for importer in ("citeflow_import", "pbg_tsv_import"):
+        m = row[importer]
+        assert set(m) == {"seconds", "lingering_s", "peak_rss_gib", "load_before", "load_after"}, importer
+        assert m["seconds"] > 0 and all(map(finite, m.values())), importer
+    assert row["speedup"] == round(row["pbg_tsv_import"]["seconds"] / row["citeflow_import"]["seconds"], 1)
+    epoch = row["train_epoch"]
+    assert epoch["dimension"] == 8 and epoch["seconds"] > 0 and epoch["edges_per_second"] > 0
+    table = (out / "pbg.md").read_text().splitlines()
+    assert len(table) == 3 and table[2].startswith("| 5,000 | ") and table[2].endswith("(8) |")
+
+
+@pytest.mark.timeout(240)
+def test_the_pbg_memory_bench_reports_each_partition_count(tmp_path):
+    """A random graph of 2,000 papers and 10,000 edges, 8 dimensions, 1 and 2 partitions. About 12 s."""
+    out = tmp_path / "out"
+    run_bench(
+        "bench_pbg_memory.py",
+        *("--nodes", "2000", "--edges", "10000", "--dim", "8", "--partitions", "1", "2", "--out", str(out)),
+        timeout=180,
+    )
+    result = json.loads((out / "pbg_memory.json").read_text())
+    assert [r["partitions"] for r in result["results"]] == [1, 2]
+    for r in result["results"]:
+        assert 0 < r["entities"] <= 2000 and 0 < r["edges"] <= 10_000 and (r["dimension"], r["workers"]) == (8, 2)
+        assert finite(r["table_gib"]) and 0 <= r["model_gib"] <= r["table_gib"]  # PBG holds the table or a part
+        for step in ("import", "train"):
+            m = r[step]
+            # sampled every 0.5 s: a one-second import may be seen only as it starts
+            assert m["seconds"] > 0 and 0 <= m["peak_pss_gib"] <= m["peak_rss_gib"], (r["partitions"], step, m)
+        assert r["train"]["peak_rss_gib"] > 0
+    # the same graph imported both times
+    assert len({(r["entities"], r["edges"]) for r in result["results"]}) == 1
+    lines = (out / "pbg_memory.md").read_text().splitlines()
+    assert lines[0].startswith(f"{result['results'][0]['entities']:,} papers, {result['results'][0]['edges']:,} edges")
+    assert [line.split(" | ")[0] for line in lines if line[:3] in ("| 1", "| 2")] == ["| 1", "| 2"]
