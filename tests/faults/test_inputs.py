@@ -14,12 +14,11 @@ from tests.faults.conftest import NOT_UTF8, SECRET, SNAPSHOT, STAGE_ORDER, diges
 
 
 def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_tab(world, monkeypatch):
-    from types import SimpleNamespace
-
     from airflow.sdk import Connection
     from airflow.sdk.exceptions import AirflowNotFoundException, AirflowSkipException
 
     from citeflow.artifacts import ArtifactStore
+    from citeflow.registry import REGISTRY
     from cockpit import orchestration, run_settings
     from cockpit.artifact_view import render_html, summarize
 
@@ -52,7 +51,19 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
 
     monkeypatch.setattr(Connection, "get", classmethod(get))
     pushed = []
-    context = {"ti": SimpleNamespace(xcom_push=lambda **kw: pushed.append(kw)), "outlet_events": {}}
+
+    class TaskInstance:  # Airflow's XCom as the stage tasks use it: each task pulls what its upstream pushed
+        task_id, map_index, xcom = "", -1, {}
+
+        def xcom_push(self, key, value):
+            pushed.append({"key": key, "value": value})
+            self.xcom[(self.task_id, self.map_index, key)] = value
+
+        def xcom_pull(self, task_ids, map_indexes=-1, key="return_value"):
+            return self.xcom.get((task_ids, map_indexes, key))
+
+    ti = TaskInstance()
+    context = {"ti": ti, "outlet_events": {}}
     monkeypatch.setattr(orchestration, "get_current_context", lambda: context)
     params = {
         "scidocs": str(world.snapshot / "scidocs"),
@@ -72,10 +83,10 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
         )
     )
     for stage in STAGE_ORDER:  # all cached: each task pushes its summary and ends skipped
+        per_strategy = REGISTRY[stage].per_strategy
+        ti.task_id, ti.map_index = orchestration.task_id_of(stage), 0 if per_strategy else -1
         with pytest.raises(AirflowSkipException):
-            orchestration.run_stage_task(
-                stage, settings, "scincl" if stage in ("mine_triplets", "train_encoder") else None
-            )
+            orchestration.run_stage_task(stage, settings, "scincl" if per_strategy else None)
     assert [p["value"]["version"] for p in pushed] == [world.manifests[s].version for s in STAGE_ORDER]
     assert SECRET not in json.dumps([settings, pushed])
 
