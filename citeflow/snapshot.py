@@ -28,6 +28,24 @@ from citeflow.errors import CiteflowError
 
 JSONL = re.compile(r"\.jsonl(\.gz)?$|\.json(\.gz)?$")
 S2AG_DATASETS = ("papers", "abstracts", "citations")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A corpus format's files: its datasets (a folder each, or files named after them), the one a snapshot of
+    that format must have, and whether release diffs apply to it."""
+
+    datasets: tuple[str, ...]
+    main: str
+    diffs: bool
+
+
+# The corpus formats by name (build_graph.format; jobs.build_graph.CORPUS_FORMATS reads each): adding one is one
+# layout here and one reader there.
+LAYOUTS: dict[str, Layout] = {
+    "s2orc": Layout(datasets=("metadata",), main="metadata", diffs=False),
+    "s2ag": Layout(datasets=S2AG_DATASETS, main="papers", diffs=True),
+}
 PROBE_BYTES = 64 * 1024
 
 
@@ -104,14 +122,12 @@ def discover(path: str, fmt: str = "auto") -> Snapshot:
     if info.type == pafs.FileType.File:
         if not JSONL.search(info.base_name):
             raise CiteflowError(f"{path!r} is not a .jsonl or .jsonl.gz file")
-        found["s2orc"] = {"metadata": [info]}
+        found["s2orc"] = {"metadata": [info]}  # one file: an S2ORC metadata shard
     else:
-        metadata = _dataset_files(fs, root, "metadata")
-        if metadata:
-            found["s2orc"] = {"metadata": metadata}
-        s2ag = {name: _dataset_files(fs, root, name) for name in S2AG_DATASETS}
-        if s2ag["papers"]:
-            found["s2ag"] = s2ag
+        for name, layout in LAYOUTS.items():
+            files = {dataset: _dataset_files(fs, root, dataset) for dataset in layout.datasets}
+            if files[layout.main]:
+                found[name] = files
 
     if fmt == "auto":
         if len(found) != 1:
@@ -122,11 +138,10 @@ def discover(path: str, fmt: str = "auto") -> Snapshot:
             )
             raise CiteflowError(f"cannot tell the format of {path!r}: found {detail}; set build_graph.format")
         fmt = next(iter(found))
-    elif fmt not in ("s2orc", "s2ag"):
-        raise CiteflowError(f"unknown snapshot format {fmt!r}: use s2orc, s2ag or auto")
+    elif fmt not in LAYOUTS:
+        raise CiteflowError(f"unknown snapshot format {fmt!r}: use {', '.join(LAYOUTS)} or auto")
     if fmt not in found:
-        want = "metadata/*.jsonl.gz" if fmt == "s2orc" else "papers/*.jsonl.gz"
-        raise CiteflowError(f"{path!r} has no {fmt} files (expected {want})")
+        raise CiteflowError(f"{path!r} has no {fmt} files (expected {LAYOUTS[fmt].main}/*.jsonl.gz)")
 
     groups = found[fmt]
     return Snapshot(

@@ -137,7 +137,7 @@ def model_card(
     counts = triplets.get("metrics") or {}
     pbg = (graph.get("config") or {}).get("embed_graph", {})
     negatives = counts.get("negatives") or {}
-    pooled = "[CLS] token" if usage["pooling"] == "cls" else "mean of the tokens"
+    pooled = POOLED[usage["pooling"]][0]
     body = [
         f"# {name}",
         "",
@@ -214,16 +214,23 @@ def describe_base(training: dict[str, Any], model_config: dict[str, Any]) -> str
     return f"a pretrained {kind}" + (f" of {shape}" if shape else "") + f", from a local folder `.../{where}`"
 
 
+# Each pooling (models.encoder.POOLINGS) as the card says it: in words, and as plain transformers code.
+POOLED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cls": ("[CLS] token", ("vectors = hidden[:, 0]  # the [CLS] token",)),
+    "mean": (
+        "mean of the tokens",
+        (
+            "mask = batch['attention_mask'].unsqueeze(-1).to(hidden.dtype)",
+            "vectors = (hidden * mask).sum(1) / mask.sum(1)  # the mean of the tokens",
+        ),
+    ),
+}
+
+
 def _usage_snippets(usage: dict[str, Any], path: str, papers: list[tuple[str, str]]) -> list[str]:
     """Code that embeds two papers as citeflow did, runnable as printed: sentence-transformers (whose files here
     hold the pooling) and plain transformers (which needs it spelled out). Each block stands alone."""
-    if usage["pooling"] == "cls":
-        pooled = ["vectors = hidden[:, 0]  # the [CLS] token"]
-    else:
-        pooled = [
-            "mask = batch['attention_mask'].unsqueeze(-1).to(hidden.dtype)",
-            "vectors = (hidden * mask).sum(1) / mask.sum(1)  # the mean of the tokens",
-        ]
+    pooled = list(POOLED[usage["pooling"]][1])
     if usage["normalize"]:
         pooled.append("vectors = torch.nn.functional.normalize(vectors, dim=-1)")
     listed = [

@@ -52,7 +52,7 @@ from citeflow import diffs as D
 from citeflow.artifacts import ArtifactStore, Manifest, table_stats
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.registry import REGISTRY
-from citeflow.snapshot import Snapshot, discover, fingerprint
+from citeflow.snapshot import LAYOUTS, Snapshot, discover, fingerprint
 from citeflow.stage import execute
 from jobs.graph_summary import summarize
 from jobs.pipeline import Upstream, entry_point
@@ -140,9 +140,13 @@ def find_diff(
     if not starts:
         log.info("%s: %s holds no whole diff to %s; building from the shards", STAGE, folder, config.snapshot)
         return None
-    if snapshot.format != "s2ag":
+    if not LAYOUTS[snapshot.format].diffs:
+        diffable = ", ".join(name for name, layout in LAYOUTS.items() if layout.diffs)
         log.info(
-            "%s: diffs apply to S2AG releases, this snapshot is %s; building from the shards", STAGE, snapshot.format
+            "%s: diffs apply to %s releases, this snapshot is %s; building from the shards",
+            STAGE,
+            diffable,
+            snapshot.format,
         )
         return None
     for start in starts:
@@ -220,11 +224,8 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
         return R.read_lines(spark, files, sizes)
 
     # Pass 1: every papers line parsed once and labelled where unusable, written without a shuffle.
-    if snapshot.format == "s2orc":
-        parsed = R.parse_lines(lines("metadata"), R.s2orc_schema(cfg.citations_from))
-        papers = R.s2orc_papers(parsed, cfg.citations_from)
-    else:
-        papers = R.s2ag_papers(R.parse_lines(lines("papers"), R.S2AG_PAPERS_SCHEMA))
+    fmt = CORPUS_FORMATS[snapshot.format]
+    papers = fmt.papers(R, lines, cfg)
     log.info("%s: parsing papers", STAGE)
     staged = stage(G.stage_papers(papers), "papers")
     log.info("%s: deduplicating papers", STAGE)
@@ -235,19 +236,68 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     few_lines = small(table_stats(store, work.staging("papers"))["rows"])
     few_duplicates = few_lines or small(duplicates.count())
     kept = G.kept_papers(staged, duplicates, broadcast=few_duplicates)
-    corpus_ids = kept.select("corpus_id")
     rejected = [G.rejected_papers(staged, duplicates, broadcast=few_duplicates)]
-
     few_papers = few_lines or small(staged.where(F.col("reason").isNull()).count())
-    if snapshot.format == "s2orc":
-        # labelled within each paper's list (no shuffle), once: staged light (the raw ids and the source only
-        # for rejected edges) for the citations and the rejected rows to read
+    kept, labelled_edges = fmt.edges(spark, lines, stage, kept, rejected, cfg, few_papers, snapshot.root)
+    text = fmt.text_flags(kept)
+    metrics = finish(
+        spark, store, path, config, kept.select(*G.PAPERS_COLUMNS), labelled_edges, rejected, few_papers, text
+    )
+    metrics["format"] = snapshot.format
+    metrics["input_files"] = {name: len(files) for name, files in snapshot.datasets.items()}
+    return metrics
+
+
+class S2orcBuild:
+    """S2ORC: one metadata dataset, each line a paper with its outbound citation ids; the text flags (no title,
+    no abstract, lossy text) are noted in pass 1, so the text is never read again."""
+
+    @staticmethod
+    def papers(R, lines, cfg):
+        parsed = R.parse_lines(lines("metadata"), R.s2orc_schema(cfg.citations_from))
+        return R.s2orc_papers(parsed, cfg.citations_from)
+
+    @staticmethod
+    def edges(spark, lines, stage, kept, rejected, cfg, few_papers, root=""):
+        """(kept, labelled edges): labelled within each paper's list (no shuffle), once: staged light (the raw
+        ids and the source only for rejected edges) for the citations and the rejected rows to read."""
+        from spark import graph as G
+
         log.info("%s: cleaning citation edges", STAGE)
+        corpus_ids = kept.select("corpus_id")
         labelled = G.label_s2orc_edges(kept, corpus_ids, cfg.citations_from, broadcast=few_papers)
-        labelled_edges = stage(G.light_labels(labelled), "edges")
-    else:
-        # Each S2AG dataset is parsed once: what the papers and the rejected rows need of its lines is
-        # decided in that pass and staged, light, so that the rejected rows do not parse them again.
+        return kept, stage(G.light_labels(labelled), "edges")
+
+    @staticmethod
+    def text_flags(kept):
+        from pyspark.sql import functions as F
+
+        return kept.select(
+            F.col("_no_title").alias("no_title"),
+            F.col("_no_abstract").alias("no_abstract"),
+            F.col("_lossy").alias("lossy"),
+        )
+
+
+class S2agBuild:
+    """S2AG: papers, abstracts and citations datasets, each parsed once: what the papers and the rejected rows
+    need of its lines is decided in that pass and staged, light, so that the rejected rows do not parse them
+    again."""
+
+    @staticmethod
+    def papers(R, lines, cfg):
+        return R.s2ag_papers(R.parse_lines(lines("papers"), R.S2AG_PAPERS_SCHEMA))
+
+    @staticmethod
+    def edges(spark, lines, stage, kept, rejected, cfg, few_papers, root=""):
+        """(kept with its best abstracts, labelled edges); the rejected abstracts and citation lines are added to
+        `rejected`."""
+        from pyspark.sql import functions as F
+
+        from spark import graph as G
+        from spark import readers as R
+
+        corpus_ids = kept.select("corpus_id")
         abstract_lines = lines("abstracts")
         if abstract_lines is not None:
             log.info("%s: ranking abstracts", STAGE)
@@ -273,26 +323,20 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
                 )
             )
         else:
-            log.warning("%s: no citations dataset in %s; the graph has no edges", STAGE, snapshot.root)
+            log.warning("%s: no citations dataset in %s; the graph has no edges", STAGE, root)
             candidates = spark.createDataFrame([], "citing_raw string, cited_raw string, source string")
-
         # Pass 2: every candidate edge, labelled once (copies of an edge may come from any shard).
         log.info("%s: cleaning citation edges", STAGE)
-        labelled_edges = stage(G.label_edges(candidates, corpus_ids, broadcast=few_papers), "edges")
+        return kept, stage(G.label_edges(candidates, corpus_ids, broadcast=few_papers), "edges")
 
-    text = None
-    if snapshot.format == "s2orc":  # the text flags were noted in pass 1: no need to read the text again
-        text = kept.select(
-            F.col("_no_title").alias("no_title"),
-            F.col("_no_abstract").alias("no_abstract"),
-            F.col("_lossy").alias("lossy"),
-        )
-    metrics = finish(
-        spark, store, path, config, kept.select(*G.PAPERS_COLUMNS), labelled_edges, rejected, few_papers, text
-    )
-    metrics["format"] = snapshot.format
-    metrics["input_files"] = {name: len(files) for name, files in snapshot.datasets.items()}
-    return metrics
+    @staticmethod
+    def text_flags(kept):
+        return None  # `finish` reads the flags from the written papers (their abstracts came from another dataset)
+
+
+# How build_graph reads each corpus format (citeflow.snapshot.CORPUS_FORMATS holds their layouts): adding a
+# format is one layout there and one class here.
+CORPUS_FORMATS = {"s2orc": S2orcBuild, "s2ag": S2agBuild}
 
 
 def finish(

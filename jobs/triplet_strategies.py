@@ -74,8 +74,10 @@ class Scincl:
 
     def finish(self, metrics: dict[str, Any], query_rows) -> None:
         """An approximate index's recall against exact search, on a sample of the queries."""
+        from models import knn
+
         cfg = self.cfg
-        if cfg.index != "flat" and cfg.recall_sample:
+        if not knn.INDEX_BUILDERS[cfg.index].exact and cfg.recall_sample:
             metrics["index"]["recall"] = _recall(self.index, self.vectors, query_rows, self.windows, cfg)
             log.info("mine_triplets: %s recall against exact search: %s", cfg.index, metrics["index"]["recall"])
 

@@ -230,16 +230,27 @@ def canonical_vocab(vocab: dict[str, int], special: list[str]) -> dict[str, int]
     return {token: i for i, token in enumerate([t for t in special if t in vocab] + rest)}
 
 
+def cls_pooling(hidden, mask):
+    """The first token's final hidden state ([CLS]): SPECTER's and SciNCL's paper embedding."""
+    return hidden[:, 0]
+
+
+def mean_pooling(hidden, mask):
+    """The mean of the final hidden states over the real tokens (sentence-transformers' mean pooling)."""
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
+
+
+# The poolings by name (train_encoder.pooling): adding one is one function above and one entry here.
+POOLINGS = {"cls": cls_pooling, "mean": mean_pooling}
+
+
 def pool(hidden, mask, how: str, normalize: bool = False):
-    """Paper embeddings from the final hidden states: `cls` (token 0) or masked `mean`; with `normalize`, scaled
-    to unit L2 length (sentence-transformers' Normalize module)."""
-    if how == "cls":
-        vectors = hidden[:, 0]
-    elif how == "mean":
-        weights = mask.unsqueeze(-1).to(hidden.dtype)
-        vectors = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
-    else:
-        raise ValueError(f"pooling must be cls or mean, not {how!r}")
+    """Paper embeddings from the final hidden states by the pooling `how` names (`POOLINGS`); with `normalize`,
+    scaled to unit L2 length (sentence-transformers' Normalize module)."""
+    if how not in POOLINGS:
+        raise ValueError(f"pooling must be {' or '.join(POOLINGS)}, not {how!r}")
+    vectors = POOLINGS[how](hidden, mask)
     if normalize:
         import torch.nn.functional as F
 

@@ -10,6 +10,9 @@ search returns.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,68 +33,109 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_index(
-    vectors: np.ndarray,
-    kind: str,
-    *,
-    k_max: int,
-    nlist: int = 0,
-    nprobe: int = 32,
-    hnsw_m: int = 32,
-    ef_search: int = 0,
-    pq_m: int = 0,
-    train_size: int = 100_000,
-    seed: int = 0,
-    use_gpu: bool = True,
-):
+@dataclass(frozen=True)
+class IndexOptions:
+    """The settings an index kind's builder reads (mine_triplets' section)."""
+
+    k_max: int
+    nlist: int = 0
+    nprobe: int = 32
+    hnsw_m: int = 32
+    ef_search: int = 0
+    pq_m: int = 0
+    train_size: int = 100_000
+    seed: int = 0
+
+
+def _flat(vectors: np.ndarray, o: IndexOptions):
+    import faiss
+
+    return faiss.IndexFlatIP(vectors.shape[1]), "IndexFlatIP (exact)"
+
+
+def _lists(vectors: np.ndarray, o: IndexOptions) -> int:
+    n = len(vectors)
+    return o.nlist or max(1, min(n // 39, int(4 * np.sqrt(n))))
+
+
+def _trained(index, vectors: np.ndarray, o: IndexOptions, lists: int):
+    """An IVF index trained on a seeded sample of at most `train_size` vectors, searching `nprobe` lists."""
+    sample = vectors
+    if len(vectors) > o.train_size:
+        rows = np.sort(np.argsort(hash64(o.seed, SALT_SAMPLE, np.arange(len(vectors))))[: o.train_size])
+        sample = vectors[rows]
+    index.train(np.ascontiguousarray(sample))
+    index.nprobe = min(o.nprobe, lists)
+    return index
+
+
+def _ivf(vectors: np.ndarray, o: IndexOptions):
+    import faiss
+
+    dim, lists = vectors.shape[1], _lists(vectors, o)
+    index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, lists, faiss.METRIC_INNER_PRODUCT)
+    return _trained(index, vectors, o, lists), f"IVF{lists},Flat nprobe={min(o.nprobe, lists)}"
+
+
+def _ivfpq(vectors: np.ndarray, o: IndexOptions):
+    import faiss
+
+    dim, lists = vectors.shape[1], _lists(vectors, o)
+    m = o.pq_m or next(d for d in range(max(1, dim // 8), 0, -1) if dim % d == 0)
+    index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, lists, m, 8, faiss.METRIC_INNER_PRODUCT)
+    return _trained(index, vectors, o, lists), f"IVF{lists},PQ{m}x8 nprobe={min(o.nprobe, lists)}"
+
+
+def _hnsw(vectors: np.ndarray, o: IndexOptions):
+    import faiss
+
+    index = faiss.IndexHNSWFlat(vectors.shape[1], o.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efSearch = max(o.ef_search or 2 * o.k_max, o.k_max + 1)
+    return index, f"HNSW{o.hnsw_m},Flat efSearch={index.hnsw.efSearch}"
+
+
+@dataclass(frozen=True)
+class IndexKind:
+    build: Callable[[np.ndarray, IndexOptions], tuple[Any, str]]  # (empty index, its description)
+    gpu: bool  # FAISS has a GPU form of it
+    exact: bool = False  # returns the true neighbours (an approximate index's recall is measured against it)
+
+
+# The index kinds by name (mine_triplets.index; their descriptions: citeflow.registry.INDEX_KINDS): adding one is
+# one builder above, one entry here and one there.
+INDEX_BUILDERS: dict[str, IndexKind] = {
+    "flat": IndexKind(_flat, gpu=True, exact=True),
+    "ivf": IndexKind(_ivf, gpu=True),
+    "hnsw": IndexKind(_hnsw, gpu=False),
+    "ivfpq": IndexKind(_ivfpq, gpu=True),
+}
+
+
+def build_index(vectors: np.ndarray, kind: str, *, use_gpu: bool = True, **options: Any):
     """A FAISS inner-product index over `vectors` (already L2-normalised). Returns (index, description).
 
-    flat: exact (IndexFlatIP); ivf: IVF-Flat with nlist lists (0: 4*sqrt(n)) searched with nprobe; hnsw:
-    HNSW with M links, efSearch (0: 2*k_max); ivfpq: IVF with product quantisation (pq_m sub-vectors,
-    0: dimension/8 or the nearest divisor) for pools too large for memory. Trained on a seeded sample.
-    On a machine with FAISS GPUs and k_max within their limit the index moves to every GPU.
+    `options`: `IndexOptions`' fields. flat: exact (IndexFlatIP); ivf: IVF-Flat with nlist lists (0: 4*sqrt(n))
+    searched with nprobe; hnsw: HNSW with M links, efSearch (0: 2*k_max); ivfpq: IVF with product quantisation
+    (pq_m sub-vectors, 0: dimension/8 or the nearest divisor) for pools too large for memory. Trained on a
+    seeded sample. On a machine with FAISS GPUs and k_max within their limit the index moves to every GPU.
     """
     import faiss
 
     from models.faiss_build import faiss_build_problem, installed_faiss
 
-    n, dim = vectors.shape
-    metric = faiss.METRIC_INNER_PRODUCT
-    if kind == "flat":
-        index = faiss.IndexFlatIP(dim)
-        description = "IndexFlatIP (exact)"
-    elif kind in ("ivf", "ivfpq"):
-        lists = nlist or max(1, min(n // 39, int(4 * np.sqrt(n))))
-        quantizer = faiss.IndexFlatIP(dim)
-        if kind == "ivf":
-            index = faiss.IndexIVFFlat(quantizer, dim, lists, metric)
-            description = f"IVF{lists},Flat nprobe={min(nprobe, lists)}"
-        else:
-            m = pq_m or next(d for d in range(max(1, dim // 8), 0, -1) if dim % d == 0)
-            index = faiss.IndexIVFPQ(quantizer, dim, lists, m, 8, metric)
-            description = f"IVF{lists},PQ{m}x8 nprobe={min(nprobe, lists)}"
-        sample = vectors
-        if n > train_size:
-            rows = np.sort(np.argsort(hash64(seed, SALT_SAMPLE, np.arange(n)))[:train_size])
-            sample = vectors[rows]
-        index.train(np.ascontiguousarray(sample))
-        index.nprobe = min(nprobe, lists)
-    elif kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, hnsw_m, metric)
-        index.hnsw.efSearch = max(ef_search or 2 * k_max, k_max + 1)
-        description = f"HNSW{hnsw_m},Flat efSearch={index.hnsw.efSearch}"
-    else:
-        raise AssertionError(f"index kind {named('index kind', kind, INDEX_KINDS)!r} is registered but not built")
+    named("index kind", kind, INDEX_KINDS)
+    o = IndexOptions(**options)
+    index, description = INDEX_BUILDERS[kind].build(vectors, o)
     index.add(np.ascontiguousarray(vectors))
     gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
     if use_gpu and (problem := faiss_build_problem(installed_faiss(), gpus)):
         log.warning("%s", problem)
-    if use_gpu and gpus > 0 and kind != "hnsw":
-        if k_max + 1 <= GPU_MAX_K:
+    if use_gpu and gpus > 0 and INDEX_BUILDERS[kind].gpu:
+        if o.k_max + 1 <= GPU_MAX_K:
             index = faiss.index_cpu_to_all_gpus(index)
             description += f" on {gpus} GPU(s)"
         else:
-            log.warning("FAISS GPU search returns at most %d neighbours; k_max=%d runs on the CPU", GPU_MAX_K, k_max)
+            log.warning("FAISS GPU search returns at most %d neighbours; k_max=%d runs on the CPU", GPU_MAX_K, o.k_max)
     return index, description
 
 

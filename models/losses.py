@@ -6,6 +6,9 @@ for a model trained for cosine similarity (docs/train_encoder.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 
@@ -48,17 +51,31 @@ def in_batch_loss(query, positive, negative, scale: float):
     return F.cross_entropy(scores, torch.arange(len(q), device=q.device))
 
 
-# Losses whose rows compete with each other: the step's loss is one loss over all its micro-batches' rows
-# (`models.train_step.cached_step_gradients`), not a sum of the micro-batches' own losses.
-STEP_WIDE = frozenset({"in_batch"})
+@dataclass(frozen=True)
+class Loss:
+    """A loss by name: `of(spec)` builds the function of (query, positive, negative) vectors. `step_wide`: its
+    rows compete with each other, so the step's loss is one loss over all its micro-batches' rows
+    (`models.train_step.cached_step_gradients`), not a sum of the micro-batches' own losses."""
+
+    name: str
+    of: Callable[[LossSettings], Callable]
+    step_wide: bool = False
+
+
+# The losses by name (train_encoder.loss): adding one is one function above and one entry here.
+LOSSES: dict[str, Loss] = {
+    loss.name: loss
+    for loss in (
+        Loss("triplet", lambda spec: partial(triplet_loss, margin=spec.margin)),
+        Loss("triplet_cosine", lambda spec: partial(cosine_triplet_loss, margin=spec.margin)),
+        Loss("in_batch", lambda spec: partial(in_batch_loss, scale=spec.scale), step_wide=True),
+    )
+}
+STEP_WIDE = frozenset(name for name, loss in LOSSES.items() if loss.step_wide)
 
 
 def loss_of(spec: LossSettings):
     """The loss of (query, positive, negative) vectors the spec names."""
-    if spec.loss == "triplet":
-        return lambda q, p, n: triplet_loss(q, p, n, spec.margin)
-    if spec.loss == "triplet_cosine":
-        return lambda q, p, n: cosine_triplet_loss(q, p, n, spec.margin)
-    if spec.loss == "in_batch":
-        return lambda q, p, n: in_batch_loss(q, p, n, spec.scale)
-    raise SystemExit(f"unknown loss {spec.loss!r}: triplet, triplet_cosine or in_batch")
+    if spec.loss not in LOSSES:
+        raise SystemExit(f"unknown loss {spec.loss!r}: {', '.join(LOSSES)}")
+    return LOSSES[spec.loss].of(spec)

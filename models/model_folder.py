@@ -18,7 +18,7 @@ from typing import Any
 
 from citeflow.config import ENCODER_MAX_LENGTH, ENCODER_USAGE_FALLBACK
 from citeflow.errors import CiteflowError
-from models.encoder import is_bert
+from models.encoder import POOLINGS, is_bert
 
 CITEFLOW_FILE = "citeflow.json"
 MODULES_FILE = "modules.json"
@@ -140,10 +140,10 @@ def resolve_usage(chosen: dict[str, Any], said: dict[str, tuple[Any, str]]) -> U
             values[name], sources[name] = said[name][0], f"model folder {said[name][1]}"
         else:
             values[name], sources[name] = fallback, "default"
-    if values["pooling"] not in ("cls", "mean"):
+    if values["pooling"] not in POOLINGS:
         raise CiteflowError(
             f"the model folder's {said['pooling'][1]} asks for {values['pooling']} pooling, which citeflow does "
-            "not implement; set train_encoder.pooling=cls or mean to use it anyway"
+            f"not implement; set train_encoder.pooling={' or '.join(POOLINGS)} to use it anyway"
         )
     if not 1 <= values["max_length"] <= ENCODER_MAX_LENGTH:
         raise CiteflowError(
@@ -178,10 +178,8 @@ def write_sentence_transformers_files(
         json.dumps(
             {
                 "word_embedding_dimension": dimension,
-                "pooling_mode_cls_token": pooling == "cls",
-                "pooling_mode_mean_tokens": pooling == "mean",
-                "pooling_mode_max_tokens": False,
-                "pooling_mode_mean_sqrt_len_tokens": False,
+                # the four keys every sentence-transformers version reads; the one of `pooling` true
+                **{key: _LEGACY_POOLING_KEYS[key] == pooling for key in list(_LEGACY_POOLING_KEYS)[:4]},
             },
             indent=2,
         )

@@ -70,7 +70,7 @@ class TrainEncoderConfig:
         metadata=_help(
             "triplet: SPECTER's and SciNCL's margin loss on L2 distances; triplet_cosine: the same on cosine "
             "distances (1 - cos), for a model trained and used with cosine similarity; in_batch: softmax over "
-            "every positive and negative of the micro-batch (sentence-transformers' MultipleNegativesRankingLoss, "
+            "every positive and negative of the optimizer step (sentence-transformers' MultipleNegativesRankingLoss, "
             "the loss all-MiniLM-L6-v2 was trained with), the triplet's negative as a hard one",
             versioned_when_set=True,
         ),

@@ -34,6 +34,64 @@ def test_each_registered_strategy_has_its_miner_and_nothing_else_does():
         assert all(callable(getattr(miner, step)) for step in ("prepare", "batch", "batch_metrics", "finish"))
 
 
+def _choices(section_class, name: str) -> list[str]:
+    """The names a setting's Literal allows (None and `auto` left out: they pick among the others)."""
+    import typing
+
+    hint = typing.get_type_hints(section_class)[name]
+    args = typing.get_args(hint)
+    literal = next((a for a in args if typing.get_origin(a) is typing.Literal), hint)
+    return [a for a in typing.get_args(literal) if a not in (None, "auto")]
+
+
+def test_each_named_choice_is_a_table_from_name_to_implementation_that_the_settings_offer():
+    from citeflow.config.encoder import TrainEncoderConfig
+    from citeflow.config.stages import BuildGraphConfig, MineTripletsConfig
+    from citeflow.registry import INDEX_KINDS
+    from citeflow.snapshot import LAYOUTS
+    from jobs.build_graph import CORPUS_FORMATS
+    from models.encoder import POOLINGS
+    from models.knn import INDEX_BUILDERS
+    from models.losses import LOSSES
+
+    assert _choices(TrainEncoderConfig, "loss") == list(LOSSES)
+    assert _choices(TrainEncoderConfig, "pooling") == list(POOLINGS)
+    assert _choices(MineTripletsConfig, "index") == list(INDEX_BUILDERS) == list(INDEX_KINDS)
+    assert _choices(BuildGraphConfig, "format") == list(CORPUS_FORMATS) == list(LAYOUTS)
+    assert all(callable(LOSSES[n].of) for n in LOSSES) and all(callable(f) for f in POOLINGS.values())
+
+
+def test_no_code_chooses_a_format_strategy_index_loss_or_pooling_by_comparing_its_name():
+    """Adding one is an entry in its table: no `x == "s2orc"`, `loss in ("triplet", ...)` or the like outside
+    the tables themselves (and outside tests, the bench and the config's own Literal checks)."""
+    import ast
+    from pathlib import Path
+
+    from citeflow.registry import INDEX_KINDS, STRATEGIES
+    from citeflow.snapshot import LAYOUTS
+    from models.encoder import POOLINGS
+    from models.losses import LOSSES
+
+    names = {*LAYOUTS, *STRATEGIES, *INDEX_KINDS, *LOSSES, *POOLINGS}
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for package in ("citeflow", "cockpit", "dags", "evaluation", "jobs", "models", "spark"):
+        for path in sorted((root / package).rglob("*.py")):
+            if path.parts[-3:-1] == ("citeflow", "config"):
+                continue  # the settings check their own Literal choices
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Compare):
+                    # a side that is a name, or a tuple, list or set of names (not a key looked up on a side)
+                    sides = [node.left, *node.comparators]
+                    sides += [
+                        e for side in sides if isinstance(side, ast.Tuple | ast.List | ast.Set) for e in side.elts
+                    ]
+                    constants = [c.value for c in sides if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                    if names & set(constants):
+                        found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert found == []
+
+
 def test_an_unknown_stage_lists_the_known_ones():
     with pytest.raises(CiteflowError, match="unknown stage 'embed'; stages are: build_graph, filter_leakage"):
         stage("embed")
