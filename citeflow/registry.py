@@ -189,6 +189,48 @@ REGISTRY: dict[str, Stage] = {stage.name: stage for stage in _DECLARED}
 STAGES: tuple[str, ...] = tuple(REGISTRY)
 
 
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """A versioned report over two releases of the corpus, not a stage of one run: it reads a stage's version
+    in each release (`after`, whose lineage it follows: `reads`) and writes its tables under the later one.
+    `citeflow compare` runs it on any two releases; the releases DAG runs it, once per strategy, after `after`,
+    against the release the diff started from (`previous`). Its code lives in `jobs/<name>.py`."""
+
+    name: str
+    after: str  # the stage whose version in each release it starts from (its task follows that stage's)
+    reads: tuple[str, ...]  # the stages whose versions it reads, in both releases
+    tables: tuple[str, ...]
+    main_table: str
+    per_strategy: bool
+    summary: str
+    previous: str
+
+    @property
+    def module(self) -> str:
+        return f"jobs.{self.name}"
+
+    def __post_init__(self) -> None:
+        if self.main_table not in self.tables:
+            raise ValueError(f"report {self.name}: main_table {self.main_table!r} is not one of its tables")
+
+
+REPORTS: dict[str, Report] = {
+    report.name: report
+    for report in (
+        Report(
+            "drift",
+            after="benchmark",
+            reads=STAGES,
+            tables=("summary", "histogram"),
+            main_table="summary",
+            per_strategy=True,
+            summary="two releases' benchmarks and their lineage -> what the later release changed (drift report)",
+            previous="the release this release's build_graph was merged from by a diff (citeflow compare: any)",
+        ),
+    )
+}
+
+
 # Triplet strategies by name: how mine_triplets picks each query's positives and negatives.
 STRATEGIES: dict[str, str] = {
     "scincl": "kNN windows over the graph embeddings (SciNCL)",
@@ -227,16 +269,23 @@ def stages_until(until: str | None) -> list[str]:
 
 
 def check_order() -> None:
-    """Every stage builds only on stages declared before it (so pipeline order is a topological order)."""
+    """Every stage builds only on stages declared before it (so pipeline order is a topological order), and a
+    report reads only stages."""
     for i, declared in enumerate(_DECLARED):
         for name in declared.reads:
             if name not in STAGES[:i]:
                 raise CiteflowError(f"stage {declared.name} builds on {name!r}, which is not declared before it")
+    for report in REPORTS.values():
+        if report.after not in report.reads or not set(report.reads) <= set(STAGES) or report.name in REGISTRY:
+            raise CiteflowError(f"report {report.name} reads {report.reads!r}: stages only, {report.after} among them")
 
 
 def undeclared_reads(stage_name: str, snapshot: str, inputs: list[dict[str, Any]]) -> list[str]:
     """The versions among a manifest's `inputs` that its stage's entry does not declare: a stage of this release
     outside `reads`, or an earlier release's version where the stage declares no `previous` read (of itself)."""
+    if stage_name in REPORTS:  # a report reads both releases' versions of the stages it declares
+        report = REPORTS[stage_name]
+        return [f"{i['stage']} {i.get('version')}" for i in inputs if i.get("stage") not in (None, *report.reads)]
     spec = REGISTRY[stage_name]
     found = []
     for item in inputs:
@@ -250,3 +299,41 @@ def undeclared_reads(stage_name: str, snapshot: str, inputs: list[dict[str, Any]
 
 
 check_order()
+
+WORKERS = {"default": "default pool", "pbg": "PBG pool", "gpu": "GPU pool"}
+
+
+def mermaid() -> str:
+    """The registry's graph as a Mermaid flowchart (docs/architecture.md holds it; `python -m citeflow.registry`
+    prints it): each stage with its worker and tables, its upstream edges, its variants (dashed, with their
+    settings), its lineage reads (dotted), its previous-release reads (a loop) and the reports after it."""
+
+    def node(name: str, kind: str, tables: tuple[str, ...]) -> str:
+        return f'  {name}["<b>{name}</b> ({kind})<br/>{", ".join(tables)}"]'
+
+    def kind(s: Stage) -> str:
+        return f"{'local' if s.local_root else 'Spark'}, {WORKERS[s.worker]}"
+
+    lines = ["flowchart TD"]
+    shared = [s for s in REGISTRY.values() if not s.per_strategy]
+    per = [s for s in REGISTRY.values() if s.per_strategy]
+    lines += [node(s.name, kind(s), s.tables) for s in shared]
+    lines.append('  subgraph per_strategy["once per triplet strategy"]')
+    lines += ["  " + node(s.name, kind(s), s.tables) for s in per]
+    lines += ["  " + node(r.name, "report over two releases", r.tables) for r in REPORTS.values() if r.per_strategy]
+    lines.append("  end")
+    for s in REGISTRY.values():
+        lines += [f"  {name} --> {s.name}" for name in s.upstream]
+        for v in s.variants:
+            settings = ", ".join(f"{field}={value}" for field, value in v.changes)
+            lines.append(f'  {v.stage} -. "variant {v.name}: {settings}" .-> {s.name}')
+        lines += [f'  {name} -. "lineage" .-> {s.name}' for name in s.lineage]
+        if s.previous:
+            lines.append(f'  {s.name} -. "previous release" .-> {s.name}')
+    for r in REPORTS.values():
+        lines.append(f'  {r.after} == "both releases" ==> {r.name}')
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(mermaid(), end="")

@@ -39,7 +39,7 @@ from citeflow.config import validate_snapshot_id
 from citeflow.errors import CiteflowError
 from citeflow.manifest import VERSION_RE, DamagedVersion
 from citeflow.redaction import redact
-from citeflow.registry import STAGES
+from citeflow.registry import REPORTS, STAGES
 
 SAMPLE_ROWS = 5
 WHOLE_ROWS = 200
@@ -311,7 +311,7 @@ def xcom_target(value: Any) -> dict[str, Any]:
             "this task instance recorded no citeflow artifact (not a stage task, or it failed before writing one)"
         )
     validate_snapshot_id(value["snapshot"])
-    if value["stage"] not in (*STAGES, "drift"):  # the stages and the releases' drift report
+    if value["stage"] not in (*STAGES, *REPORTS):  # the stages and the registered reports (drift)
         raise CiteflowError(f"the task's XCom names no citeflow stage: {value['stage'][:40]!r}")
     if not VERSION_RE.fullmatch(value["version"]):
         raise CiteflowError(f"the task's XCom names no artifact version: {value['version'][:40]!r}")

@@ -54,7 +54,7 @@ from typing import Any
 
 from airflow.sdk import Asset, get_current_context, task, task_group
 
-from citeflow.registry import REGISTRY, STAGES, STRATEGIES, Stage
+from citeflow.registry import REGISTRY, REPORTS, STAGES, STRATEGIES, Stage
 from cockpit.run_settings import run_config
 from cockpit.settings import GPU_POOL, GPU_QUEUE, PBG_POOL, PBG_QUEUE, PBG_RANK_QUEUE
 
@@ -252,39 +252,41 @@ def how_built(manifest) -> tuple[str, str]:
     return "full", "in full"
 
 
-def run_drift_task(settings: dict[str, Any], strategy: str) -> dict[str, Any]:
-    """Body of a `drift` task (the releases DAG, after the benchmark): the drift report of this release against the
-    release its graph was merged from; skipped for a release built from its shards (it has no previous one)."""
+def run_report_task(name: str, settings: dict[str, Any], strategy: str) -> dict[str, Any]:
+    """Body of a registered report's task (`citeflow.registry.REPORTS`; the releases DAG's `drift`, after the
+    benchmark): the report of this release against the release its graph was merged from (the report module's
+    `previous_release`); skipped for a release built from its shards (it has no previous one)."""
+    import importlib
+
     from airflow.sdk.exceptions import AirflowSkipException
 
     from citeflow.artifacts import ArtifactStore
     from citeflow.errors import CiteflowError
-    from jobs import drift
 
+    report = importlib.import_module(REPORTS[name].module)
     context = get_current_context()
     try:
         config = run_config(settings)
         store = ArtifactStore(config.artifacts, config.store)
-        graph = drift.release(store, config.snapshot, strategy)["build_graph"]
-        base = (graph.metrics.get("from_diff") or {}).get("base")
-        if not base:
-            raise AirflowSkipException("drift: this release was built from its shards; no previous release")
-        manifest = drift.run(store, base["snapshot"], config.snapshot, strategy=strategy)
+        before = report.previous_release(store, config.snapshot, strategy)
+        if before is None:
+            raise AirflowSkipException(f"{name}: this release was built from its shards; no previous release")
+        manifest = report.run(store, before, config.snapshot, strategy=strategy)
     except CiteflowError as exc:
         _fail(f"citeflow: {exc}")
     summary = {
-        "stage": drift.STAGE,
+        "stage": name,
         "artifacts": settings["artifacts"],
         "snapshot": manifest.snapshot,
         "version": manifest.version,
         "manifest": f"{manifest.path}/_manifest.json",
         "cached": manifest.skipped,
         "strategy": strategy,
-        "rows": {name: t["rows"] for name, t in manifest.tables.items()},
+        "rows": {table: t["rows"] for table, t in manifest.tables.items()},
         "metrics": headline(manifest.metrics),
     }
     context["ti"].xcom_push(key="return_value", value=summary)
-    print(drift.table_text(manifest))
+    print(report.table_text(manifest))
     return summary
 
 
@@ -367,11 +369,11 @@ def _stage_operator(stage: Stage):
     return decorate(shared)
 
 
-def stage_tasks(settings: Any, *, drift: bool = False) -> None:
+def stage_tasks(settings: Any, *, reports: bool = False) -> None:
     """Lay out one task per registered stage after `settings` (the XComArg of the DAG's check_inputs task), on
     the registry's edges: the shared stages first, then the per-strategy ones in the `per_strategy` task group,
-    mapped over the triplet strategies; with `drift`, each strategy's last stage is followed by the drift
-    report against the previous release. Distributed PBG's other ranks (`embed_graph_rank`) run beside
+    mapped over the triplet strategies; with `reports`, each registered report (the drift report against the
+    previous release) follows the stage it starts from. Distributed PBG's other ranks (`embed_graph_rank`) run beside
     `embed_graph`, after what it builds on."""
     shared = [REGISTRY[name] for name in STAGES if not REGISTRY[name].per_strategy]
     per = [REGISTRY[name] for name in STAGES if REGISTRY[name].per_strategy]
@@ -393,9 +395,12 @@ def stage_tasks(settings: Any, *, drift: bool = False) -> None:
         choice = settings["triplet_strategy"]
         return list(STRATEGIES) if choice == "both" else [choice]
 
-    @task(task_id="drift", trigger_rule="none_failed")
-    def drift_report(settings: dict, strategy: str) -> dict:
-        return run_drift_task(settings, strategy)
+    def report_operator(name: str):
+        @task(task_id=name, trigger_rule="none_failed")
+        def report_task(settings: dict, strategy: str) -> dict:
+            return run_report_task(name, settings, strategy)
+
+        return report_task
 
     @task_group(group_id="per_strategy")
     def per_strategy(settings: dict, strategy: str) -> None:
@@ -412,8 +417,8 @@ def stage_tasks(settings: Any, *, drift: bool = False) -> None:
                     if name in inside:
                         inside[name] >> inside[variant.task_id]
                 inside[variant.task_id] >> inside[stage.name]
-        if drift:
-            inside[per[-1].name] >> drift_report(settings, strategy)
+        for report in REPORTS.values() if reports else ():  # a per-strategy report (all of them are, so far)
+            inside[report.after] >> report_operator(report.name)(settings, strategy)
 
     tasks: dict[str, Any] = {}
     for stage in shared:

@@ -62,7 +62,7 @@ def citeflow_releases():
         print(f"release {release}: corpus {settings['corpus']}")
         return check_settings(settings)
 
-    stage_tasks(check_inputs(), drift=True)
+    stage_tasks(check_inputs(), reports=True)
 
 
 dag_object = citeflow_releases()

@@ -20,7 +20,7 @@ from typing import Any
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import validate_snapshot_id
 from citeflow.errors import CiteflowError
-from citeflow.registry import STAGES
+from citeflow.registry import REPORTS, undeclared_reads
 from citeflow.stage import execute
 from citeflow.tables import write_table
 
@@ -60,7 +60,7 @@ def release(store: ArtifactStore, snapshot: str, strategy: str | None) -> dict[s
             f"snapshot {snapshot!r} has {len(versions)} benchmarks ({listed}): name the strategy with --strategy"
         )
     found: dict[str, Manifest] = {}
-    for m in store.lineage(versions[0], STAGES):
+    for m in store.lineage(versions[0], REPORTS[STAGE].reads):
         if m.stage == "embed_papers" and m.metrics.get("model") != "trained":
             continue
         found.setdefault(m.stage, m)
@@ -74,6 +74,14 @@ def release(store: ArtifactStore, snapshot: str, strategy: str | None) -> dict[s
         if len(graphs) == 1:
             found["embed_graph"] = graphs[0]
     return found
+
+
+def previous_release(store: ArtifactStore, snapshot: str, strategy: str | None) -> str | None:
+    """The release `snapshot`'s graph was merged from by a diff (the releases DAG compares against it); None for a
+    release built from its shards."""
+    graph = release(store, snapshot, strategy)["build_graph"]
+    base = (graph.metrics.get("from_diff") or {}).get("base")
+    return base["snapshot"] if base else None
 
 
 def run(store: ArtifactStore, before: str, after: str, strategy: str | None = None) -> Manifest:
@@ -92,6 +100,8 @@ def run(store: ArtifactStore, before: str, after: str, strategy: str | None = No
         for side, r in (("before", old), ("after", new))
         for m in r.values()
     ]
+    if undeclared := undeclared_reads(STAGE, after, inputs):
+        raise RuntimeError(f"{STAGE} reads {', '.join(undeclared)}, which citeflow.registry.REPORTS does not declare")
     return execute(
         store=store,
         snapshot=after,

@@ -17,7 +17,7 @@ from citeflow.config import (
     profile_overrides,
 )
 from citeflow.errors import CiteflowError
-from citeflow.registry import REGISTRY, STAGES, STRATEGIES
+from citeflow.registry import REGISTRY, REPORTS, STAGES, STRATEGIES
 
 
 class _ProgressBar:
@@ -155,7 +155,7 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
     from citeflow.artifacts import ArtifactStore
 
     store = ArtifactStore(args.artifacts)
-    scanned = {stage: store.scan(args.snapshot, stage) for stage in (*STAGES, "drift")}
+    scanned = {stage: store.scan(args.snapshot, stage) for stage in (*STAGES, *REPORTS)}
     found = {
         stage: sorted((m for _, m, _ in versions if m is not None), key=lambda m: (m.finished_at, m.version))
         for stage, versions in scanned.items()

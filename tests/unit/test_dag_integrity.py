@@ -52,7 +52,7 @@ def test_dag_file_parses_light(dag_file, tmp_path):
 
 @pytest.mark.parametrize("dag_id", ["citeflow_rebuild", "citeflow_releases"])
 def test_dags_have_one_task_per_stage(dag_id, tmp_path):
-    from citeflow.registry import REGISTRY, STAGES
+    from citeflow.registry import REGISTRY, REPORTS, STAGES
 
     env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
     dag_file = next(p for p in DAGS if p.stem == dag_id)
@@ -72,8 +72,8 @@ def test_dags_have_one_task_per_stage(dag_id, tmp_path):
     ]
     # and distributed PBG's other ranks: one mapped task per rank beside embed_graph, and the task listing them
     extra = ["check_inputs", "triplet_strategies", "embed_graph_ranks", "embed_graph_rank"]
-    # the releases DAG ends each strategy with the drift report against the previous release
-    extra += ["per_strategy.drift"] if dag_id == "citeflow_releases" else []
+    # the releases DAG ends each strategy with the registered reports (drift) against the previous release
+    extra += [f"per_strategy.{name}" for name in REPORTS] if dag_id == "citeflow_releases" else []
     assert sorted(tasks) == sorted([*stages, *extra])
 
 
@@ -81,7 +81,7 @@ def test_dags_have_one_task_per_stage(dag_id, tmp_path):
 def test_stage_tasks_follow_the_registry(dag_id, tmp_path):
     """Each stage task waits on the tasks of the stages the registry says it builds on, reads their Assets and
     takes the pool of its kind of worker: the DAG is derived from the registry, not written beside it."""
-    from citeflow.registry import REGISTRY
+    from citeflow.registry import REGISTRY, REPORTS
 
     env = {
         "AIRFLOW_HOME": str(tmp_path),
@@ -107,6 +107,9 @@ def test_stage_tasks_follow_the_registry(dag_id, tmp_path):
             assert [t for t in task["upstream"] if t.split(".")[-1] in REGISTRY] == [task_id(n) for n in read.upstream]
             assert task_id(read.name).replace(read.name, variant.task_id) in found["upstream"], stage.name
             assert task["pool"] == {"gpu": "gpus", "pbg": "pbgs"}.get(read.worker, "default_pool")
+    for report in REPORTS.values() if dag_id == "citeflow_releases" else ():  # after the stage it starts from
+        found = tasks[f"per_strategy.{report.name}"]["upstream"]
+        assert [t for t in found if t.split(".")[-1] in REGISTRY] == [task_id(report.after)]
 
 
 LAYOUT = """

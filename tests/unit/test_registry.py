@@ -92,6 +92,34 @@ def test_no_code_chooses_a_format_strategy_index_loss_or_pooling_by_comparing_it
     assert found == []
 
 
+def test_drift_is_a_registered_report_whose_reads_are_declared():
+    from citeflow.registry import REPORTS
+    from jobs import drift
+
+    report = REPORTS["drift"]
+    assert importlib.import_module(report.module) is drift and drift.TABLES == list(report.tables)
+    assert callable(drift.run) and callable(drift.previous_release)
+    stages = [{"stage": s, "version": "v", "snapshot": snap} for s in STAGES for snap in ("r1", "r2")]
+    assert undeclared_reads("drift", "r2", stages) == []
+    assert undeclared_reads("drift", "r2", [*stages, {"stage": "drift", "version": "x"}]) == ["drift x"]
+
+
+def test_the_architecture_page_shows_the_registrys_graph_as_generated():
+    from pathlib import Path
+
+    from citeflow.registry import mermaid
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    block = page.split("<!-- generated: python -m citeflow.registry -->\n```mermaid\n", 1)[1].split("```\n", 1)[0]
+    assert block == mermaid(), "regenerate it: python -m citeflow.registry"
+    graph = mermaid()
+    for entry in REGISTRY.values():  # every edge the registry declares is drawn
+        for name in entry.upstream:
+            assert f"  {name} --> {entry.name}\n" in graph
+        for name in entry.lineage:
+            assert f'  {name} -. "lineage" .-> {entry.name}\n' in graph
+
+
 def test_an_unknown_stage_lists_the_known_ones():
     with pytest.raises(CiteflowError, match="unknown stage 'embed'; stages are: build_graph, filter_leakage"):
         stage("embed")
