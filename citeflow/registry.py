@@ -6,8 +6,8 @@ settings; `previous`, whether it reads its own version of an earlier release), t
 local artifact root, and which kind of worker it wants. Everything else reads it: `jobs.pipeline` (the only
 module that resolves a stage's upstream versions and runs it, and checks that a stage read only what it
 declares), the CLI's stage choices and `citeflow settings`, the Airflow task layout (`cockpit.orchestration`)
-and the artifact views. A stage's code lives in `jobs/<name>.py` as `run_on(config, upstream) -> Manifest`;
-no stage calls another.
+and the artifact views. A stage's code lives in `jobs/<name>.py` as `run_on(ctx) -> Manifest` (ctx: a
+`jobs.pipeline.StageContext`); no stage calls another.
 
 A new stage is one entry here, one config section in `citeflow.config.run.RunConfig` and one module in `jobs/`
 (docs/architecture.md walks through it).
@@ -87,7 +87,7 @@ class Stage:
             raise ValueError(f"stage {self.name}: main_table {self.main_table!r} is not one of its tables")
 
     def entry(self) -> Callable[..., Any]:
-        """The stage's `run_on(config, upstream) -> Manifest` (imported on first use: the registry stays light)."""
+        """The stage's `run_on(ctx) -> Manifest` (imported on first use: the registry stays light)."""
         return importlib.import_module(self.module).run_on
 
     def check(self, config: Any) -> None:

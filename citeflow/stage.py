@@ -1,6 +1,6 @@
 """The life cycle every stage shares: version, skip, lease, build, verify, manifest.
 
-A stage (`jobs/<stage>.py: run_on(config, upstream) -> Manifest`, declared in
+A stage (`jobs/<stage>.py: run_on(ctx) -> Manifest`, declared in
 `citeflow.registry`) computes what it depends on, then hands a `build(path) -> metrics` function to
 `execute`, which:
 

@@ -33,7 +33,7 @@ from citeflow.registry import REGISTRY
 from citeflow.stage import execute
 from citeflow.tables import write_table
 from evaluation.embeddings import load_embeddings
-from jobs.pipeline import Upstream, entry_point
+from jobs.pipeline import StageContext, entry_point
 
 STAGE = "benchmark"
 STAGE_VERSION = 3  # 2: reference protocols, details column, model card; 3: suite column
@@ -51,18 +51,18 @@ def check(config: RunConfig) -> None:
         raise CiteflowError("benchmark needs the SciDocs folder: pass --scidocs DIR (or --until embed_papers)")
 
 
-def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
-
+def run_on(ctx: StageContext) -> Manifest:
     from citeflow.snapshot import fingerprint_path
 
+    config = ctx.config
     check(config)
-    trained = upstream["embed_papers"]
+    trained = ctx.inputs["embed_papers"]
     embedded = {"trained": trained}
-    if "base" in upstream.variants:  # the untrained base model's embeddings (the registry's variant `base`)
-        embedded["base"] = upstream.variants["base"]
+    if "base" in ctx.inputs.variants:  # the untrained base model's embeddings (the registry's variant `base`)
+        embedded["base"] = ctx.inputs.variants["base"]
     inputs = [m.lineage() for m in embedded.values()] + [fingerprint_path("scidocs", config.scidocs)]
     inputs += [fingerprint_path("scirepeval", p) for p in config.benchmark.scirepeval]
-    store = ArtifactStore(config.artifacts, config.store)
+    store = ctx.store
     store.require_local(STAGE)
     manifest = execute(
         store=store,

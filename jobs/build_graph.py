@@ -55,7 +55,7 @@ from citeflow.registry import REGISTRY
 from citeflow.snapshot import LAYOUTS, Snapshot, discover, fingerprint
 from citeflow.stage import execute
 from jobs.graph_summary import summarize
-from jobs.pipeline import Upstream, entry_point
+from jobs.pipeline import StageContext, entry_point
 
 STAGE = "build_graph"
 # Bump when the stage's output changes meaning for the same inputs and config.
@@ -67,8 +67,8 @@ log = logging.getLogger("citeflow")
 run = entry_point(STAGE)
 
 
-def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
-    store = ArtifactStore(config.artifacts, config.store)
+def run_on(ctx: StageContext) -> Manifest:
+    config, store = ctx.config, ctx.store
     snapshot = discover(config.corpus, config.build_graph.format)
     stage_config = {**versioned_dict(config.build_graph), "format": snapshot.format}
     resolved = {

@@ -53,7 +53,7 @@ from citeflow.errors import CiteflowError
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
 from citeflow.tables import write_table
-from jobs.pipeline import Upstream, entry_point
+from jobs.pipeline import StageContext, entry_point
 from models.pbg_warm import warm_shape
 
 STAGE = "embed_graph"
@@ -73,9 +73,9 @@ def _store(config: RunConfig) -> ArtifactStore:
     return store
 
 
-def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
-    leakage = upstream["filter_leakage"]
-    store = _store(config)
+def run_on(ctx: StageContext) -> Manifest:
+    config, leakage, store = ctx.config, ctx.inputs["filter_leakage"], ctx.store
+    store.require_local(STAGE)
     versioned, inputs, warm = definition(config, leakage, store)
     return execute(
         store=store,

@@ -23,12 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from citeflow.artifacts import ArtifactStore, Manifest
+from citeflow.artifacts import Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
-from jobs.pipeline import Upstream, entry_point
+from jobs.pipeline import StageContext, entry_point
 from models.embed_rows import embed_to_parquet
 
 STAGE = "embed_papers"
@@ -46,13 +46,14 @@ def check(config: RunConfig) -> None:
         raise CiteflowError("embed_papers needs papers: pass --scidocs or set embed_papers.papers=PATH")
 
 
-def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
+def run_on(ctx: StageContext) -> Manifest:
     from citeflow.snapshot import fingerprint_path
 
+    config = ctx.config
     check(config)
-    model = upstream["train_encoder"]
+    model = ctx.inputs["train_encoder"]
     source = config.embed_papers.papers or config.scidocs
-    store = ArtifactStore(config.artifacts, config.store)
+    store = ctx.store
     store.require_local(STAGE)
     return execute(
         store=store,

@@ -41,7 +41,7 @@ from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
-from jobs.pipeline import Upstream, entry_point
+from jobs.pipeline import StageContext, entry_point
 from jobs.triplet_strategies import STRATEGY_MINERS
 
 STAGE = "mine_triplets"
@@ -54,11 +54,10 @@ log = logging.getLogger("citeflow")
 run = entry_point(STAGE)
 
 
-def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
-    graph = upstream["embed_graph"]
-    store = ArtifactStore(config.artifacts, config.store)
+def run_on(ctx: StageContext) -> Manifest:
+    config, graph, store = ctx.config, ctx.inputs["embed_graph"], ctx.store
     store.require_local(STAGE)
-    leakage = store.upstream(graph, "filter_leakage")
+    leakage = ctx.lineage["filter_leakage"]
     return execute(
         store=store,
         snapshot=config.snapshot,

@@ -2,7 +2,8 @@
 
 The stages and their edges come from `citeflow.registry`. `run_stage` calls the stage's `check(config)` when it
 has one (user mistakes, before any work), resolves its upstream versions and its variants (each one built, or
-found up to date), then calls its `run_on(config, upstream)`, and checks that the version it made reads no
+found up to date), then calls its `run_on(ctx)` with a `StageContext` (its settings, its resolved inputs, the
+store, the logger, progress), and checks that the version it made reads no
 version its registry entry does not declare; `run_pipeline` runs every stage up to `until`, each once (per
 strategy), handing each stage the manifests of the ones before.
 
@@ -18,10 +19,12 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
-from citeflow.artifacts import Manifest
+from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict
 from citeflow.errors import CiteflowError
+from citeflow.progress import Progress
 from citeflow.registry import REGISTRY, STAGES, Stage, stages_until, undeclared_reads
 from citeflow.registry import stage as stage_named
 
@@ -30,6 +33,7 @@ log = logging.getLogger("citeflow")
 __all__ = [
     "STAGES",
     "MissingInput",
+    "StageContext",
     "Upstream",
     "follow_rank",
     "handed_inputs",
@@ -64,6 +68,64 @@ class Upstream(Mapping[str, Manifest]):
         return len(self._manifests)
 
 
+@dataclasses.dataclass(frozen=True)
+class StageContext:
+    """What a stage's `run_on(ctx)` is handed, so that its code reads as "read these, write those" and a test can
+    hand it inputs without a pipeline: the run's `config` and the stage's own `section` of it; its `inputs` (the
+    upstream versions' manifests, and `inputs.variants`), the versions its registry entry reads through their
+    lineage (`lineage`, by stage name), the artifact `store`, the logger, and `progress(...)` for a long loop."""
+
+    stage: str
+    config: RunConfig
+    inputs: Upstream
+    store: ArtifactStore
+    lineage: Mapping[str, Manifest] = dataclasses.field(default_factory=dict)
+    log: logging.Logger = log
+
+    @property
+    def section(self) -> Any:
+        """The stage's own settings (`RunConfig.<section>` as the registry names it)."""
+        return getattr(self.config, REGISTRY[self.stage].section)
+
+    def progress(self, total: int | None, unit: str, **options: Any) -> Progress:
+        """A progress reporter named after the stage (`citeflow.progress.Progress`: a bar on a terminal, else a
+        line at least every 30 s)."""
+        return Progress(self.stage, total=total, unit=unit, **options)
+
+    @classmethod
+    def of(cls, stage: str, config: RunConfig, inputs: Upstream, store: ArtifactStore | None = None) -> StageContext:
+        """The context of `stage` on `inputs`, with the store the config names."""
+        store = store or ArtifactStore(config.artifacts, config.store)
+        lineage = LineageReads(store, inputs, REGISTRY[stage].lineage)
+        return cls(stage=stage, config=config, inputs=inputs, store=store, lineage=lineage)
+
+
+class LineageReads(Mapping[str, Manifest]):
+    """The versions of the stages a registry entry reads through its inputs' lineage (`Stage.lineage`), each found
+    on first use through the input versions' own inputs; a stage the entry does not declare is not there."""
+
+    def __init__(self, store: ArtifactStore, inputs: Mapping[str, Manifest], names: tuple[str, ...]) -> None:
+        self._store, self._inputs, self._names, self._found = store, inputs, names, {}
+
+    def __getitem__(self, name: str) -> Manifest:
+        if name not in self._names:
+            raise KeyError(f"{name} is not among the lineage reads the registry declares ({', '.join(self._names)})")
+        if name not in self._found:
+            for manifest in self._inputs.values():
+                if any(item.get("stage") == name for item in manifest.inputs):
+                    self._found[name] = self._store.upstream(manifest, name)
+                    break
+            else:
+                raise CiteflowError(f"no input version was built from a {name} version")
+        return self._found[name]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 def _key(stage: str, config: RunConfig) -> tuple[str, str | None, str]:
     spec = REGISTRY[stage]
     strategy = config.mine_triplets.strategy if spec.per_strategy else None
@@ -89,7 +151,7 @@ def run_stage(stage: str, config: RunConfig, resolved: Resolved | None = None) -
 
 def _run(spec: Stage, config: RunConfig, upstream: Upstream) -> Manifest:
     """The stage's own code on its resolved inputs, then the check that it read only what its entry declares."""
-    manifest = spec.entry()(config, upstream)
+    manifest = spec.entry()(StageContext.of(spec.name, config, upstream))
     undeclared = undeclared_reads(spec.name, config.snapshot, manifest.inputs)
     if undeclared:  # a stage's code reads what the registry does not show: the registry is the picture or wrong
         raise RuntimeError(

@@ -39,7 +39,7 @@ from citeflow.config import RunConfig, TrainEncoderConfig, to_dict, versioned_di
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
 from citeflow.tables import write_table
-from jobs.pipeline import Upstream, entry_point
+from jobs.pipeline import StageContext, entry_point
 from jobs.train_launch import gpus, launch, per_device
 
 STAGE = "train_encoder"
@@ -52,11 +52,10 @@ log = logging.getLogger("citeflow")
 run = entry_point(STAGE)
 
 
-def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
+def run_on(ctx: StageContext) -> Manifest:
     from citeflow.snapshot import fingerprint_path
 
-    triplets = upstream["mine_triplets"]
-    store = ArtifactStore(config.artifacts, config.store)
+    config, triplets, store = ctx.config, ctx.inputs["mine_triplets"], ctx.store
     store.require_local(STAGE)
     cfg = config.train_encoder
     inputs = [triplets.lineage()]
@@ -68,7 +67,7 @@ def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
         inputs.append(fingerprint_path("model", cfg.model))
         for name in ("vocab_size", "hidden_size", "layers", "heads"):
             versioned.pop(name)
-    leakage = store.upstream(triplets, "filter_leakage")
+    leakage = ctx.lineage["filter_leakage"]
     warm = None
     if cfg.init_from != "off":
         from models.encoder_warm import find_warm_model, warm_steps

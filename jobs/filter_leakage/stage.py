@@ -17,7 +17,7 @@ from citeflow.registry import REGISTRY
 from citeflow.snapshot import fingerprint_path
 from citeflow.stage import execute
 from jobs.filter_leakage.report import count_metrics, write_benchmark_side
-from jobs.pipeline import Upstream, entry_point
+from jobs.pipeline import StageContext, entry_point
 
 STAGE = "filter_leakage"
 # A change to the keys (`transforms.paper_key_rows`: `cascade_key`, the title fold) needs a new stage version:
@@ -48,16 +48,17 @@ def check(config: RunConfig) -> None:
         )
 
 
-def run_on(config: RunConfig, upstream: Upstream) -> Manifest:
+def run_on(ctx: StageContext) -> Manifest:
     from citeflow import diffs as D
 
+    config = ctx.config
     check(config)
     cfg = config.filter_leakage
-    graph = upstream["build_graph"]
+    graph = ctx.inputs["build_graph"]
     inputs = [graph.lineage()]
     if config.scidocs:
         inputs.append(fingerprint_path("scidocs", config.scidocs))
-    store = ArtifactStore(config.artifacts, config.store)
+    store = ctx.store
     # the paper-ids lines: the base's with a diff applied (`paper_ids_diff.py`), or the table parsed
     paper_ids = source = None
     if config.paper_ids:

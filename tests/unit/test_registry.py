@@ -150,7 +150,8 @@ def test_the_runner_resolves_each_stage_once_and_hands_it_its_upstream(monkeypat
     calls = []
 
     def entry(self):
-        def run_on(config, upstream):
+        def run_on(ctx):
+            config, upstream = ctx.config, ctx.inputs
             calls.append(self.name)
             strategy = config.mine_triplets.strategy if self.per_strategy else None
             return FakeManifest(
@@ -198,7 +199,8 @@ def test_a_stage_run_alone_resolves_its_upstream_first(monkeypatch):
     calls = []
 
     def entry(self):
-        def run_on(config, upstream):
+        def run_on(ctx):
+            upstream = ctx.inputs
             calls.append((self.name, sorted(upstream)))
             return FakeManifest(self.name, None, "", dict(upstream))
 
@@ -213,7 +215,7 @@ def test_a_stage_run_alone_resolves_its_upstream_first(monkeypatch):
 
 def test_a_stage_check_fails_before_its_upstream_runs(monkeypatch):
     calls = []
-    monkeypatch.setattr(Stage, "entry", lambda self: lambda config, upstream: calls.append(self.name))
+    monkeypatch.setattr(Stage, "entry", lambda self: lambda ctx: calls.append(self.name))
 
     with pytest.raises(CiteflowError, match="benchmark needs the SciDocs folder"):
         pipeline.run_stage("benchmark", RunConfig(snapshot="s", corpus="c"))
@@ -226,9 +228,9 @@ def test_a_handed_stage_runs_once_on_the_versions_it_is_given_and_builds_nothing
     calls = []
 
     def entry(self):
-        def run_on(config, upstream):
+        def run_on(ctx):
             calls.append(self.name)
-            return FakeManifest(self.name, None, "", dict(upstream), variants=upstream.variants)
+            return FakeManifest(self.name, None, "", dict(ctx.inputs), variants=ctx.inputs.variants)
 
         return run_on
 
@@ -252,6 +254,27 @@ def test_a_handed_stage_runs_once_on_the_versions_it_is_given_and_builds_nothing
     assert calls == ["benchmark"]
 
 
+def test_a_stage_is_handed_one_context_its_lineage_reads_only_the_declared_ones():
+    """`run_on(ctx)`: the run's config and the stage's section, its inputs, the store, and the lineage reads its
+    entry declares, each found on first use through the inputs' own inputs; an undeclared one is not there."""
+    graph = FakeManifest("embed_graph", None, "", {}, inputs=[{"stage": "filter_leakage", "version": "f"}])
+    leakage = FakeManifest("filter_leakage", None, "", {})
+
+    class Store:
+        def upstream(self, manifest, name):
+            assert (manifest, name) == (graph, "filter_leakage")
+            return leakage
+
+    config = RunConfig(snapshot="s", corpus="c")
+    ctx = pipeline.StageContext.of("mine_triplets", config, pipeline.Upstream({"embed_graph": graph}), Store())
+    assert ctx.section is config.mine_triplets and ctx.inputs["embed_graph"] is graph
+    assert list(ctx.lineage) == ["filter_leakage"] and ctx.lineage["filter_leakage"] is leakage
+    with pytest.raises(KeyError, match="build_graph is not among the lineage reads"):
+        ctx.lineage["build_graph"]
+    bare = pipeline.StageContext.of("embed_graph", config, pipeline.Upstream({"filter_leakage": leakage}), Store())
+    assert list(bare.lineage) == []
+
+
 def test_a_stage_that_reads_a_version_its_entry_does_not_declare_fails(monkeypatch):
     """The registry is the picture of the system: a version among a manifest's inputs that the stage's entry does
     not declare (another stage of the release, or an earlier release where no `previous` read is declared) fails
@@ -259,7 +282,7 @@ def test_a_stage_that_reads_a_version_its_entry_does_not_declare_fails(monkeypat
     read = {}
 
     def entry(self):
-        return lambda config, upstream: FakeManifest(self.name, None, "", {}, inputs=read.get(self.name, []))
+        return lambda ctx: FakeManifest(self.name, None, "", {}, inputs=read.get(self.name, []))
 
     monkeypatch.setattr(Stage, "entry", entry)
     monkeypatch.setattr(Stage, "check", lambda self, config: None)
