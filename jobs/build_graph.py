@@ -207,7 +207,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
 
     from spark import graph as G
     from spark import readers as R
-    from spark.engine.session import get_spark
+    from spark.engine.session import get_spark, step
     from spark.work import VersionWork
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
@@ -226,9 +226,9 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     # Pass 1: every papers line parsed once and labelled where unusable, written without a shuffle.
     fmt = CORPUS_FORMATS[snapshot.format]
     papers = fmt.papers(R, lines, cfg)
-    log.info("%s: parsing papers", STAGE)
+    step(spark, STAGE, "parsing papers")
     staged = stage(G.stage_papers(papers), "papers")
-    log.info("%s: deduplicating papers", STAGE)
+    step(spark, STAGE, "deduplicating papers")
     duplicates = stage(G.duplicate_rows(staged), "duplicates")
     small = lambda rows: rows <= config.spark.broadcast_rows  # noqa: E731
     # Usable papers and duplicates are both at most the staged lines, which the staging files' footers
@@ -238,6 +238,7 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     kept = G.kept_papers(staged, duplicates, broadcast=few_duplicates)
     rejected = [G.rejected_papers(staged, duplicates, broadcast=few_duplicates)]
     few_papers = few_lines or small(staged.where(F.col("reason").isNull()).count())
+    step(spark, STAGE, "counting usable papers")
     kept, labelled_edges = fmt.edges(spark, lines, stage, kept, rejected, cfg, few_papers, snapshot.root)
     text = fmt.text_flags(kept)
     metrics = finish(
@@ -262,8 +263,9 @@ class S2orcBuild:
         """(kept, labelled edges): labelled within each paper's list (no shuffle), once: staged light (the raw
         ids and the source only for rejected edges) for the citations and the rejected rows to read."""
         from spark import graph as G
+        from spark.engine.session import step
 
-        log.info("%s: cleaning citation edges", STAGE)
+        step(spark, STAGE, "cleaning citation edges")
         corpus_ids = kept.select("corpus_id")
         labelled = G.label_s2orc_edges(kept, corpus_ids, cfg.citations_from, broadcast=few_papers)
         return kept, stage(G.light_labels(labelled), "edges")
@@ -296,17 +298,19 @@ class S2agBuild:
 
         from spark import graph as G
         from spark import readers as R
+        from spark.engine.session import step
 
         corpus_ids = kept.select("corpus_id")
         abstract_lines = lines("abstracts")
         if abstract_lines is not None:
-            log.info("%s: ranking abstracts", STAGE)
+            step(spark, STAGE, "ranking abstracts")
             abstracts = R.s2ag_abstracts(R.parse_lines(abstract_lines, R.S2AG_ABSTRACTS_SCHEMA))
             staged_abstracts = stage(G.stage_abstracts(abstracts, corpus_ids, broadcast=few_papers), "abstracts")
             kept, abstract_rejects = G.attach_staged_abstracts(kept, staged_abstracts)
             rejected.append(abstract_rejects)
         citation_lines = lines("citations")
         if citation_lines is not None:
+            step(spark, STAGE, "parsing citation lines")
             parsed = R.s2ag_citation_pairs(R.parse_lines(citation_lines, R.S2AG_CITATIONS_SCHEMA))
             # the raw line is kept for the unparseable lines only
             error = F.col("parse_error")
@@ -326,7 +330,7 @@ class S2agBuild:
             log.warning("%s: no citations dataset in %s; the graph has no edges", STAGE, root)
             candidates = spark.createDataFrame([], "citing_raw string, cited_raw string, source string")
         # Pass 2: every candidate edge, labelled once (copies of an edge may come from any shard).
-        log.info("%s: cleaning citation edges", STAGE)
+        step(spark, STAGE, "cleaning citation edges")
         return kept, stage(G.label_edges(candidates, corpus_ids, broadcast=few_papers), "edges")
 
     @staticmethod
@@ -356,7 +360,7 @@ def finish(
     enough to join by broadcast."""
     from spark import graph as G
     from spark import output as O
-    from spark.engine.session import concurrently
+    from spark.engine.session import as_step, concurrently, step
 
     cfg = config.build_graph
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
@@ -369,19 +373,17 @@ def finish(
 
     # The rejected rows are written beside the graph: one after another, their small jobs and the graph's
     # broadcasts left cores idle.
-    log.info("%s: writing citations, papers, degrees and rejected rows", STAGE)
     concurrently(
         spark,
-        lambda: O.write_graph(
+        as_step(
             spark,
-            store,
-            path,
-            papers,
-            G.kept_edges(labelled_edges),
-            cfg.output_files,
-            broadcast,
+            STAGE,
+            "writing citations, papers and degrees",
+            lambda: O.write_graph(
+                spark, store, path, papers, G.kept_edges(labelled_edges), cfg.output_files, broadcast
+            ),
         ),
-        write_rejected,
+        as_step(spark, STAGE, "writing rejected rows", write_rejected),
     )
-
+    step(spark, STAGE, "graph statistics")
     return summarize(spark, store, path, config, text)

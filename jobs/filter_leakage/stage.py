@@ -144,11 +144,12 @@ def _build(
     """`build`'s work, `benchmark` (pending: the benchmark ids table and its layouts) taken when the mapping
     needs it: the graph's side and the benchmark's at once, the benchmark ids mapped to corpus ids, the graph
     written without them, then the counts."""
-    from spark.engine.session import Done
+    from spark.engine.session import Done, step
     from spark.work import VersionWork
 
     work = VersionWork(spark, store, path)
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    step(spark, STAGE, "reading the graph")
     metrics: dict[str, Any] = {"mode": config.filter_leakage.mode}
     # The graph's side needs no benchmark: the papers' keys and the paper-ids lines. On a graph merged from a
     # diff they are carried over in a few seconds, while the child reads the benchmark. A full build
@@ -157,9 +158,14 @@ def _build(
     if not upstream.metrics.get("from_diff"):
         benchmark = Done(benchmark.result())
     bench = _both_sides(work, config, upstream, paper_ids, source, benchmark, metrics)
+    if config.paper_ids:
+        step(spark, STAGE, "looking up the benchmark's shas in the paper-ids lines")
     by_sha = _looked_up_shas(work, config, bench, metrics) if config.paper_ids else None
+    step(spark, STAGE, "mapping benchmark ids")
     mapped = _map_ids(work, config, upstream, bench, by_sha)
+    step(spark, STAGE, "writing the graph without the benchmark's papers")
     report = _write_graph(work, config, upstream, mapped)
+    step(spark, STAGE, "counting")
     count_metrics(work, config, upstream, mapped.table, report, metrics)
     log.info(
         "%s: %s — %d of %d benchmark ids mapped; removed %d papers and %d citations",
@@ -198,7 +204,7 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
     from jobs.filter_leakage.id_mapping import PAPER_ID_LINES_SCHEMA, PAPER_IDS_SCHEMA, paper_id_lines
     from jobs.filter_leakage.mapping import distinct_ids, sha_candidates
     from spark import readers as R
-    from spark.engine.session import concurrently
+    from spark.engine.session import as_step, concurrently
 
     spark = work.spark
 
@@ -228,9 +234,14 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
     papers = work.read(upstream, "papers")
     metrics["paper_keys"], lines_entry, (bench, layouts, unaudited) = concurrently(
         spark,
-        lambda: K.write(spark, work.store, config, upstream, work.path, papers, work.stage, STAGE, STAGE_VERSION),
-        write_lines,
-        take_benchmark,
+        as_step(
+            spark,
+            STAGE,
+            "keying the papers",
+            lambda: K.write(spark, work.store, config, upstream, work.path, papers, work.stage, STAGE, STAGE_VERSION),
+        ),
+        as_step(spark, STAGE, "writing the paper-ids lines", write_lines),
+        as_step(spark, STAGE, "taking the benchmark's ids", take_benchmark),
     )
     if lines_entry is None:
         log.warning("%s: no --paper-ids table; sha ids can only be mapped by title", STAGE)
@@ -274,7 +285,6 @@ def _map_ids(work, config: RunConfig, upstream: Manifest, bench: _Benchmark, by_
     from jobs.filter_leakage.id_mapping import map_ids_narrow
     from jobs.filter_leakage.mapping import benchmark_id_rows, first_steps, members
 
-    log.info("%s: mapping benchmark ids", STAGE)
     # the steps that read no papers (corpus id, sha), on the ids the driver holds
     first = work.stage_arrow("first", first_steps(bench.distinct.select(["id"]), by_sha))
     frame = map_ids_narrow(
@@ -309,6 +319,7 @@ def _write_graph(work, config: RunConfig, upstream: Manifest, mapped: _Mapped) -
     import jobs.filter_leakage.transforms as L
     from spark import output as O
     from spark import scans as S
+    from spark.engine.session import as_step
 
     cfg, spark, store = config.filter_leakage, work.spark, work.store
     few = mapped.members.num_rows <= config.spark.broadcast_rows
@@ -317,7 +328,14 @@ def _write_graph(work, config: RunConfig, upstream: Manifest, mapped: _Mapped) -
         citations, work.stage_arrow("members", mapped.members), strict=cfg.strict, broadcast=few
     )
     with ThreadPoolExecutor(1, thread_name_prefix="citeflow-report") as pool:
-        side = pool.submit(write_benchmark_side, work, mapped.id_rows, counts)
+        side = pool.submit(
+            as_step(
+                spark,
+                STAGE,
+                "writing benchmark_ids and the leakage report",
+                lambda: write_benchmark_side(work, mapped.id_rows, counts),
+            )
+        )
         gone = degrees = None
         if cfg.mode == "exclude":
             excluded = mapped.frame.where(F.col("in_snapshot")).select("corpus_id")

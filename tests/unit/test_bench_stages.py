@@ -1,7 +1,7 @@
 """The benches of the Spark stages run as their docstrings say, on a tiny generated corpus, so that they cannot rot
 unseen: `bench/bench_stages.py` (citeflow beside DuckDB), `bench/duckdb_stages.py` (DuckDB's twin of build_graph
-and filter_leakage, whose tables must equal citeflow's for the comparison to be honest) and `bench/bench_scale.py`
-(the four stages that grow with the corpus).
+and filter_leakage, whose tables must equal citeflow's for the comparison to be honest), `bench/bench_scale.py`
+(the four stages that grow with the corpus) and `bench/spark_breakdown.py` (where a Spark stage's time goes).
 
 Each bench runs as a subprocess of its own session (`run`): a run past its time is killed with the
 `citeflow run` processes and Spark JVMs it started.
@@ -223,3 +223,26 @@ def test_the_scale_bench_runs_the_four_stages_and_reports_each(tmp_path):
     assert "embed_graph.dimension=8" in row["settings"] and "mine_triplets.num_queries=100" in row["settings"]
     table = (out / "scale.md").read_text()
     assert [line.split(" | ")[2] for line in table.splitlines() if line.startswith("| 1,000 |")] == list(row["stages"])
+
+
+def test_the_breakdown_bench_names_every_spark_job_by_its_step_and_accounts_for_the_wall_time(tmp_path):
+    """`bench/spark_breakdown.py` on 300 papers: every Spark job of both stages carries the step its stage named
+    (`spark.engine.session.step`), and the parts of each process's wall time fit in it."""
+    snap = tmp_path / "snap"
+    citeflow("generate", "--papers", "300", "--seed", "5", "--out", str(snap))
+    out = tmp_path / "out"
+    run_bench(
+        "spark_breakdown.py",
+        *("--snapshot", str(snap), "--out", str(out), "--citeflow-args", " ".join(SPARK_SETTINGS)),
+        timeout=360,
+    )
+    report = json.loads((out / "spark_breakdown.json").read_text())
+    assert list(report["stages"]) == ["build_graph", "filter_leakage"]
+    for stage, b in report["stages"].items():
+        assert b["jobs"] > 0 and all(name.startswith(f"{stage}: ") for name in b["steps"]), (stage, b["steps"])
+        assert sum(s["jobs"] for s in b["steps"].values()) == b["jobs"]
+        outside = b["before_spark_s"] + b["spark_start_to_first_job_s"] + b["after_last_job_s"]
+        assert all(v >= 0 for v in (outside, b["driver_between_jobs_s"])) and outside < b["wall_s"], b
+    assert "build_graph: parsing papers" in report["stages"]["build_graph"]["steps"]
+    assert "filter_leakage: mapping benchmark ids" in report["stages"]["filter_leakage"]["steps"]
+    assert "| before Spark" in (out / "spark_breakdown.md").read_text()
