@@ -96,6 +96,33 @@ def _levels(frame: DataFrame, value: Column, name: str) -> DataFrame:
     return keep.select(*(F.coalesce(F.col(k), F.lit("all")).alias(k) for k in ("suite", "task", "split")), name)
 
 
+def _edges_per_level(groups: DataFrame, edges: DataFrame, name: str, small) -> DataFrame:
+    """Per report level (`mapping.REPORT_LEVELS`, "all" where a level sums up), `name`: the distinct edges of
+    `edges` with a paper of the group at either end, as |citing end in the group| + |cited end in the group| -
+    |both ends in the group|, each a plain count of join rows: the edges are distinct and none cites its own
+    paper (build_graph's graph), and each paper is once in each group of a level (`distinct` per level). No
+    edge is compared with another, so what is shuffled is one partial count per group and task, where a
+    distinct count over (edge, group) rows shuffled every such row."""
+    from functools import reduce
+
+    from jobs.filter_leakage.mapping import REPORT_LEVELS
+
+    keys = ["suite", "task", "split"]
+    parts = []
+    for level in REPORT_LEVELS:
+        group = groups.select("corpus_id", *level).distinct()
+        at = lambda end, g=group: edges.join(small(g.withColumnRenamed("corpus_id", end)), end)  # noqa: E731
+        other = small(group.select(F.col("corpus_id").alias("_end"), *(F.col(k).alias(f"_{k}") for k in level)))
+        citing = at("citing")
+        same = reduce(lambda a, b: a & b, (F.col(k).eqNullSafe(F.col(f"_{k}")) for k in level), F.lit(True))
+        both = citing.join(other, (F.col("cited") == F.col("_end")) & same)
+        out = [F.coalesce(F.col(k), F.lit("all")).alias(k) if k in level else F.lit("all").alias(k) for k in keys]
+        for frame, sign in ((citing, 1), (at("cited"), 1), (both, -1)):
+            parts.append(frame.select(*out, F.lit(sign).alias("_rows")))
+    rows = reduce(DataFrame.unionByName, parts)
+    return rows.groupBy(*keys).agg(F.sum("_rows").cast("long").alias(name))
+
+
 def reach(
     citations: DataFrame, members: DataFrame, *, strict: bool = False, broadcast: bool = False
 ) -> tuple[DataFrame, DataFrame | None]:
@@ -111,13 +138,7 @@ def reach(
     ends = citations.select("citing", "cited")
     keys = ["suite", "task", "split"]
 
-    def touching(groups: DataFrame, edges: DataFrame) -> DataFrame:
-        """`edges` with the groups of a paper of `groups` at either end, one row per end that has one."""
-        at = lambda end: edges.join(small(groups.withColumnRenamed("corpus_id", end)), end)  # noqa: E731
-        return at("citing").select("citing", "cited", *keys).unionByName(at("cited").select("citing", "cited", *keys))
-
-    pair = F.countDistinct("citing", "cited")
-    counts = _levels(touching(members, ends), pair, "removed_edges")
+    counts = _edges_per_level(members, ends, "removed_edges", small)
     if not strict:
         return counts, None
     bench = members.select("corpus_id").distinct()
@@ -132,7 +153,7 @@ def reach(
         small(bench.withColumnRenamed("corpus_id", "cited")), "cited", "left_anti"
     )
     papers = _levels(near_members, F.countDistinct("corpus_id"), "one_hop_papers")
-    edges = _levels(touching(near_members, clean), pair, "one_hop_edges")
+    edges = _edges_per_level(near_members, clean, "one_hop_edges", small)
     counts = counts.join(papers, keys, "full_outer").join(edges, keys, "full_outer").fillna(0)
     return counts, near.select("corpus_id").distinct()
 

@@ -563,3 +563,39 @@ def test_reach_counts_the_edges_and_one_hop_neighbours_of_each_group(spark):
     assert {(r["suite"], r["task"], r["split"]): r["removed_edges"] for r in plain.collect()}[
         ("all", "all", "all")
     ] == 3
+
+
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_reach_equals_a_count_of_distinct_edges_per_group_on_a_random_graph(spark, broadcast):
+    """The edge counts per level, counted without comparing edges, equal the distinct edges with a group's paper
+    at either end counted in Python, on a random graph where papers sit in several tasks and suites (and edges
+    join two papers of one group), strict and not."""
+    from jobs.filter_leakage.mapping import REPORT_LEVELS
+
+    rng = random.Random(3)
+    pairs = sorted({(a, b) for a, b in ((rng.randrange(60), rng.randrange(60)) for _ in range(400)) if a != b})
+    tasks = [("a", "t", "x"), ("a", "t", "y"), ("a", "u", "x"), ("b", "v", "test")]
+    rows = sorted({(p, *rng.choice(tasks)) for p in rng.sample(range(60), 25) for _ in range(rng.randrange(1, 3))})
+    edges = spark.createDataFrame(pairs, "citing long, cited long")
+    groups = spark.createDataFrame(rows, "corpus_id long, suite string, task string, split string")
+    counts, _ = L.reach(edges, groups, strict=True, broadcast=broadcast)
+    got = {(r["suite"], r["task"], r["split"]): (r["removed_edges"], r["one_hop_edges"]) for r in counts.collect()}
+    bench = {r[0] for r in rows}
+    near = {b for a, b in pairs if a in bench and b not in bench} | {
+        a for a, b in pairs if b in bench and a not in bench
+    }
+    clean = [(a, b) for a, b in pairs if a not in bench and b not in bench]
+    want: dict = {}
+    for level in REPORT_LEVELS:
+        index = [("suite", "task", "split").index(k) for k in level]
+        for key in {tuple(r[1 + i] for i in index) for r in rows}:
+            inside = {r[0] for r in rows if tuple(r[1 + i] for i in index) == key}
+            hop = {n for a, b in pairs for n, m in ((b, a), (a, b)) if m in inside and n in near}
+            name = (*key, *["all"] * (3 - len(key)))
+            removed = sum(1 for a, b in pairs if a in inside or b in inside)
+            want[name] = (removed, sum(1 for a, b in clean if a in hop or b in hop))
+    plain, _ = L.reach(edges, groups, strict=False, broadcast=broadcast)
+    assert got == want
+    assert {(r["suite"], r["task"], r["split"]): r["removed_edges"] for r in plain.collect()} == {
+        k: v[0] for k, v in want.items()
+    }
