@@ -5,12 +5,13 @@
 
 For each stage in order (each later one finds the earlier up to date, as `bench/bench_stages.py` times them), one
 `citeflow run` process, timed from outside, with `spark.eventLog.enabled` and its own event-log folder. The
-stages name their Spark jobs by step (`spark.engine.session.step`: the job description), so the event log says
+stages tag their Spark jobs by step (`spark.engine.session.step`: an operation tag), so the event log says
 which step each job belongs to. The breakdown of the process's wall time:
 
 - **before Spark**: from the process's start to the Spark application's (Python imports, the settings and
   input checks, the JVM and the session);
-- **each step**: the wall time during which at least one of its jobs ran (a step's jobs' intervals merged);
+- **each step**: the wall time during which at least one of its jobs ran (a step's jobs' intervals merged; a
+  job no query submitted, such as a read's file listing, carries no tag and counts to the step before it);
   steps run at once (`session.concurrently`) overlap, so the steps can add up to more than they took together;
 - **driver between jobs**: time inside the application with no job running (query planning, pyarrow work and
   file listings on the driver);
@@ -33,6 +34,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from spark.engine.session import STEP_TAG  # noqa: E402
 
 
 def merged_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -69,7 +72,10 @@ def read_event_log(folder: Path) -> dict:
         elif kind == "SparkListenerApplicationEnd":
             app["end"] = event["Timestamp"] / 1000
         elif kind == "SparkListenerJobStart":
-            description = (event.get("Properties") or {}).get("spark.job.description") or "(no step named)"
+            tags = ((event.get("Properties") or {}).get("spark.job.tags") or "").split(",")
+            # a tag reads "spark-session-<id>-thread-<id>-<tag>" (a local driver) or ends with the tag itself
+            steps = [t.split(STEP_TAG, 1)[1] for t in tags if STEP_TAG in t]
+            description = steps[0] if steps else None  # a job outside any SQL query (a file listing)
             jobs[event["Job ID"]] = {
                 "description": description,
                 "start": event["Submission Time"] / 1000,
@@ -89,7 +95,14 @@ def read_event_log(folder: Path) -> dict:
             job["read"] += (metrics.get("Input Metrics") or {}).get("Bytes Read", 0)
             job["written"] += (metrics.get("Output Metrics") or {}).get("Bytes Written", 0)
             job["shuffle"] += (metrics.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0)
-    return {"app": app, "jobs": [j for j in jobs.values() if "end" in j]}
+    done = sorted((j for j in jobs.values() if "end" in j), key=lambda j: j["start"])
+    # a job that carries no tag (a schema or file listing of a read, which no query submits) belongs to the step
+    # that ran before it, or else to the first one after it
+    named = [j["description"] for j in done if j["description"]]
+    last = named[0] if named else "(no step named)"
+    for job in done:
+        last = job["description"] = job["description"] or last
+    return {"app": app, "jobs": done}
 
 
 def breakdown(started: float, ended: float, log: dict) -> dict:

@@ -378,7 +378,7 @@ def finish(
         as_step(
             spark,
             STAGE,
-            "writing citations, papers and degrees",
+            "writing the graph tables",
             lambda: O.write_graph(
                 spark, store, path, papers, G.kept_edges(labelled_edges), cfg.output_files, broadcast
             ),

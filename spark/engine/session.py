@@ -257,25 +257,19 @@ def concurrently(spark, *calls: Callable[[], Any]) -> list[Any]:
 
     Spark's FIFO scheduler offers the cores to the tasks of the job submitted first; the other jobs' tasks
     take the cores it leaves idle (a stage's last tasks, a broadcast being built, the driver planning the
-    next job), so independent jobs end sooner together than one after another. A Spark Connect
-    session's operation tags are per thread: each thread carries the caller's, as a local driver's thread carries
-    the caller's job description (`step`). Every call runs to its end;
+    next job), so independent jobs end sooner together than one after another. A session's operation tags are
+    per thread: each thread carries the caller's (its step, `step`, among them). Every call runs to its end;
     then the first error, in the order given, is raised.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     if len(calls) < 2:
         return [call() for call in calls]
-    connect = is_connect(spark)
-    tags = spark.getTags() if connect else ()
-    # a thread's jobs carry the caller's step (`step`) until the call names its own
-    described = None if connect else spark.sparkContext.getLocalProperty("spark.job.description")
+    tags = spark.getTags()
 
     def tagged(call: Callable[[], Any]) -> Any:
         for tag in tags:
             spark.addTag(tag)
-        if described is not None:
-            spark.sparkContext.setJobDescription(described)
         return call()
 
     # leaving the pool waits for every call, also when the first one raises: no job outlives the stage's call
@@ -285,17 +279,23 @@ def concurrently(spark, *calls: Callable[[], Any]) -> list[Any]:
     return [first, *(future.result() for future in futures)]
 
 
+# The operation tag that names a thread's current step (`step`): in the event log, a job's `spark.job.tags`.
+STEP_TAG = "citeflow-step "
+
+
 def step(spark, stage: str, text: str) -> None:
-    """A step of a Spark stage: logged, and the description of the Spark jobs this thread runs next, until its
-    next step (the Spark UI's job list and the event log's `spark.job.description`, from which
-    `bench/spark_breakdown.py` tells where a run's time goes). A Spark Connect client logs it only."""
+    """A step of a Spark stage: logged, and the tag of the Spark jobs this thread runs next, until its next step
+    (`STEP_TAG` + "<stage>: <text>", an operation tag: a local driver's and a Spark Connect session's alike; in
+    the event log's `spark.job.tags`, from which `bench/spark_breakdown.py` tells where a run's time goes)."""
     logging.getLogger("citeflow").info("%s: %s", stage, text)
-    if not is_connect(spark):
-        spark.sparkContext.setJobDescription(f"{stage}: {text}")
+    for tag in spark.getTags():
+        if tag.startswith(STEP_TAG):
+            spark.removeTag(tag)
+    spark.addTag(f"{STEP_TAG}{stage}: {text}".replace(",", ";"))  # a tag holds no comma
 
 
 def as_step(spark, stage: str, text: str, call: Callable[[], Any]) -> Callable[[], Any]:
-    """`call` as a step of its own (`step`), for `concurrently`: a thread's jobs carry its own description."""
+    """`call` as a step of its own (`step`), for `concurrently`: a thread's jobs carry its own step's tag."""
 
     def run() -> Any:
         step(spark, stage, text)
