@@ -265,7 +265,7 @@ def concurrently(spark, *calls: Callable[[], Any]) -> list[Any]:
 
     if len(calls) < 2:
         return [call() for call in calls]
-    tags = spark.getTags()
+    tags = tuple(spark.getTags())
 
     def tagged(call: Callable[[], Any]) -> Any:
         for tag in tags:
@@ -288,7 +288,7 @@ def step(spark, stage: str, text: str) -> None:
     (`STEP_TAG` + "<stage>: <text>", an operation tag: a local driver's and a Spark Connect session's alike; in
     the event log's `spark.job.tags`, from which `bench/spark_breakdown.py` tells where a run's time goes)."""
     logging.getLogger("citeflow").info("%s: %s", stage, text)
-    for tag in spark.getTags():
+    for tag in list(spark.getTags()):  # a Spark Connect session hands its live set
         if tag.startswith(STEP_TAG):
             spark.removeTag(tag)
     spark.addTag(f"{STEP_TAG}{stage}: {text}".replace(",", ";"))  # a tag holds no comma
