@@ -327,3 +327,50 @@ def test_the_benchmark_is_scored_by_the_scidocs_evaluator_and_the_command_line_w
     assert {r["status"] for r in rows if r["task"] not in ("cite", "cocite")} == {"missing"}
     assert main(["--out", str(tmp_path / "r")]) == 2  # not empty: one line, no traceback
     assert "not empty" in capsys.readouterr().out
+
+
+def test_held_out_edges_leave_the_judged_relations_out_of_every_release_and_keep_the_papers(tmp_path, raw, capsys):
+    """`--holdout edges`: no written release holds a line that makes a judged positive related to its query
+    (cite: the query's line to it; cocite: a paper citing both), every other line between the kept papers is
+    there, and so is every benchmark paper."""
+    from tests.support.hepth import main
+
+    papers, citations = raw
+    args = ["--subset", "400", "--queries", "10", "--negative-pool", "60", "--holdout", "edges"]
+    assert main(["--out", str(tmp_path / "e"), *args]) == 0
+    root = tmp_path / "e"
+    shape = json.loads((root / "hepth.json").read_text())
+    assert shape["config"]["holdout"] == "edges"
+    sha_to_number = {r["sha"]: f"{r['corpusid']:07d}" for r in records(root / R2 / PAPER_IDS)}
+    kept = set(sha_to_number.values())
+    for release in (R1, R2):
+        year = int(release[:4]) - 1
+        inside = {n for n in kept if papers[n]["year"] <= year}
+        written = {
+            (f"{int(r['citingcorpusid']):07d}", f"{int(r['citedcorpusid']):07d}")
+            for r in records(root / release / "corpus" / "citations")
+        }
+        assert {f"{r['corpusid']:07d}" for r in records(root / release / "corpus" / "papers")} == inside
+        refs, citers = collections.defaultdict(set), collections.defaultdict(set)
+        for a, b in written:
+            refs[a].add(b)
+            citers[b].add(a)
+        scidocs = root / release / "scidocs"
+        for task in ("cite", "cocite"):
+            for split in ("val", "test"):
+                for q, judged in read_qrels(scidocs / task / f"{split}.qrel").items():
+                    query = sha_to_number[q]
+                    assert query in inside  # the papers stay
+                    for p in (sha_to_number[p] for p, r in judged.items() if r == 1):
+                        assert p in inside
+                        if task == "cite":
+                            assert p not in refs[query]
+                        else:
+                            assert not citers[query] & citers[p]
+        everything = {(a, b) for a, b in citations if a in inside and b in inside}
+        held = len(everything - written)
+        assert written <= everything and held > 0
+        (entry,) = [r for r in shape["releases"] if r["release"] == release]
+        assert held == entry["held_out_lines"]
+    with pytest.raises(CiteflowError, match="holdout"):
+        HepthConfig(out="x", holdout="queries")
