@@ -18,11 +18,11 @@ TEST_WORKERS ?= 2
 # names its database, task log folder, DAG folder and pools): the server shows the demo's runs, task logs and
 # Artifacts tabs.
 AIRFLOW_DEMO_HOME := $(abspath $(DEMO))/airflow
-LOCAL_AIRFLOW := CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m cockpit.local_airflow --home $(AIRFLOW_DEMO_HOME)
+LOCAL_AIRFLOW := CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m citeflow.cockpit.local_airflow --home $(AIRFLOW_DEMO_HOME)
 
 .PHONY: install demo demo-cli airflow test test-long test-all test-fast lint format bench lock clean-demo
 
-$(STAMP): setup.cfg pyproject.toml requirements.lock
+$(STAMP): setup.cfg setup.py pyproject.toml requirements.lock
 	@command -v java >/dev/null || { echo "citeflow needs Java 17+ for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first and alone: pip then keeps the CPU build instead of pulling CUDA wheels.

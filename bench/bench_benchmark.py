@@ -8,7 +8,7 @@ train/val/test 70/10/20; cite, cocite, coview, coread: 1,000 val and 1,000
 test queries each, 5 positives and 25 negatives per query; recomm: --clicks
 train clicks, a quarter of that for val and test, 10 candidates each, with
 `paper_metadata_recomm.json` and `propensity_scores.json`) and --dim-
-dimensional embeddings with a class signal, then times `jobs.benchmark.score`
+dimensional embeddings with a class signal, then times `citeflow.jobs.benchmark.score`
 (the stage's and the CLI's code path) end to end, including reading the
 embeddings Parquet, with the time of each task group. Writes OUT/benchmark.json and .md.
 """
@@ -107,8 +107,8 @@ def main() -> int:
     # the load and the thread settings beside every figure: a shared machine changes them all
     print(f"machine: {json.dumps(describe())}", flush=True)
 
-    from evaluation.embeddings import load_embeddings
-    from jobs.benchmark import score
+    from citeflow.evaluation.embeddings import load_embeddings
+    from citeflow.jobs.benchmark import score
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -154,8 +154,9 @@ def main() -> int:
 
 
 def _time(group: str, timings: dict[str, float]) -> None:
-    """Wrap the task group's function in evaluation.scidocs so each call adds its wall time to timings[group]."""
-    from evaluation import recomm, scidocs
+    """Wrap the task group's function in citeflow.evaluation.scidocs so each call adds its wall time to
+    timings[group]."""
+    from citeflow.evaluation import recomm, scidocs
 
     owner, name = {"classification": (scidocs, "classification"), "ranking": (scidocs, "ranking")}.get(
         group, (recomm, "evaluate")

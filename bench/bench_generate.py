@@ -95,7 +95,16 @@ def main() -> int:
         for r in range(args.rounds):
             for name, tree in trees.items():
                 target = work / f"snap-{name}-{r}"
-                cmd = [sys.executable, "-m", "jobs.cli", "generate", "--papers", str(args.papers), "--out", str(target)]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "citeflow.jobs.cli",
+                    "generate",
+                    "--papers",
+                    str(args.papers),
+                    "--out",
+                    str(target),
+                ]
                 cmd += ["--format", args.format]
                 result = measure(cmd, tree)
                 result["load_average_1m"] = round(os.getloadavg()[0], 2)

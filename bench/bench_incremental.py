@@ -22,10 +22,10 @@ R2; both kept under `--snapshots` (as `<root>/releases/2024-01-01` and `2024-02-
    whether the two builds' tables are equal (order-free digests of papers, citations and degrees of both
    stages, and filter_leakage's benchmark_ids, paper_keys and paper_id_lines, whose paper-ids diff the
    incremental run applies), and whether the empty diff's tables equal R1's.
-2. PBG warm start, leak-free: 1% of R2's filtered edges are held out (`models.pbg_import`, seeded); R1's
+2. PBG warm start, leak-free: 1% of R2's filtered edges are held out (`citeflow.models.pbg.importer`, seeded); R1's
    embeddings are trained on R1's filtered edges *minus those held-out edges* (full epochs), then R2 is
    trained cold (full epochs) and warm-started from R1's embeddings (`--warm-epochs` of the epochs, PBG
-   init_path via models/pbg_warm.py), both on R2's training edges; each scored on the held-out edges
+   init_path via models/pbg/warm.py), both on R2's training edges; each scored on the held-out edges
    (evaluation/link_prediction.py: MRR against 1,000 random candidates). Goal: warm MRR within 2% of cold
    with at most 30% of the epochs.
 3. Whole pipeline (`--pipeline`). R1 is taken on from section 1's base to the benchmark; then, `--repeat` times,
@@ -93,15 +93,24 @@ def releases(root: Path, papers: int, change: float) -> Pair:
     diff may lack a dataset, DERIVE_VERSION 4 added paper-ids)."""
     rel = root / "releases"
     if not (rel / R1 / "generator.json").exists():
-        cmd = [sys.executable, "-m", "jobs.cli", "generate", "--papers", str(papers), "--seed", str(SEED)]
+        cmd = [sys.executable, "-m", "citeflow.jobs.cli", "generate", "--papers", str(papers), "--seed", str(SEED)]
         measure([*cmd, "--format", "s2ag", "--out", str(rel / R1), "--overwrite"])
-    from synthcorpus.derive import DERIVE_VERSION
+    from citeflow.synthcorpus.derive import DERIVE_VERSION
 
     made = rel / R2 / "generator.json"
     if not made.exists() or json.loads(made.read_text()).get("derive_version") != DERIVE_VERSION:
         n = round(change * papers)
         counts = ["--added", str(round(0.4 * n)), "--removed", str(round(0.2 * n)), "--changed", str(round(0.4 * n))]
-        cmd = [sys.executable, "-m", "jobs.cli", "generate", "--derive-from", str(rel / R1), "--out", str(rel / R2)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "citeflow.jobs.cli",
+            "generate",
+            "--derive-from",
+            str(rel / R1),
+            "--out",
+            str(rel / R2),
+        ]
         measure([*cmd, *counts, "--seed", "1", "--overwrite"])
     return Pair(rel, R1, R2)
 
@@ -139,7 +148,16 @@ def settings(*overrides: str) -> list[str]:
 
 
 def citeflow_run(rel: Path, release: str, artifacts: Path, *overrides: str, until: str = "filter_leakage") -> list[str]:
-    cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", release, "--corpus", str(rel / release / "corpus")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "citeflow.jobs.cli",
+        "run",
+        "--snapshot",
+        release,
+        "--corpus",
+        str(rel / release / "corpus"),
+    ]
     cmd += ["--scidocs", str(rel / release / "scidocs"), "--paper-ids", str(rel / release / "paper-ids")]
     return [*cmd, "--artifacts", str(artifacts), "--until", until, *settings(*overrides)]
 
@@ -255,10 +273,10 @@ def pbg_warm_start(pair: Pair, base: Path, full: Path, work: Path, args) -> dict
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from evaluation.link_prediction import link_prediction
-    from models.pbg_import import import_citations, read_edges
-    from models.pbg_train import load_embeddings, pbg_config, train_in_subprocess
-    from models.pbg_warm import pbg_init_scale, write_init
+    from citeflow.evaluation.link_prediction import link_prediction
+    from citeflow.models.pbg.importer import import_citations, read_edges
+    from citeflow.models.pbg.train import load_embeddings, pbg_config, train_in_subprocess
+    from citeflow.models.pbg.warm import pbg_init_scale, write_init
 
     def train(folder: Path, entities: Path, edges: Path, epochs: int, init: Path | None = None) -> float:
         config = pbg_config(
@@ -382,7 +400,7 @@ def whole_pipeline(pair: Pair, work: Path, repeat: int, overrides: list[str]) ->
             )
         if not runs["backfill"][-1]["from_diff"] or runs["backfill"][-1]["encoder_warm_start"] is None:
             raise SystemExit("the backfilled run did not build from the diff with its warm starts")
-        compare = [sys.executable, "-m", "jobs.cli", "compare", "--snapshot", R1, "--snapshot", R2]
+        compare = [sys.executable, "-m", "citeflow.jobs.cli", "compare", "--snapshot", R1, "--snapshot", R2]
         drift_text = measure([*compare, "--artifacts", str(back)])["output"]
         shutil.rmtree(back)
         shutil.rmtree(scratch)

@@ -5,8 +5,8 @@
 
 Builds a pool of --pool unit vectors (--dim, clustered, seeded) and mines
 SciNCL triplets for --queries of them exactly as the stage does
-(`models.knn`: FAISS IndexFlatIP search of k_max + 1 neighbours in
-batches, self exclusion; `models.triplets`: windows, easy negatives drawn
+(`citeflow.models.triplets.knn`: FAISS IndexFlatIP search of k_max + 1 neighbours in
+batches, self exclusion; `citeflow.models.triplets.mining`: windows, easy negatives drawn
 outside the k_max neighbourhood). The bound is what no exact miner can beat: the bare matrix
 product, queries × pool × dim multiply-adds, at the best GEMM rate measured
 in the same process (torch, numpy's BLAS and FAISS' BLAS through a k=1
@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from models import knn  # noqa: E402
-from models import triplets as T  # noqa: E402
+from citeflow.models.triplets import knn  # noqa: E402
+from citeflow.models.triplets import mining as T  # noqa: E402
 
 
 def peak_gib() -> float:

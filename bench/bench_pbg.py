@@ -4,7 +4,7 @@
         --edges 1000000 10000000 --out bench/results
 
 For each edge count N (the first N edges of the citations table):
-- citeflow import: `models.pbg_import.import_citations` from Parquet;
+- citeflow import: `citeflow.models.pbg.importer.import_citations` from Parquet;
 - PBG import: `torchbiggraph.converters.import_from_tsv.convert_input_data`
   on the same edges written as TSV (the TSV writing is not timed);
 - training: one epoch of PBG (dimension --dim, SciNCL settings otherwise)
@@ -68,7 +68,7 @@ def main() -> int:
                     sys.executable,
                     "-c",
                     textwrap.dedent(f"""
-                from models.pbg_import import import_citations
+                from citeflow.models.pbg.importer import import_citations
                 import_citations({str(work / "parquet")!r}, {str(work / "ours")!r}, holdout=0.0, seed=0)
             """),
                 ]
@@ -92,7 +92,7 @@ def main() -> int:
                         sys.executable,
                         "-c",
                         textwrap.dedent(f"""
-                    from models import pbg_compat; pbg_compat.apply()
+                    from citeflow.models.pbg import compat; compat.apply()
                     from pathlib import Path
                     from torchbiggraph.converters.import_from_tsv import convert_input_data, parse_config_partial
                     ents, rels, entity_path, edge_paths, dyn = parse_config_partial({config!r})
@@ -104,7 +104,7 @@ def main() -> int:
                 row["pbg_tsv_import"] = theirs
                 row["speedup"] = round(theirs["seconds"] / max(ours["seconds"], 1e-9), 1)
             print(json.dumps({"partial": True, **row}), flush=True)  # imports done; training next
-            from models.pbg_train import pbg_config, train_in_subprocess
+            from citeflow.models.pbg.train import pbg_config, train_in_subprocess
 
             cfg = pbg_config(
                 entities=str(work / "ours" / "entities"),

@@ -5,8 +5,8 @@
 
 Writes a seeded random citation graph (`--nodes` papers, `--edges` uniform citing -> cited pairs; or
 `--citations DIR`, a citations Parquet folder), then for each partition count P: citeflow's import
-(`models.pbg_import.import_citations`, P partitions, no holdout) and one epoch of PBG training with
-SciNCL's settings but `--dim` (`python -m models.pbg_train`, `--workers` HOGWILD workers), each in a
+(`citeflow.models.pbg.importer.import_citations`, P partitions, no holdout) and one epoch of PBG training with
+SciNCL's settings but `--dim` (`python -m citeflow.models.pbg.train`, `--workers` HOGWILD workers), each in a
 process of its own. Memory is sampled every 0.5 s over the whole process tree, two ways:
 
 - `peak_rss_gib`: the sum of resident set sizes. PBG keeps the embeddings in shared memory that every
@@ -128,7 +128,7 @@ def main() -> int:
                     "-c",
                     textwrap.dedent(f"""
                         import json
-                        from models.pbg_import import import_citations
+                        from citeflow.models.pbg.importer import import_citations
                         r = import_citations({str(citations)!r}, {str(target)!r}, num_partitions={parts}, holdout=0.0)
                         counts = {{k: r[k] for k in ("entities", "edges")}}
                         json.dump(counts, open({str(target / "counts.json")!r}, "w"))
@@ -136,7 +136,7 @@ def main() -> int:
                 ]
             )
             counts = json.loads((target / "counts.json").read_text())
-            from models.pbg_train import pbg_config
+            from citeflow.models.pbg.train import pbg_config
 
             config = pbg_config(
                 entities=str(target / "entities"),
@@ -158,7 +158,7 @@ def main() -> int:
                 extra={"hogwild_delay": args.hogwild_delay},
             )
             (target / "config.json").write_text(json.dumps(config))
-            trained = measure_tree([sys.executable, "-m", "models.pbg_train", str(target / "config.json")])
+            trained = measure_tree([sys.executable, "-m", "citeflow.models.pbg.train", str(target / "config.json")])
             table = counts["entities"] * args.dim * 4
             row = {
                 "partitions": parts,

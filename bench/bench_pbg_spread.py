@@ -42,11 +42,11 @@ def main() -> int:
     print(f"machine: {json.dumps(describe())}", flush=True)
 
     from citeflow.config import EmbedGraphConfig
-    from evaluation.link_prediction import link_prediction
-    from evaluation.neighbours import nearest, normalize_rows, overlap
-    from models.pbg_import import read_edges
-    from models.pbg_launch import pbg_settings
-    from models.pbg_train import load_embeddings, train_in_subprocess
+    from citeflow.evaluation.link_prediction import link_prediction
+    from citeflow.evaluation.neighbours import nearest, normalize_rows, overlap
+    from citeflow.models.pbg.importer import read_edges
+    from citeflow.models.pbg.launch import pbg_settings
+    from citeflow.models.pbg.train import load_embeddings, train_in_subprocess
 
     version = Path(args.embed_graph)
     manifest = json.loads((version / "_manifest.json").read_text())

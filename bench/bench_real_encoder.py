@@ -79,10 +79,10 @@ def paired_interval(a: dict[str, float], b: dict[str, float], resamples: int = 2
 def val_scores(artifacts: Path, snapshot: str, bench: dict, scidocs: Path) -> tuple[dict, dict]:
     """({model: {"val <task> <metric>": value}}, {model: {"val <task> <metric>": {query: value}}}) of the models a
     benchmark version scored (`bench`: its manifest), on SciDocs' val split, as `scores` and `per_query` give the
-    test split's: the stage scores test only (`jobs.benchmark.score`), and the same ranking code scores val."""
+    test split's: the stage scores test only (`citeflow.jobs.benchmark.score`), and the same ranking code scores val."""
     from citeflow.artifacts import ArtifactStore
-    from evaluation.embeddings import load_embeddings
-    from evaluation.scidocs import ranking
+    from citeflow.evaluation.embeddings import load_embeddings
+    from citeflow.evaluation.scidocs import ranking
 
     store = ArtifactStore(str(artifacts))
     values: dict[str, dict[str, float]] = {}
@@ -132,15 +132,13 @@ def main() -> int:
     work = Path(args.work)
     releases = work / "releases"
     if not (releases / "hepth.json").is_file():
-        write_releases(
-            HepthConfig(out=str(releases), years=(args.year,), queries=args.queries, holdout=args.holdout)
-        )
+        write_releases(HepthConfig(out=str(releases), years=(args.year,), queries=args.queries, holdout=args.holdout))
     written = json.loads((releases / "hepth.json").read_text())
     if (written["config"]["queries"], written["config"].get("holdout", "papers")) != (args.queries, args.holdout):
         raise SystemExit(f"{releases} was written with other --queries or --holdout; give another --work")
     (release,) = [r["release"] for r in written["releases"]]
     root, artifacts = releases / release, work / "artifacts"
-    base = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", release, "--artifacts", str(artifacts)]
+    base = [sys.executable, "-m", "citeflow.jobs.cli", "run", "--snapshot", release, "--artifacts", str(artifacts)]
     base += [
         "--corpus",
         str(root / "corpus"),

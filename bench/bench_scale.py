@@ -69,7 +69,7 @@ def run_size(n: int, args, work: Path) -> dict:
     if gen:
         row["generate"] = gen
     for stage in args.stages:
-        cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", snap_id, "--artifacts", str(artifacts)]
+        cmd = [sys.executable, "-m", "citeflow.jobs.cli", "run", "--snapshot", snap_id, "--artifacts", str(artifacts)]
         cmd += ["--corpus", str(snap / "corpus"), "--scidocs", str(snap / "scidocs")]
         cmd += ["--paper-ids", str(snap / "paper-ids"), "--until", stage, "--profile", "full"]
         for item in settings:

@@ -119,7 +119,7 @@ def connect_server(stack: contextlib.ExitStack, work: Path):
     """A Spark Connect server (spark/engine/connect_server.py, citeflow's default Spark settings) on a free port,
     its log in `work`, stopped when `stack` closes."""
     from citeflow.config import SparkConfig
-    from spark.engine import connect_server as CS
+    from citeflow.spark.engine import connect_server as CS
 
     log = stack.enter_context(open(work / "connect-server.log", "w"))
     return stack.enter_context(CS.running(SparkConfig(), port=CS.free_port(), output=log))
@@ -134,7 +134,7 @@ def warm_up(snapshots: Path, work: Path, extra: list[str]) -> None:
     for rep in range(2):
         artifacts = work / f"warm-up-{rep}"
         shutil.rmtree(artifacts, ignore_errors=True)
-        cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", "warm-up", "--artifacts", str(artifacts)]
+        cmd = [sys.executable, "-m", "citeflow.jobs.cli", "run", "--snapshot", "warm-up", "--artifacts", str(artifacts)]
         measure([*cmd, "--corpus", str(snap / "corpus"), "--until", "build_graph", *extra])
         shutil.rmtree(artifacts, ignore_errors=True)
 
@@ -144,7 +144,7 @@ def snapshot(root: Path, n: int, fmt: str) -> tuple[Path, dict | None]:
     snap = root / f"snap-{fmt}-{n}-seed{SEED}"
     if (snap / "generator.json").exists():
         return snap, None
-    cmd = [sys.executable, "-m", "jobs.cli", "generate", "--papers", str(n), "--seed", str(SEED)]
+    cmd = [sys.executable, "-m", "citeflow.jobs.cli", "generate", "--papers", str(n), "--seed", str(SEED)]
     gen = measure(cmd + ["--out", str(snap), "--format", fmt, "--overwrite"])
     gen.pop("output")
     return snap, gen
@@ -168,7 +168,7 @@ def run_size(n: int, args, work: Path, server=None) -> dict:
     server_process = psutil.Process(server.process.pid) if server else None
 
     def citeflow(stage: str, artifacts: Path, connect: bool) -> dict:
-        cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", snap_id, "--artifacts", str(artifacts)]
+        cmd = [sys.executable, "-m", "citeflow.jobs.cli", "run", "--snapshot", snap_id, "--artifacts", str(artifacts)]
         cmd += ["--corpus", str(snap / "corpus"), "--scidocs", str(snap / "scidocs")]
         cmd += ["--paper-ids", str(snap / "paper-ids"), "--until", stage, *shlex.split(args.citeflow_args)]
         if connect:

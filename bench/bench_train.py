@@ -11,7 +11,7 @@
 Builds a model of the given shape from a config (random weights: throughput
 does not depend on them; BERT-base is 768 hidden, 12 layers, 12 heads), a
 WordPiece tokenizer and a token store of papers, then runs the real trainer
-(`models/train_encoder.py`, in its own process, `torchrun` for --nproc > 1)
+(`models/training/train.py`, in its own process, `torchrun` for --nproc > 1)
 for --steps optimizer steps of the effective batch 32.
 
 `--model DIR` trains a real model folder instead (e.g. all-MiniLM-L6-v2, which
@@ -126,7 +126,7 @@ def busy_process(on: bool):
 
 def parse_variant(text: str) -> tuple[str, dict]:
     """`NAME:key=value,key=value` -> (NAME, {key: value}); values are JSON (numbers, true/false) or strings."""
-    from models.train_encoder import TrainSpec
+    from citeflow.models.training.train import TrainSpec
 
     name, _, pairs = text.partition(":")
     if not name or not pairs or name in ("before", "current"):
@@ -136,7 +136,7 @@ def parse_variant(text: str) -> tuple[str, dict]:
     for pair in pairs.split(","):
         key, sep, value = pair.partition("=")
         if not sep or key not in known:
-            raise ValueError(f"--variant {text!r}: {key!r} is not a trainer setting (models/train_encoder.py)")
+            raise ValueError(f"--variant {text!r}: {key!r} is not a trainer setting (models/training/train.py)")
         try:
             changed[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -151,11 +151,11 @@ def bare_loop(spec_path: Path) -> None:
     grouping, prefetch, checkpoints or schedule. Writes one JSON line per step to the spec's log."""
     import torch
 
-    from models.encoder import load, pool
-    from models.losses import loss_of
-    from models.token_batches import TokenStore, collate
-    from models.train_encoder import TrainSpec
-    from models.train_step import adamw, autocast_settings, resolve_precision
+    from citeflow.models.encoder.model import load, pool
+    from citeflow.models.training.losses import loss_of
+    from citeflow.models.training.step import adamw, autocast_settings, resolve_precision
+    from citeflow.models.training.token_batches import TokenStore, collate
+    from citeflow.models.training.train import TrainSpec
 
     spec = TrainSpec.read(spec_path)
     torch.manual_seed(spec.seed)
@@ -204,7 +204,7 @@ def run_bare(work: Path, name: str, spec: dict, warmup: int) -> dict:
 
 
 def run_trainer(work: Path, name: str, spec: dict, nproc: int, warmup: int) -> dict:
-    from jobs.train_encoder import launch
+    from citeflow.jobs.train_encoder import launch
 
     return _run(work, name, spec, warmup, lambda path: launch(path, nproc, path.parent / "train.log"))
 
@@ -302,9 +302,9 @@ def main() -> int:
 def measure(args: argparse.Namespace, variants: list[tuple[str, dict]], out: Path, work: Path) -> int:
     """`main`'s runs in the scratch folder `work`: the model and data built, each setting trained and timed;
     the results written to `out`."""
+    from citeflow.models.encoder.model import build_small, load
+    from citeflow.models.training.token_batches import TokenStore
     from citeflow.threads import describe
-    from models.encoder import build_small, load
-    from models.token_batches import TokenStore
 
     rng = np.random.default_rng(0)
     texts = (
@@ -313,7 +313,7 @@ def measure(args: argparse.Namespace, variants: list[tuple[str, dict]], out: Pat
     papers = len(texts)
     usage = {"pooling": "cls", "normalize": False}
     if args.model:
-        from models.model_folder import folder_usage, resolve_usage
+        from citeflow.models.encoder.folder import folder_usage, resolve_usage
 
         model_dir = str(args.model)
         values = resolve_usage({"max_length": args.tokens}, folder_usage(model_dir)).values
@@ -384,7 +384,7 @@ def measure(args: argparse.Namespace, variants: list[tuple[str, dict]], out: Pat
                 print(json.dumps(runs[-1]), flush=True)
     import torch
 
-    from models.train_step import resolve_precision
+    from citeflow.models.training.step import resolve_precision
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
     best = {

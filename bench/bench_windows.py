@@ -81,13 +81,13 @@ def main() -> int:
         print(json.dumps(topic_shares(args.score, args.topics), indent=2))
         return 0
     from citeflow.config import RunConfig, apply_overrides, profile_overrides
-    from jobs import embed_graph, mine_triplets
+    from citeflow.jobs import embed_graph, mine_triplets
 
     work = Path(args.work)
     snapshot = work / "snapshot"
     if not (snapshot / "generator.json").is_file():
         generate = ["generate", "--papers", str(args.papers), "--out", str(snapshot), "--seed", str(args.seed)]
-        subprocess.run([sys.executable, "-m", "jobs.cli", *generate, "--format", "s2orc"], check=True)
+        subprocess.run([sys.executable, "-m", "citeflow.jobs.cli", *generate, "--format", "s2orc"], check=True)
     base = RunConfig(
         snapshot=f"windows{args.papers}",
         corpus=str(snapshot / "corpus"),

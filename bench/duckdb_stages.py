@@ -15,7 +15,7 @@ citeflow's tables (the bench compares the counts):
   (zstd). Not done here, and done by citeflow: every rejected line and edge
   kept with its reason, the degree summary, histogram and plot, the manifest.
 - filter_leakage, as citeflow's stage runs with its default settings (mode exclude, not strict, titles
-  matched): the benchmark ids read by citeflow's own reader (`jobs.filter_leakage.benchmark_ids.collect`)
+  matched): the benchmark ids read by citeflow's own reader (`citeflow.jobs.filter_leakage.benchmark_ids.collect`)
   and taken to one row per id by its own `mapping.distinct_ids` (the stage does both in pyarrow, in its
   driver, too), the mapping cascade of `jobs/filter_leakage/id_mapping.py` (corpus id, sha through
   paper-ids, DOI / PubMed / arXiv, folded title through `citeflow.text.fold_titles` as an Arrow UDF), the
@@ -162,9 +162,9 @@ def _write_graph(con, papers: str, citations: str, out: str) -> dict[str, int]:
 
 def filter_leakage(graph: str, scidocs: str, paper_ids: str, out: str, threads: int) -> dict[str, int]:
     """Map the benchmark ids to corpus ids and take the mapped papers out of a build_graph version."""
+    from citeflow.jobs.filter_leakage.benchmark_ids import collect
+    from citeflow.jobs.filter_leakage.mapping import distinct_ids
     from citeflow.text import fold_titles
-    from jobs.filter_leakage.benchmark_ids import collect
-    from jobs.filter_leakage.mapping import distinct_ids
 
     con = _connect(threads, out)
     # (rows, layouts read, SciRepEval tasks not audited): the last two only feed the stage's report

@@ -5,7 +5,7 @@
 
 For each stage in order (each later one finds the earlier up to date, as `bench/bench_stages.py` times them), one
 `citeflow run` process, timed from outside, with `spark.eventLog.enabled` and its own event-log folder. The
-stages tag their Spark jobs by step (`spark.engine.session.step`: an operation tag), so the event log says
+stages tag their Spark jobs by step (`citeflow.spark.engine.session.step`: an operation tag), so the event log says
 which step each job belongs to. The breakdown of the process's wall time:
 
 - **before Spark**: from the process's start to the Spark application's (Python imports, the settings and
@@ -35,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from spark.engine.session import STEP_TAG  # noqa: E402
+from citeflow.spark.engine.session import STEP_TAG  # noqa: E402
 
 
 def merged_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -142,7 +142,7 @@ def breakdown(started: float, ended: float, log: dict) -> dict:
 
 def run_stage(stage: str, snapshot: Path, artifacts: Path, events: Path, extra: list[str]) -> dict:
     events.mkdir(parents=True)
-    cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", snapshot.name, "--artifacts", str(artifacts)]
+    cmd = [sys.executable, "-m", "citeflow.jobs.cli", "run", "--snapshot", snapshot.name, "--artifacts", str(artifacts)]
     cmd += ["--corpus", str(snapshot / "corpus"), "--scidocs", str(snapshot / "scidocs")]
     cmd += ["--paper-ids", str(snapshot / "paper-ids"), "--until", stage, *extra]
     log = f"spark.eventLog.enabled=true,spark.eventLog.compress=false,spark.eventLog.dir=file://{events}"

@@ -1,6 +1,6 @@
 """Child processes that die with the stage that started them.
 
-    run_child([sys.executable, "-m", "models.pbg_train", CONFIG], log_path=LOG, env=ENV)
+    run_child([sys.executable, "-m", "citeflow.models.pbg.train", CONFIG], log_path=LOG, env=ENV)
 
 Every process a stage starts (PBG's trainer and the workers it spawns, the encoder trainer, torchrun and
 its ranks) runs under a *guard*, `python -m citeflow.process PARENT_PID -- COMMAND...`:

@@ -7,12 +7,14 @@ key, api key, ...), e.g. `spark.hadoop.fs.s3a.secret.key`, `fs.azure.sas.token`,
 
 What is redacted, and where (the callers):
 - dicts: the value of any secret-named key (manifests' resolved config and metrics: `citeflow.stage`;
-  XCom summaries and Airflow logs: `cockpit.orchestration`; the Artifacts tab: `cockpit.artifact_view`);
+  XCom summaries and Airflow logs: `citeflow.cockpit.orchestration`; the Artifacts tab:
+  `citeflow.cockpit.artifact_view`);
 - `key=value` strings, alone or comma-joined (`spark.conf`, `embed_graph.pbg`, override lines);
 - the password of a URI's user info (`s3://user:pw@host/...`).
 
 Redaction is for what is written and shown only: Spark still receives the real values (the stage passes
-the config itself to `spark.engine.session.get_spark`, never a redacted copy). Nothing here imports more than the
+the config itself to `citeflow.spark.engine.session.get_spark`, never a redacted copy). Nothing here imports more than
+the
 standard library.
 """
 

@@ -3,11 +3,11 @@
 Each `Stage` names what a stage builds on (`upstream`; `variants`, an upstream stage read under other
 settings; `previous`, whether it reads its own version of an earlier release), the tables it writes, the
 `RunConfig` section that holds its settings, whether it runs once per triplet strategy, whether it needs a
-local artifact root, and which kind of worker it wants. Everything else reads it: `jobs.pipeline` (the only
+local artifact root, and which kind of worker it wants. Everything else reads it: `citeflow.jobs.pipeline` (the only
 module that resolves a stage's upstream versions and runs it, and checks that a stage read only what it
-declares), the CLI's stage choices and `citeflow settings`, the Airflow task layout (`cockpit.orchestration`)
+declares), the CLI's stage choices and `citeflow settings`, the Airflow task layout (`citeflow.cockpit.orchestration`)
 and the artifact views. A stage's code lives in `jobs/<name>.py` as `run_on(ctx) -> Manifest` (ctx: a
-`jobs.pipeline.StageContext`); no stage calls another.
+`citeflow.jobs.pipeline.StageContext`); no stage calls another.
 
 A new stage is one entry here, one config section in `citeflow.config.run.RunConfig` and one module in `jobs/`
 (docs/architecture.md walks through it).
@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from citeflow.errors import CiteflowError
 
-# Which Airflow pool and queue a stage's task takes (cockpit.orchestration maps them).
+# Which Airflow pool and queue a stage's task takes (citeflow.cockpit.orchestration maps them).
 Worker = Literal["default", "pbg", "gpu"]
 
 
@@ -80,7 +80,7 @@ class Stage:
 
     @property
     def module(self) -> str:
-        return f"jobs.{self.name}"
+        return f"citeflow.jobs.{self.name}"
 
     def __post_init__(self) -> None:
         if self.main_table not in self.tables:
@@ -207,7 +207,7 @@ class Report:
 
     @property
     def module(self) -> str:
-        return f"jobs.{self.name}"
+        return f"citeflow.jobs.{self.name}"
 
     def __post_init__(self) -> None:
         if self.main_table not in self.tables:
@@ -236,7 +236,7 @@ STRATEGIES: dict[str, str] = {
     "scincl": "kNN windows over the graph embeddings (SciNCL)",
     "specter": "citations as positives, citations of citations as hard negatives (SPECTER)",
 }
-# FAISS index kinds by name: how mine_triplets searches the graph embeddings (models/knn.py builds them).
+# FAISS index kinds by name: how mine_triplets searches the graph embeddings (models/triplets/knn.py builds them).
 INDEX_KINDS: dict[str, str] = {
     "flat": "exact search (SciNCL's)",
     "ivf": "inverted lists over k-means cells",

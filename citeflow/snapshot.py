@@ -40,7 +40,8 @@ class Layout:
     diffs: bool
 
 
-# The corpus formats by name (build_graph.format; jobs.build_graph.CORPUS_FORMATS reads each): adding one is one
+# The corpus formats by name (build_graph.format; citeflow.jobs.build_graph.CORPUS_FORMATS reads each): adding one is
+# one
 # layout here and one reader there.
 LAYOUTS: dict[str, Layout] = {
     "s2orc": Layout(datasets=("metadata",), main="metadata", diffs=False),

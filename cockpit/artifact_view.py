@@ -2,13 +2,13 @@
 
 `summarize(store, snapshot, stage, version)` reads one version through its manifest: version, lineage
 (input versions), each table's schema, row count and first rows, metrics and plots; a benchmark's also holds
-its answer (the trained model against its untrained base, `evaluation.report.answer`), every score rounded, and
+its answer (the trained model against its untrained base, `citeflow.evaluation.report.answer`), every score rounded, and
 the drift reports (`citeflow compare`, the releases DAG's drift task) of this benchmark against an earlier
 release: the cross-release view. `render_html` turns that into one self-contained page (plots inlined) that
 fits its window (Airflow's iframe, or 1,400 px): a benchmark page opens with its answer; wide tables scroll in
 their own box and long JSON wraps. Both are plain functions, usable without Airflow.
 
-`create_app()` is the FastAPI app the citeflow Airflow plugin (`cockpit.plugin`) mounts under
+`create_app()` is the FastAPI app the citeflow Airflow plugin (`citeflow.cockpit.plugin`) mounts under
 `/citeflow` in Airflow's API server:
 
     GET /citeflow/artifacts/task?dag_id=..&run_id=..&task_id=..&map_index=..     the page
@@ -131,12 +131,12 @@ SCORE_COLUMNS = ("task", "split", "metric", "value", "status", "label")
 
 
 def benchmark_answer(manifest, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A benchmark version's answer (`evaluation.report.answer`: trained against base, SciDocs' average and per
+    """A benchmark version's answer (`citeflow.evaluation.report.answer`: trained against base, SciDocs' average and per
     task) and its scores as one table, model by model: {"answer": ..., "scores": {"labels", "rows"}}.
 
     Whether published numbers may stand beside them is decided by the SciDocs folder the manifest records as
-    an input (`evaluation.report.scidocs_origin`: a generated set has none)."""
-    from evaluation.report import answer, scidocs_input, scidocs_origin
+    an input (`citeflow.evaluation.report.scidocs_origin`: a generated set has none)."""
+    from citeflow.evaluation.report import answer, scidocs_input, scidocs_origin
 
     if not rows or not all(c in rows[0] for c in SCORE_COLUMNS):  # a version older than these columns
         return {}
@@ -222,7 +222,7 @@ def _scores_table(scores: dict[str, Any]) -> str:
 
 def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_url: str = "") -> str:
     """The artifact page: one self-contained HTML document."""
-    from evaluation.report import ANSWER_CSS, RESPONSIVE_CSS, answer_html
+    from citeflow.evaluation.report import ANSWER_CSS, RESPONSIVE_CSS, answer_html
 
     e = html.escape
     state = "" if cached is None else (" — cached in this run (not re-run)" if cached else " — built in this run")

@@ -1,16 +1,16 @@
 """Run Airflow 3 locally with citeflow's DAGs and plugins, sized for a small machine (2 cores).
 
-    python -m cockpit.local_airflow                    # foreground: Ctrl-C stops every component
-    python -m cockpit.local_airflow --background       # returns once healthy; pid file in the home
-    python -m cockpit.local_airflow --stop             # stops what --background started
-    python -m cockpit.local_airflow --pools            # only creates the pools in $AIRFLOW_HOME's Airflow
-    python -m cockpit.local_airflow --dags-test DAG    # one run of DAG with `airflow dags test`: no server
+    python -m citeflow.cockpit.local_airflow                    # foreground: Ctrl-C stops every component
+    python -m citeflow.cockpit.local_airflow --background       # returns once healthy; pid file in the home
+    python -m citeflow.cockpit.local_airflow --stop             # stops what --background started
+    python -m citeflow.cockpit.local_airflow --pools            # only creates the pools in $AIRFLOW_HOME's Airflow
+    python -m citeflow.cockpit.local_airflow --dags-test DAG    # one run of DAG with `airflow dags test`: no server
 
 Reads nothing but its arguments (and, with `--dags-test`, the home's own database). Writes the Airflow
 home (default `.airflow/`): `airflow.cfg`, the SQLite database, the simple auth manager's password file,
 `local-logs/standalone.log`, in the background `airflow-local.pid`, and with `--dags-test` the task logs
 under `logs/`. Runs `airflow db migrate`, creates the pools the GPU and PBG tasks queue on
-(`cockpit.settings.POOLS`), then starts `airflow standalone` (api-server, scheduler, dag-processor,
+(`citeflow.cockpit.settings.POOLS`), then starts `airflow standalone` (api-server, scheduler, dag-processor,
 triggerer, with the LocalExecutor) in a process group of its own, so that stopping the group also stops
 the tasks they spawned (Spark's JVM, training processes).
 
@@ -49,7 +49,7 @@ import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
-from cockpit.settings import POOLS
+from citeflow.cockpit.settings import POOLS
 
 REPO = Path(__file__).resolve().parents[1]
 PID_FILE = "airflow-local.pid"
@@ -185,7 +185,7 @@ def run_cli(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
 
 
 def create_pools(env: dict[str, str]) -> None:
-    """The pools citeflow's DAGs queue on (`cockpit.settings.POOLS`), created or resized."""
+    """The pools citeflow's DAGs queue on (`citeflow.cockpit.settings.POOLS`), created or resized."""
     for pool in POOLS:
         run_cli(["pools", "set", *pool], env)
 
@@ -563,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         (cfg.home / PID_FILE).write_text(f"{handle.pgid} {cfg.port}\n")
         print(
             f"local_airflow: running in the background; stop it with: "
-            f"{Path(sys.executable).name} -m cockpit.local_airflow --stop --home {cfg.home}"
+            f"{Path(sys.executable).name} -m citeflow.cockpit.local_airflow --stop --home {cfg.home}"
         )
         return 0
 

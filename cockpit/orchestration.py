@@ -13,7 +13,7 @@ settings (`check_inputs`), then call `stage_tasks(settings)`, which lays out one
 - `check_inputs` validates everything a user typed (snapshot id, paths, settings) before any work; a
   mistake fails the run at once with one clear message (`AirflowFailException`: no retries).
 - A stage task is handed its inputs: the versions its upstream tasks made in this run (their XCom), read
-  back from the artifact root, and runs its stage once on them (`jobs.pipeline.run_handed`); it never builds
+  back from the artifact root, and runs its stage once on them (`citeflow.jobs.pipeline.run_handed`); it never builds
   another stage. A version that is gone (moved aside by `--repair`, deleted) fails the task in one line
   naming the task to clear. A registered variant (`citeflow.registry.Variant`: the benchmark's untrained base
   model, embed_papers with `model=base`) is a task of its own, `embed_papers_base`, skipped when the run does
@@ -33,11 +33,11 @@ settings (`check_inputs`), then call `stage_tasks(settings)`, which lays out one
   write (`spark.master`, `spark.remote`, `spark.conf`, `spark.local_dir`) is the connection's business, the admins':
   the trigger form's overrides cannot set them.
 - Training and embedding go to the `gpu` pool (env `CITEFLOW_GPU_POOL`) and queue (`CITEFLOW_GPU_QUEUE`),
-  and start training as its own process (`python -m models.train_encoder` / torchrun).
+  and start training as its own process (`python -m citeflow.models.training.train` / torchrun).
 - Distributed PBG (`embed_graph.machines=N` > 1): `embed_graph` runs the stage as rank 0 and
   `embed_graph_rank`, mapped over ranks 1..N-1 (`embed_graph_ranks` lists them; none when N is 1), runs
   one rank per task, wherever a worker takes it; they meet through the shared artifact root
-  (`jobs.embed_graph.follow`). All N tasks must run at once: they share the `pbg` pool (env
+  (`citeflow.jobs.embed_graph.follow`). All N tasks must run at once: they share the `pbg` pool (env
   `CITEFLOW_PBG_POOL`, at least N slots) and queue (`CITEFLOW_PBG_QUEUE`; the rank tasks
   `CITEFLOW_PBG_RANK_QUEUE`). Where rank 0 serves the rendezvous comes from the Airflow connection
   `pbg_rendezvous` (env `CITEFLOW_PBG_CONN_ID`): its port, and its host (the worker `embed_graph` runs on;
@@ -54,9 +54,9 @@ from typing import Any
 
 from airflow.sdk import Asset, get_current_context, task, task_group
 
+from citeflow.cockpit.run_settings import run_config
+from citeflow.cockpit.settings import GPU_POOL, GPU_QUEUE, PBG_POOL, PBG_QUEUE, PBG_RANK_QUEUE
 from citeflow.registry import REGISTRY, REPORTS, STAGES, STRATEGIES, Stage
-from cockpit.run_settings import run_config
-from cockpit.settings import GPU_POOL, GPU_QUEUE, PBG_POOL, PBG_QUEUE, PBG_RANK_QUEUE
 
 # Manifest metrics an Asset event carries first (the rest of the scalar metrics follow, up to HEADLINE_MAX).
 HEADLINE_FIRST = (
@@ -97,7 +97,7 @@ def _fail(message: str) -> None:
 def check_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """Validate a run's settings exactly as the stages will use them; a user mistake fails with one line."""
     from citeflow.errors import CiteflowError
-    from jobs.pipeline import preflight, stages_until
+    from citeflow.jobs.pipeline import preflight, stages_until
 
     try:
         config = run_config(settings)
@@ -131,9 +131,10 @@ def _variant(task_name: str):
 
 def handed_versions(stage: str, config, ti) -> dict[str, Any]:
     """The versions this task's upstream tasks made in this run (their XCom summaries), read back from the
-    artifact root: by `jobs.pipeline.handed_inputs`' names, None where a task made none or its version is gone."""
+    artifact root: by `citeflow.jobs.pipeline.handed_inputs`' names, None where a task made none or its version is
+    gone."""
     from citeflow.artifacts import ArtifactStore
-    from jobs.pipeline import handed_inputs
+    from citeflow.jobs.pipeline import handed_inputs
 
     store = ArtifactStore(config.artifacts, config.store)
     given: dict[str, Any] = {}
@@ -155,8 +156,8 @@ def run_stage_task(
     from airflow.sdk.exceptions import AirflowSkipException
 
     from citeflow.errors import CiteflowError
+    from citeflow.jobs.pipeline import MissingInput, run_handed, with_strategy
     from citeflow.redaction import redact
-    from jobs.pipeline import MissingInput, run_handed, with_strategy
 
     context = get_current_context()
     try:
@@ -295,7 +296,7 @@ def run_rank_task(settings: dict[str, Any], rank: int) -> dict[str, Any]:
     from airflow.sdk.exceptions import AirflowSkipException
 
     from citeflow.errors import CiteflowError
-    from jobs.pipeline import MissingInput, follow_rank
+    from citeflow.jobs.pipeline import MissingInput, follow_rank
 
     try:
         config = run_config(settings)

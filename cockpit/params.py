@@ -26,7 +26,7 @@ def demo_root(dag_file: str) -> str:
 
 def common_params(demo: str) -> dict[str, Param]:
     """Trigger-form fields every citeflow DAG shares (what to train and how); defaults run the demo, with the
-    artifact root from $CITEFLOW_ARTIFACTS when set (`python -m cockpit.local_airflow --artifacts`)."""
+    artifact root from $CITEFLOW_ARTIFACTS when set (`python -m citeflow.cockpit.local_airflow --artifacts`)."""
     return {
         "scidocs": Param(
             os.path.join(demo, "snapshot", "scidocs"),

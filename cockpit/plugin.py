@@ -2,7 +2,7 @@
 
 Registered through the `airflow.plugins` entry point (setup.cfg), so `pip install citeflow` is enough:
 no file to copy into Airflow's plugins folder. The tab is an external view (an iframe in Airflow 3's
-UI) of `cockpit.artifact_view`'s FastAPI app, mounted under `/citeflow` in Airflow's API server, where
+UI) of `citeflow.cockpit.artifact_view`'s FastAPI app, mounted under `/citeflow` in Airflow's API server, where
 Airflow's authentication and DAG permissions guard every route.
 """
 
@@ -15,7 +15,7 @@ TASK_VIEW = URL_PREFIX + "/artifacts/task?dag_id={DAG_ID}&run_id={RUN_ID}&task_i
 
 
 def _app():
-    from cockpit.artifact_view import create_app
+    from citeflow.cockpit.artifact_view import create_app
 
     return create_app()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from cockpit.settings import INPUT_ROOTS_VARIABLE, PBG_CONN_ID, SPARK_CONN_ID
+from citeflow.cockpit.settings import INPUT_ROOTS_VARIABLE, PBG_CONN_ID, SPARK_CONN_ID
 
 # Settings only the Airflow connection sets: where Spark runs, what it loads and where it writes scratch files.
 OPERATOR_SETTINGS = (
@@ -32,8 +32,8 @@ def ensure_demo_snapshot(demo: str, corpus: str) -> None:
     if os.path.abspath(corpus) == os.path.join(snapshot, "corpus") and not os.path.exists(
         os.path.join(snapshot, "generator.json")
     ):
-        from synthcorpus.config import GenerateConfig
-        from synthcorpus.generate import run
+        from citeflow.synthcorpus.config import GenerateConfig
+        from citeflow.synthcorpus.generate import run
 
         print(f"generating the built-in demo snapshot ({DEMO_PAPERS:,} papers) in {snapshot}")
         run(GenerateConfig(papers=DEMO_PAPERS, out=snapshot, overwrite=True))
@@ -72,8 +72,8 @@ def input_roots() -> list[str]:
     ($CITEFLOW_HOME, else `demo/` in the checkout) alone."""
     from airflow.sdk import Variable
 
+    from citeflow.cockpit.params import demo_root
     from citeflow.inputs import parse_roots
-    from cockpit.params import demo_root
 
     return parse_roots(Variable.get(INPUT_ROOTS_VARIABLE, default=None)) or parse_roots(demo_root(__file__))
 

@@ -1,6 +1,7 @@
 """Names the DAGs and the local Airflow share: pools, queues and connection ids, each read once from the
-environment. Imports nothing from Airflow, so that `cockpit.local_airflow` (which drives Airflow through
-its command line), `cockpit.orchestration` (which builds the DAGs) and `cockpit.run_settings` (their runs'
+environment. Imports nothing from Airflow, so that `citeflow.cockpit.local_airflow` (which drives Airflow through
+its command line), `citeflow.cockpit.orchestration` (which builds the DAGs) and `citeflow.cockpit.run_settings` (their
+runs'
 settings) use the same definitions.
 """
 

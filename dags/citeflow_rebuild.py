@@ -4,16 +4,16 @@
     airflow dags trigger citeflow_rebuild -c '{"snapshot": "2023-08-29", "corpus": "/data/s2ag/2023-08-29"}'
 
 Stages whose inputs and settings did not change are skipped (cached), the others rebuild; the tasks
-are laid out by `cockpit.orchestration.stage_tasks`.
+are laid out by `citeflow.cockpit.orchestration.stage_tasks`.
 """
 
 from __future__ import annotations
 
 from airflow.sdk import dag, get_current_context, task
 
-from cockpit.orchestration import check_settings, stage_tasks
-from cockpit.params import demo_root, rebuild_params
-from cockpit.run_settings import ensure_demo_snapshot, settings_from_params
+from citeflow.cockpit.orchestration import check_settings, stage_tasks
+from citeflow.cockpit.params import demo_root, rebuild_params
+from citeflow.cockpit.run_settings import ensure_demo_snapshot, settings_from_params
 
 DEMO = demo_root(__file__)
 

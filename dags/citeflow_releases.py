@@ -19,9 +19,9 @@ import os
 
 from airflow.sdk import dag, get_current_context, task
 
-from cockpit.orchestration import check_settings, stage_tasks
-from cockpit.params import demo_root, release_params
-from cockpit.run_settings import settings_from_params
+from citeflow.cockpit.orchestration import check_settings, stage_tasks
+from citeflow.cockpit.params import demo_root, release_params
+from citeflow.cockpit.run_settings import settings_from_params
 
 DEMO = demo_root(__file__)
 RELEASES_ROOT = os.environ.get("CITEFLOW_RELEASES", os.path.join(DEMO, "releases"))

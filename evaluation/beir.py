@@ -1,6 +1,6 @@
 """A folder in the BEIR layout, read as MTEB's retrieval loader reads it (MTEB's SCIDOCS is such a folder).
 
-    from evaluation.beir import read_beir, split_ids
+    from citeflow.evaluation.beir import read_beir, split_ids
     folder = read_beir(Path("scidocs"))      # corpus, queries, qrels of every split under qrels/
     folder.qrels["test"]["q1"]               # {corpus id: score}
     split_ids(Path("scidocs"))               # {split: {"queries", "judged", "corpus"}}: ids only, no text kept

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from citeflow.config import ENCODER_USAGE_FALLBACK
+from citeflow.evaluation.scidocs import HEADLINE, average
 from citeflow.registry import STAGES
-from evaluation.scidocs import HEADLINE, average
 
 PBG_KEYS = ("dimension", "comparator", "loss", "margin", "lr", "num_epochs", "batch_size", "num_uniform_negs")
 TRAINING_KEYS = (
@@ -214,7 +214,7 @@ def describe_base(training: dict[str, Any], model_config: dict[str, Any]) -> str
     return f"a pretrained {kind}" + (f" of {shape}" if shape else "") + f", from a local folder `.../{where}`"
 
 
-# Each pooling (models.encoder.POOLINGS) as the card says it: in words, and as plain transformers code.
+# Each pooling (citeflow.models.encoder.model.POOLINGS) as the card says it: in words, and as plain transformers code.
 POOLED: dict[str, tuple[str, tuple[str, ...]]] = {
     "cls": ("[CLS] token", ("vectors = hidden[:, 0]  # the [CLS] token",)),
     "mean": (

@@ -1,6 +1,6 @@
 """MTEB's retrieval scores (SCIDOCS and its kind) of fixed vectors on a BEIR folder, as mteb 2.26 computes them.
 
-    from evaluation.mteb_retrieval import TASKS, evaluate
+    from citeflow.evaluation.mteb_retrieval import TASKS, evaluate
     scores = evaluate(TASKS["SCIDOCS"], folder, doc_vectors, query_vectors)   # {"SCIDOCS_ndcg_at_10": 0.21641, ...}
 
 Not SciDocs' `cite` task (evaluation/scidocs.py): MTEB's SCIDOCS searches the whole corpus with each paper's
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from citeflow.errors import CiteflowError
-from evaluation.beir import BeirFolder
+from citeflow.evaluation.beir import BeirFolder
 
 K_VALUES = (1, 3, 5, 10, 20, 100, 1000)
 SIMILARITIES = ("cosine", "dot")

@@ -1,6 +1,6 @@
 """SciDocs' recommendation task (recomm): a small click ranker trained on the embeddings, scored on test clicks.
 
-    from evaluation.recomm import evaluate
+    from citeflow.evaluation.recomm import evaluate
     rows = evaluate(Path("scidocs"), embeddings, split="test")   # ("recomm", "adj-ndcg") and ("recomm", "adj-p@1")
 
 Reads `recomm/{train,val,test}.csv`, `recomm/propensity_scores.json` and `paper_metadata_recomm.json` of a SciDocs
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.metrics import score_row
+from citeflow.evaluation.metrics import score_row
 
 log = logging.getLogger("citeflow")
 

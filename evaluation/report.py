@@ -34,8 +34,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from evaluation.mteb_retrieval import SUITE
-from evaluation.scidocs import HEADLINE
+from citeflow.evaluation.mteb_retrieval import SUITE
+from citeflow.evaluation.scidocs import HEADLINE
 
 # docs/reference.md §6, test split. SPECTER has per-task numbers; the others only their average.
 REFERENCE = {

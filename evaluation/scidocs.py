@@ -1,7 +1,7 @@
 """SciDocs in the original layout, scored on any embeddings as the reference evaluator scores them
 (docs/reference.md §6).
 
-    from evaluation.scidocs import evaluate
+    from citeflow.evaluation.scidocs import evaluate
     rows = evaluate(Path("scidocs"), embeddings, splits=("test", "val"))   # embeddings: {paper_id: vector}
 
 Reads `{mag,mesh}/{train,val,test}.csv`, `{cite,cocite,coview,coread}/{val,test}.qrel` and, for recomm,
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.metrics import evaluate_run, score_row
+from citeflow.evaluation.metrics import evaluate_run, score_row
 
 log = logging.getLogger("citeflow")
 
@@ -119,7 +119,7 @@ def classification(
 ) -> list[dict[str, Any]]:
     from sklearn.metrics import f1_score
 
-    from evaluation.svm import fit_classifier
+    from citeflow.evaluation.svm import fit_classifier
 
     files = {s: root / task / f"{s}.csv" for s in ("train", *splits)}
     absent = [f"{task}/{p.name}" for p in files.values() if not p.is_file()]
@@ -221,7 +221,7 @@ def evaluate(
     recomm=None,
 ) -> list[dict[str, Any]]:
     """Rows of every SciDocs number of `splits` (test and/or val); `recomm`: a RecommConfig, None for its defaults."""
-    from evaluation import recomm as recommendation
+    from citeflow.evaluation import recomm as recommendation
 
     root = Path(root)
     rows: list[dict[str, Any]] = []

@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.metrics import check_measures, evaluate_run
-from evaluation.scidocs import typed
+from citeflow.evaluation.metrics import check_measures, evaluate_run
+from citeflow.evaluation.scidocs import typed
 
 FORMATS = ("classification", "regression", "proximity", "adhoc_search")
 DEFAULT_METRICS = {"classification": ["f1_macro"], "regression": ["kendalltau"], "proximity": ["map", "ndcg"]}
@@ -236,7 +236,7 @@ def _row(task: Task, metric, value, n=0, missing=0, status="ok", reason="", deta
 
 
 def supervised(task: Task, vectors: Mapping[str, np.ndarray], embed: Embed | None, n_jobs=None) -> list[dict]:
-    from evaluation import svm
+    from citeflow.evaluation import svm
 
     split, papers = _supervised_data(task)
     vectors = _vectors(papers, task.fields, vectors, embed)

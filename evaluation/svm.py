@@ -67,7 +67,7 @@ def fit_regressor(x, y, *, grid=SCIREPEVAL_REGRESSION_C_GRID, folds: int = 3):
     from sklearn.metrics import r2_score
     from sklearn.model_selection import KFold
 
-    from evaluation.lightning_svr import LinearSVR, fit_path
+    from citeflow.evaluation.lightning_svr import LinearSVR, fit_path
 
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)

@@ -29,11 +29,11 @@ from typing import Any
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.evaluation.embeddings import load_embeddings
+from citeflow.jobs.pipeline import StageContext, entry_point
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
 from citeflow.tables import write_table
-from evaluation.embeddings import load_embeddings
-from jobs.pipeline import StageContext, entry_point
 
 STAGE = "benchmark"
 STAGE_VERSION = 3  # 2: reference protocols, details column, model card; 3: suite column
@@ -85,7 +85,7 @@ def run_on(ctx: StageContext) -> Manifest:
 def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest], path: Path) -> dict[str, Any]:
     import pyarrow as pa
 
-    from evaluation.report import write_report
+    from citeflow.evaluation.report import write_report
 
     rows: list[dict[str, Any]] = []
     summary = {}
@@ -139,7 +139,7 @@ def card_text(
     """The model card of benchmark `version`: the trained model's scores `rows` and every version it came from
     (`trained`: its embed_papers version). Its examples load `model_path` (an export's folder; by default the
     trained model's folder in the artifact root) and embed two papers of the training texts."""
-    from evaluation.model_card import model_card
+    from citeflow.evaluation.model_card import model_card
 
     upstream = upstream_manifests(store, trained)
     lineage = {"embed_papers": trained.to_json(), **{m.stage: m.to_json() for m in upstream}}
@@ -235,8 +235,8 @@ def embedder(model_dir: str | None):
     A record's text is its `fields` that are set, joined by " <sep> " (SciRepEval's `SimpleDataset`)."""
     if not model_dir:
         return None
-    from models.encoder import load
-    from models.model_folder import CITEFLOW_FILE, check_model_folder, folder_usage, resolve_usage
+    from citeflow.models.encoder.folder import CITEFLOW_FILE, check_model_folder, folder_usage, resolve_usage
+    from citeflow.models.encoder.model import load
 
     # the folder's own account of its use: citeflow's record of its training, else its sentence-transformers
     # files, else the fallback
@@ -248,7 +248,7 @@ def embedder(model_dir: str | None):
     def embed(records, fields):
         import tempfile
 
-        from models.embed_rows import embed_to_parquet
+        from citeflow.models.encoder.embed_rows import embed_to_parquet
 
         sep = f" {tokenizer.sep_token} "
         rows = (
@@ -285,8 +285,8 @@ def score(
 
     SciRepEval papers are looked up in `vectors` first; the model (when given) embeds the rest, and the queries of
     ad-hoc search."""
-    from evaluation import scidocs as S
-    from evaluation import scirepeval as R
+    from citeflow.evaluation import scidocs as S
+    from citeflow.evaluation import scirepeval as R
 
     rows = S.evaluate(scidocs, vectors, splits=splits, n_jobs=n_jobs) if scidocs else []
     if scidocs:
@@ -337,11 +337,11 @@ def score_beir(
     similarity: str | None = None,
     ignore_identical_ids: bool | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows of MTEB's retrieval task `task` on a BEIR folder (`evaluation.beir.read_beir`): documents from
+    """Rows of MTEB's retrieval task `task` on a BEIR folder (`citeflow.evaluation.beir.read_beir`): documents from
     `vectors` (by corpus id), queries from `query_vectors` (by query id) or embedded from their text by the model.
 
     `similarity` / `ignore_identical_ids`: None keeps the task's (SCIDOCS: cosine, identical ids kept)."""
-    from evaluation import mteb_retrieval as M
+    from citeflow.evaluation import mteb_retrieval as M
 
     if task not in M.TASKS:
         raise CiteflowError(f"unknown MTEB task {task!r}; known: {', '.join(M.TASKS)}")
@@ -376,8 +376,8 @@ def compare_report(store: ArtifactStore, snapshot: str, versions: list[str], out
     """
     import pyarrow.parquet as pq
 
+    from citeflow.evaluation.report import scidocs_input, write_report
     from citeflow.manifest import VERSION_RE
-    from evaluation.report import scidocs_input, write_report
 
     if not versions:
         raise CiteflowError("name the benchmark versions to compare: --benchmark VERSION (repeatable)")

@@ -51,11 +51,11 @@ from typing import Any
 from citeflow import diffs as D
 from citeflow.artifacts import ArtifactStore, Manifest, table_stats
 from citeflow.config import RunConfig, to_dict, versioned_dict
+from citeflow.jobs.graph_summary import summarize
+from citeflow.jobs.pipeline import StageContext, entry_point
 from citeflow.registry import REGISTRY
 from citeflow.snapshot import LAYOUTS, Snapshot, discover, fingerprint
 from citeflow.stage import execute
-from jobs.graph_summary import summarize
-from jobs.pipeline import StageContext, entry_point
 
 STAGE = "build_graph"
 # Bump when the stage's output changes meaning for the same inputs and config.
@@ -178,14 +178,14 @@ def find_diff(
 
 
 def _from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: ArtifactStore, path: str) -> dict[str, Any]:
-    from jobs.build_graph_diff import build_from_diff
+    from citeflow.jobs.build_graph_diff import build_from_diff
 
     return build_from_diff(config, base, diff, store, path)
 
 
 def _build_explained(build_fn) -> dict[str, Any]:
     """`build_fn()`, with an unreadable corpus or diff file (truncated or corrupt shard) as one line naming it."""
-    from spark.readers import explaining_unreadable_files
+    from citeflow.spark.readers import explaining_unreadable_files
 
     return explaining_unreadable_files(build_fn, "corpus file")
 
@@ -205,10 +205,10 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
     """
     from pyspark.sql import functions as F
 
-    from spark import graph as G
-    from spark import readers as R
-    from spark.engine.session import get_spark, step
-    from spark.work import VersionWork
+    from citeflow.spark import graph as G
+    from citeflow.spark import readers as R
+    from citeflow.spark.engine.session import get_spark, step
+    from citeflow.spark.work import VersionWork
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
@@ -262,8 +262,8 @@ class S2orcBuild:
     def edges(spark, lines, stage, kept, rejected, cfg, few_papers, root=""):
         """(kept, labelled edges): labelled within each paper's list (no shuffle), once: staged light (the raw
         ids and the source only for rejected edges) for the citations and the rejected rows to read."""
-        from spark import graph as G
-        from spark.engine.session import step
+        from citeflow.spark import graph as G
+        from citeflow.spark.engine.session import step
 
         step(spark, STAGE, "cleaning citation edges")
         corpus_ids = kept.select("corpus_id")
@@ -296,9 +296,9 @@ class S2agBuild:
         `rejected`."""
         from pyspark.sql import functions as F
 
-        from spark import graph as G
-        from spark import readers as R
-        from spark.engine.session import step
+        from citeflow.spark import graph as G
+        from citeflow.spark import readers as R
+        from citeflow.spark.engine.session import step
 
         corpus_ids = kept.select("corpus_id")
         abstract_lines = lines("abstracts")
@@ -358,9 +358,9 @@ def finish(
     (degree statistics, text flags, rejected counts by reason: `summarize`). `text` (no_title, no_abstract and
     lossy per paper: `graph_stats.text_counts`) defaults to reading the written papers; `broadcast`: the papers are few
     enough to join by broadcast."""
-    from spark import graph as G
-    from spark import output as O
-    from spark.engine.session import as_step, concurrently, step
+    from citeflow.spark import graph as G
+    from citeflow.spark import output as O
+    from citeflow.spark.engine.session import as_step, concurrently, step
 
     cfg = config.build_graph
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731

@@ -55,13 +55,13 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     function only orders them."""
     from pyspark.sql import functions as F
 
-    from spark import graph as G
-    from spark import incremental as I
-    from spark import incremental_edges as E
-    from spark import readers as R
-    from spark import scans as S
-    from spark.engine.session import get_spark
-    from spark.work import VersionWork
+    from citeflow.spark import graph as G
+    from citeflow.spark import incremental as I
+    from citeflow.spark import incremental_edges as E
+    from citeflow.spark import readers as R
+    from citeflow.spark import scans as S
+    from citeflow.spark.engine.session import get_spark
+    from citeflow.spark.work import VersionWork
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
@@ -194,10 +194,10 @@ def _finish_in_place(
     (`graph_stats.TEXT_COUNTS` and `graph_stats.LOSSY_TEXT`) are the base's, less those of the touched keys' base
     rows, plus those of their new rows, so the statistics read no text beyond those rows and hold for the whole
     table; a base whose manifest lacks any of them has the written tables counted (`summarize`)."""
-    from jobs.graph_summary import summarize
-    from spark import graph_stats as GS
-    from spark import output as O
-    from spark.engine.session import concurrently
+    from citeflow.jobs.graph_summary import summarize
+    from citeflow.spark import graph_stats as GS
+    from citeflow.spark import output as O
+    from citeflow.spark.engine.session import concurrently
 
     changed, touched_base = tables["papers"]()
     # the new rows' files: the base's file count in proportion to the papers the diff touched (at least one),
@@ -235,7 +235,7 @@ def _finish_in_place(
 def lossy_after(base: dict[str, int], gone: dict[str, int], added: dict[str, int]) -> dict[str, int]:
     """`graph_stats.LOSSY_TEXT` of the whole table after a diff: the base's papers per field holding U+FFFD, less those
     of the base rows that go, plus those of the rows written; fields with none left out."""
-    from spark import graph_stats as GS
+    from citeflow.spark import graph_stats as GS
 
     after = {f: base.get(f, 0) - gone.get(f, 0) + added.get(f, 0) for f in GS.LOSSY_FIELDS}
     return {f: n for f, n in after.items() if n}
@@ -255,8 +255,8 @@ def _summarize_changes(
     from pyspark.sql import functions as F
 
     from citeflow import tables as T
-    from jobs.graph_summary import metrics_of, write_histogram
-    from spark.engine.session import concurrently
+    from citeflow.jobs.graph_summary import metrics_of, write_histogram
+    from citeflow.spark.engine.session import concurrently
 
     if text is None or "degree_histogram" not in base.tables or "rejected" not in base.metrics:
         return None

@@ -119,7 +119,7 @@ def build(old: dict[str, Manifest], new: dict[str, Manifest], path: Path) -> dic
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from evaluation import drift as D
+    from citeflow.evaluation import drift as D
 
     rows = D.graph_delta(old["build_graph"], new["build_graph"])
     histogram: list[dict] = []

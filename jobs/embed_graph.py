@@ -15,23 +15,23 @@ Writes `ARTIFACTS/<snapshot>/embed_graph/<version>/`:
 The manifest records both runs, the resolved PBG config, and how many of
 each paper's nearest neighbours the two runs share.
 
-The import is citeflow's own (`models/pbg_import.py`, vectorised and
+The import is citeflow's own (`models/pbg/importer.py`, vectorised and
 seeded); training runs `torchbiggraph` in its own process
-(`models/pbg_train.py`), launched by `models/pbg_launch.py`. Defaults are
+(`models/pbg/train.py`), launched by `models/pbg/launch.py`. Defaults are
 SciNCL's settings; `--profile demo` shrinks them.
 
 Distributed PBG (`embed_graph.machines=N`, num_partitions >= 2N): each run
 trains with PBG's own distributed mode, N ranks on one config in the version
 folder, meeting at `embed_graph.rendezvous`. `launch=local` starts the N
-ranks on this host (`models.pbg_train.train_ranks`); `launch=external` runs
+ranks on this host (`citeflow.models.pbg.train.train_ranks`); `launch=external` runs
 rank 0 here and `follow(config, rank)` runs rank R wherever it is called
 (Airflow's `embed_graph_rank` tasks), the ranks watching each other through
-the shared run folder (`models/pbg_ranks.py`). Either way a rank that dies
+the shared run folder (`models/pbg/ranks.py`). Either way a rank that dies
 stops all of them and the stage fails with one line; nothing is committed.
 
 Warm start (`embed_graph.warm_start`): the mining run can start
 from a previous release's embeddings through PBG's `init_path`
-(models/pbg_warm.py): surviving papers keep their vectors in the new entity
+(models/pbg/warm.py): surviving papers keep their vectors in the new entity
 order, new papers start random, and the run trains `warm_epochs` of the
 epochs. The source version enters this version's inputs, and the manifest's
 `warm_start` names it. The link-prediction run always starts cold.
@@ -50,11 +50,11 @@ from typing import Any
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.jobs.pipeline import StageContext, entry_point
+from citeflow.models.pbg.warm import warm_shape
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
 from citeflow.tables import write_table
-from jobs.pipeline import StageContext, entry_point
-from models.pbg_warm import warm_shape
 
 STAGE = "embed_graph"
 STAGE_VERSION = 2
@@ -98,7 +98,7 @@ def definition(
     config: RunConfig, upstream: Manifest, store: ArtifactStore
 ) -> tuple[dict[str, Any], list[dict[str, Any]], Manifest | None]:
     """(versioned config, inputs, warm-start source) of this run's version; `run` and `follow` agree on it."""
-    from models.pbg_warm import find_warm_start, warm_epochs
+    from citeflow.models.pbg.warm import find_warm_start, warm_epochs
 
     versioned = versioned_dict(config.embed_graph)
     warm = find_warm_start(config, upstream, store)
@@ -123,8 +123,8 @@ def follow(config: RunConfig, rank: int, leakage: Manifest) -> Manifest:
 
     from citeflow.lease import is_being_built, read_holder
     from citeflow.manifest import compute_version
-    from models.pbg_ranks import follow as follow_run
-    from models.pbg_train import describe_exit, pbg_env, rank_command, rank_log
+    from citeflow.models.pbg.ranks import follow as follow_run
+    from citeflow.models.pbg.train import describe_exit, pbg_env, rank_command, rank_log
 
     cfg = config.embed_graph
     if not 1 <= rank < cfg.machines:
@@ -174,12 +174,12 @@ def follow(config: RunConfig, rank: int, leakage: Manifest) -> Manifest:
 def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | None = None) -> dict[str, Any]:
     import numpy as np
 
-    from evaluation.neighbours import nearest, normalize_rows
-    from jobs.filter_leakage.audit import audit_no_benchmark_papers
-    from models.pbg_import import import_in_subprocess
-    from models.pbg_launch import train_run
-    from models.pbg_train import load_embeddings
-    from models.pbg_warm import warm_init
+    from citeflow.evaluation.neighbours import nearest, normalize_rows
+    from citeflow.jobs.filter_leakage.audit import audit_no_benchmark_papers
+    from citeflow.models.pbg.importer import import_in_subprocess
+    from citeflow.models.pbg.launch import train_run
+    from citeflow.models.pbg.train import load_embeddings
+    from citeflow.models.pbg.warm import warm_init
 
     cfg = config.embed_graph
     work = path / "pbg"
@@ -293,11 +293,11 @@ def _link_prediction(cfg, work: Path, imported: dict, workers, stale_s, ids, sam
     vectors; returns (the run's info, its metrics, its `link_prediction` rows)."""
     import numpy as np
 
-    from evaluation.link_prediction import link_prediction
-    from evaluation.neighbours import nearest, normalize_rows, overlap
-    from models.pbg_import import read_edges
-    from models.pbg_launch import train_run
-    from models.pbg_train import load_embeddings
+    from citeflow.evaluation.link_prediction import link_prediction
+    from citeflow.evaluation.neighbours import nearest, normalize_rows, overlap
+    from citeflow.models.pbg.importer import read_edges
+    from citeflow.models.pbg.launch import train_run
+    from citeflow.models.pbg.train import load_embeddings
 
     metrics: dict[str, Any] = {}
     run = train_run(

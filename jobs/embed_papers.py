@@ -26,10 +26,10 @@ from typing import Any
 from citeflow.artifacts import Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.jobs.pipeline import StageContext, entry_point
+from citeflow.models.encoder.embed_rows import embed_to_parquet
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
-from jobs.pipeline import StageContext, entry_point
-from models.embed_rows import embed_to_parquet
 
 STAGE = "embed_papers"
 STAGE_VERSION = 1

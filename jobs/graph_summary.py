@@ -20,9 +20,9 @@ def summarize(spark, store: ArtifactStore, path: str, config: RunConfig, text=No
     """The degree histogram (table and plot) and the manifest metrics of the tables written into `path`, read
     back; `text` (no_title, no_abstract and lossy per paper, or their `graph_stats.text_counts`) defaults to reading the
     written papers, in the one aggregation that counts them. Removes the version's staging folder."""
-    from spark import graph_stats as GS
-    from spark import scans as S
-    from spark.engine.session import concurrently
+    from citeflow.spark import graph_stats as GS
+    from citeflow.spark import scans as S
+    from citeflow.spark.engine.session import concurrently
 
     written = lambda table: S.read_stored(spark, store, posixpath.join(path, table))  # noqa: E731
     degrees = written("degrees")
@@ -56,7 +56,7 @@ def metrics_of(
     """The manifest metrics of a version's graph (`graph_stats.histogram_summary` of its degree histogram, papers with
     an edge and text counts; `lossy_text`: the papers per field holding U+FFFD, `graph_stats.text_counts`; `rejected`:
     its rejected rows counted by `kind.reason`); removes the version's staging folder."""
-    from spark import graph_stats as GS
+    from citeflow.spark import graph_stats as GS
 
     store.fs.delete_dir(posixpath.join(path, "_staging"))
     metrics = GS.histogram_summary(histogram, nodes, text)

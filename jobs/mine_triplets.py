@@ -21,7 +21,7 @@ abstract (seeded, `pool_size`); queries are drawn from it (SPECTER: from the
 pool papers that cite a paper which cites another, since its reference
 skips the rest; their number is counted; `specter_query_rule=parallel` also
 skips those with fewer than three candidates, as SPECTER's parallel sampler
-does). Draws are hashed per query (`models/triplets.py`), and SciNCL's
+does). Draws are hashed per query (`models/triplets/mining.py`), and SciNCL's
 easy-negative windows (`easy_negatives_sampling=window`) read one list
 shuffled once for all queries: batch size and GPU use change nothing.
 One strategy per version: mine both with `citeflow run --strategy both` or
@@ -39,10 +39,10 @@ from citeflow import tables
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.jobs.pipeline import StageContext, entry_point
+from citeflow.jobs.triplet_strategies import STRATEGY_MINERS
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
-from jobs.pipeline import StageContext, entry_point
-from jobs.triplet_strategies import STRATEGY_MINERS
 
 STAGE = "mine_triplets"
 STAGE_VERSION = 2
@@ -80,9 +80,10 @@ def build(config: RunConfig, store: ArtifactStore, graph: Manifest, leakage: Man
     # environment part counts only where this process has not started OpenMP yet (a fresh task or CLI run)
     threads = configure()
 
-    from jobs.filter_leakage.audit import audit_no_benchmark_papers
-    from models import knn, rank_sample
-    from models import triplets as T
+    from citeflow.jobs.filter_leakage.audit import audit_no_benchmark_papers
+    from citeflow.models.triplets import knn as knn
+    from citeflow.models.triplets import mining as T
+    from citeflow.models.triplets import ranks as rank_sample
 
     cfg = config.mine_triplets
     warnings: list[str] = []
@@ -151,7 +152,7 @@ def _pool(cfg, store: ArtifactStore, graph: Manifest, leakage: Manifest, warning
     (hashed) sample of them."""
     import numpy as np
 
-    from models import triplets as T
+    from citeflow.models.triplets import mining as T
 
     embedded = _column(store, graph.table_path("paper_embeddings"), "corpus_id")
     with_text = _ids_with_text(store, leakage.table_path("papers"))
@@ -179,7 +180,7 @@ def _mine(cfg, miner, pool, query_rows, out: Path, rank_queries) -> dict[str, An
     import pyarrow as pa
     from tqdm import tqdm
 
-    from models import triplets as T
+    from citeflow.models.triplets import mining as T
 
     schema = pa.schema(
         [

@@ -194,7 +194,8 @@ def run_handed(stage: str, config: RunConfig, given: Mapping[str, Manifest | Non
 
 
 def follow_rank(config: RunConfig, rank: int, leakage: Manifest | None = None) -> Manifest:
-    """Rank `rank` of a distributed embed_graph (`jobs.embed_graph.follow`) on the filter_leakage version rank 0
+    """Rank `rank` of a distributed embed_graph (`citeflow.jobs.embed_graph.follow`) on the filter_leakage version rank
+    0
     builds on: `leakage` when an orchestrator hands it, else resolved here (built when missing) as rank 0 does."""
     import importlib
 
@@ -227,7 +228,7 @@ def preflight(config: RunConfig, stages: list[str]) -> None:
 
         ArtifactStore(config.artifacts, config.store).require_local(", ".join(local_only))
     if "train_encoder" in stages and config.train_encoder.model != "small":
-        from models.model_folder import check_model_folder
+        from citeflow.models.encoder.folder import check_model_folder
 
         check_model_folder(config.train_encoder.model)  # weights, tokenizer and usage, not only the folder
     if "benchmark" in stages:

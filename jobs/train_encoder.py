@@ -17,7 +17,7 @@ Writes `ARTIFACTS/<snapshot>/train_encoder/<version>/`:
   triplets_per_second, padding_share (of the step's forward passes); and
   `training_loss.png`.
 
-Training runs in its own process (`python -m models.train_encoder`, or
+Training runs in its own process (`python -m citeflow.models.training.train`, or
 `torchrun` with `train_encoder.nproc` > 1), never inside the caller (an
 Airflow task, the CLI). Its working state (tokens, checkpoints) lives in
 `ARTIFACTS/<snapshot>/train_encoder/.work/<version>/`, outside the version
@@ -36,11 +36,11 @@ from typing import Any
 
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, TrainEncoderConfig, to_dict, versioned_dict
+from citeflow.jobs.pipeline import StageContext, entry_point
+from citeflow.jobs.train_launch import gpus, launch, per_device
 from citeflow.registry import REGISTRY
 from citeflow.stage import execute
 from citeflow.tables import write_table
-from jobs.pipeline import StageContext, entry_point
-from jobs.train_launch import gpus, launch, per_device
 
 STAGE = "train_encoder"
 STAGE_VERSION = 1
@@ -70,7 +70,7 @@ def run_on(ctx: StageContext) -> Manifest:
     leakage = ctx.lineage["filter_leakage"]
     warm = None
     if cfg.init_from != "off":
-        from models.encoder_warm import find_warm_model, warm_steps
+        from citeflow.models.training.warm import find_warm_model, warm_steps
 
         source = find_warm_model(config, store, triplets, [i for i in inputs if i.get("kind") == "model"])
         steps, of_steps = warm_steps(
@@ -107,11 +107,12 @@ def run_on(ctx: StageContext) -> Manifest:
 
 
 def encoder_usage(cfg: TrainEncoderConfig):
-    """Pooling, max length and normalisation of the run (`models.model_folder.resolve_usage`): a setting, else the
+    """Pooling, max length and normalisation of the run (`citeflow.models.encoder.folder.resolve_usage`): a setting,
+    else the
     model folder's sentence-transformers files, else the fallback; a setting that overrides the folder is
     logged, since the folder says how its model is meant to be used."""
-    from models.encoder import check_model_dir
-    from models.model_folder import folder_usage, resolve_usage
+    from citeflow.models.encoder.folder import folder_usage, resolve_usage
+    from citeflow.models.encoder.model import check_model_dir
 
     said = {} if cfg.model == "small" else folder_usage(check_model_dir(cfg.model))
     usage = resolve_usage({name: getattr(cfg, name) for name in ("pooling", "max_length", "normalize")}, said)
@@ -173,10 +174,10 @@ def _build_in(
     warm: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """`build`'s steps in its work folder `work`."""
-    from jobs.filter_leakage.audit import audit_no_benchmark_papers
-    from models.encoder import load
-    from models.model_folder import write_sentence_transformers_files
-    from models.token_batches import TokenStore
+    from citeflow.jobs.filter_leakage.audit import audit_no_benchmark_papers
+    from citeflow.models.encoder.folder import write_sentence_transformers_files
+    from citeflow.models.encoder.model import load
+    from citeflow.models.training.token_batches import TokenStore
 
     cfg = config.train_encoder
     texts_path = triplets.table_path("training_texts")
@@ -215,10 +216,10 @@ def _build_in(
 def _starting_model(cfg, store: ArtifactStore, work: Path, texts_path: str, texts: int, usage, warm) -> str:
     """The model training starts from: the previous release's (a warm start, checked to be compatible), a small
     BERT built here with a WordPiece vocabulary of the training texts (made once per version), or `cfg.model`."""
-    from models.encoder import build_small
+    from citeflow.models.encoder.model import build_small
 
     if warm is not None:
-        from models.encoder_warm import check_compatible
+        from citeflow.models.training.warm import check_compatible
 
         previous = Path(store.version_path(warm["snapshot"], STAGE, warm["version"])) / "model"
         shape = {"model_type": "bert", "hidden_size": cfg.hidden_size, "num_hidden_layers": cfg.layers}
@@ -259,8 +260,8 @@ def _train_spec(
     usage,
     warm,
 ):
-    """What the trainer process reads (models/train_encoder.py `TrainSpec`): the settings and where things are."""
-    from models.train_encoder import TrainSpec
+    """What the trainer process reads (models/training/train.py `TrainSpec`): the settings and where things are."""
+    from citeflow.models.training.train import TrainSpec
 
     cfg = config.train_encoder
     return TrainSpec(
@@ -361,13 +362,13 @@ def _metrics(cfg, triplets: Manifest, leakage: Manifest, audit, rows: list[dict]
 
 def _precision(requested: str) -> str:
     """The autocast precision the trainer resolves `requested` to on this host (its own rule)."""
-    from models.train_step import resolve_precision
+    from citeflow.models.training.step import resolve_precision
 
     return resolve_precision(requested, gpus() > 0)
 
 
 def _checkpoint_step(folder: Path) -> int | None:
-    from models.train_checkpoints import latest_checkpoint
+    from citeflow.models.training.checkpoints import latest_checkpoint
 
     found = latest_checkpoint(folder) if folder.exists() else None
     return json.loads((found / "state.json").read_text())["step"] if found else None
@@ -404,7 +405,7 @@ def _sorted_batches(texts: str):
 def _texts(texts: str):
     import pyarrow.dataset as ds
 
-    from models.encoder import paper_text
+    from citeflow.models.encoder.model import paper_text
 
     for batch in ds.dataset(texts, format="parquet").to_batches(columns=["title", "abstract"], batch_size=READ_BATCH):
         for title, abstract in zip(

@@ -15,12 +15,12 @@ log = logging.getLogger("citeflow")
 
 
 def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
-    """Run the trainer (`models/train_encoder.py`) in its own process (torchrun for several); its output goes
+    """Run the trainer (`models/training/train.py`) in its own process (torchrun for several); its output goes
     to `log_path` and stderr."""
     from citeflow.process import run_child
     from citeflow.progress import PROGRESS_ENV, is_progress_line, mode_for_child, to_log_files
 
-    module = ["-m", "models.train_encoder", str(spec_path)]
+    module = ["-m", "citeflow.models.training.train", str(spec_path)]
     if nproc > 1:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *module]
     else:
@@ -64,7 +64,7 @@ def launch(spec_path: Path, nproc: int, log_path: Path) -> None:
         for message, number in JAVA_MESSAGES.items():  # the same words in Python's OSError text
             if message in tail:  # the machine's state, not the training: one line (citeflow.errors)
                 raise OSError(number, message, str(spec_path.parent))
-        from models.train_checkpoints import latest_checkpoint
+        from citeflow.models.training.checkpoints import latest_checkpoint
 
         checkpoints = spec_path.parent / "checkpoints"
         resumable = checkpoints.is_dir() and latest_checkpoint(checkpoints) is not None

@@ -34,7 +34,7 @@ class Scincl:
 
     def prepare(self, query_rows, warnings: list[str]) -> None:
         """The rank windows fitted to the pool, the FAISS index, and where easy negatives come from."""
-        from models import triplets as T
+        from citeflow.models.triplets import mining as T
 
         cfg = self.cfg
         self.windows, self.index = _scincl_index(cfg, self.vectors, self.metrics, warnings)
@@ -45,8 +45,8 @@ class Scincl:
             self.easy_from = query_rows
 
     def batch(self, rows):
-        from models import knn
-        from models import triplets as T
+        from citeflow.models.triplets import knn as knn
+        from citeflow.models.triplets import mining as T
 
         s0 = time.monotonic()
         neighbours = knn.search_neighbours(self.index, self.vectors, rows, self.windows.k_max)
@@ -74,7 +74,7 @@ class Scincl:
 
     def finish(self, metrics: dict[str, Any], query_rows) -> None:
         """An approximate index's recall against exact search, on a sample of the queries."""
-        from models import knn
+        from citeflow.models.triplets import knn as knn
 
         cfg = self.cfg
         if not knn.INDEX_BUILDERS[cfg.index].exact and cfg.recall_sample:
@@ -95,7 +95,7 @@ class Specter:
         """Nothing: the citation index is read with the candidates."""
 
     def batch(self, rows):
-        from models import specter_sampling as S
+        from citeflow.models.triplets import specter as S
 
         cfg = self.cfg
         return S.specter_batch(
@@ -128,8 +128,8 @@ def _specter_candidates(cfg, store: ArtifactStore, leakage: Manifest, pool, metr
     citation (the reference skips the others), as `specter_query_rule` counts them."""
     import numpy as np
 
-    from models import specter_sampling as S
-    from models import triplets as T
+    from citeflow.models.triplets import mining as T
+    from citeflow.models.triplets import specter as S
 
     cites = _citation_index(store, leakage.table_path("citations"), pool)
     citing = np.flatnonzero(cites.degree(np.arange(len(pool))) > 0)
@@ -159,7 +159,7 @@ def _citation_index(store: ArtifactStore, citations: str, pool):
     `batches`)."""
     import numpy as np
 
-    from models.specter_sampling import CitationIndex
+    from citeflow.models.triplets.specter import CitationIndex
 
     src, dst = [], []
     for batch in tables.batches(store.fs, citations, ["citing", "cited"], 1 << 20):
@@ -176,8 +176,8 @@ def _citation_index(store: ArtifactStore, citations: str, pool):
 
 def _scincl_index(cfg, vectors, metrics: dict[str, Any], warnings: list[str]):
     """(SciNCL's rank windows fitted to the pool, the FAISS index of the pool's graph embeddings)."""
-    from models import knn
-    from models import triplets as T
+    from citeflow.models.triplets import knn as knn
+    from citeflow.models.triplets import mining as T
 
     windows, fitted = T.fit_windows(
         len(vectors),
@@ -220,8 +220,8 @@ def _recall(index, vectors, query_rows, windows, cfg) -> dict[str, Any]:
     import faiss
     import numpy as np
 
-    from models import knn
-    from models import triplets as T
+    from citeflow.models.triplets import knn as knn
+    from citeflow.models.triplets import mining as T
 
     sample = np.searchsorted(query_rows, T.hashed_sample(query_rows, cfg.recall_sample, cfg.seed, T.SALT_SAMPLE))
     rows = query_rows[sample]

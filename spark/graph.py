@@ -13,8 +13,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark import readers as R
-from spark.graph_stats import lossy_mask
+from citeflow.spark import readers as R
+from citeflow.spark.graph_stats import lossy_mask
 
 PAPERS_COLUMNS = ["corpus_id", *R.PAPER_ATTRIBUTES]
 # What `stage_papers` keeps of every input line (written once to staging, before any shuffle).

@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark import readers as R
+from citeflow.spark import readers as R
 
 # The papers' string fields (every attribute but the year), which `lossy_text` counts: Spark decodes each corpus
 # line as UTF-8, leaving U+FFFD in place of every byte that is not UTF-8, and keeps the record.

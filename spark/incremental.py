@@ -37,9 +37,9 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark import graph as G
-from spark import readers as R
-from spark import scans as S
+from citeflow.spark import graph as G
+from citeflow.spark import readers as R
+from citeflow.spark import scans as S
 
 # Edge reasons decided by label_edges (recomputed on every merge); other citation rows are parse errors.
 EDGE_REASONS = (

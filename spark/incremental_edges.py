@@ -14,9 +14,9 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark import readers as R
-from spark import scans as S
-from spark.incremental import EDGE_REASONS, NULL_KEY, final_updates, last_steps
+from citeflow.spark import readers as R
+from citeflow.spark import scans as S
+from citeflow.spark.incremental import EDGE_REASONS, NULL_KEY, final_updates, last_steps
 
 
 def edge_key(df: DataFrame) -> DataFrame:

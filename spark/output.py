@@ -13,8 +13,8 @@ import posixpath
 
 from citeflow import tables as T
 from citeflow.artifacts import ArtifactStore
-from spark import graph as G
-from spark import scans as S
+from citeflow.spark import graph as G
+from citeflow.spark import scans as S
 
 # Parquet options of a stage's staging files (written once, read back within the run, then deleted):
 # - Snappy, a codec cheap to write and read, unlike the zstd of the tables a stage publishes. Its codec is
@@ -54,7 +54,7 @@ def write_graph(
     Every stage that outputs a graph in full writes it this way (a build from a diff writes its tables with
     `write_over`). No global sort: no reader needs one, and it would cost a sampling pass and a shuffle of the
     papers' text."""
-    from spark.engine.session import concurrently
+    from citeflow.spark.engine.session import concurrently
 
     out = lambda table: store.engine_uri(posixpath.join(path, table))  # noqa: E731
     write_edges = lambda: edges.coalesce(files).write.mode("error").parquet(out("citations"))  # noqa: E731

@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark.scans import set_task_size, task_size_is_ours
+from citeflow.spark.scans import set_task_size, task_size_is_ours
 
 S = T.StringType()
 CORRUPT = "_corrupt_record"

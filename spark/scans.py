@@ -13,8 +13,8 @@ import re
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from citeflow.spark.engine.session import is_connect
 from citeflow.threads import usable_cores
-from spark.engine.session import is_connect
 
 # Spark's setting for the bytes of one file-scan task, and where citeflow notes the value it set itself.
 MAX_TASK_BYTES = "spark.sql.files.maxPartitionBytes"

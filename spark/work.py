@@ -38,13 +38,13 @@ class VersionWork:
     def read(self, manifest: Manifest, table: str, *, with_position: bool = False):
         """`table` of a committed version; `with_position`: with each row's place in its data file, by which a
         version written over it (`output.write_over`) names the rows that go."""
-        from spark.scans import read_stored
+        from citeflow.spark.scans import read_stored
 
         return read_stored(self.spark, self.store, manifest.table_path(table), with_position=with_position)
 
     def read_own(self, table: str):
         """`table` as this version wrote it already."""
-        from spark.scans import read_stored
+        from citeflow.spark.scans import read_stored
 
         return read_stored(self.spark, self.store, posixpath.join(self.path, table))
 
@@ -54,13 +54,13 @@ class VersionWork:
 
     def stage(self, frame, name: str):
         """`frame` written as staging files and read back (`output.stage`)."""
-        from spark.output import stage
+        from citeflow.spark.output import stage
 
         return stage(self.spark, frame, self.uri(f"{STAGING}/{name}"))
 
     def stage_files(self, frame, name: str) -> None:
         """`frame` written as staging files, for `read_staged`."""
-        from spark.output import write_staging
+        from citeflow.spark.output import write_staging
 
         write_staging(frame, self.uri(f"{STAGING}/{name}"))
 

@@ -2,7 +2,7 @@
 (`shared/data/`, not in the repository) and recorded here as TARGETS, with the BOUNDS a generated snapshot must
 keep (generator.json's `calibration`, tests/unit/synth/test_calibration.py).
 
-Run `python -m synthcorpus.calibration [--data ../shared/data]` to measure the samples again: it prints every
+Run `python -m citeflow.synthcorpus.calibration [--data ../shared/data]` to measure the samples again: it prints every
 statistic, per sample where several samples have it, and says whether TARGETS and UNMATCHED still equal the
 measurement (exit status 1 if not). `--table GENERATOR_JSON` prints a snapshot's calibration as the README's
 Markdown table. Reads files only; writes nothing.
@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import synthcorpus.stats as stats
+import citeflow.synthcorpus.stats as stats
 
 # The generator measures its first CALIBRATION_PAPERS papers, a sample the size of the 1,000-record S2ORC
 # sample (vocabulary size, topic share and similarity AUCs depend on the sample's size), and
@@ -43,7 +43,7 @@ import synthcorpus.stats as stats
 CALIBRATION_PAPERS = 1000
 CALIBRATION_PAIRS = 600
 
-# Recorded by `python -m synthcorpus.calibration` on shared/data (see the module docstring).
+# Recorded by `python -m citeflow.synthcorpus.calibration` on shared/data (see the module docstring).
 TARGETS: dict[str, float] = {
     "title_words_mean": 10.88,
     "title_words_p10": 5.0,

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synthcorpus.arrays import random_stream, rank_in_groups
-from synthcorpus.config import LAST_DAY, GenerateConfig
-from synthcorpus.papers import Papers
+from citeflow.synthcorpus.arrays import random_stream, rank_in_groups
+from citeflow.synthcorpus.config import LAST_DAY, GenerateConfig
+from citeflow.synthcorpus.papers import Papers
 
 
 class _Pool:

@@ -1,7 +1,7 @@
 """Derive a later release of a generated snapshot: some papers added, some removed, some changed.
 
 Run: `citeflow generate --derive-from RELEASE1 --out RELEASE2 [--added N] [--removed N] [--changed N] [--seed S]
-[--overwrite]` (or `synthcorpus.derive.run(DeriveConfig(derive_from=..., out=..., ...))`). Counts default to
+[--overwrite]` (or `citeflow.synthcorpus.derive.run(DeriveConfig(derive_from=..., out=..., ...))`). Counts default to
 5% added, 1% removed and 2% changed of release 1's papers. The same release 1, counts and seed give
 byte-identical files. Release 1 may itself be a derived release (release 3 from release 2, ...).
 
@@ -63,15 +63,22 @@ import pyarrow.parquet as pq
 
 from citeflow.diffs import RELEASE_ID_RE
 from citeflow.errors import CiteflowError
-from synthcorpus.arrays import index_mask
-from synthcorpus.config import GENERATOR_VERSION, GenerateConfig, field_help
-from synthcorpus.derive_census import Corpus, base_config, census, load_release, read_paper_ids, read_scidocs_truth
-from synthcorpus.derive_diffs import DiffKeys, write_diffs
-from synthcorpus.derive_plan import Plan, added_world, choose_changes, derived_seed
-from synthcorpus.derive_rewrite import plan_edits, write_corpus, write_diff, write_paper_ids, write_topics
-from synthcorpus.outputs import OUTPUTS, check_output, clear_output, write_json
-from synthcorpus.vocabulary import build_vocabulary
-from synthcorpus.world import World
+from citeflow.synthcorpus.arrays import index_mask
+from citeflow.synthcorpus.config import GENERATOR_VERSION, GenerateConfig, field_help
+from citeflow.synthcorpus.derive_census import (
+    Corpus,
+    base_config,
+    census,
+    load_release,
+    read_paper_ids,
+    read_scidocs_truth,
+)
+from citeflow.synthcorpus.derive_diffs import DiffKeys, write_diffs
+from citeflow.synthcorpus.derive_plan import Plan, added_world, choose_changes, derived_seed
+from citeflow.synthcorpus.derive_rewrite import plan_edits, write_corpus, write_diff, write_paper_ids, write_topics
+from citeflow.synthcorpus.outputs import OUTPUTS, check_output, clear_output, write_json
+from citeflow.synthcorpus.vocabulary import build_vocabulary
+from citeflow.synthcorpus.world import World
 
 log = logging.getLogger("citeflow")
 

@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from citeflow.errors import CiteflowError
+from citeflow.synthcorpus.arrays import index_mask
+from citeflow.synthcorpus.config import GenerateConfig
+from citeflow.synthcorpus.lexicon import GENERIC_TITLES
 from citeflow.text import fold_titles
-from synthcorpus.arrays import index_mask
-from synthcorpus.config import GenerateConfig
-from synthcorpus.lexicon import GENERIC_TITLES
 
 # The datasets of each layout, the first holding the papers.
 DATASETS = {"s2orc": ("metadata",), "s2ag": ("papers", "abstracts", "citations")}
@@ -105,7 +105,8 @@ def _filled(value: Any) -> bool:
 
 
 def s2orc_completeness(r: dict) -> int:
-    """build_graph's score of an S2ORC record (spark.graph.completeness): filled fields, fields of study, refs."""
+    """build_graph's score of an S2ORC record (citeflow.spark.graph.completeness): filled fields, fields of study,
+    refs."""
     fields = ("title", "abstract", "year", "doi", "pubmed_id", "arxiv_id", "mag_id")
     return (
         sum(_filled(r.get(f)) for f in fields)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from citeflow.diffs import DATASETS, FOLDER, PAPER_IDS, diff_folder, read_diff, starts, step_folder, write_manifest
-from synthcorpus.derive_census import read_lines, shard_files
-from synthcorpus.outputs import write_gzip
+from citeflow.synthcorpus.derive_census import read_lines, shard_files
+from citeflow.synthcorpus.outputs import write_gzip
 
 log = logging.getLogger("citeflow")
 

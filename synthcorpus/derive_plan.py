@@ -16,14 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from citeflow.errors import CiteflowError
+from citeflow.synthcorpus.arrays import csr_ptr, index_mask, make_shas, pick, random_stream, rate_count
+from citeflow.synthcorpus.citations import Citable, sample_references
+from citeflow.synthcorpus.config import GenerateConfig
+from citeflow.synthcorpus.derive_census import Corpus
+from citeflow.synthcorpus.papers import Authors, LaterRelease, Papers, sample_authors, sample_papers
+from citeflow.synthcorpus.vocabulary import Topics, Vocabulary, make_abstracts, make_context_pool, make_titles
+from citeflow.synthcorpus.world import World
 from citeflow.text import fold_titles
-from synthcorpus.arrays import csr_ptr, index_mask, make_shas, pick, random_stream, rate_count
-from synthcorpus.citations import Citable, sample_references
-from synthcorpus.config import GenerateConfig
-from synthcorpus.derive_census import Corpus
-from synthcorpus.papers import Authors, LaterRelease, Papers, sample_authors, sample_papers
-from synthcorpus.vocabulary import Topics, Vocabulary, make_abstracts, make_context_pool, make_titles
-from synthcorpus.world import World
 
 # What happens to a changed paper: abstract revised, title corrected, or both.
 _CHANGE_P = (0.6, 0.2, 0.2)

@@ -22,12 +22,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from citeflow.diffs import PAPER_IDS
-from synthcorpus.arrays import index_mask
-from synthcorpus.derive_census import DATASETS, LOC, Census, Corpus, as_id, read_lines, shard_files
-from synthcorpus.derive_diffs import DiffKeys, record_key
-from synthcorpus.derive_plan import Plan, added_abstracts, revise
-from synthcorpus.outputs import topics_table, write_gzip, write_table
-from synthcorpus.serialise import (
+from citeflow.synthcorpus.arrays import index_mask
+from citeflow.synthcorpus.derive_census import DATASETS, LOC, Census, Corpus, as_id, read_lines, shard_files
+from citeflow.synthcorpus.derive_diffs import DiffKeys, record_key
+from citeflow.synthcorpus.derive_plan import Plan, added_abstracts, revise
+from citeflow.synthcorpus.outputs import topics_table, write_gzip, write_table
+from citeflow.synthcorpus.serialise import (
     line_bytes,
     paper_id_lines,
     s2ag_abstract_lines,
@@ -35,7 +35,7 @@ from synthcorpus.serialise import (
     s2ag_paper_lines,
     s2orc_lines,
 )
-from synthcorpus.world import World
+from citeflow.synthcorpus.world import World
 
 log = logging.getLogger("citeflow")
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synthcorpus.arrays import csr_ptr, lengths_to_offsets, pick, random_stream, rate_count
-from synthcorpus.config import GenerateConfig
-from synthcorpus.papers import Papers
+from citeflow.synthcorpus.arrays import csr_ptr, lengths_to_offsets, pick, random_stream, rate_count
+from citeflow.synthcorpus.config import GenerateConfig
+from citeflow.synthcorpus.papers import Papers
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Generate a realistic synthetic corpus snapshot, a SciDocs set over it and the truth about both.
 
 Run: `citeflow generate --papers N --out DIR [--seed S] [--format s2orc|s2ag] [--shards K] [--overwrite]`
-(or `synthcorpus.generate.run(GenerateConfig(papers=N, out=DIR, ...))`). Same seed and config give
+(or `citeflow.synthcorpus.generate.run(GenerateConfig(papers=N, out=DIR, ...))`). Same seed and config give
 byte-identical files.
 
 Writes, under `OUT/`:
@@ -72,13 +72,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from synthcorpus.arrays import random_stream
-from synthcorpus.config import GENERATOR_VERSION, PAPER_IDS_PER_SHARD, GenerateConfig
-from synthcorpus.measure import calibration_papers, measure
-from synthcorpus.outputs import OUTPUTS, check_output, clear_output, topics_table, write_gzip, write_json, write_table
-from synthcorpus.recomm import write_recomm
-from synthcorpus.scidocs import SciDocsPlan, plan_scidocs, write_scidocs, write_scidocs_truth
-from synthcorpus.serialise import (
+from citeflow.synthcorpus.arrays import random_stream
+from citeflow.synthcorpus.config import GENERATOR_VERSION, PAPER_IDS_PER_SHARD, GenerateConfig
+from citeflow.synthcorpus.measure import calibration_papers, measure
+from citeflow.synthcorpus.outputs import (
+    OUTPUTS,
+    check_output,
+    clear_output,
+    topics_table,
+    write_gzip,
+    write_json,
+    write_table,
+)
+from citeflow.synthcorpus.recomm import write_recomm
+from citeflow.synthcorpus.scidocs import SciDocsPlan, plan_scidocs, write_scidocs, write_scidocs_truth
+from citeflow.synthcorpus.serialise import (
     interleave,
     line_bytes,
     paper_id_lines,
@@ -88,7 +96,7 @@ from synthcorpus.serialise import (
     s2orc_lines,
     truncated_copies,
 )
-from synthcorpus.world import World, abstracts_of, build_world
+from citeflow.synthcorpus.world import World, abstracts_of, build_world
 
 log = logging.getLogger("citeflow")
 

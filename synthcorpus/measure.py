@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import synthcorpus.stats as stats
-from synthcorpus.arrays import random_stream
-from synthcorpus.calibration import (
+import citeflow.synthcorpus.stats as stats
+from citeflow.synthcorpus.arrays import random_stream
+from citeflow.synthcorpus.calibration import (
     BOUNDS,
     CALIBRATION_PAIRS,
     CALIBRATION_PAPERS,
@@ -25,7 +25,7 @@ from synthcorpus.calibration import (
     UNMATCHED,
     text_statistics,
 )
-from synthcorpus.world import World
+from citeflow.synthcorpus.world import World
 
 
 def calibration_pairs(world: World) -> tuple[np.ndarray, np.ndarray]:

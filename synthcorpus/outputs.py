@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from citeflow.errors import CiteflowError
-from synthcorpus.papers import Papers
+from citeflow.synthcorpus.papers import Papers
 
 # What a generator output folder holds, generator.json (the manifest) first; anything else there is left alone.
 OUTPUTS = ("generator.json", "corpus", "paper-ids", "scidocs", "scidocs_truth.jsonl", "paper_topics.parquet")

@@ -13,9 +13,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from synthcorpus.arrays import csr_owner, int_strings, lengths_to_offsets, random_stream, rank_in_groups, unique_ints
-from synthcorpus.config import CORPUS_ID_RANGE, LAST_DAY, UPDATED_MS, YEAR_GROWTH, GenerateConfig
-from synthcorpus.lexicon import (
+from citeflow.synthcorpus.arrays import (
+    csr_owner,
+    int_strings,
+    lengths_to_offsets,
+    random_stream,
+    rank_in_groups,
+    unique_ints,
+)
+from citeflow.synthcorpus.config import CORPUS_ID_RANGE, LAST_DAY, UPDATED_MS, YEAR_GROWTH, GenerateConfig
+from citeflow.synthcorpus.lexicon import (
     COMMUNITY_OFFSETS,
     FIELD_INDEX,
     FIELD_WEIGHTS,
@@ -24,7 +31,7 @@ from synthcorpus.lexicon import (
     LAST_NAMES,
     SUBTOPIC_COUNTS,
 )
-from synthcorpus.venues import (
+from citeflow.synthcorpus.venues import (
     ARXIV_ARCHIVES,
     DOI_PREFIXES,
     JOURNAL_ABBR,
@@ -33,7 +40,7 @@ from synthcorpus.venues import (
     OA_STATUS,
     PUBLICATION_TYPES,
 )
-from synthcorpus.vocabulary import Topics
+from citeflow.synthcorpus.vocabulary import Topics
 
 # Preferential attachment: a paper's attractiveness is lognormal(0, FITNESS_SIGMA).
 FITNESS_SIGMA = 1.2

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from synthcorpus.arrays import random_stream
-from synthcorpus.world import World
+from citeflow.synthcorpus.arrays import random_stream
+from citeflow.synthcorpus.world import World
 
 CANDIDATES = 10  # shown per click, the clicked one included
 SPLITS = (("train", 0.65), ("val", 0.10), ("test", 0.25))

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from citeflow.errors import CiteflowError
-from synthcorpus.arrays import (
+from citeflow.synthcorpus.arrays import (
     csr_gather,
     csr_owner,
     random_stream,
@@ -26,13 +26,13 @@ from synthcorpus.arrays import (
     sample_per_group,
     weighted_sample,
 )
-from synthcorpus.lexicon import (
+from citeflow.synthcorpus.lexicon import (
     FIELD_INDEX,
     FIELDS,
     MESH_CLASSES,
 )
-from synthcorpus.scidocs_ids import map_ids, unmappable_texts
-from synthcorpus.world import World
+from citeflow.synthcorpus.scidocs_ids import map_ids, unmappable_texts
+from citeflow.synthcorpus.world import World
 
 SCIDOCS_TASKS = ("cite", "cocite", "coview", "coread")
 _MEDICINE = FIELD_INDEX["Medicine"]

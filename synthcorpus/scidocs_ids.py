@@ -13,11 +13,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from citeflow.synthcorpus.arrays import make_shas, random_stream
+from citeflow.synthcorpus.lexicon import FIELD_WEIGHTS, FIELDS, GENERIC_TITLES
+from citeflow.synthcorpus.vocabulary import Topics, make_abstracts, make_titles
+from citeflow.synthcorpus.world import World
 from citeflow.text import fold_titles
-from synthcorpus.arrays import make_shas, random_stream
-from synthcorpus.lexicon import FIELD_WEIGHTS, FIELDS, GENERIC_TITLES
-from synthcorpus.vocabulary import Topics, make_abstracts, make_titles
-from synthcorpus.world import World
 
 
 def title_counts(titles: pa.Array) -> np.ndarray:

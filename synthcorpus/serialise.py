@@ -14,12 +14,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from synthcorpus.arrays import LARGE_STRING, concat_strings, csr_gather, int_strings, random_stream
-from synthcorpus.config import UPDATED_MS
-from synthcorpus.lexicon import FIELD_INDEX, FIELDS
-from synthcorpus.papers import Papers
-from synthcorpus.venues import INTENTS, JOURNAL_NAMES, OA_LICENSE, OA_STATUS, PUBLICATION_TYPES
-from synthcorpus.world import World
+from citeflow.synthcorpus.arrays import LARGE_STRING, concat_strings, csr_gather, int_strings, random_stream
+from citeflow.synthcorpus.config import UPDATED_MS
+from citeflow.synthcorpus.lexicon import FIELD_INDEX, FIELDS
+from citeflow.synthcorpus.papers import Papers
+from citeflow.synthcorpus.venues import INTENTS, JOURNAL_NAMES, OA_LICENSE, OA_STATUS, PUBLICATION_TYPES
+from citeflow.synthcorpus.world import World
 
 
 def _q(values: pa.Array) -> pa.Array:

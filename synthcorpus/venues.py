@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synthcorpus.lexicon import FIELDS
+from citeflow.synthcorpus.lexicon import FIELDS
 
 # Journal names per field (the first is the most common).
 _JOURNALS = {

@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from synthcorpus.arrays import concat_strings, int_strings, lengths_to_offsets, random_stream
-from synthcorpus.config import TITLE_TOPIC_BOOST, TopicStrength, topic_strength
-from synthcorpus.lexicon import (
+from citeflow.synthcorpus.arrays import concat_strings, int_strings, lengths_to_offsets, random_stream
+from citeflow.synthcorpus.config import TITLE_TOPIC_BOOST, TopicStrength, topic_strength
+from citeflow.synthcorpus.lexicon import (
     CODAS,
     COMMUNITY_OFFSETS,
     FIELD_WORDS,

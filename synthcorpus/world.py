@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from synthcorpus.arrays import (
+from citeflow.synthcorpus.arrays import (
     csr_ptr,
     index_mask,
     make_shas,
@@ -23,12 +23,12 @@ from synthcorpus.arrays import (
     unique_ints,
     weighted_sample,
 )
-from synthcorpus.citations import sample_citations
-from synthcorpus.config import CORPUS_ID_RANGE, TEXT_BLOCK, GenerateConfig
-from synthcorpus.edge_dirt import CitationRows, EdgeDirt, s2ag_citation_rows, sample_edge_dirt
-from synthcorpus.lexicon import GENERIC_TITLES
-from synthcorpus.papers import Authors, Papers, sample_authors, sample_papers
-from synthcorpus.vocabulary import (
+from citeflow.synthcorpus.citations import sample_citations
+from citeflow.synthcorpus.config import CORPUS_ID_RANGE, TEXT_BLOCK, GenerateConfig
+from citeflow.synthcorpus.edge_dirt import CitationRows, EdgeDirt, s2ag_citation_rows, sample_edge_dirt
+from citeflow.synthcorpus.lexicon import GENERIC_TITLES
+from citeflow.synthcorpus.papers import Authors, Papers, sample_authors, sample_papers
+from citeflow.synthcorpus.vocabulary import (
     Vocabulary,
     build_vocabulary,
     make_abstracts,

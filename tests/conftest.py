@@ -144,7 +144,7 @@ def pytest_configure(config):
                 (scratch / sub).mkdir()
                 os.environ[name] = str(scratch / sub)
     # the folders the tests' Airflow runs may read inputs from: pytest's temp folders and the shared samples
-    # (cockpit.run_settings.input_roots; tests/unit/test_orchestration.py checks the default)
+    # (citeflow.cockpit.run_settings.input_roots; tests/unit/test_orchestration.py checks the default)
     os.environ.setdefault("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS", f"{tempfile.gettempdir()},{REPO.parent / 'shared'}")
 
 
@@ -158,7 +158,7 @@ def pytest_unconfigure(config):
 @pytest.fixture(scope="session")
 def spark():
     from citeflow.config import SparkConfig
-    from spark.engine.session import get_spark
+    from citeflow.spark.engine.session import get_spark
 
     session = get_spark(SparkConfig(shuffle_partitions=4, driver_memory="2g"), app_name="citeflow-tests")
     yield session

@@ -9,7 +9,7 @@ from citeflow.config.base import _check_fields, _help
 from citeflow.errors import CiteflowError
 
 # How the encoder is used when neither a setting nor the model folder says (SPECTER's and SciNCL's way: the [CLS]
-# state of up to 512 tokens, not normalised); `models.model_folder.resolve_usage` applies them.
+# state of up to 512 tokens, not normalised); `citeflow.models.encoder.folder.resolve_usage` applies them.
 ENCODER_USAGE_FALLBACK = {"pooling": "cls", "max_length": 512, "normalize": False}
 ENCODER_MAX_LENGTH = 8192
 

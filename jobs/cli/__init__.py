@@ -27,9 +27,9 @@ import os
 import sys
 
 from citeflow.errors import CiteflowError, environment_cause
-from jobs.cli.commands import cmd_artifacts, cmd_generate, cmd_run, cmd_settings, cmd_spark_server, cmd_verify
-from jobs.cli.parser import build_parser
-from jobs.cli.results import cmd_benchmark, cmd_compare, cmd_export_dataset, cmd_export_model, cmd_report
+from citeflow.jobs.cli.commands import cmd_artifacts, cmd_generate, cmd_run, cmd_settings, cmd_spark_server, cmd_verify
+from citeflow.jobs.cli.parser import build_parser
+from citeflow.jobs.cli.results import cmd_benchmark, cmd_compare, cmd_export_dataset, cmd_export_model, cmd_report
 
 log = logging.getLogger("citeflow")
 

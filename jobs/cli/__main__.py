@@ -1,7 +1,7 @@
-"""`python -m jobs.cli`: the `citeflow` command."""
+"""`python -m citeflow.jobs.cli`: the `citeflow` command."""
 
 import sys
 
-from jobs.cli import main
+from citeflow.jobs.cli import main
 
 sys.exit(main())

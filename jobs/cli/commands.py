@@ -45,8 +45,8 @@ class _ProgressBar:
 def cmd_generate(args: argparse.Namespace) -> int:
     if args.derive_from is not None:
         return _derive(args)
-    from synthcorpus.config import GenerateConfig
-    from synthcorpus.generate import run
+    from citeflow.synthcorpus.config import GenerateConfig
+    from citeflow.synthcorpus.generate import run
 
     if args.papers is None:
         raise CiteflowError("--papers is required (or --derive-from RELEASE_DIR for a later release of a snapshot)")
@@ -76,7 +76,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _derive(args: argparse.Namespace) -> int:
-    from synthcorpus.derive import DeriveConfig, run
+    from citeflow.synthcorpus.derive import DeriveConfig, run
 
     given = [f"--{name}" for name in ("papers", "format", "shards", "difficulty") if getattr(args, name) is not None]
     if given:
@@ -139,7 +139,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from jobs.pipeline import run_pipeline
+    from citeflow.jobs.pipeline import run_pipeline
 
     config = run_config_from_args(args)
     strategies = None
@@ -191,7 +191,7 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
             if stage == "mine_triplets":
                 _print_triplets(m.metrics)
             if stage == "drift":
-                from jobs.drift import table_text
+                from citeflow.jobs.drift import table_text
 
                 print(f"      against snapshot {m.config.get('before')} ({m.config.get('strategy')}):")
                 print("\n".join(f"      {line}" for line in table_text(m).splitlines()))
@@ -356,7 +356,7 @@ def cmd_spark_server(args: argparse.Namespace) -> int:
     """Run a Spark Connect server (spark/engine/connect_server.py) in the foreground until Ctrl-C or SIGTERM."""
     import signal
 
-    from spark.engine import connect_server as CS
+    from citeflow.spark.engine import connect_server as CS
 
     spark = apply_overrides(_ServerSettings(), overrides_from_args(args, "spark")).spark
     CS.check_address(args.host, args.port)

@@ -24,12 +24,12 @@ from pathlib import Path
 
 from citeflow.artifacts import ArtifactStore
 from citeflow.errors import CiteflowError
+from citeflow.evaluation.model_card import usage_of
 from citeflow.export_folder import ExportFolder
+from citeflow.jobs.benchmark import STAGE, card_text
+from citeflow.models.encoder.folder import write_sentence_transformers_files
 from citeflow.registry import STRATEGIES
 from citeflow.registry import named as one_of
-from evaluation.model_card import usage_of
-from jobs.benchmark import STAGE, card_text
-from models.model_folder import write_sentence_transformers_files
 
 
 def export_model(

@@ -13,9 +13,9 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from evaluation.embeddings import load_embeddings
-    from evaluation.report import write_report
-    from jobs.benchmark import score, score_beir, scores_schema, table_rows
+    from citeflow.evaluation.embeddings import load_embeddings
+    from citeflow.evaluation.report import write_report
+    from citeflow.jobs.benchmark import score, score_beir, scores_schema, table_rows
 
     if not args.scidocs and not args.scirepeval and not args.beir:
         raise CiteflowError("nothing to score: give --scidocs DIR, --scirepeval PATH and/or --beir DIR")
@@ -79,8 +79,8 @@ def _beir_folder(args: argparse.Namespace):
     with it are checked; None without --beir."""
     from pathlib import Path
 
-    from evaluation.beir import read_beir
-    from evaluation.mteb_retrieval import TASKS
+    from citeflow.evaluation.beir import read_beir
+    from citeflow.evaluation.mteb_retrieval import TASKS
 
     if not args.beir:
         given = [
@@ -133,7 +133,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from citeflow.artifacts import ArtifactStore
-    from jobs.benchmark import compare_report
+    from citeflow.jobs.benchmark import compare_report
 
     report = compare_report(ArtifactStore(args.artifacts), args.snapshot, args.benchmark, Path(args.out))
     print(f"report: {report['html']}")
@@ -141,7 +141,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export_dataset(args: argparse.Namespace) -> int:
-    from jobs.cli.export_dataset import export_dataset
+    from citeflow.jobs.cli.export_dataset import export_dataset
 
     tables = tuple(t.strip() for t in args.tables.split(",") if t.strip()) if args.tables else ()
     target = export_dataset(
@@ -160,7 +160,7 @@ def cmd_export_dataset(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from citeflow.artifacts import ArtifactStore
     from citeflow.errors import CiteflowError
-    from jobs import drift
+    from citeflow.jobs import drift
 
     if len(args.snapshot) != 2:
         raise CiteflowError("compare takes two snapshots: --snapshot EARLIER --snapshot LATER")
@@ -171,7 +171,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_export_model(args: argparse.Namespace) -> int:
-    from jobs.cli.export_model import export_model
+    from citeflow.jobs.cli.export_model import export_model
 
     target = export_model(
         snapshot=args.snapshot,

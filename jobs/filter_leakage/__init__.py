@@ -51,6 +51,6 @@ The package holds all of the leakage logic:
 - `audit.py`: the check every later stage runs on the corpus ids it uses.
 """
 
-from jobs.filter_leakage.stage import STAGE, STAGE_VERSION, TABLES, build, check, run, run_on, scirepeval_of
+from citeflow.jobs.filter_leakage.stage import STAGE, STAGE_VERSION, TABLES, build, check, run, run_on, scirepeval_of
 
 __all__ = ["STAGE", "STAGE_VERSION", "TABLES", "build", "check", "run", "run_on", "scirepeval_of"]

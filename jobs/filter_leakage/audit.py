@@ -1,6 +1,6 @@
 """The leakage audit every stage after filter_leakage runs on what it uses.
 
-    from jobs.filter_leakage.audit import audit_no_benchmark_papers
+    from citeflow.jobs.filter_leakage.audit import audit_no_benchmark_papers
     audit_no_benchmark_papers(triplet_paper_ids, leakage_manifest, what="training triplets")
 
 It reads the `benchmark_ids` table of a filter_leakage version and checks a

@@ -219,7 +219,7 @@ def detect_layout(root: Path) -> str:
 def read_scirepeval(path: Path, unaudited: dict[str, str]) -> Iterator[Chunk]:
     """The papers of every SciRepEval task at `path` (a task list, a folder, a flat record file), task by task;
     the tasks that cannot be read here go into `unaudited` (name -> why)."""
-    from evaluation.scirepeval import discover, task_papers
+    from citeflow.evaluation.scirepeval import discover, task_papers
 
     try:
         tasks = discover([str(path)])
@@ -326,7 +326,7 @@ class Collecting:
         )
         # under a guard, as every process a stage starts: a killed stage takes it along (citeflow/process.py)
         self._proc = start_guarded(
-            [sys.executable, "-m", "jobs.filter_leakage.benchmark_ids", request],
+            [sys.executable, "-m", "citeflow.jobs.filter_leakage.benchmark_ids", request],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.filter_leakage.mapping import (
+from citeflow.jobs.filter_leakage.mapping import (
     AMBIGUOUS_TITLE,
     COUNTED,
     EXTERNAL_STEPS,
@@ -35,7 +35,13 @@ from jobs.filter_leakage.mapping import (
     later_steps,
     mapped_rows,
 )
-from jobs.filter_leakage.transforms import cascade_key, papers_sharing_keys, sharing_keys, with_folded_title, with_keys
+from citeflow.jobs.filter_leakage.transforms import (
+    cascade_key,
+    papers_sharing_keys,
+    sharing_keys,
+    with_folded_title,
+    with_keys,
+)
 
 PAPER_IDS_SCHEMA = T.StructType(
     [

@@ -17,7 +17,8 @@ METHODS = ("corpus_id", "sha", "doi", "pubmed", "arxiv", "title")
 
 
 def distinct_ids(bench: pa.Table) -> pa.Table:
-    """One row per benchmark id (`jobs.filter_leakage.benchmark_ids.collect` rows) with the first non-null title and
+    """One row per benchmark id (`citeflow.jobs.filter_leakage.benchmark_ids.collect` rows) with the first non-null
+    title and
     external ids stated for it, in the order the rows come, and `folded_title`, the title's `fold_title`:
     the input of the mapping cascade.
 
@@ -31,7 +32,7 @@ def distinct_ids(bench: pa.Table) -> pa.Table:
 
 # `id_mapping.sha_lookup`'s rows that count paper-ids lines have keys starting with COUNTED (a sha, 40 hex
 # digits, never does): COUNTED + USABLE for the lines with a pair for a sha no benchmark id has, COUNTED + a
-# reason for the lines without a pair (`spark.readers.parse_lines`' reasons, or NO_PAIR: the line parsed, but
+# reason for the lines without a pair (`citeflow.spark.readers.parse_lines`' reasons, or NO_PAIR: the line parsed, but
 # its sha is not 40 hex digits or its corpusid not an integer).
 COUNTED = "!"
 USABLE = "usable"

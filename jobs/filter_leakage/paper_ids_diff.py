@@ -109,11 +109,11 @@ def write(
     `from_diff` entry. `materialize(frame, name)` stages a frame read twice."""
     from pyspark.sql import functions as F
 
-    from jobs.filter_leakage.id_mapping import PAPER_IDS_SCHEMA, paper_id_lines
-    from spark import incremental as I
-    from spark import output as O
-    from spark import readers as R
-    from spark import scans as S
+    from citeflow.jobs.filter_leakage.id_mapping import PAPER_IDS_SCHEMA, paper_id_lines
+    from citeflow.spark import incremental as I
+    from citeflow.spark import output as O
+    from citeflow.spark import readers as R
+    from citeflow.spark import scans as S
 
     def lines_of(kind: str):
         return R.diff_lines(spark, diff, D.PAPER_IDS, kind, PAPER_IDS_SCHEMA, paper_id_lines)

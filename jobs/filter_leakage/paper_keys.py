@@ -35,11 +35,11 @@ def write(
     every paper (the keys of a paper are a function of its row: tests/e2e/test_incremental.py), without folding
     every title again. A carried table must hold one row per paper of the graph; if it does not (a base whose
     files changed under it), every paper is keyed instead, with a warning."""
-    import jobs.filter_leakage.transforms as L
+    import citeflow.jobs.filter_leakage.transforms as L
     from citeflow import tables as T
     from citeflow.artifacts import table_stats
-    from spark import output as O
-    from spark import scans as S
+    from citeflow.spark import output as O
+    from citeflow.spark import scans as S
 
     target = posixpath.join(path, "paper_keys")
 

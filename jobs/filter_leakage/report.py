@@ -15,7 +15,7 @@ def write_benchmark_side(work, rows, counts) -> list[dict]:
     `transforms.reach`) are in; the report's rows."""
     import pyarrow as pa
 
-    from jobs.filter_leakage.mapping import REACH_COLUMNS, leakage_report
+    from citeflow.jobs.filter_leakage.mapping import REACH_COLUMNS, leakage_report
 
     collected = counts.collect()
     names = ["suite", "task", "split", *(c for c in REACH_COLUMNS if c in counts.columns)]
@@ -57,7 +57,7 @@ def count_metrics(work, config: RunConfig, upstream: Manifest, mapped_table, rep
     when more than `max_unmapped_share` of the ids (`mapped_table`: one row per benchmark id, its corpus id and
     method) map to no corpus id. Clears the staging folder."""
     from citeflow.artifacts import table_stats
-    from jobs.filter_leakage.mapping import METHODS, suite_totals
+    from citeflow.jobs.filter_leakage.mapping import METHODS, suite_totals
 
     cfg, store = config.filter_leakage, work.store
     overall = next(r for r in report if r["suite"] == "all")

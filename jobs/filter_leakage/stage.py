@@ -8,16 +8,16 @@ import logging
 import posixpath
 from typing import Any
 
-import jobs.filter_leakage.paper_ids_diff as P
-import jobs.filter_leakage.paper_keys as K
+import citeflow.jobs.filter_leakage.paper_ids_diff as P
+import citeflow.jobs.filter_leakage.paper_keys as K
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict, versioned_dict
 from citeflow.errors import CiteflowError
+from citeflow.jobs.filter_leakage.report import count_metrics, write_benchmark_side
+from citeflow.jobs.pipeline import StageContext, entry_point
 from citeflow.registry import REGISTRY
 from citeflow.snapshot import fingerprint_path
 from citeflow.stage import execute
-from jobs.filter_leakage.report import count_metrics, write_benchmark_side
-from jobs.pipeline import StageContext, entry_point
 
 STAGE = "filter_leakage"
 # A change to the keys (`transforms.paper_key_rows`: `cascade_key`, the title fold) needs a new stage version:
@@ -98,7 +98,7 @@ def _build_explained(
     config: RunConfig, upstream: Manifest, store: ArtifactStore, path: str, paper_ids, source
 ) -> dict[str, Any]:
     """`build`, with an unreadable paper-ids shard as one line naming it."""
-    from spark.readers import explaining_unreadable_files
+    from citeflow.spark.readers import explaining_unreadable_files
 
     return explaining_unreadable_files(lambda: build(config, upstream, store, path, paper_ids, source), "input file")
 
@@ -113,8 +113,8 @@ def build(
 ) -> dict[str, Any]:
     """Write the version's tables into `path`; its metrics. `paper_ids`: (base version, diff) when the paper-ids
     lines come from a diff (jobs/filter_leakage/paper_ids_diff.py `find`); `source`: their `source_of`."""
-    from jobs.filter_leakage.benchmark_ids import Collecting, collect
-    from spark.engine.session import get_spark_meanwhile
+    from citeflow.jobs.filter_leakage.benchmark_ids import Collecting, collect
+    from citeflow.spark.engine.session import get_spark_meanwhile
 
     cfg = config.filter_leakage
     sources = (config.scidocs or None, tuple(cfg.extra_ids), scirepeval_of(config), tuple(cfg.beir))
@@ -144,8 +144,8 @@ def _build(
     """`build`'s work, `benchmark` (pending: the benchmark ids table and its layouts) taken when the mapping
     needs it: the graph's side and the benchmark's at once, the benchmark ids mapped to corpus ids, the graph
     written without them, then the counts."""
-    from spark.engine.session import Done, step
-    from spark.work import VersionWork
+    from citeflow.spark.engine.session import Done, step
+    from citeflow.spark.work import VersionWork
 
     work = VersionWork(spark, store, path)
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
@@ -183,7 +183,7 @@ def _build(
 class _Benchmark:
     """The benchmark's side of the mapping's input, made with pyarrow in this process."""
 
-    table: Any  # one row per benchmark id and split (`jobs.filter_leakage.benchmark_ids.collect`)
+    table: Any  # one row per benchmark id and split (`citeflow.jobs.filter_leakage.benchmark_ids.collect`)
     distinct: Any  # one row per distinct id
     ids: Any  # `distinct` staged for Spark
     shas: Any  # the sha spellings staged for Spark, or None without a paper-ids table
@@ -200,11 +200,11 @@ class _Mapped:
 def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, benchmark, metrics) -> _Benchmark:
     """Three independent parts at once (`session.concurrently`): the papers' keys and the paper-ids lines
     written, and the benchmark's ids taken; each alone leaves a core idle between its small queries."""
+    from citeflow.jobs.filter_leakage.id_mapping import PAPER_ID_LINES_SCHEMA, PAPER_IDS_SCHEMA, paper_id_lines
+    from citeflow.jobs.filter_leakage.mapping import distinct_ids, sha_candidates
     from citeflow.snapshot import discover_jsonl
-    from jobs.filter_leakage.id_mapping import PAPER_ID_LINES_SCHEMA, PAPER_IDS_SCHEMA, paper_id_lines
-    from jobs.filter_leakage.mapping import distinct_ids, sha_candidates
-    from spark import readers as R
-    from spark.engine.session import as_step, concurrently
+    from citeflow.spark import readers as R
+    from citeflow.spark.engine.session import as_step, concurrently
 
     spark = work.spark
 
@@ -259,8 +259,8 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
 def _looked_up_shas(work, config: RunConfig, bench: _Benchmark, metrics: dict[str, Any]):
     """The benchmark's shas looked up in the paper-ids lines: one pass over the lines, which also counts the
     lines that give no pair, by reason; the result (bounded by the benchmark) is read here only, by pyarrow."""
-    from jobs.filter_leakage.id_mapping import sha_lookup
-    from jobs.filter_leakage.mapping import looked_up_shas, paper_ids_counts
+    from citeflow.jobs.filter_leakage.id_mapping import sha_lookup
+    from citeflow.jobs.filter_leakage.mapping import looked_up_shas, paper_ids_counts
 
     lines = work.read_own(P.TABLE)
     lookup = sha_lookup(lines, bench.shas, broadcast=bench.distinct.num_rows <= config.spark.broadcast_rows)
@@ -282,8 +282,8 @@ def _map_ids(work, config: RunConfig, upstream: Manifest, bench: _Benchmark, by_
     """The benchmark ids mapped to corpus ids. The cascade's steps that read the papers run only for the ids the
     corpus_id and sha steps leave unmapped (`map_ids_narrow`: the same rows as `map_ids`), on the keys they
     state."""
-    from jobs.filter_leakage.id_mapping import map_ids_narrow
-    from jobs.filter_leakage.mapping import benchmark_id_rows, first_steps, members
+    from citeflow.jobs.filter_leakage.id_mapping import map_ids_narrow
+    from citeflow.jobs.filter_leakage.mapping import benchmark_id_rows, first_steps, members
 
     # the steps that read no papers (corpus id, sha), on the ids the driver holds
     first = work.stage_arrow("first", first_steps(bench.distinct.select(["id"]), by_sha))
@@ -316,10 +316,10 @@ def _write_graph(work, config: RunConfig, upstream: Manifest, mapped: _Mapped) -
     import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
-    import jobs.filter_leakage.transforms as L
-    from spark import output as O
-    from spark import scans as S
-    from spark.engine.session import as_step
+    import citeflow.jobs.filter_leakage.transforms as L
+    from citeflow.spark import output as O
+    from citeflow.spark import scans as S
+    from citeflow.spark.engine.session import as_step
 
     cfg, spark, store = config.filter_leakage, work.spark, work.store
     few = mapped.members.num_rows <= config.spark.broadcast_rows

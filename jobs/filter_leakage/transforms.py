@@ -16,8 +16,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from citeflow.jobs.filter_leakage.mapping import EXTERNAL_STEPS, key_column
 from citeflow.text import fold_title
-from jobs.filter_leakage.mapping import EXTERNAL_STEPS, key_column
 
 
 @F.pandas_udf(T.StringType())
@@ -105,7 +105,7 @@ def _edges_per_level(groups: DataFrame, edges: DataFrame, name: str, small) -> D
     distinct count over (edge, group) rows shuffled every such row."""
     from functools import reduce
 
-    from jobs.filter_leakage.mapping import REPORT_LEVELS
+    from citeflow.jobs.filter_leakage.mapping import REPORT_LEVELS
 
     keys = ["suite", "task", "split"]
     parts = []
@@ -166,7 +166,7 @@ def filtered_degrees(
     for each edge with one end excluded, one at its other end (out at a citing paper, in at a cited one).
 
     A kept paper's kept edges are its graph edges less those whose other end is excluded (the graph holds no
-    self-citation), so this equals counting the kept edges (`spark.output.write_degrees` on the filtered
+    self-citation), so this equals counting the kept edges (`citeflow.spark.output.write_degrees` on the filtered
     graph's tables; tests/unit/spark/test_leakage.py compares them) while it groups only the edges that go,
     not every edge that stays, and reads no paper row. `broadcast` ships `excluded` to the tasks."""
     ex = excluded.select("corpus_id").distinct()

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
-from spark.engine.driver import properties_text
+from citeflow.spark.engine.driver import properties_text
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_HOST = "127.0.0.1"
@@ -81,7 +81,7 @@ def is_loopback(host: str) -> bool:
 
 def properties(config: SparkConfig, host: str, port: int) -> dict[str, str]:
     """The server's Spark settings: the local driver's (`SparkConfig`), then `spark.conf`, then its address."""
-    from spark.engine.session import driver_java_options
+    from citeflow.spark.engine.session import driver_java_options
 
     if config.remote:
         raise CiteflowError("spark-server starts a Spark Connect server itself: leave spark.remote unset")
@@ -144,7 +144,7 @@ def start(config: SparkConfig, host: str = DEFAULT_HOST, port: int = DEFAULT_POR
     exits or does not listen within `READY_TIMEOUT_S`."""
     import pyspark
 
-    from spark.engine.session import check_java
+    from citeflow.spark.engine.session import check_java
 
     check_address(host, port)
     if _listening(host, port):

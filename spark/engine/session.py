@@ -12,7 +12,7 @@ its own). Stage code therefore uses the DataFrame API alone: no RDDs and no
 SparkContext, which Spark Connect does not have.
 
 The local driver's JVM is started with its settings in a properties file only this user can read
-(`spark.engine.driver.launch_driver`), never as `--conf key=value` arguments: a JVM's command line is readable
+(`citeflow.spark.engine.driver.launch_driver`), never as `--conf key=value` arguments: a JVM's command line is readable
 by every local user, and `spark.conf` may hold a secret (an object store's key).
 """
 
@@ -29,7 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
-from spark.engine.driver import launch_driver
+from citeflow.spark.engine.driver import launch_driver
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -38,7 +38,7 @@ MIN_JAVA = 17  # Spark 4 runs on Java 17 or 21
 
 def java_version() -> int | None:
     """Major version of the java that Spark will launch, or None when there is none."""
-    from spark.engine.class_archive import java_binary
+    from citeflow.spark.engine.class_archive import java_binary
 
     java = java_binary()
     if java is None:
@@ -91,7 +91,7 @@ LATER_C2 = (
 
 def driver_java_options() -> str:
     """The JVM options of a driver citeflow starts: its own (`get_spark`) or a Spark Connect server's
-    (`spark.engine.connect_server`): citeflow's log4j settings, the throughput collector and `LATER_C2`.
+    (`citeflow.spark.engine.connect_server`): citeflow's log4j settings, the throughput collector and `LATER_C2`.
 
     The throughput collector: the stages are batch jobs, and on a small machine G1's concurrent work competes
     with the tasks for the cores (build_graph ran a few percent slower with G1). Executors of a cluster keep
@@ -108,7 +108,7 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
     check_java()
     from pyspark.sql import SparkSession
 
-    from spark.engine import class_archive as CA
+    from citeflow.spark.engine import class_archive as CA
 
     # Executors on a cluster must run the same Python as this driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -166,7 +166,7 @@ def class_archive_plan(config: SparkConfig, java_options: str, user: dict[str, s
     """The JVM class archive's part in the local driver's start (spark/engine/class_archive.py): none when it is
     off, when this process has its JVM already (the builder returns its session) or when the user's own
     `spark.driver.extraJavaOptions` replaces citeflow's."""
-    from spark.engine import class_archive as CA
+    from citeflow.spark.engine import class_archive as CA
 
     if config.class_archive != "auto" or CA.jvm_running() or "spark.driver.extraJavaOptions" in user:
         return CA.Plan("")
@@ -227,7 +227,7 @@ def get_spark_meanwhile(
     `work` is raised by `result()` (a user mistake stays one line); a caller that does not get that far calls
     `cancel()`.
     """
-    from spark.engine import class_archive as CA
+    from citeflow.spark.engine import class_archive as CA
 
     pending = None
     if apart is not None:

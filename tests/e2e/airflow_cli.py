@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cockpit.settings import POOLS
+from citeflow.cockpit.settings import POOLS
 
 REPO = Path(__file__).resolve().parents[2]
 # The overrides that make a whole rebuild of a 3,000-paper snapshot take a few minutes here.

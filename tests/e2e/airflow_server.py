@@ -13,7 +13,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from cockpit import local_airflow as airflow_local  # noqa: F401  (the tests start Airflow through it)
+from citeflow.cockpit import local_airflow as airflow_local  # noqa: F401  (the tests start Airflow through it)
 
 REPO = Path(__file__).resolve().parents[2]
 

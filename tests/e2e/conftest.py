@@ -13,8 +13,8 @@ GENERATED_PAPERS = 3000
 
 
 def _generate(tmp_path_factory, fmt: str):
-    from synthcorpus.config import GenerateConfig
-    from synthcorpus.generate import run
+    from citeflow.synthcorpus.config import GenerateConfig
+    from citeflow.synthcorpus.generate import run
 
     out = tmp_path_factory.mktemp(f"gen-{fmt}") / "snapshot"
     run(GenerateConfig(papers=GENERATED_PAPERS, out=str(out), seed=7, format=fmt, shards=3))
@@ -38,8 +38,8 @@ TOPICS_PAPERS = 20_000
 def generated_topics(tmp_path_factory):
     """A 20k-paper snapshot: communities (~125 papers per subtopic in the graph) large enough for the
     neighbourhood tests of mine_triplets and the encoder, whose truth is in paper_topics.parquet."""
-    from synthcorpus.config import GenerateConfig
-    from synthcorpus.generate import run
+    from citeflow.synthcorpus.config import GenerateConfig
+    from citeflow.synthcorpus.generate import run
 
     out = tmp_path_factory.mktemp("gen-topics") / "snapshot"
     run(GenerateConfig(papers=TOPICS_PAPERS, out=str(out), seed=7, format="s2orc", shards=3))

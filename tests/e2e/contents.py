@@ -201,7 +201,7 @@ def compare(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
 def run_all(snaps: dict[str, Path], artifacts: Path, overrides: list[str]) -> dict[str, dict[str, Any]]:
     """build_graph on each snapshot, filter_leakage on the s2orc one; their `stage_contents`."""
     from citeflow.config import RunConfig, apply_overrides
-    from jobs import build_graph, filter_leakage
+    from citeflow.jobs import build_graph, filter_leakage
 
     results: dict[str, dict[str, Any]] = {}
     for name, snap in snaps.items():
@@ -221,8 +221,8 @@ def run_all(snaps: dict[str, Path], artifacts: Path, overrides: list[str]) -> di
 
 
 def main() -> int:
-    from synthcorpus.config import GenerateConfig
-    from synthcorpus.generate import run
+    from citeflow.synthcorpus.config import GenerateConfig
+    from citeflow.synthcorpus.generate import run
     from tests.conftest import TEST_SPARK_OVERRIDES
     from tests.e2e.conftest import GENERATED_PAPERS
 

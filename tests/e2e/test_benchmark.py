@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import apply_overrides
-from jobs import benchmark
+from citeflow.jobs import benchmark
 from tests.support.encoder import TINY
 
 pytestmark = pytest.mark.slow
@@ -76,7 +76,7 @@ def test_named_versions_side_by_side_in_one_report(scored, tmp_path):
     other = benchmark.run(apply_overrides(cfg, ["benchmark.base=false"]))
     out = tmp_path / "side-by-side"
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "report", "--snapshot", cfg.snapshot, "--artifacts", cfg.artifacts]
+        [sys.executable, "-m", "citeflow.jobs.cli", "report", "--snapshot", cfg.snapshot, "--artifacts", cfg.artifacts]
         + ["--benchmark", m.version, "--benchmark", other.version, "--out", str(out)],
         capture_output=True,
         text=True,
@@ -90,7 +90,7 @@ def test_named_versions_side_by_side_in_one_report(scored, tmp_path):
     assert len(trained) == 2 and f"({m.version})" in trained[0] and f"({other.version})" in trained[1], header
     assert "scincl base" in text  # only the first version scored the base
     bad = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "report", "--snapshot", cfg.snapshot, "--artifacts", cfg.artifacts]
+        [sys.executable, "-m", "citeflow.jobs.cli", "report", "--snapshot", cfg.snapshot, "--artifacts", cfg.artifacts]
         + ["--benchmark", "../../etc", "--out", str(tmp_path / "bad")],
         capture_output=True,
         text=True,
@@ -124,7 +124,7 @@ def test_standalone_cli_scores_any_embeddings(scored, tmp_path):
         [
             sys.executable,
             "-m",
-            "jobs.cli",
+            "citeflow.jobs.cli",
             "benchmark",
             "--embeddings",
             paths[0],
@@ -157,7 +157,7 @@ def test_standalone_cli_scores_any_embeddings(scored, tmp_path):
         [
             sys.executable,
             "-m",
-            "jobs.cli",
+            "citeflow.jobs.cli",
             "benchmark",
             "--embeddings",
             str(tmp_path / "nope"),
@@ -180,8 +180,8 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel_and_sente
     from transformers import AutoModel, AutoTokenizer
 
     from citeflow.artifacts import ArtifactStore
-    from jobs.embed_papers import read_papers
-    from models.encoder import paper_text
+    from citeflow.jobs.embed_papers import read_papers
+    from citeflow.models.encoder.model import paper_text
 
     _, _, cfg, m = scored
     out = tmp_path / "export"
@@ -189,7 +189,16 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel_and_sente
     scincl = [v for v in versions if v.metrics.get("strategy") == "scincl"]
     if len({v.version for v in scincl}) > 1:  # the other tests of this module benchmarked scincl twice
         ambiguous = subprocess.run(
-            [sys.executable, "-m", "jobs.cli", "export-model", "--snapshot", cfg.snapshot, "--strategy", "scincl"]
+            [
+                sys.executable,
+                "-m",
+                "citeflow.jobs.cli",
+                "export-model",
+                "--snapshot",
+                cfg.snapshot,
+                "--strategy",
+                "scincl",
+            ]
             + ["--out", str(tmp_path / "ambiguous"), "--artifacts", cfg.artifacts],
             capture_output=True,
             text=True,
@@ -201,7 +210,7 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel_and_sente
         [
             sys.executable,
             "-m",
-            "jobs.cli",
+            "citeflow.jobs.cli",
             "export-model",
             "--snapshot",
             cfg.snapshot,
@@ -257,7 +266,7 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel_and_sente
         [
             sys.executable,
             "-m",
-            "jobs.cli",
+            "citeflow.jobs.cli",
             "export-model",
             "--snapshot",
             cfg.snapshot,
@@ -275,7 +284,7 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel_and_sente
     assert again.returncode == 2 and "no benchmark" in again.stderr
     # --overwrite replaces the previous export, never a folder of the user's
     from citeflow.errors import CiteflowError
-    from jobs.cli.export_model import export_model
+    from citeflow.jobs.cli.export_model import export_model
 
     kwargs = dict(snapshot=cfg.snapshot, strategy="scincl", artifacts=cfg.artifacts, benchmark=m.version)
     assert export_model(out=str(out), overwrite=True, **kwargs) == out.resolve()

@@ -255,10 +255,10 @@ def _drift_in_the_benchmark_tab(page, server, shot, snap: Path, artifacts: Path)
     """An earlier release of the same inputs (`browser-before`, every stage reused from the run's versions),
     compared with the run's release from the command line; the run's benchmark task (mapped over strategies:
     index 0, specter) then shows that drift report, its table and its plot, in its Artifacts tab."""
-    from cockpit.params import rebuild_params
-    from cockpit.run_settings import run_config, settings_from_params
-    from jobs.cli import main
-    from jobs.pipeline import run_pipeline
+    from citeflow.cockpit.params import rebuild_params
+    from citeflow.cockpit.run_settings import run_config, settings_from_params
+    from citeflow.jobs.cli import main
+    from citeflow.jobs.pipeline import run_pipeline
 
     params = {key: param.value for key, param in rebuild_params(str(artifacts)).items()}
     paths = {"corpus": str(snap / "corpus"), "paper_ids": str(snap / "paper-ids")}

@@ -12,7 +12,7 @@ import pytest
 
 from citeflow.artifacts import ArtifactStore
 from citeflow.config import RunConfig, apply_overrides
-from jobs import build_graph
+from citeflow.jobs import build_graph
 from tests.conftest import TEST_SPARK_OVERRIDES
 
 pytestmark = pytest.mark.slow
@@ -139,7 +139,7 @@ def test_a_run_killed_before_its_manifest_is_not_trusted(shared_data, tmp_path):
         import os
         from citeflow.artifacts import ArtifactStore
         from citeflow.config import RunConfig, apply_overrides
-        from jobs import build_graph
+        from citeflow.jobs import build_graph
         ArtifactStore.commit = lambda self, manifest: os._exit(137)  # SIGKILL-like: no cleanup runs
         cfg = apply_overrides(RunConfig(snapshot="killed", corpus={str(corpus)!r}, artifacts={str(tmp_path)!r}),
                               {TEST_SPARK_OVERRIDES!r})
@@ -159,7 +159,7 @@ def test_a_run_killed_before_its_manifest_is_not_trusted(shared_data, tmp_path):
     assert store.list_versions("killed", "build_graph") == []  # ...but nobody trusts it
 
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "artifacts", "--snapshot", "killed", "--artifacts", str(tmp_path)],
+        [sys.executable, "-m", "citeflow.jobs.cli", "artifacts", "--snapshot", "killed", "--artifacts", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,

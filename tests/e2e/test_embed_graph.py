@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides, profile_overrides
+from citeflow.jobs import embed_graph
 from citeflow.tables import read_table
-from jobs import embed_graph
 from tests.conftest import TEST_SPARK_OVERRIDES
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ def test_link_prediction_far_above_random(embedded):
 
 
 def test_the_mined_vectors_come_from_a_run_on_every_edge_with_scincls_pbg_settings(embedded):
-    from models.pbg_train import load_embeddings
+    from citeflow.models.pbg.train import load_embeddings
 
     _, m = embedded
     runs = m.metrics["runs"]

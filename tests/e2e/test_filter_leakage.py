@@ -11,9 +11,9 @@ import pytest
 from citeflow.artifacts import ArtifactStore
 from citeflow.config import RunConfig, apply_overrides
 from citeflow.errors import CiteflowError
+from citeflow.jobs import filter_leakage
+from citeflow.jobs.filter_leakage.audit import LeakageError, audit_no_benchmark_papers
 from citeflow.tables import read_table
-from jobs import filter_leakage
-from jobs.filter_leakage.audit import LeakageError, audit_no_benchmark_papers
 from tests.conftest import TEST_SPARK_OVERRIDES
 
 pytestmark = pytest.mark.slow
@@ -133,7 +133,7 @@ def test_contents_are_pinned(excluded, generated_s2ag, tmp_path, spark):
     One metric joined the pin later, without a table changing: filter_leakage's `paper_ids` (its account
     of the paper-ids lines, 3,450 lines that all give a pair).
     """
-    from jobs import build_graph
+    from citeflow.jobs import build_graph
     from tests.e2e import contents as C
 
     snap, _, artifacts, leak = excluded
@@ -309,7 +309,7 @@ def test_a_stage_is_shared_as_a_dataset_that_datasets_loads(excluded, tmp_path, 
     and the audit per suite; a user's mistake is one line and exit 2."""
     import datasets
 
-    from jobs.cli import main
+    from citeflow.jobs.cli import main
     from tests.cards import run_code_blocks
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

@@ -19,8 +19,8 @@ import pyarrow.fs as pafs
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides
+from citeflow.jobs import build_graph, filter_leakage
 from citeflow.tables import read_table
-from jobs import build_graph, filter_leakage
 from tests.conftest import TEST_SPARK_OVERRIDES
 from tests.support.hepth import HepthConfig, require_hepth, write_releases
 

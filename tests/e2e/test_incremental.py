@@ -31,8 +31,8 @@ import pytest
 
 from citeflow.artifacts import ArtifactStore
 from citeflow.config import RunConfig, apply_overrides
+from citeflow.jobs import build_graph, filter_leakage
 from citeflow.tables import read_table
-from jobs import build_graph, filter_leakage
 from tests.conftest import TEST_SPARK_OVERRIDES
 from tests.e2e.contents import table_digest
 from tests.support.readers import assert_tables_read_whole, training_ids, truth_benchmark_ids
@@ -46,8 +46,8 @@ LEAKAGE_HOW = {"paper_keys", "paper_id_lines"}
 
 @pytest.fixture(scope="module")
 def releases(generated_s2ag, tmp_path_factory):
-    from synthcorpus.derive import DeriveConfig
-    from synthcorpus.derive import run as derive
+    from citeflow.synthcorpus.derive import DeriveConfig
+    from citeflow.synthcorpus.derive import run as derive
 
     snap, _ = generated_s2ag
     root = tmp_path_factory.mktemp("releases")
@@ -412,7 +412,7 @@ PBG = [
 
 
 def test_embed_graph_warm_starts_from_the_previous_release(releases, built_r1, tmp_path):
-    from jobs import embed_graph
+    from citeflow.jobs import embed_graph
 
     artifacts, _ = root_with_r1(built_r1, tmp_path)
     first = embed_graph.run(cfg(releases, R1, artifacts, *PBG, "embed_graph.warm_start=auto"))

@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides, profile_overrides
+from citeflow.jobs import mine_triplets
+from citeflow.jobs.filter_leakage.audit import LeakageError
+from citeflow.jobs.pipeline import with_strategy
 from citeflow.tables import read_table
-from jobs import mine_triplets
-from jobs.filter_leakage.audit import LeakageError
-from jobs.pipeline import with_strategy
 from tests.conftest import TEST_SPARK_OVERRIDES
 
 pytestmark = pytest.mark.slow
@@ -198,7 +198,7 @@ def test_report_only_counts_the_benchmark_papers_it_lets_through(mined):
 def test_a_leaked_paper_fails_the_stage_and_leaves_no_version(excluded, monkeypatch):
     import pyarrow as pa
 
-    from jobs.filter_leakage import audit
+    from citeflow.jobs.filter_leakage import audit
 
     cfg, scincl, specter = excluded
     some_pool_paper = pq.read_table(scincl.table_path("training_texts"))["corpus_id"][0].as_py()
@@ -284,7 +284,7 @@ def test_the_triplets_export_loads_every_table_whole_and_its_card_runs(excluded,
     the default, and the card's code runs as printed."""
     import datasets
 
-    from jobs.cli import main
+    from citeflow.jobs.cli import main
     from tests.cards import run_code_blocks
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

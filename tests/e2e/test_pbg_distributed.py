@@ -3,7 +3,7 @@
 - From the command line (`embed_graph.machines=2`, launch=local): the held-out MRR of the 2-rank run is within
   `MRR_TOLERANCE` of a single-machine run on the same import; a rank SIGKILLed mid-run fails `citeflow run`
   with one line (exit 2), ends every other process of the run, commits nothing, and a rerun succeeds.
-- As Airflow runs it (launch=external: rank 0 is the stage, rank 1 `jobs.embed_graph.follow`, separate
+- As Airflow runs it (launch=external: rank 0 is the stage, rank 1 `citeflow.jobs.embed_graph.follow`, separate
   processes that meet through the shared version folder): both finish and commit one version; when rank 0's
   process (the driver) is SIGKILLed, rank 1 stops its PBG rank and fails with one line, nothing is left
   running or committed, and starting both again succeeds.
@@ -51,7 +51,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def upstream(generated_s2orc, tmp_path_factory, spark):
     """An artifact root holding build_graph and filter_leakage of the generated snapshot (built once)."""
-    from jobs import filter_leakage
+    from citeflow.jobs import filter_leakage
 
     snap, _ = generated_s2orc
     root = tmp_path_factory.mktemp("pbg-dist") / "upstream"
@@ -89,7 +89,7 @@ def start(command: list[str], log: Path, tag: str) -> subprocess.Popen:
 
 def cli(upstream, root: Path, tag: str, *extra: str) -> subprocess.Popen:
     snap, _ = upstream
-    command = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", "dist", "--until", "embed_graph"]
+    command = [sys.executable, "-m", "citeflow.jobs.cli", "run", "--snapshot", "dist", "--until", "embed_graph"]
     command += ["--corpus", str(snap / "corpus"), "--scidocs", str(snap / "scidocs")]
     command += ["--paper-ids", str(snap / "paper-ids"), "--artifacts", str(root)]
     for item in [*profile_demo(), *SETTINGS, *extra]:
@@ -109,9 +109,9 @@ def family(tag: str) -> list[tuple[int, list[str]]]:
 
 
 def pbg_rank(tag: str, rank: int) -> int | None:
-    """The pid of PBG rank `rank`'s trainer (`python -m models.pbg_train CONFIG --rank R`, not its guard)."""
+    """The pid of PBG rank `rank`'s trainer (`python -m citeflow.models.pbg.train CONFIG --rank R`, not its guard)."""
     for pid, cmd in family(tag):
-        if cmd[1:3] == ["-m", "models.pbg_train"] and cmd[-3:-1] == ["--rank", str(rank)]:
+        if cmd[1:3] == ["-m", "citeflow.models.pbg.train"] and cmd[-3:-1] == ["--rank", str(rank)]:
             return pid
     return None
 
@@ -156,7 +156,7 @@ def read(root: Path):
 
 @pytest.mark.cluster
 def test_two_local_ranks_match_one_machine_and_a_killed_rank_fails_the_run_cleanly(upstream):
-    from jobs import embed_graph
+    from citeflow.jobs import embed_graph
 
     snap, _ = upstream
     single = embed_graph.run(config(snap, copy_root(upstream, "single")))

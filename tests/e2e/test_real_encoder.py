@@ -16,7 +16,7 @@ import pytest
 
 from citeflow.artifacts import ArtifactStore
 from citeflow.config import RunConfig, apply_overrides, profile_overrides
-from jobs.pipeline import run_pipeline
+from citeflow.jobs.pipeline import run_pipeline
 from tests.conftest import TEST_SPARK_OVERRIDES
 from tests.support.hepth import HepthConfig, require_hepth, write_releases
 from tests.support.real_encoder import real_encoder
@@ -89,9 +89,9 @@ def test_the_exported_model_loads_in_sentence_transformers_with_citeflows_vector
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel
 
-    from jobs.cli.export_model import export_model
-    from jobs.embed_papers import read_papers
-    from models.encoder import paper_text
+    from citeflow.jobs.cli.export_model import export_model
+    from citeflow.jobs.embed_papers import read_papers
+    from citeflow.models.encoder.model import paper_text
 
     config, _, m = pipeline
     out = export_model(

@@ -17,8 +17,8 @@ import pytest
 from citeflow.artifacts import ArtifactStore
 from citeflow.config import RunConfig, apply_overrides, profile_overrides
 from citeflow.errors import CiteflowError
-from jobs import drift
-from jobs.pipeline import run_pipeline
+from citeflow.jobs import drift
+from citeflow.jobs.pipeline import run_pipeline
 from tests.conftest import TEST_SPARK_OVERRIDES
 from tests.support.hepth import HepthConfig, require_hepth, write_releases
 
@@ -87,7 +87,7 @@ def test_release_2_is_backfilled_with_every_warm_start(built):
 
 
 def test_the_drift_report_says_what_release_2_changed(built, capsys):
-    from jobs.cli import main
+    from citeflow.jobs.cli import main
 
     releases, root, first, warm, _ = built
     papers = {r.release: r.papers for r in releases.releases}
@@ -113,7 +113,7 @@ def test_the_drift_report_says_what_release_2_changed(built, capsys):
 
 
 def test_comparing_what_cannot_be_compared_is_one_line(built, capsys):
-    from jobs.cli import main
+    from citeflow.jobs.cli import main
 
     _, root, *_ = built
     store = ArtifactStore(str(root))

@@ -23,8 +23,8 @@ def files_and_mtimes(root):
 
 
 def test_each_release_date_builds_its_own_artifacts_and_reruns_are_cached(generated_s2orc, seeded_artifacts, tmp_path):
-    from synthcorpus.derive import DeriveConfig
-    from synthcorpus.derive import run as derive
+    from citeflow.synthcorpus.derive import DeriveConfig
+    from citeflow.synthcorpus.derive import run as derive
 
     snap, truth = generated_s2orc
     releases = tmp_path / "releases"

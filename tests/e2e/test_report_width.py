@@ -3,7 +3,8 @@ Airflow's iframe beside its navigation): no page is wider than its window, and t
 open with their answer sentence.
 
 The fast half of tests/e2e/test_browser.py's width checks: no Airflow, no Spark. The pages are rendered straight
-from `evaluation.report.write_report` and `cockpit.artifact_view.render_html` over the small artifact root of
+from `citeflow.evaluation.report.write_report` and `citeflow.cockpit.artifact_view.render_html` over the small artifact
+root of
 tests/support/artifact_pages.py (one version of every stage, with what widened the real pages: 20-column tables,
 unbroken ids and paths, a 1,600 px plot, long JSON) and loaded from files. Chromium and Playwright as
 test_browser.py uses them (`needs_chromium`: skipped without either).
@@ -36,7 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict[str, Path]:
     """{name: HTML file}: every stage's Artifacts page and the benchmark version's own report."""
-    from cockpit.artifact_view import render_html, summarize
+    from citeflow.cockpit.artifact_view import render_html, summarize
     from tests.support.artifact_pages import SNAPSHOT, build_root
 
     root = tmp_path_factory.mktemp("pages")
@@ -109,8 +110,8 @@ def screenshots(artifacts: Path, snapshot: str, out: Path) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
     from citeflow.artifacts import ArtifactStore
-    from cockpit.artifact_view import render_html, summarize
-    from evaluation.report import scidocs_input, write_report
+    from citeflow.cockpit.artifact_view import render_html, summarize
+    from citeflow.evaluation.report import scidocs_input, write_report
 
     store = ArtifactStore(str(artifacts))
     (benchmark,) = store.list_versions(snapshot, "benchmark")  # the demo holds one; choose none among several

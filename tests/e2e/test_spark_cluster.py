@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spark.engine.connect_server import free_port
+from citeflow.spark.engine.connect_server import free_port
 from tests.unit.test_tables import make_table
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -102,7 +102,7 @@ def test_build_graph_runs_on_a_standalone_cluster(standalone_cluster, shared_dat
     cmd = [
         sys.executable,
         "-m",
-        "jobs.cli",
+        "citeflow.jobs.cli",
         "run",
         "--snapshot",
         "cluster",
@@ -140,7 +140,7 @@ def connect_server(tmp_path_factory):
     1 GB, shared by this module's tests (each client names its own session); stopped after them, with its
     process group and its private settings folder gone."""
     from citeflow.config import SparkConfig
-    from spark.engine import connect_server as CS
+    from citeflow.spark.engine import connect_server as CS
 
     log = tmp_path_factory.mktemp("connect-server") / "connect-server.log"
     # a planted secret among its settings (an S3 key no test uses): no process may carry it on its command line
@@ -196,7 +196,7 @@ def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc,
     runs = (("s2orc", generated_s2orc, "filter_leakage"), ("s2ag", generated_s2ag, "build_graph"))
     for name, (snap, _), until in runs:
         pinned = C.check_input(name, snap)
-        cmd = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", f"connect-{name}", "--until", until]
+        cmd = [sys.executable, "-m", "citeflow.jobs.cli", "run", "--snapshot", f"connect-{name}", "--until", until]
         cmd += ["--corpus", str(snap / "corpus"), "--scidocs", str(snap / "scidocs")]
         cmd += ["--paper-ids", str(snap / "paper-ids"), "--artifacts", str(artifacts)]
         cmd += ["--set", f"spark.remote={connect_server['remote']}", "--set", "spark.shuffle_partitions=4"]
@@ -245,7 +245,8 @@ def test_spark_stages_run_through_spark_connect(connect_server, generated_s2orc,
 
 
 def test_a_clients_session_is_released_on_the_server_when_it_exits(connect_server):
-    """A client process that exits releases its Spark Connect session (`spark.engine.session._release_at_exit`): a
+    """A client process that exits releases its Spark Connect session
+    (`citeflow.spark.engine.session._release_at_exit`): a
     client that names the same session id afterwards is refused with SESSION_CLOSED. pyspark's own client,
     the control, leaves its session on the server, where a later client finds it open."""
     import uuid
@@ -274,7 +275,7 @@ print(SparkSession.builder.remote(sys.argv[1]).getOrCreate().range(3).count())
 CONNECT_CITEFLOW = """
 import sys
 from citeflow.config import SparkConfig
-from spark.engine.session import get_spark
+from citeflow.spark.engine.session import get_spark
 
 print(get_spark(SparkConfig(remote=sys.argv[1])).range(3).count())
 """
@@ -285,7 +286,7 @@ import sys
 from pyspark.sql import SparkSession
 
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
-from spark import scans as S
+from citeflow.spark import scans as S
 frame = S.read_table(spark, "file://" + sys.argv[2], [100], with_position=True)
 print(sorted((r["id"], r["_file_name"], r["_row_index"]) for r in frame.collect()))
 """
@@ -298,8 +299,8 @@ import pyarrow as pa
 
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 # after the session: the module's UDF is made for the kind of session there is (as in the stages)
-from jobs.filter_leakage.mapping import distinct_ids
-from jobs.filter_leakage import transforms as L
+from citeflow.jobs.filter_leakage.mapping import distinct_ids
+from citeflow.jobs.filter_leakage import transforms as L
 papers = spark.createDataFrame(
     [(1, "Caf\u00e9 au Lait", None, None, None), (2, "Plain Title", None, None, None)],
     "corpus_id long, title string, doi string, pubmed_id string, arxiv_id string",

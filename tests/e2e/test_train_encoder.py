@@ -11,9 +11,9 @@ import pytest
 
 from citeflow.config import apply_overrides
 from citeflow.errors import CiteflowError
+from citeflow.jobs import embed_papers, train_encoder
+from citeflow.jobs.embed_papers import embed_to_parquet
 from citeflow.tables import read_table
-from jobs import embed_papers, train_encoder
-from jobs.embed_papers import embed_to_parquet
 from tests.support.encoder import TINY
 
 pytestmark = pytest.mark.slow

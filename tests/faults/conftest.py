@@ -113,7 +113,7 @@ class World:
         from citeflow.redaction import redact_setting
 
         assert self.settings_file is not None
-        command = [sys.executable, "-m", "jobs.cli", "run", "--snapshot", SNAPSHOT]
+        command = [sys.executable, "-m", "citeflow.jobs.cli", "run", "--snapshot", SNAPSHOT]
         command += ["--corpus", str(self.snapshot / "corpus"), "--scidocs", str(self.snapshot / "scidocs")]
         command += ["--paper-ids", str(self.snapshot / "paper-ids"), "--artifacts", str(root), "--until", until]
         command += ["--settings", str(self.settings_file), *args]
@@ -267,10 +267,10 @@ def read(root: Path, stage: str):
 def world(tmp_path_factory, spark) -> World:
     import pyarrow.parquet as pq
 
+    from citeflow.jobs import filter_leakage, mine_triplets, train_encoder
+    from citeflow.jobs.cli import main as cli
+    from citeflow.models.encoder.model import build_small, paper_text
     from citeflow.redaction import redact_setting
-    from jobs import filter_leakage, mine_triplets, train_encoder
-    from jobs.cli import main as cli
-    from models.encoder import build_small, paper_text
 
     tmp = tmp_path_factory.mktemp("faults")
     snapshot = tmp / "snapshot"

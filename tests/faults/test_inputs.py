@@ -18,9 +18,9 @@ def test_no_secret_in_any_file_under_the_root_in_the_logs_xcom_or_the_artifacts_
     from airflow.sdk.exceptions import AirflowNotFoundException, AirflowSkipException
 
     from citeflow.artifacts import ArtifactStore
+    from citeflow.cockpit import orchestration, run_settings
+    from citeflow.cockpit.artifact_view import render_html, summarize
     from citeflow.registry import REGISTRY
-    from cockpit import orchestration, run_settings
-    from cockpit.artifact_view import render_html, summarize
 
     monkeypatch.setenv("AIRFLOW_VAR_CITEFLOW_INPUT_ROOTS", str(world.tmp))  # the folders this Airflow may read
     files = [p for p in world.reference.rglob("*") if p.is_file()]
@@ -101,7 +101,7 @@ def _corpus_copy(world, name):
 def test_an_unreadable_shard_fails_with_one_line_naming_it(world, damage):
     from citeflow.artifacts import ArtifactStore
     from citeflow.errors import CiteflowError
-    from jobs import build_graph
+    from citeflow.jobs import build_graph
 
     corpus = _corpus_copy(world, f"corpus-{damage.replace(' ', '-')}")
     shard = sorted((corpus / "metadata").glob("*.jsonl.gz"))[-1]
@@ -119,7 +119,7 @@ def test_an_unreadable_shard_fails_with_one_line_naming_it(world, damage):
 
 
 def test_a_corrupt_manifest_of_another_snapshot_is_skipped_with_a_warning(world, caplog):
-    from jobs import build_graph
+    from citeflow.jobs import build_graph
 
     reference = world.manifests["build_graph"]
     root = world.copy("other-snapshot", without=("filter_leakage", "embed_graph", "mine_triplets", "train_encoder"))
@@ -138,7 +138,7 @@ def test_a_line_that_is_not_utf8_is_kept_as_bytes_and_every_reader_opens_the_tab
     import pyarrow.dataset as ds
 
     from citeflow.artifacts import ArtifactStore
-    from cockpit.artifact_view import render_html, summarize
+    from citeflow.cockpit.artifact_view import render_html, summarize
 
     manifest = world.manifests["build_graph"]
     table = ds.dataset(manifest.table_path("rejected"), format="parquet", ignore_prefixes=[".", "_"]).to_table()
@@ -162,7 +162,7 @@ def test_the_minor_attacks_end_in_one_line(world):
 def test_a_shard_that_links_outside_the_corpus_folder_is_refused_before_any_work(world, tmp_path, capsys):
     """A shard `metadata_1.jsonl -> /etc/passwd` was followed and its lines stored in the committed `rejected`
     table; now the run stops in one line, and writes nothing."""
-    from jobs.cli import main
+    from citeflow.jobs.cli import main
 
     corpus = _corpus_copy(world, "linked-corpus")
     (corpus / "metadata" / "metadata_1.jsonl").symlink_to("/etc/passwd")
@@ -221,8 +221,8 @@ def test_invalid_utf8_inside_a_title_is_counted_not_silent(world, capsys):
     import pyarrow.dataset as ds
 
     from citeflow.artifacts import ArtifactStore
-    from cockpit.artifact_view import render_html, summarize
-    from jobs.cli import main
+    from citeflow.cockpit.artifact_view import render_html, summarize
+    from citeflow.jobs.cli import main
 
     reference = world.manifests["build_graph"]
     assert reference.metrics["lossy_text"] == {}  # the generated corpus holds none

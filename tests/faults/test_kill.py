@@ -41,7 +41,7 @@ def _version_folder(root: Path, stage: str, version: str) -> Path:
 @pytest.mark.parametrize("point", ["child-started", "training", "before-commit"])
 def test_embed_graph_killed_then_rerun_equals_an_uninterrupted_run(world, point):
     from citeflow.artifacts import ArtifactStore
-    from jobs import embed_graph
+    from citeflow.jobs import embed_graph
 
     reference = world.manifests["embed_graph"]
     root = world.copy(f"kill-embed-{point}", without=("embed_graph", "mine_triplets", "train_encoder"))
@@ -75,7 +75,7 @@ def test_embed_graph_killed_then_rerun_equals_an_uninterrupted_run(world, point)
 @pytest.mark.parametrize("point", ["child-started", "training"])
 def test_train_encoder_killed_then_rerun_equals_an_uninterrupted_run(world, point, capfd):
     from citeflow.artifacts import ArtifactStore
-    from jobs import train_encoder
+    from citeflow.jobs import train_encoder
 
     reference = world.manifests["train_encoder"]
     root = world.copy(f"kill-encoder-{point}", without=("train_encoder",))

@@ -25,11 +25,11 @@ def test_no_process_of_a_run_carries_the_secret_on_its_command_line(world):
     # every kind of process: the run itself, the local Spark driver's JVM (filter_leakage, mine_triplets),
     # the guards of child processes, PBG's trainer (embed_graph) and the encoder's trainer (train_encoder)
     for kind in (
-        "-m jobs.cli run",
+        "-m citeflow.jobs.cli run",
         "org.apache.spark.deploy.SparkSubmit",
         "-m citeflow.process",
-        "-m models.pbg_train",
-        "-m models.train_encoder",
+        "-m citeflow.models.pbg.train",
+        "-m citeflow.models.training.train",
     ):
         assert any(kind in command for command in seen), (kind, seen)
     assert watch.carrying(SECRET) == []

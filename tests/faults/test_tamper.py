@@ -12,7 +12,7 @@ from tests.faults.conftest import SNAPSHOT, digest, error_lines, finish, read
 
 
 def _verify(root, capsys, stage):
-    from jobs.cli import main
+    from citeflow.jobs.cli import main
 
     code = main(["verify", "--artifacts", str(root), "--snapshot", SNAPSHOT, "--stage", stage])
     return code, capsys.readouterr().out
@@ -25,8 +25,8 @@ def _first_part(folder):
 def test_edited_manifest_and_deleted_part_of_build_graph(world, capsys):
     """The issue's attack: edit `tables.papers.rows`, delete a part. Before: `citeflow artifacts` showed the
     edited count, the rerun said "up to date" and filter_leakage was built on the damaged table."""
+    from citeflow.jobs import build_graph, filter_leakage
     from citeflow.manifest import DamagedVersion
-    from jobs import build_graph, filter_leakage
 
     reference = world.manifests["build_graph"]
     root = world.copy("tamper-build-graph", without=("filter_leakage", "embed_graph", "mine_triplets", "train_encoder"))
@@ -59,8 +59,8 @@ def test_edited_manifest_and_deleted_part_of_build_graph(world, capsys):
 
 
 def test_truncated_file_is_found_and_repaired_to_the_reference(world, capsys):
+    from citeflow.jobs import embed_graph
     from citeflow.manifest import DamagedVersion
-    from jobs import embed_graph
 
     reference = world.manifests["embed_graph"]
     root = world.copy("tamper-embed-graph", without=("mine_triplets", "train_encoder"))
@@ -81,7 +81,7 @@ def test_truncated_file_is_found_and_repaired_to_the_reference(world, capsys):
 
 
 def test_same_size_tampering_is_found_by_verify_and_by_repair(world, capsys):
-    from jobs import mine_triplets
+    from citeflow.jobs import mine_triplets
 
     reference = world.manifests["mine_triplets"]
     root = world.copy("tamper-mine", without=("train_encoder",))

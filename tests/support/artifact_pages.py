@@ -14,7 +14,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from evaluation.scidocs import HEADLINE
+from citeflow.evaluation.scidocs import HEADLINE
 
 SNAPSHOT = "pages"
 TRAINED = "scincl trained (train_encoder e51bb208)"
@@ -97,10 +97,10 @@ def _wide_rows(count: int, columns: int) -> list[dict[str, Any]]:
 def build_root(root: Path) -> tuple[Any, dict[str, str]]:
     """(store, {stage: version}): one version of every stage in `root`/artifacts, the benchmark's with its report."""
     from citeflow.artifacts import ArtifactStore
+    from citeflow.evaluation.report import write_report
     from citeflow.registry import STAGES
     from citeflow.snapshot import fingerprint_path
     from citeflow.stage import execute
-    from evaluation.report import write_report
 
     root = Path(root)
     store = ArtifactStore(str(root / "artifacts"))

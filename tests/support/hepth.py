@@ -77,8 +77,8 @@ import numpy as np
 
 from citeflow.diffs import DATASETS, FOLDER, PAPER_IDS, diff_folder, step_folder, write_manifest
 from citeflow.errors import CiteflowError
-from synthcorpus.config import field_help
-from synthcorpus.outputs import write_gzip, write_json
+from citeflow.synthcorpus.config import field_help
+from citeflow.synthcorpus.outputs import write_gzip, write_json
 
 HEPTH_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "hepth"
 PAPERS_FILE = "papers-1992-2001.jsonl.gz"

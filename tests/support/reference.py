@@ -19,7 +19,7 @@ def expected(name: str) -> dict:
 
 def load_vectors():
     """The reference's embeddings, as the benchmark stage loads them."""
-    from evaluation.embeddings import load_embeddings
+    from citeflow.evaluation.embeddings import load_embeddings
 
     return load_embeddings(str(REFERENCE / "embeddings.parquet"))
 

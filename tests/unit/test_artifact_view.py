@@ -7,9 +7,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.artifacts import ArtifactStore
+from citeflow.cockpit.artifact_view import render_html, summarize, xcom_target
 from citeflow.errors import CiteflowError
 from citeflow.stage import execute
-from cockpit.artifact_view import render_html, summarize, xcom_target
 
 # the 8-byte PNG signature plus a few bytes: the page inlines the file, it does not decode it
 PNG = b"\x89PNG\r\n\x1a\n" + b"citeflow"
@@ -91,13 +91,13 @@ def test_xcom_that_names_no_artifact_opens_nothing(value):
     "raw, expected", [("3", 3), ("-1", -1), ("{MAP_INDEX}", -1), ("", -1), (None, -1), ("-7", -1), ("0", 0)]
 )
 def test_map_index_placeholder_left_by_airflow_means_unmapped(raw, expected):
-    from cockpit.artifact_view import map_index_of
+    from citeflow.cockpit.artifact_view import map_index_of
 
     assert map_index_of(raw) == expected
 
 
 def test_headline_puts_the_known_metrics_first_and_flattens_one_level():
-    from cockpit.orchestration import HEADLINE_MAX, headline
+    from citeflow.cockpit.orchestration import HEADLINE_MAX, headline
 
     metrics = {
         "zeta": 1,
@@ -298,7 +298,7 @@ def test_every_stage_page_fits_its_window(tmp_path):
 
 
 def test_sample_floats_are_rounded_to_six_digits_and_short_ones_kept():
-    from cockpit.artifact_view import _cell
+    from citeflow.cockpit.artifact_view import _cell
 
     assert _cell(30.538220191145076) == "30.5382"
     assert _cell(42.0) == "42.0" and _cell(0.125) == "0.125" and _cell(7) == "7"

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from citeflow.errors import CiteflowError
-from evaluation.beir import read_beir, split_ids
-from evaluation.mteb_retrieval import TASKS, RetrievalTask, mrr, retrieval_scores
+from citeflow.evaluation.beir import read_beir, split_ids
+from citeflow.evaluation.mteb_retrieval import TASKS, RetrievalTask, mrr, retrieval_scores
 
 HEADER = "query-id\tcorpus-id\tscore\n"
 

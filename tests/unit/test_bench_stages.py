@@ -35,7 +35,7 @@ def run_bench(script: str, *args: str, timeout: float) -> str:
 
 
 def citeflow(*args: str, timeout: float = 240) -> str:
-    return run(f"citeflow {args[0]}", [sys.executable, "-m", "jobs.cli", *args], timeout)
+    return run(f"citeflow {args[0]}", [sys.executable, "-m", "citeflow.jobs.cli", *args], timeout)
 
 
 def run(name: str, cmd: list[str], timeout: float) -> str:
@@ -227,7 +227,7 @@ def test_the_scale_bench_runs_the_four_stages_and_reports_each(tmp_path):
 
 def test_the_breakdown_bench_names_every_spark_job_by_its_step_and_accounts_for_the_wall_time(tmp_path):
     """`bench/spark_breakdown.py` on 300 papers: every Spark job of both stages carries the step its stage named
-    (`spark.engine.session.step`), and the parts of each process's wall time fit in it."""
+    (`citeflow.spark.engine.session.step`), and the parts of each process's wall time fit in it."""
     snap = tmp_path / "snap"
     citeflow("generate", "--papers", "300", "--seed", "5", "--out", str(snap))
     out = tmp_path / "out"

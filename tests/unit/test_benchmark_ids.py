@@ -4,7 +4,7 @@ import pyarrow.compute as pc
 import pytest
 
 from citeflow.errors import CiteflowError
-from jobs.filter_leakage.benchmark_ids import Collecting, collect
+from citeflow.jobs.filter_leakage.benchmark_ids import Collecting, collect
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 

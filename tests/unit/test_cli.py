@@ -8,13 +8,13 @@ import sys
 import pytest
 
 from citeflow.errors import CiteflowError
-from jobs.cli import main
-from spark.engine import session
+from citeflow.jobs.cli import main
+from citeflow.spark.engine import session
 
 
 def run_cli(*args, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "jobs.cli", *args], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "citeflow.jobs.cli", *args], capture_output=True, text=True, timeout=120, env=env
     )
 
 
@@ -42,8 +42,8 @@ def test_corpus_of_unknown_layout_is_explained(tmp_path):
 
 
 def test_until_names_the_stages_to_run():
+    from citeflow.jobs.pipeline import stages_until
     from citeflow.registry import STAGES
-    from jobs.pipeline import stages_until
 
     assert stages_until("build_graph") == ["build_graph"]
     assert stages_until(None) == list(STAGES)
@@ -72,7 +72,7 @@ def test_late_mistakes_are_caught_before_any_work(tmp_path, args, message):
 
 def test_the_full_profile_needs_no_encoder_when_it_stops_before_training(tmp_path):
     from citeflow.config import RunConfig, apply_overrides, profile_overrides
-    from jobs.pipeline import preflight, stages_until
+    from citeflow.jobs.pipeline import preflight, stages_until
 
     corpus = tmp_path / "corpus" / "metadata"
     corpus.mkdir(parents=True)
@@ -85,7 +85,7 @@ def test_the_full_profile_needs_no_encoder_when_it_stops_before_training(tmp_pat
 
 def test_a_remote_root_is_refused_before_any_work_for_the_stages_that_write_local_files(tmp_path):
     from citeflow.config import RunConfig
-    from jobs.pipeline import preflight, stages_until
+    from citeflow.jobs.pipeline import preflight, stages_until
 
     corpus = tmp_path / "corpus" / "metadata"
     corpus.mkdir(parents=True)
@@ -127,7 +127,7 @@ def test_old_java_is_one_clear_message(tmp_path, monkeypatch):
 def test_missing_java_is_one_clear_message(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path), "JAVA_HOME": ""}
     env.pop("JAVA_HOME")
-    script = "from spark.engine.session import check_java; check_java()"
+    script = "from citeflow.spark.engine.session import check_java; check_java()"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert "Java 17 or newer and none was found" in done.stderr
 

@@ -273,7 +273,7 @@ def test_every_numeric_setting_has_its_range_in_its_field_shown_and_checked(caps
     import dataclasses
     import typing
 
-    from jobs.cli import main
+    from citeflow.jobs.cli import main
 
     defaults = RunConfig(snapshot="x", corpus="x")
     numeric = []

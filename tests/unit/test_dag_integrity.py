@@ -18,8 +18,8 @@ HEAVY = [
     "pandas",
     "matplotlib",
     "h5py",
-    "spark",
-    "jobs.build_graph",
+    "citeflow.spark",
+    "citeflow.jobs.build_graph",
 ]
 
 PROBE = """

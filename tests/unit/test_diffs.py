@@ -89,7 +89,7 @@ def test_a_missing_paper_ids_folder_is_one_line_even_beside_a_diffs_folder(tmp_p
     must exist (jobs/filter_leakage/paper_ids_diff.py `find`); the diffs folder beside it is the release's."""
     from citeflow.artifacts import ArtifactStore
     from citeflow.config import RunConfig
-    from jobs.filter_leakage import paper_ids_diff as P
+    from citeflow.jobs.filter_leakage import paper_ids_diff as P
 
     (tmp_path / "r2" / "diffs").mkdir(parents=True)
     config = RunConfig(
@@ -132,8 +132,8 @@ def test_a_diff_without_every_corpus_manifest_is_not_applied(tmp_path, caplog):
     from the shards (jobs/build_graph.py `find_diff`), and `read_diff` refuses it."""
     from citeflow.artifacts import ArtifactStore
     from citeflow.config import RunConfig
+    from citeflow.jobs import build_graph
     from citeflow.snapshot import Snapshot
-    from jobs import build_graph
 
     diffs = tmp_path / "r2" / "diffs"
     layout(diffs, "r1", "r2", datasets=("papers", "citations"))  # no abstracts.json
@@ -156,8 +156,8 @@ def test_a_version_made_without_paper_ids_is_no_base_for_the_paper_ids_diff(tmp_
 
     from citeflow.artifacts import ArtifactStore
     from citeflow.config import RunConfig
+    from citeflow.jobs.filter_leakage import paper_ids_diff as P
     from citeflow.stage import execute
-    from jobs.filter_leakage import paper_ids_diff as P
 
     def build(path: str):
         (Path(path) / P.TABLE).mkdir(parents=True)

@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.errors import CiteflowError
-from evaluation import drift as D
+from citeflow.evaluation import drift as D
 
 
 class Version:

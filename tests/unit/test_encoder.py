@@ -13,13 +13,16 @@ import pytest
 import torch
 
 from citeflow.errors import CiteflowError
-from models import prefetch, train_checkpoints, train_plan, train_step
-from models import train_encoder as trainer
-from models.encoder import build_small, load, paper_text, pool
-from models.losses import triplet_loss
-from models.token_batches import TokenStore, collate
-from models.train_encoder import TrainSpec
-from models.train_step import accumulate_gradients
+from citeflow.models.encoder.model import build_small, load, paper_text, pool
+from citeflow.models.training import checkpoints as train_checkpoints
+from citeflow.models.training import plan as train_plan
+from citeflow.models.training import prefetch as prefetch
+from citeflow.models.training import step as train_step
+from citeflow.models.training import train as trainer
+from citeflow.models.training.losses import triplet_loss
+from citeflow.models.training.step import accumulate_gradients
+from citeflow.models.training.token_batches import TokenStore, collate
+from citeflow.models.training.train import TrainSpec
 
 REPO = Path(__file__).resolve().parents[2]
 WORDS = (
@@ -166,7 +169,7 @@ def make_spec(small, tmp_path, name, **over):
 
 
 def train(run, nproc=1, env=None):
-    module = ["-m", "models.train_encoder", str(run / "spec.json")]
+    module = ["-m", "citeflow.models.training.train", str(run / "spec.json")]
     command = (
         [sys.executable, *module]
         if nproc == 1
@@ -336,7 +339,7 @@ def test_ddp_all_reduces_once_per_optimizer_step(tmp_path):
 
 
 def test_group_by_length_sorts_each_mega_batch_longest_first():
-    from models.token_batches import group_by_length
+    from citeflow.models.training.token_batches import group_by_length
 
     lengths = np.array([10, 40, 20, 80, 30, 70, 50, 60, 90])
     order = np.array([5, 2, 7, 0, 3, 1, 6, 4])
@@ -352,7 +355,7 @@ def test_group_by_length_sorts_each_mega_batch_longest_first():
 
 
 def test_shuffle_groups_moves_whole_batches_within_their_mega_batch():
-    from models.token_batches import shuffle_groups
+    from citeflow.models.training.token_batches import shuffle_groups
 
     order = np.arange(26)
     out = shuffle_groups(order, batch=2, group=4, rng=np.random.default_rng(0))
@@ -365,7 +368,7 @@ def test_shuffle_groups_moves_whole_batches_within_their_mega_batch():
 
 
 def test_padding_share_by_hand():
-    from models.token_batches import padding_share
+    from citeflow.models.training.token_batches import padding_share
 
     lengths = np.array([[3, 5, 2], [4, 4, 4], [1, 1, 1], [2, 2, 6]])
     # batch [0 1]: 22 tokens padded to 6 x 5 = 30; batch [2 3]: 13 tokens padded to 6 x 6 = 36
@@ -394,7 +397,7 @@ def test_epoch_order_is_seeded_and_groups_lengths():
     generator = torch.Generator().manual_seed(3 * 1000 + 1)
     assert np.array_equal(train_plan.epoch_order(plain, 1, lengths), torch.randperm(640, generator=generator).numpy())
     # grouping keeps each batch's triplets but makes micro-batches of similar length
-    from models.token_batches import padding_share
+    from citeflow.models.training.token_batches import padding_share
 
     grouped_share = padding_share(lengths[:, None], a.reshape(-1, 4))
     plain_share = padding_share(lengths[:, None], train_plan.epoch_order(plain, 1, lengths).reshape(-1, 4))
@@ -405,7 +408,7 @@ def test_epoch_order_is_seeded_and_groups_lengths():
 
 
 def test_collate_rows_matches_collate(small, tmp_path):
-    from models.token_batches import collate_pieces, collate_rows
+    from citeflow.models.training.token_batches import collate_pieces, collate_rows
 
     tokenizer, _ = load(str(small), tokenizer_only=True)
     ids, titles, abstracts = corpus()
@@ -481,7 +484,7 @@ def test_the_device_paths_run_on_cpu(small, tmp_path):
 
 
 def test_embed_papers_groups_lengths_and_keeps_the_input_order(small, tmp_path):
-    from jobs.embed_papers import embed_to_parquet
+    from citeflow.jobs.embed_papers import embed_to_parquet
 
     ids, titles, abstracts = corpus(n=24)
     papers = [
@@ -558,7 +561,7 @@ def test_the_small_vocabulary_numbers_its_tokens_in_a_fixed_order(tmp_path):
 
     from tokenizers import Tokenizer
 
-    from models.encoder import canonical_vocab
+    from citeflow.models.encoder.model import canonical_vocab
 
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     ids, titles, abstracts = corpus(200, seed=4)

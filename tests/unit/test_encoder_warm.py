@@ -1,4 +1,4 @@
-"""models/encoder_warm.py: which previous model may start a run, and how many steps the warm run trains."""
+"""models/training/warm.py: which previous model may start a run, and how many steps the warm run trains."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 
 from citeflow.config import RunConfig, apply_overrides
 from citeflow.errors import CiteflowError
-from models.encoder_warm import check_compatible, warm_steps
+from citeflow.models.training.warm import check_compatible, warm_steps
 
 
 def folder(path, vocab="a\nb\n", **config):

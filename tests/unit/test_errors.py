@@ -28,7 +28,7 @@ def test_the_machines_state_is_named_with_its_file_and_fix():
 
 
 def test_the_command_line_ends_such_a_failure_and_an_interruption_in_one_line(monkeypatch, capsys):
-    import jobs.cli as cli
+    import citeflow.jobs.cli as cli
 
     def full(_args):
         raise OSError(errno.ENOSPC, "No space left on device", "/full/root/x")
@@ -59,7 +59,7 @@ def test_the_command_line_ends_such_a_failure_and_an_interruption_in_one_line(mo
 def test_a_model_folder_of_pickled_objects_is_refused_without_running_them(tmp_path):
     import torch
 
-    from models.encoder import check_model_dir
+    from citeflow.models.encoder.model import check_model_dir
 
     witness = tmp_path / "ran"
 

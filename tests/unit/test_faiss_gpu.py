@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.faiss_build import faiss_build_problem, installed_faiss
+from citeflow.models.triplets.faiss_build import faiss_build_problem, installed_faiss
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,7 +71,7 @@ def _vectors(n=20_000, dim=64, seed=0):
 @pytest.mark.gpu
 @needs_gpu
 def test_gpu_flat_search_finds_the_exact_neighbours():
-    from models.knn import build_index, search_neighbours
+    from citeflow.models.triplets.knn import build_index, search_neighbours
 
     vectors = _vectors()
     queries = np.arange(0, 20_000, 97)
@@ -88,7 +88,7 @@ def test_gpu_flat_search_finds_the_exact_neighbours():
 @pytest.mark.gpu
 @needs_gpu
 def test_gpu_ivf_search_recall_and_the_k_limit_falls_back_to_the_cpu(caplog):
-    from models.knn import GPU_MAX_K, build_index, neighbour_recall, search_neighbours
+    from citeflow.models.triplets.knn import GPU_MAX_K, build_index, neighbour_recall, search_neighbours
 
     vectors = _vectors()
     queries = np.arange(0, 20_000, 211)

@@ -310,7 +310,7 @@ def test_user_errors_are_one_line(tmp_path):
 def test_the_benchmark_is_scored_by_the_scidocs_evaluator_and_the_command_line_writes_it(tmp_path, capsys):
     import numpy as np
 
-    from evaluation.scidocs import evaluate
+    from citeflow.evaluation.scidocs import evaluate
     from tests.support.hepth import main
 
     require_hepth()

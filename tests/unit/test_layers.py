@@ -1,5 +1,9 @@
 """Layers import one way: dags -> cockpit -> jobs -> spark, models, evaluation, synthcorpus -> citeflow (the core).
 
+The folders jobs/, spark/, models/, evaluation/, cockpit/ and synthcorpus/ are installed as `citeflow.<folder>`
+(setup.py), so an import of `citeflow.jobs.pipeline` is an import of the jobs layer, and `citeflow.config` one of
+the core.
+
 Every `import` in the project's packages, also the ones inside functions, is read with `ast` and its target
 placed in a layer; a module may import its own package and the layers below it, never one above it nor a
 sibling of the same layer (spark, models and evaluation share what they need through the core).
@@ -26,18 +30,58 @@ LAYER = {
 }
 
 
+FOLDERS = ("jobs", "spark", "models", "evaluation", "cockpit", "synthcorpus")  # installed as citeflow.<folder>
+
+
+def layer_of(module: str) -> str | None:
+    """The layer (a key of LAYER) of a dotted module name, None outside the project."""
+    parts = module.split(".")
+    if parts[0] == "citeflow":
+        return parts[1] if len(parts) > 1 and parts[1] in FOLDERS else "citeflow"
+    return parts[0] if parts[0] in LAYER else None
+
+
+def module_name(path: Path, root: Path) -> str:
+    """The dotted name `path` (under `root`) is imported by: `citeflow.jobs.pipeline` for jobs/pipeline.py."""
+    parts = path.relative_to(root).with_suffix("").parts
+    parts = parts[:-1] if parts[-1] == "__init__" else parts
+    return ".".join(("citeflow", *parts) if parts[0] in FOLDERS else parts)
+
+
 def imported_packages(path: Path, root: Path) -> list[tuple[int, str]]:
-    """(line, top-level package) of every import in `path` that names one of the project's packages."""
+    """(line, layer) of every import in `path` that names one of the project's packages."""
     package = path.relative_to(root).parts[0]
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            layers = [layer_of(alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            names = [package] if node.level else [node.module or ""]
+            layers = [package] if node.level else [layer_of(node.module or "")]
         else:
             continue
-        found += [(node.lineno, name.split(".")[0]) for name in names if name.split(".")[0] in LAYER]
+        found += [(node.lineno, layer) for layer in layers if layer is not None]
+    return found
+
+
+def test_no_module_imports_a_folder_by_its_bare_name():
+    """`import jobs` / `from models...` would find the folder only from the repository's root: the installed
+    names are citeflow.<folder>, and a user's own `models/` must never shadow them."""
+    bare = []
+    for package in LAYER:
+        for path in sorted((REPO / package).rglob("*.py")):
+            bare += [f"{path.relative_to(REPO)}:{line}" for line, name in bare_imports(path) if name in FOLDERS]
+    for path in sorted((REPO / "tests").rglob("*.py")) + sorted((REPO / "bench").rglob("*.py")):
+        bare += [f"{path.relative_to(REPO)}:{line}" for line, name in bare_imports(path) if name in FOLDERS]
+    assert bare == []
+
+
+def bare_imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.lineno, node.module.split(".")[0]))
     return found
 
 
@@ -63,18 +107,24 @@ def test_no_import_runs_upward_or_sideways():
     [
         (
             "citeflow/bad.py",
-            "def f():\n    from jobs import pipeline\n",
+            "def f():\n    from citeflow.jobs import pipeline\n",
             "citeflow/bad.py:2 imports jobs (above citeflow)",
         ),
-        ("spark/bad.py", "from evaluation.metrics import x\n", "spark/bad.py:1 imports evaluation (beside spark)"),
-        ("jobs/bad.py", "import cockpit.orchestration\n", "jobs/bad.py:1 imports cockpit (above jobs)"),
+        (
+            "spark/bad.py",
+            "from citeflow.evaluation.metrics import x\n",
+            "spark/bad.py:1 imports evaluation (beside spark)",
+        ),
+        ("jobs/bad.py", "import citeflow.cockpit.orchestration\n", "jobs/bad.py:1 imports cockpit (above jobs)"),
     ],
 )
 def test_an_upward_import_is_found(tmp_path, module, source, expected):
     for package in LAYER:
         (tmp_path / package).mkdir()
     (tmp_path / module).write_text(source)
-    (tmp_path / "dags" / "ok.py").write_text("from cockpit import orchestration\nfrom citeflow import config\n")
+    (tmp_path / "dags" / "ok.py").write_text(
+        "from citeflow.cockpit import orchestration\nfrom citeflow import config\n"
+    )
 
     assert violations(tmp_path) == [expected]
 
@@ -111,8 +161,8 @@ def test_nothing_reads_the_newest_version():
         "jobs/cli/export_model.py",
         "jobs/filter_leakage/paper_keys.py",
         "jobs/filter_leakage/paper_ids_diff.py",
-        "models/encoder_warm.py",
-        "models/pbg_warm.py",
+        "models/training/warm.py",
+        "models/pbg/warm.py",
     }
     assert by_age == []
 
@@ -207,8 +257,7 @@ def import_circles(root: Path = REPO) -> list[list[str]]:
     modules = {}
     for package in LAYER:
         for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+            modules[module_name(path, root)] = path
     edges: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
@@ -266,8 +315,8 @@ def test_no_import_circle():
 def test_an_import_circle_is_found(tmp_path):
     for package in LAYER:
         (tmp_path / package).mkdir()
-    (tmp_path / "jobs" / "a.py").write_text("def f():\n    from jobs import b\n")
-    (tmp_path / "jobs" / "b.py").write_text("from jobs.c import x\n")
+    (tmp_path / "jobs" / "a.py").write_text("def f():\n    from citeflow.jobs import b\n")
+    (tmp_path / "jobs" / "b.py").write_text("from citeflow.jobs.c import x\n")
     (tmp_path / "jobs" / "c.py").write_text("from . import a\n")
 
-    assert import_circles(tmp_path) == [["jobs.a", "jobs.b", "jobs.c"]]
+    assert import_circles(tmp_path) == [["citeflow.jobs.a", "citeflow.jobs.b", "citeflow.jobs.c"]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluation.lightning_svr import LinearSVR, fit_path
+from citeflow.evaluation.lightning_svr import LinearSVR, fit_path
 
 
 def test_the_permutation_rng_is_mt19937_seeded_as_randomkit():

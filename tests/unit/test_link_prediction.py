@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from evaluation.link_prediction import link_prediction
+from citeflow.evaluation.link_prediction import link_prediction
 
 
 def test_a_query_that_ties_with_every_entity_has_a_known_rank_whatever_the_draw():

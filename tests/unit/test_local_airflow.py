@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.local_airflow import (
+from citeflow.cockpit.local_airflow import (
     EXECUTION_API_TIMEOUT_S,
     LocalAirflowConfig,
     TaskLog,
@@ -100,7 +100,9 @@ def test_make_demo_and_make_airflow_use_one_home(tmp_path):
         timeout=60,
     )
     assert dry.returncode == 0, dry.stderr
-    launches = [shlex.split(line.split(">")[0]) for line in dry.stdout.splitlines() if "cockpit.local_airflow" in line]
+    launches = [
+        shlex.split(line.split(">")[0]) for line in dry.stdout.splitlines() if "citeflow.cockpit.local_airflow" in line
+    ]
     assert len(launches) == 2, dry.stdout
     demo, server = launches
     assert demo[demo.index("--dags-test") + 1] == "citeflow_rebuild" and "--dags-test" not in server

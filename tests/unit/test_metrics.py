@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from evaluation import scidocs as S
-from evaluation import scirepeval as R
-from evaluation.metrics import average_precision, evaluate_run, measure, ndcg, precision_at, rank
+from citeflow.evaluation import scidocs as S
+from citeflow.evaluation import scirepeval as R
+from citeflow.evaluation.metrics import average_precision, evaluate_run, measure, ndcg, precision_at, rank
 
 
 def test_average_precision_by_hand():
@@ -114,7 +114,7 @@ def test_macro_f1_of_the_svm_by_hand():
     # F1(a) = 2 * (1/2 * 1) / (1/2 + 1) = 2/3, F1(b) = 2 * (1 * 1/2) / (1 + 1/2) = 2/3, macro = 2/3
     from sklearn.metrics import f1_score
 
-    from evaluation.svm import fit_classifier
+    from citeflow.evaluation.svm import fit_classifier
 
     x = np.array([[0.0, 1], [0.1, 1], [1.0, 1], [1.1, 1], [0.05, 1], [1.05, 1]])
     model, c = fit_classifier(x, ["a", "a", "b", "b", "a", "b"], grid=[10.0])

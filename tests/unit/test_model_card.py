@@ -3,7 +3,7 @@ against a real export in tests/e2e/test_benchmark.py."""
 
 import ast
 
-from evaluation.model_card import describe_base, model_card
+from citeflow.evaluation.model_card import describe_base, model_card
 from tests.cards import code_blocks
 
 MINILM = {"model_type": "bert", "num_hidden_layers": 6, "hidden_size": 384, "vocab_size": 30522}

@@ -1,5 +1,6 @@
-"""A broken `train_encoder.model` folder is one line before any stage runs (`models.encoder.check_model_folder`,
-called by `jobs.pipeline.preflight`), not a child's traceback after the graph side was built."""
+"""A broken `train_encoder.model` folder is one line before any stage runs
+(`citeflow.models.encoder.folder.check_model_folder`,
+called by `citeflow.jobs.pipeline.preflight`), not a child's traceback after the graph side was built."""
 
 import json
 import shutil
@@ -7,8 +8,8 @@ import shutil
 import pytest
 
 from citeflow.errors import CiteflowError
-from models.encoder import build_small
-from models.model_folder import check_model_folder
+from citeflow.models.encoder.folder import check_model_folder
+from citeflow.models.encoder.model import build_small
 from tests.unit.test_cli import run_cli
 
 TEXTS = [f"paper {i} about graph embeddings and citation {i % 7} with words {i * 3}" for i in range(60)]

@@ -1,4 +1,4 @@
-"""What a model folder says about its use (models/model_folder.py `folder_usage`, `resolve_usage`), the
+"""What a model folder says about its use (models/encoder/folder.py `folder_usage`, `resolve_usage`), the
 sentence-transformers files citeflow writes (`write_sentence_transformers_files`) and the quiet loading of a
 checkpoint's pooler head, checked against sentence-transformers itself on the real all-MiniLM-L6-v2 and on the
 repository's small BERT."""
@@ -16,9 +16,9 @@ import pytest
 
 from citeflow.config import TrainEncoderConfig
 from citeflow.errors import CiteflowError
-from jobs.embed_papers import embed_to_parquet
-from models.encoder import build_small, load, paper_text
-from models.model_folder import folder_usage, resolve_usage, write_sentence_transformers_files
+from citeflow.jobs.embed_papers import embed_to_parquet
+from citeflow.models.encoder.folder import folder_usage, resolve_usage, write_sentence_transformers_files
+from citeflow.models.encoder.model import build_small, load, paper_text
 from tests.support import real_encoder as real_encoder_module
 from tests.support.real_encoder import real_encoder
 
@@ -173,7 +173,7 @@ def test_a_module_citeflow_cannot_reproduce_is_refused(tmp_path, small):
 
 
 def test_the_train_stage_takes_the_folders_usage_and_says_when_a_setting_overrides_it(caplog):
-    from jobs.train_encoder import encoder_usage
+    from citeflow.jobs.train_encoder import encoder_usage
 
     folder = str(real_encoder())
     assert encoder_usage(TrainEncoderConfig(model=folder)).values == {

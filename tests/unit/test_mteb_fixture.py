@@ -15,8 +15,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from evaluation.beir import read_beir
-from evaluation.mteb_retrieval import TASKS, evaluate, retrieval_scores, score_names, score_run, search, with_settings
+from citeflow.evaluation.beir import read_beir
+from citeflow.evaluation.mteb_retrieval import (
+    TASKS,
+    evaluate,
+    retrieval_scores,
+    score_names,
+    score_run,
+    search,
+    with_settings,
+)
 from tests.support.shared import missing
 
 FIXTURE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "mteb"
@@ -45,7 +53,7 @@ def folder(fixture_dir):
 
 @pytest.fixture(scope="module")
 def vectors(fixture_dir):
-    from evaluation.embeddings import load_embeddings
+    from citeflow.evaluation.embeddings import load_embeddings
 
     return {
         "embeddings.parquet": load_embeddings(str(fixture_dir / "embeddings.parquet")),
@@ -111,7 +119,7 @@ def test_the_evaluated_queries_are_mtebs(expected, folder, scored):
 @pytest.fixture(scope="module")
 def scidocs_run(folder, vectors):
     """The ranked lists of the registered variant: the queries' own vectors, cosine."""
-    from evaluation.mteb_retrieval import evaluated_queries, matrix
+    from citeflow.evaluation.mteb_retrieval import evaluated_queries, matrix
 
     searched, _, _ = evaluated_queries(folder, "test")
     return search(
@@ -168,7 +176,7 @@ def test_evaluate_keys_scores_by_mteb_task_name(expected, folder, vectors):
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    from jobs.cli import main
+    from citeflow.jobs.cli import main
 
     code = main(["benchmark", *argv])
     out = capsys.readouterr()
@@ -255,8 +263,8 @@ def test_cli_model_embeds_the_queries_text(fixture_dir, folder, tmp_path, capsys
     """--model embeds each searched query's text alone; the same vectors given as --query-embeddings score alike."""
     import pyarrow as pa
 
-    from jobs.benchmark import embedder
-    from models.encoder import build_small
+    from citeflow.jobs.benchmark import embedder
+    from citeflow.models.encoder.model import build_small
 
     texts = list(folder.queries.texts) + list(folder.corpus.titles)
     model = build_small(

@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("airflow.sdk")
 
+from citeflow.cockpit import orchestration as O  # noqa: E402
+from citeflow.cockpit import params as P  # noqa: E402
+from citeflow.cockpit import run_settings as S  # noqa: E402
 from citeflow.errors import CiteflowError  # noqa: E402
-from cockpit import orchestration as O  # noqa: E402
-from cockpit import params as P  # noqa: E402
-from cockpit import run_settings as S  # noqa: E402
 
 SECRET = "S3CR3T-conn-extra"
 
@@ -93,7 +93,7 @@ def test_a_stage_tasks_xcom_and_asset_event_carry_no_secret(connection, params, 
     from types import SimpleNamespace
 
     from citeflow.artifacts import Manifest
-    from jobs import pipeline
+    from citeflow.jobs import pipeline
 
     manifest = Manifest(
         stage="build_graph",
@@ -181,7 +181,7 @@ def test_the_task_log_and_asset_event_say_how_a_version_was_built(
     from types import SimpleNamespace
 
     from citeflow.artifacts import Manifest
-    from jobs import pipeline
+    from citeflow.jobs import pipeline
 
     manifest = Manifest(
         stage="build_graph",
@@ -254,7 +254,7 @@ def test_a_rank_task_of_a_cached_version_is_skipped_and_a_failing_one_fails_with
 
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-    from jobs import pipeline
+    from citeflow.jobs import pipeline
 
     _pbg_connection(connections, "", 29500)
     settings = {**params, "overrides": ["embed_graph.num_partitions=6", "embed_graph.machines=3"]}

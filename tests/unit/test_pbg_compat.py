@@ -7,7 +7,7 @@ from typing import Optional, Union
 
 import pytest
 
-from models.pbg_compat import unpack_optional
+from citeflow.models.pbg.compat import unpack_optional
 
 # A fresh process: clear typing's caches after PBG's config classes exist, as a
 # process full of other typing users (Airflow, pydantic) eventually does.
@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent("""
     import sys, typing
     from torchbiggraph.config import ConfigSchema
     if sys.argv[1] == "fixed":
-        from models import pbg_compat
+        from citeflow.models.pbg import compat as pbg_compat
         pbg_compat.apply()
     for clear in typing._cleanups:
         clear()
@@ -65,7 +65,7 @@ RPC_SCRIPT = textwrap.dedent("""
     from torchbiggraph.stats import Stats
     from torchbiggraph.types import Bucket, Side
     if sys.argv[1] == "fixed":
-        from models import pbg_compat
+        from citeflow.models.pbg import compat as pbg_compat
         pbg_compat.apply()
     stats = BucketStats(lhs_partition=1, rhs_partition=2, index=7, train=Stats(loss=0.5, count=10))
     message = ("release_bucket", [Bucket(1, 2), stats], {"side": Side.RHS})

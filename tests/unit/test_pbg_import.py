@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from models.pbg_import import build_entity_index, holdout_mask, import_citations
+from citeflow.models.pbg.importer import build_entity_index, holdout_mask, import_citations
 
 
 def write_citations(path, edges):
@@ -69,7 +69,7 @@ def test_without_holdout_only_the_all_edges_input_is_written(tmp_path):
 def test_same_edges_in_any_row_order_give_identical_files(tmp_path, monkeypatch):
     """A Spark-written citations table holds the same rows in another order on every build (and over other
     files): the buckets PBG reads must not follow it, or a seeded run would not repeat."""
-    import models.pbg_import as pbg_import
+    import citeflow.models.pbg.importer as pbg_import
 
     monkeypatch.setattr(pbg_import, "BATCH_ROWS", 500)  # several batches per file, appended bucket by bucket
     rng = np.random.default_rng(3)
@@ -121,7 +121,7 @@ def test_holdout_is_independent_of_order_and_batching():
 
 
 def test_the_stage_s_import_runs_in_a_child_with_the_same_result(tmp_path):
-    from models.pbg_import import import_in_subprocess
+    from citeflow.models.pbg.importer import import_in_subprocess
 
     rng = np.random.default_rng(3)
     edges = sorted({(int(a), int(b)) for a, b in rng.integers(1, 200, size=(800, 2)) if a != b})
@@ -139,7 +139,7 @@ def test_the_stage_s_import_runs_in_a_child_with_the_same_result(tmp_path):
 def test_a_child_import_that_meets_a_full_disk_raises_that_errno_not_a_crash(tmp_path, monkeypatch):
     import errno
 
-    from models import pbg_import
+    from citeflow.models.pbg import importer as pbg_import
 
     # the child's exit status is the errno of the machine's state (what HDF5 reports as 'errno = 28')
     assert pbg_import._environment_errno(RuntimeError("file write failed: errno = 28, error message = 'No'")) == 28

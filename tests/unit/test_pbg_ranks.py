@@ -17,7 +17,7 @@ import pytest
 
 from citeflow.errors import CiteflowError
 from citeflow.lease import process_start
-from models import pbg_ranks
+from citeflow.models.pbg import ranks as pbg_ranks
 
 TOKEN = "attempt-1"
 

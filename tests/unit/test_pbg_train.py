@@ -5,8 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from models.pbg_import import import_citations
-from models.pbg_train import load_embeddings, pbg_config, train_in_subprocess, training_losses
+from citeflow.models.pbg.importer import import_citations
+from citeflow.models.pbg.train import load_embeddings, pbg_config, train_in_subprocess, training_losses
 
 pytestmark = pytest.mark.slow
 
@@ -83,12 +83,12 @@ def _initial_seed(_):
 
 
 def test_each_pbg_worker_gets_its_own_reproducible_seed():
-    from models import pbg_compat
+    from citeflow.models.pbg import compat as pbg_compat
 
     pbg_compat.apply()
     from torchbiggraph.util import create_pool
 
-    from models.pbg_train import worker_initializer
+    from citeflow.models.pbg.train import worker_initializer
 
     seen = []
     for _ in range(2):

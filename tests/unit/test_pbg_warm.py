@@ -1,4 +1,4 @@
-"""models/pbg_warm.py: the init_path folder, read back by PBG's own CheckpointManager (the reader `train` uses)."""
+"""models/pbg/warm.py: the init_path folder, read back by PBG's own CheckpointManager (the reader `train` uses)."""
 
 import json
 
@@ -11,8 +11,8 @@ pytest.importorskip("torchbiggraph")
 def test_survivors_keep_their_vectors_and_new_papers_start_small(tmp_path):
     from torchbiggraph.checkpoint_manager import CheckpointManager
 
-    from models import pbg_compat
-    from models.pbg_warm import pbg_init_scale, write_init
+    from citeflow.models.pbg import compat as pbg_compat
+    from citeflow.models.pbg.warm import pbg_init_scale, write_init
 
     pbg_compat.apply()
     entities = tmp_path / "entities"

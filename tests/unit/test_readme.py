@@ -11,7 +11,7 @@ import collections
 import re
 from pathlib import Path
 
-from jobs.cli.parser import build_parser
+from citeflow.jobs.cli.parser import build_parser
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

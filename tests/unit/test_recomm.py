@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from evaluation import recomm
+from citeflow.evaluation import recomm
 
 
 def test_click_metrics_by_hand():

@@ -71,7 +71,7 @@ def test_settings_strings_and_nested_values_are_redacted():
 def test_spark_still_receives_the_secret(spark):
     """Redaction is for what is written and shown: get_spark gives Spark the real value."""
     from citeflow.config import SparkConfig
-    from spark.engine.session import get_spark
+    from citeflow.spark.engine.session import get_spark
 
     session = get_spark(
         SparkConfig(shuffle_partitions=4, driver_memory="2g", conf=("spark.hadoop.fs.s3a.secret.key=S3CR3T-1",))

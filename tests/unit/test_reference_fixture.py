@@ -35,7 +35,7 @@ def vectors():
 
 @pytest.fixture(scope="module")
 def scidocs_rows(vectors):
-    from evaluation import scidocs
+    from citeflow.evaluation import scidocs
 
     rows = scidocs.evaluate(REFERENCE / "scidocs", vectors, splits=("test", "val"), n_jobs=1)
     return {(r["split"], r["task"], r["metric"]): r for r in rows}
@@ -92,7 +92,7 @@ def test_the_command_line_reproduces_the_reference_without_a_model(tmp_path):
         [
             sys.executable,
             "-m",
-            "jobs.cli",
+            "citeflow.jobs.cli",
             "benchmark",
             "--embeddings",
             str(REFERENCE / "embeddings.parquet"),

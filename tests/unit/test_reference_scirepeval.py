@@ -25,7 +25,7 @@ def vectors():
 
 @pytest.fixture(scope="module")
 def scirepeval_rows(vectors):
-    from jobs.benchmark import score
+    from citeflow.jobs.benchmark import score
 
     rows = score(vectors, None, (str(REFERENCE / "scirepeval" / "scirepeval_tasks.jsonl"),), None, n_jobs=1)
     return {(r["task"], r["metric"]): r for r in rows if r["task"].startswith("scirepeval/")}
@@ -65,7 +65,7 @@ def test_scirepeval_proximity_per_query(scirepeval_rows):
 @pytest.mark.slow  # a second full grid search: make test, not make test-fast
 def test_scirepeval_flat_record_files_score_the_same(vectors):
     """The same tasks as flat records (`corpus_id`, `split`, `labels` / `score`) give the reference's values."""
-    from jobs.benchmark import score
+    from citeflow.jobs.benchmark import score
 
     lines = (REFERENCE / "scirepeval" / "scirepeval_tasks.jsonl").read_text().splitlines()
     tasks = [json.loads(line) for line in lines if line.strip()]

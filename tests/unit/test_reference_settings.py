@@ -12,7 +12,7 @@ import attr
 import pytest
 
 from citeflow.config import ENCODER_USAGE_FALLBACK, EmbedGraphConfig, MineTripletsConfig, TrainEncoderConfig
-from models import triplets as T
+from citeflow.models.triplets import mining as T
 
 SCINCL_PBG = "malteos/scincl biggraph_configs/s2orc_without_scidocs.py"
 # (PBG key, SciNCL's value, where)
@@ -54,12 +54,12 @@ def scincl_pbg_config(tmp_path) -> dict:
 
 
 def test_embed_graph_defaults_give_scincls_pbg_config_field_by_field(tmp_path):
-    from models import pbg_compat
+    from citeflow.models.pbg import compat as pbg_compat
 
     pbg_compat.apply()
     from torchbiggraph.config import ConfigSchema
 
-    from models.pbg_launch import pbg_settings
+    from citeflow.models.pbg.launch import pbg_settings
 
     ours = ConfigSchema.from_dict(pbg_settings(EmbedGraphConfig(), tmp_path, "edges_all", "mining", workers=2))
     reference = ConfigSchema.from_dict(scincl_pbg_config(tmp_path))
@@ -134,7 +134,7 @@ TRAIN_ROWS = [
 def resolved_training(cfg: TrainEncoderConfig) -> dict:
     """The settings a run uses from a model folder without sentence-transformers files (SciBERT's): pooling,
     max length and normalisation left unset take the fallback."""
-    from models.model_folder import resolve_usage
+    from citeflow.models.encoder.folder import resolve_usage
 
     chosen = {name: getattr(cfg, name) for name in ENCODER_USAGE_FALLBACK}
     return {**{f: getattr(cfg, f) for f in cfg.__dataclass_fields__}, **resolve_usage(chosen, {}).values}
@@ -153,7 +153,7 @@ def test_train_encoder_defaults_are_the_references():
 def test_the_optimizer_is_adamw_with_hf_trainers_betas_and_epsilon():
     import torch
 
-    from models.train_step import adamw
+    from citeflow.models.training.step import adamw
 
     model = torch.nn.Sequential()
     model.add_module("dense", torch.nn.Linear(2, 2))

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models import knn
-from models import specter_sampling as S
-from models import triplets as T
+from citeflow.models.triplets import knn as knn
+from citeflow.models.triplets import mining as T
+from citeflow.models.triplets import specter as S
 from tests.support.shared import missing
 
 _FIXTURE = (

@@ -8,9 +8,9 @@ import html
 import pytest
 import yaml
 
-from evaluation.model_card import model_card
-from evaluation.report import GENERATED, GIVEN, UNKNOWN, answer, mean_rows, scidocs_origin, table, write_report
-from evaluation.scidocs import HEADLINE
+from citeflow.evaluation.model_card import model_card
+from citeflow.evaluation.report import GENERATED, GIVEN, UNKNOWN, answer, mean_rows, scidocs_origin, table, write_report
+from citeflow.evaluation.scidocs import HEADLINE
 from tests.support.artifact_pages import BASE, SENTENCE, TRAINED, generated_scidocs, score_rows
 
 
@@ -182,9 +182,10 @@ def test_model_card_leakage_audit_takes_per_suite_counts_when_the_manifest_has_t
     )
     assert "- mine_triplets: 2 benchmark papers among 900 papers of the training texts" in audit
     assert "- train_encoder: 0 benchmark papers among 900 papers of the encoder's training texts" in audit
-    from jobs.filter_leakage.mapping import suite_totals
+    from citeflow.jobs.filter_leakage.mapping import suite_totals
 
-    report = [  # a filter_leakage report's per-suite and overall rows (jobs.filter_leakage.mapping.leakage_report)
+    # a filter_leakage report's per-suite and overall rows (citeflow.jobs.filter_leakage.mapping.leakage_report)
+    report = [
         {"suite": s, "task": "all", "split": "all", "total": t, "unmapped": u, "in_snapshot": i}
         | {"removed_papers": p, "removed_edges": e, "one_hop_papers": 0, "one_hop_edges": 0}
         for s, t, u, i, p, e in (

@@ -8,8 +8,8 @@ import pytest
 from citeflow.config import SparkConfig
 from citeflow.config.settings_file import SETTINGS_ENV, read_settings_file, settings_overrides
 from citeflow.errors import CiteflowError
-from jobs.cli.commands import overrides_from_args, run_config_from_args
-from jobs.cli.parser import build_parser
+from citeflow.jobs.cli.commands import overrides_from_args, run_config_from_args
+from citeflow.jobs.cli.parser import build_parser
 
 SECRET = "wJalr-" + "planted-7Q"
 
@@ -102,7 +102,7 @@ def test_spark_server_takes_the_spark_section_of_a_shared_file(tmp_path):
 
 
 def test_a_refused_file_stops_the_cli_with_one_line(tmp_path, capsys):
-    from jobs.cli import main
+    from citeflow.jobs.cli import main
 
     path = private(tmp_path / "s", f"spark.conf=spark.hadoop.fs.s3a.secret.key={SECRET}\n", 0o644)
     assert main(["run", "--snapshot", "s", "--corpus", str(tmp_path), "--settings", path]) == 2

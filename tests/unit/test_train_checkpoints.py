@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 safetensors = pytest.importorskip("safetensors.torch")
 
-from models.train_checkpoints import checkpoint_problem, find_checkpoint, latest_checkpoint, set_aside  # noqa: E402
+from citeflow.models.training.checkpoints import checkpoint_problem, find_checkpoint, latest_checkpoint, set_aside  # noqa: E402
 
 
 def write_checkpoint(work, step):
@@ -80,7 +80,7 @@ def test_the_losses_on_hand_made_vectors():
 
     import torch
 
-    from models.losses import loss_of
+    from citeflow.models.training.losses import loss_of
 
     def spec(**kw):
         return type("Spec", (), {"loss": "triplet", "margin": 1.0, "scale": 20.0, **kw})()

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from citeflow import progress as P
+from citeflow.models.training import step as train_step
+from citeflow.models.training.losses import STEP_WIDE, in_batch_loss, loss_of
+from citeflow.models.training.step import cached_step_gradients, micro_batch_vectors
 from citeflow.process import run_child
-from models import train_step
-from models.losses import STEP_WIDE, in_batch_loss, loss_of
-from models.train_step import cached_step_gradients, micro_batch_vectors
 
 
 class Encoder(torch.nn.Module):
@@ -179,7 +179,7 @@ def test_a_child_s_progress_lines_are_handed_to_the_parent_and_the_rest_goes_to_
 
 
 def test_the_trainer_launch_logs_its_childs_progress_lines(tmp_path, monkeypatch, caplog):
-    from jobs import train_launch
+    from citeflow.jobs import train_launch
 
     child = tmp_path / "child.py"
     child.write_text("print('train_encoder progress: step 3/9 (33%), 2.0 triplets/s, 9s left')\n")
@@ -201,7 +201,7 @@ def test_the_trainer_launch_logs_its_childs_progress_lines(tmp_path, monkeypatch
 def test_a_trainer_that_fails_before_its_first_step_leaves_no_empty_step_log(tmp_path):
     from types import SimpleNamespace
 
-    from models.train_plan import StepLog
+    from citeflow.models.training.plan import StepLog
 
     plan = SimpleNamespace(total=4, start=0, spec=SimpleNamespace(batch_size=2))
     with pytest.raises(RuntimeError), StepLog(str(tmp_path / "log.jsonl"), plan, rank=0, world=1):
@@ -219,7 +219,7 @@ def test_a_run_refused_before_any_work_names_a_log_that_holds_the_error(tmp_path
 
     env = {**os.environ, "CITEFLOW_LOG_DIR": str(tmp_path / "logs")}
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "run", "--snapshot", "x", "--corpus", str(tmp_path / "none")],
+        [sys.executable, "-m", "citeflow.jobs.cli", "run", "--snapshot", "x", "--corpus", str(tmp_path / "none")],
         capture_output=True,
         text=True,
         env=env,
@@ -235,7 +235,7 @@ def test_a_run_refused_before_any_work_names_a_log_that_holds_the_error(tmp_path
 def test_a_failed_training_leaves_no_half_written_folders_and_a_full_disk_no_work_at_all(tmp_path):
     import errno
 
-    from jobs.train_encoder import _clean_after_failure
+    from citeflow.jobs.train_encoder import _clean_after_failure
 
     def work_folder(name):
         work = tmp_path / name / ".work" / "v1"

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from citeflow.errors import CiteflowError
-from models import knn
-from models import specter_sampling as S
-from models import triplets as T
+from citeflow.models.triplets import knn as knn
+from citeflow.models.triplets import mining as T
+from citeflow.models.triplets import specter as S
 
 
 def arc(n: int) -> np.ndarray:

@@ -13,8 +13,8 @@ import pytest
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
-from spark.engine import class_archive as CA
-from spark.engine import session
+from citeflow.spark.engine import class_archive as CA
+from citeflow.spark.engine import session
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -24,7 +24,7 @@ SESSION = textwrap.dedent(
     import json, sys
     sys.path.insert(0, sys.argv[1])
     from citeflow.config import SparkConfig
-    from spark.engine.session import get_spark
+    from citeflow.spark.engine.session import get_spark
     spark = get_spark(SparkConfig(driver_memory="1g"), "class-archive-test")
     assert spark.range(5).count() == 5
     jvm = spark.sparkContext._jvm

@@ -9,9 +9,9 @@ import pytest
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
-from jobs.cli import main
-from spark.engine import connect_server as CS
-from spark.engine.session import driver_java_options
+from citeflow.jobs.cli import main
+from citeflow.spark.engine import connect_server as CS
+from citeflow.spark.engine.session import driver_java_options
 
 
 def test_the_server_gets_the_local_drivers_settings_and_listens_where_it_was_told():

@@ -6,9 +6,9 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from spark import graph as G
-from spark import graph_stats as GS
-from spark import readers as R
+from citeflow.spark import graph as G
+from citeflow.spark import graph_stats as GS
+from citeflow.spark import readers as R
 
 
 def lines(spark, records):

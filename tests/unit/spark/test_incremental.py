@@ -1,9 +1,9 @@
 """spark/incremental.py and spark/incremental_edges.py on frames of a few rows: which step decides a key, and how
 edges are relabelled."""
 
-from spark import incremental as I
-from spark import incremental_edges as E
-from spark import readers as R
+from citeflow.spark import incremental as I
+from citeflow.spark import incremental_edges as E
+from citeflow.spark import readers as R
 
 
 def test_the_last_step_naming_a_key_decides_it_and_its_deletes_apply_after_its_updates(spark):
@@ -61,7 +61,7 @@ def test_a_line_whose_key_reads_but_record_does_not_names_its_key(spark):
     this one, holds no record of it either. Lines without a readable key name nothing."""
     from pyspark.sql import functions as F
 
-    from spark import graph as G
+    from citeflow.spark import graph as G
 
     lines = "id_raw string, parse_error string, source string, value string, _step int"
     updates = spark.createDataFrame(

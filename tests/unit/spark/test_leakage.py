@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from jobs.filter_leakage import id_mapping as M
-from jobs.filter_leakage import transforms as L
-from jobs.filter_leakage.mapping import benchmark_id_rows, distinct_ids, leakage_report
+from citeflow.jobs.filter_leakage import id_mapping as M
+from citeflow.jobs.filter_leakage import transforms as L
+from citeflow.jobs.filter_leakage.mapping import benchmark_id_rows, distinct_ids, leakage_report
 
 SHA_A, SHA_B, SHA_C, SHA_D, SHA_E, SHA_F = (c * 40 for c in "abcdef")
 # (corpus_id, method, in_snapshot, unmapped_reason) per id of the `bench` fixture, worked out by hand
@@ -112,7 +112,7 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, bro
 
 @pytest.mark.parametrize("match_titles", [True, False])
 def test_the_narrow_mapping_equals_the_whole_cascade_on_colliding_keys(spark, match_titles):
-    """map_ids_narrow, whose later steps run in the driver (`jobs.filter_leakage.mapping.later_steps`), against
+    """map_ids_narrow, whose later steps run in the driver (`citeflow.jobs.filter_leakage.mapping.later_steps`), against
     map_ids (every step in Spark) on random papers and ids that share DOIs, PubMed and arXiv ids (spelled
     with spaces and capitals) and titles, with several methods mapping one id to different papers."""
     rng = random.Random(11)
@@ -223,9 +223,9 @@ def test_remove_papers_drops_every_edge_touching_them(spark):
 @pytest.mark.parametrize("broadcast", [True, False])
 def test_the_filtered_degrees_equal_the_degrees_counted_on_the_kept_graph(spark, broadcast):
     """`filtered_degrees` (the graph's degrees less the edges that go) against counting the kept edges of the
-    kept papers, as `spark.output.write_degrees` counts them: isolated papers, papers whose every edge goes,
+    kept papers, as `citeflow.spark.output.write_degrees` counts them: isolated papers, papers whose every edge goes,
     edges between two excluded papers, an excluded paper without edges, an id excluded but not in the graph."""
-    from spark import graph as G
+    from citeflow.spark import graph as G
 
     rng = random.Random(19)
     ids = list(range(1, 301))
@@ -244,7 +244,7 @@ def test_the_filtered_degrees_equal_the_degrees_counted_on_the_kept_graph(spark,
 
 
 def test_paper_id_pairs_skip_unusable_lines(spark):
-    from spark import readers as R
+    from citeflow.spark import readers as R
 
     lines = spark.createDataFrame(
         [
@@ -264,8 +264,8 @@ def test_the_sha_lookup_finds_what_the_pairs_find_and_counts_every_line(spark, t
     the pairs do, and accounts for every line: the ones with a pair, and the others by reason."""
     import pyarrow as pa
 
-    from jobs.filter_leakage.mapping import first_steps, looked_up_shas, paper_ids_counts, sha_candidates
-    from spark import readers as R
+    from citeflow.jobs.filter_leakage.mapping import first_steps, looked_up_shas, paper_ids_counts, sha_candidates
+    from citeflow.spark import readers as R
 
     lines = [
         f'{{"sha": "{SHA_A.upper()} ", "corpusid": 7, "primary": true}}',  # -> SHA_A 7
@@ -330,12 +330,13 @@ TRICKY_IDS = [
 
 
 def test_the_first_steps_in_the_driver_are_the_first_steps_in_spark(spark):
-    """`jobs.filter_leakage.mapping.first_steps` (pyarrow, filter_leakage's driver) gives `id_steps`' rows (Spark) on
+    """`citeflow.jobs.filter_leakage.mapping.first_steps` (pyarrow, filter_leakage's driver) gives `id_steps`' rows
+    (Spark) on
     spellings where the two engines' string functions could part: line breaks Java's `$` lets through and
     the cast does or does not, tabs and other control characters, non-ASCII digits and letters."""
     import pyarrow as pa
 
-    from jobs.filter_leakage.mapping import first_steps
+    from citeflow.jobs.filter_leakage.mapping import first_steps
 
     pairs = [(SHA_A, 1), (SHA_B, 2), ("1" * 40, 3), (SHA_A + "\n", 4), (SHA_B + "\r\n", 5), (SHA_A + "\u2028", 6)]
     paper_ids = spark.createDataFrame(pairs, "sha string, corpus_id long")
@@ -453,8 +454,8 @@ def test_each_line_is_parsed_once_and_each_title_folded_once(spark, papers, benc
     be pushed below it with the parse copied in, three parses a line), and the Python fold once per
     non-ASCII title, in a step of its own that never runs when every title is ASCII (no Python worker
     starts)."""
+    from citeflow.spark import readers as R
     from citeflow.text import fold_title
-    from spark import readers as R
 
     path = tmp_path / "ids.jsonl"
     path.write_text(f'{{"sha": "{SHA_A}", "corpusid": 1}}\n[1, 2]\n{{"sha": "{SHA_B}", "corpusid": "x"}}\n')
@@ -513,7 +514,7 @@ def test_the_driver_names_every_sha_spelling_spark_looks_up(spark, papers, bench
     narrow mapping given them answers as the cascade does."""
     from pyspark.sql import functions as F
 
-    from jobs.filter_leakage.mapping import sha_candidates
+    from citeflow.jobs.filter_leakage.mapping import sha_candidates
 
     odd = [" " + SHA_A.upper() + "  ", SHA_B + "\n", SHA_C + "\u2028", "\t" + SHA_D, SHA_E + "\r\n ", "1" * 40]
     extra = spark.createDataFrame([("scidocs", i, "mesh", "test", None, None, None, None) for i in odd], bench.schema)
@@ -540,7 +541,7 @@ def test_reach_counts_the_edges_and_one_hop_neighbours_of_each_group(spark):
     """`transforms.reach` on a hand-drawn graph. Benchmark papers: 1 (suite a, task t, split x) and 2 (suite a,
     task t, split y; and suite b). Edges: 1-2, 1-3, 3-4, 2-5, 5-6, 4-6, 7-8. Edges at a benchmark paper: 1-2, 1-3,
     2-5. Neighbours: 3 (of 1), 5 (of 2). Their other edges: 3-4 (of 3), 5-6 (of 5)."""
-    from jobs.filter_leakage.mapping import REACH_COLUMNS
+    from citeflow.jobs.filter_leakage.mapping import REACH_COLUMNS
 
     edges = spark.createDataFrame([(1, 2), (1, 3), (3, 4), (2, 5), (5, 6), (4, 6), (7, 8)], "citing long, cited long")
     groups = spark.createDataFrame(
@@ -570,7 +571,7 @@ def test_reach_equals_a_count_of_distinct_edges_per_group_on_a_random_graph(spar
     """The edge counts per level, counted without comparing edges, equal the distinct edges with a group's paper
     at either end counted in Python, on a random graph where papers sit in several tasks and suites (and edges
     join two papers of one group), strict and not."""
-    from jobs.filter_leakage.mapping import REPORT_LEVELS
+    from citeflow.jobs.filter_leakage.mapping import REPORT_LEVELS
 
     rng = random.Random(3)
     pairs = sorted({(a, b) for a, b in ((rng.randrange(60), rng.randrange(60)) for _ in range(400)) if a != b})

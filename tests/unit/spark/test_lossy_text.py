@@ -5,9 +5,9 @@ import logging
 
 from pyspark.sql import functions as F
 
-from spark import graph as G
-from spark import graph_stats as GS
-from spark import readers as R
+from citeflow.spark import graph as G
+from citeflow.spark import graph_stats as GS
+from citeflow.spark import readers as R
 
 # paper 1: one bad byte in its title, two in its venue; paper 2: two in its abstract, one in a field of study;
 # paper 3: clean; paper 1 again, less complete and so a rejected duplicate, with a bad byte in its title; a line
@@ -59,8 +59,8 @@ def test_a_clean_corpus_counts_no_lossy_text(spark):
 
 
 def test_the_warning_names_the_counts_and_a_diff_counts_the_whole_table(caplog):
-    from jobs.build_graph_diff import lossy_after
-    from jobs.graph_summary import warn_lossy
+    from citeflow.jobs.build_graph_diff import lossy_after
+    from citeflow.jobs.graph_summary import warn_lossy
 
     with caplog.at_level(logging.WARNING, logger="citeflow"):
         warn_lossy({})

@@ -15,12 +15,12 @@ from pyspark.sql import functions as F
 
 from citeflow.config import RunConfig, SparkConfig, apply_overrides
 from citeflow.errors import CiteflowError
+from citeflow.jobs.filter_leakage import transforms as L
 from citeflow.redaction import redact
+from citeflow.spark import readers as R
+from citeflow.spark import scans as S
+from citeflow.spark.engine import class_archive as CA
 from citeflow.text import fold_title
-from jobs.filter_leakage import transforms as L
-from spark import readers as R
-from spark import scans as S
-from spark.engine import class_archive as CA
 from tests.support.titles import TRICKY
 
 
@@ -55,7 +55,7 @@ def test_any_other_master_is_one_clear_error_before_a_jvm_starts(master):
 def test_a_driver_that_does_not_start_is_its_java_exceptions_first_line():
     from pyspark.errors import PySparkRuntimeError
 
-    from spark.engine.session import start_failure
+    from citeflow.spark.engine.session import start_failure
 
     class JavaFailure(Exception):  # py4j's Py4JJavaError carries the Java exception
         java_exception = "java.io.FileNotFoundException: File file:/x does not exist\n\tat org.apache.hadoop.fs.Raw"
@@ -118,7 +118,7 @@ def spark_connection(monkeypatch):
     ],
 )
 def test_the_airflow_connection_picks_a_master_or_a_connect_server(spark_connection, host, port, want):
-    from cockpit import run_settings
+    from citeflow.cockpit import run_settings
 
     spark_connection(host=host, port=port, extra=json.dumps({"spark.sql.shuffle.partitions": "8"}))
     overrides = run_settings.spark_master_from_connection()
@@ -129,7 +129,7 @@ def test_the_airflow_connection_picks_a_master_or_a_connect_server(spark_connect
 
 
 def test_the_trigger_form_cannot_point_spark_elsewhere(spark_connection, tmp_path):
-    from cockpit import run_settings
+    from citeflow.cockpit import run_settings
 
     spark_connection(host="sc://connect", port=15002)
     settings = {"snapshot": "s1", "corpus": "", "scidocs": "", "paper_ids": "", "artifacts": str(tmp_path)}
@@ -321,7 +321,7 @@ def test_spark_byte_sizes_are_read(text, value):
 
 
 def test_the_jvm_starts_while_the_stage_reads_its_inputs(monkeypatch):
-    from spark.engine import session
+    from citeflow.spark.engine import session
 
     events = []
 
@@ -379,7 +379,7 @@ class FakePending:
 
 
 def test_work_apart_starts_before_the_session_and_is_stopped_when_the_jvm_fails(monkeypatch):
-    from spark.engine import session
+    from citeflow.spark.engine import session
 
     events = []
 
@@ -442,7 +442,7 @@ def test_the_local_driver_runs_the_throughput_collector(spark):
 
 
 def test_the_local_drivers_c2_compiles_later_than_the_jvms_defaults(spark):
-    from spark.engine.session import LATER_C2
+    from citeflow.spark.engine.session import LATER_C2
 
     jvm = spark.sparkContext._jvm
     bean_class = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
@@ -455,7 +455,7 @@ def test_the_local_drivers_c2_compiles_later_than_the_jvms_defaults(spark):
 
 
 def test_concurrent_jobs_return_in_order_and_wait_for_each_other(spark):
-    from spark.engine import session
+    from citeflow.spark.engine import session
 
     big, small = spark.range(200_000), spark.range(10)
     results = session.concurrently(
@@ -490,7 +490,7 @@ def test_concurrent_jobs_return_in_order_and_wait_for_each_other(spark):
 def test_concurrent_jobs_carry_a_connect_sessions_tags():
     import threading
 
-    from spark.engine import session
+    from citeflow.spark.engine import session
 
     class ConnectLike:  # a Spark Connect session's tags live in the thread that added them
         __module__ = "pyspark.sql.connect.session"
@@ -514,7 +514,7 @@ def test_a_connect_session_is_released_once_and_a_hung_server_never_holds_the_ex
     import atexit
     import threading
 
-    from spark.engine import session
+    from citeflow.spark.engine import session
 
     class Hangs:
         def __init__(self):
@@ -551,7 +551,7 @@ SECRET_DRIVER = r"""
 import os
 import sys
 from citeflow.config import SparkConfig
-from spark.engine.session import get_spark
+from citeflow.spark.engine.session import get_spark
 
 secret = os.environ.pop("PLANTED_SECRET")
 config = SparkConfig(
@@ -568,7 +568,7 @@ sys.stdin.read()
 @pytest.mark.slow
 def test_the_local_drivers_jvm_gets_its_settings_in_a_private_file_not_on_its_command_line(tmp_path):
     """pyspark passes a session's settings to spark-submit as `--conf key=value`, and Spark's launcher copies
-    them onto the JVM's command line, which every local user can read (`spark.engine.driver.launch_driver`)."""
+    them onto the JVM's command line, which every local user can read (`citeflow.spark.engine.driver.launch_driver`)."""
     import subprocess
     import sys
 

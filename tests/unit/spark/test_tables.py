@@ -8,10 +8,10 @@ import pyarrow.fs as pafs
 from pyspark.sql import functions as F
 
 from citeflow import tables as T
-from spark import incremental as I
-from spark import incremental_edges as E
-from spark import readers as R
-from spark import scans as S
+from citeflow.spark import incremental as I
+from citeflow.spark import incremental_edges as E
+from citeflow.spark import readers as R
+from citeflow.spark import scans as S
 from tests.unit.test_tables import make_table
 
 FS = pafs.LocalFileSystem()
@@ -118,7 +118,7 @@ def test_a_merge_rewrites_the_degrees_of_the_papers_it_touches_only(spark):
     """`incremental_edges.changed_degrees`: the base rows of the papers whose row was replaced or whose edges arrived
     or left go, with new rows for those the release still holds; the base rows and the new ones together are
     `graph.with_degrees` of the new papers and edges (worked out by hand below)."""
-    from spark import graph as G
+    from citeflow.spark import graph as G
 
     # base edges (1,2) (2,3) (3,1) (4,1) (8,7); papers 1-5, 7, 8
     base = spark.createDataFrame(
@@ -155,7 +155,7 @@ def test_a_table_over_a_committed_one_and_the_degrees_of_what_it_holds(spark, tm
     import pyarrow.parquet as pq
 
     from citeflow.artifacts import ArtifactStore
-    from spark import output as O
+    from citeflow.spark import output as O
 
     store = ArtifactStore(str(tmp_path))
     source = tmp_path / "v1" / "papers"

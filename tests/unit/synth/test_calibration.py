@@ -1,6 +1,6 @@
 """The generator against the real statistics it is calibrated on (synthcorpus/calibration.py).
 
-- The recorded TARGETS are what `python -m synthcorpus.calibration` measures on the real samples (skipped
+- The recorded TARGETS are what `python -m citeflow.synthcorpus.calibration` measures on the real samples (skipped
   without shared/data beside the checkout).
 - A default snapshot, read back from its files the way the real S2ORC sample is read, is within BOUNDS of every
   target, and generator.json's `calibration` table says the same.
@@ -19,10 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.errors import CiteflowError
-from synthcorpus import stats
-from synthcorpus.calibration import BOUNDS, TARGETS, UNMATCHED, markdown_table, measure_real, text_statistics
-from synthcorpus.config import DIFFICULTY_ANCHORS, GenerateConfig, topic_strength
-from synthcorpus.generate import run
+from citeflow.synthcorpus import stats
+from citeflow.synthcorpus.calibration import BOUNDS, TARGETS, UNMATCHED, markdown_table, measure_real, text_statistics
+from citeflow.synthcorpus.config import DIFFICULTY_ANCHORS, GenerateConfig, topic_strength
+from citeflow.synthcorpus.generate import run
 from tests.support.snapshot_files import kept, s2orc_score
 
 PAPERS = 20_000  # the demo snapshot's size

@@ -14,12 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.errors import CiteflowError
-from jobs.cli import main
-from synthcorpus.config import GENERATOR_VERSION, GenerateConfig
-from synthcorpus.derive import DeriveConfig, run
-from synthcorpus.derive_census import census
-from synthcorpus.generate import run as generate
-from synthcorpus.lexicon import GENERIC_TITLES
+from citeflow.jobs.cli import main
+from citeflow.synthcorpus.config import GENERATOR_VERSION, GenerateConfig
+from citeflow.synthcorpus.derive import DeriveConfig, run
+from citeflow.synthcorpus.derive_census import census
+from citeflow.synthcorpus.generate import run as generate
+from citeflow.synthcorpus.lexicon import GENERIC_TITLES
 from tests.support.snapshot_files import fold, kept, lines_of, parse, s2ag_score, s2orc_score
 
 N = 3000

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from citeflow.errors import CiteflowError
-from synthcorpus.config import GenerateConfig
-from synthcorpus.generate import run
+from citeflow.synthcorpus.config import GenerateConfig
+from citeflow.synthcorpus.generate import run
 from tests.support.snapshot_files import fold, kept, lines_of, parse, s2ag_score, s2orc_score
 
 N = 3000
@@ -490,7 +490,7 @@ def test_the_smallest_corpus_is_generated_and_measured(tmp_path, fmt):
 
 
 def test_the_command_line_sets_the_difficulty(tmp_path, capsys):
-    from jobs.cli import main
+    from citeflow.jobs.cli import main
 
     assert main(["generate", "--papers", "300", "--difficulty", "0", "--out", str(tmp_path / "easy")]) == 0
     truth = json.loads((tmp_path / "easy" / "generator.json").read_text())

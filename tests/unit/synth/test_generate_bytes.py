@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.cli import main
+from citeflow.jobs.cli import main
 
 # Output folder -> the `citeflow generate` arguments that make it (in this order: derived ones need theirs).
 # 12,000 papers cross the 10,000-paper text block inside a shard; small counts keep every kind of dirt.

@@ -53,7 +53,7 @@ def test_every_module_is_in_the_order():
 
 @pytest.mark.parametrize("module", ORDER)
 def test_imports_only_allowed_modules(module):
-    earlier = {f"synthcorpus.{m}" for m in ORDER[: ORDER.index(module)]}
+    earlier = {f"citeflow.synthcorpus.{m}" for m in ORDER[: ORDER.index(module)]}
     bad = []
     for name in imported(SYNTH / f"{module}.py"):
         top = name.split(".")[0]

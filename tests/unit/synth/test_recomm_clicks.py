@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from synthcorpus.recomm import nth_remaining
+from citeflow.synthcorpus.recomm import nth_remaining
 
 
 @pytest.mark.parametrize("seed", range(5))

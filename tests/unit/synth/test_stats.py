@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from synthcorpus import stats
+from citeflow.synthcorpus import stats
 
 
 def test_tokens_are_lower_cased_letter_runs():

@@ -1,6 +1,6 @@
 """Nearest pool neighbours for triplet mining: a FAISS index over the graph embeddings and its search.
 
-Works on pool positions, as `models/triplets.py` does. A query's neighbours are the k_max nearest pool
+Works on pool positions, as `models/triplets/mining.py` does. A query's neighbours are the k_max nearest pool
 papers by inner product on L2-normalised vectors, the query itself excluded, ranked 1..k_max. The index is
 exact (flat) or approximate (IVF, HNSW, IVF-PQ), and moves to every GPU FAISS sees when k_max is within the
 GPU search's limit. Exact ranks and the recall of an approximate index against the exact one check what the
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from citeflow.models.triplets.mining import SALT_SAMPLE, hash64
 from citeflow.registry import INDEX_KINDS, named
-from models.triplets import SALT_SAMPLE, hash64
 
 log = logging.getLogger("citeflow")
 
@@ -121,7 +121,7 @@ def build_index(vectors: np.ndarray, kind: str, *, use_gpu: bool = True, **optio
     """
     import faiss
 
-    from models.faiss_build import faiss_build_problem, installed_faiss
+    from citeflow.models.triplets.faiss_build import faiss_build_problem, installed_faiss
 
     named("index kind", kind, INDEX_KINDS)
     o = IndexOptions(**options)

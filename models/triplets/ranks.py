@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from models.knn import exact_ranks
+from citeflow.models.triplets.knn import exact_ranks
 
 
 def rank_bins(pool_size: int):

@@ -1,4 +1,4 @@
-"""Background preparation of the trainer's next micro-batches, in a fixed order (`models/train_encoder.py`)."""
+"""Background preparation of the trainer's next micro-batches, in a fixed order (`models/training/train.py`)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ Layout under `out`: `entities/`, `edges_all/`, and with a holdout
 `edges_train/` and `edges_holdout/`. Both runs share the entity files, so
 their embedding rows line up.
 
-The stage runs it in a process of its own (`import_in_subprocess`: `python -m models.pbg_import`), as it runs
+The stage runs it in a process of its own (`import_in_subprocess`: `python -m citeflow.models.pbg.importer`), as it runs
 PBG: HDF5 cannot close a file whose last write failed (a full disk) and crashes the process that holds it.
 """
 
@@ -242,7 +242,7 @@ def import_in_subprocess(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     counts = out / "import.json"
-    command = [sys.executable, "-m", "models.pbg_import", str(citations), str(out), str(num_partitions)]
+    command = [sys.executable, "-m", "citeflow.models.pbg.importer", str(citations), str(out), str(num_partitions)]
     # through a pipe (relayed to nothing: the terminal stays quiet), never straight into a file on the disk it
     # writes: HDF5 crashes the child when it cannot print its errors about a full disk
     code = run_child(
@@ -259,7 +259,7 @@ def import_in_subprocess(
 
 
 def main(argv: list[str]) -> int:
-    """`python -m models.pbg_import CITATIONS OUT PARTITIONS HOLDOUT SEED COUNTS_JSON`.
+    """`python -m citeflow.models.pbg.importer CITATIONS OUT PARTITIONS HOLDOUT SEED COUNTS_JSON`.
 
     A failure ends the process at once (`os._exit`) after its traceback is printed, with the errno of a full
     disk or an unwritable folder as the exit status (`ENVIRONMENT_CAUSES`; 1 for anything else): the files

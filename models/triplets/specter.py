@@ -1,5 +1,5 @@
 """SPECTER's citation triplets (docs/reference.md §4), on pool positions and counter-based draws as in
-`models/triplets.py`.
+`models/triplets/mining.py`.
 
 `specter_batch` follows allenai/specter
 `specter/data_utils/triplet_sampling.py` on `data.json` (a query's
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.triplets import SALT_HARD, SALT_POSITIVE, Batch, hash64, in_sorted, sample_outside
+from citeflow.models.triplets.mining import SALT_HARD, SALT_POSITIVE, Batch, hash64, in_sorted, sample_outside
 
 # "generator": triplet_sampling.py's TripletGenerator; "parallel": triplet_sampling_parallel.py.
 SPECTER_QUERY_RULES = ("generator", "parallel")

@@ -1,7 +1,7 @@
 """One embed_graph PBG training run launched: its PBG config from the stage's settings (`pbg_settings`), then
-one process on this host (`models.pbg_train.train_in_subprocess`) or PBG's distributed mode over
+one process on this host (`citeflow.models.pbg.train.train_in_subprocess`) or PBG's distributed mode over
 `embed_graph.machines` ranks meeting at `rendezvous_address` (launch=local: every rank here; launch=external:
-rank 0 here, the others through their embed_graph_rank tasks, `models/pbg_ranks.py`), and the run's summary.
+rank 0 here, the others through their embed_graph_rank tasks, `models/pbg/ranks.py`), and the run's summary.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def pbg_settings(
 ) -> dict[str, Any]:
     """The PBG config of one run: `edges` (a folder under `work`) in, `work/run/checkpoint` out; a warm start
     sets PBG's `init_path` and fewer epochs."""
-    from models.pbg_train import pbg_config
+    from citeflow.models.pbg.train import pbg_config
 
     extra = {}
     for item in cfg.pbg:
@@ -75,7 +75,7 @@ def train_run(
     """One PBG training run in its own process(es); returns its summary (losses popped by the caller)."""
     import time
 
-    from models.pbg_train import train_in_subprocess, training_losses
+    from citeflow.models.pbg.train import train_in_subprocess, training_losses
 
     folder = work / run
     folder.mkdir(parents=True, exist_ok=True)
@@ -112,8 +112,8 @@ def train_run(
 
 def _train_distributed(cfg: EmbedGraphConfig, settings: dict[str, Any], folder: Path, run: str, stale_s: float) -> None:
     """PBG's distributed mode: every rank on this host (launch=local) or rank 0 here, the others elsewhere."""
-    from models import pbg_ranks
-    from models.pbg_train import describe_exit, pbg_env, rank_command, rank_log, train_ranks
+    from citeflow.models.pbg import ranks as pbg_ranks
+    from citeflow.models.pbg.train import describe_exit, pbg_env, rank_command, rank_log, train_ranks
 
     what = f"embed_graph ({run} run)"
     settings = {**settings, "num_machines": cfg.machines, "distributed_init_method": rendezvous_address(cfg)}

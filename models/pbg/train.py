@@ -1,7 +1,7 @@
 """Train PyTorch-BigGraph embeddings in a process of their own, and read them back.
 
-    python -m models.pbg_train CONFIG.json              # what `train_in_subprocess` runs
-    python -m models.pbg_train CONFIG.json --rank R     # one rank of distributed PBG (`train_ranks`)
+    python -m citeflow.models.pbg.train CONFIG.json              # what `train_in_subprocess` runs
+    python -m citeflow.models.pbg.train CONFIG.json --rank R     # one rank of distributed PBG (`train_ranks`)
 
 PBG trains with `spawn`ed worker processes. Inside an Airflow 3 task those
 workers would re-execute Airflow's entry point and die on its masked
@@ -96,7 +96,7 @@ def pbg_config(
 
 
 def train_in_subprocess(config: dict, config_path: Path, log_path: Path, seed: int) -> None:
-    """Write the config, run `python -m models.pbg_train` on it, raise with the log tail on failure.
+    """Write the config, run `python -m citeflow.models.pbg.train` on it, raise with the log tail on failure.
 
     The trainer and the workers it spawns run under `citeflow.process.run_child`: they die with this
     process, and are killed when it is interrupted.
@@ -108,7 +108,7 @@ def train_in_subprocess(config: dict, config_path: Path, log_path: Path, seed: i
     # the child's output comes through a pipe and this process writes the log: on a full disk that write fails
     # here, as an OSError the run reports in one line, where the child's own write would cut its traceback short
     code = run_child(
-        [sys.executable, "-m", "models.pbg_train", str(config_path)],
+        [sys.executable, "-m", "citeflow.models.pbg.train", str(config_path)],
         log_path=log_path,
         env=pbg_env(seed),
         echo=True,
@@ -121,7 +121,7 @@ def train_in_subprocess(config: dict, config_path: Path, log_path: Path, seed: i
 
 def rank_command(config_path: Path, rank: int) -> list[str]:
     """The command line of one distributed PBG rank."""
-    return [sys.executable, "-m", "models.pbg_train", str(config_path), "--rank", str(rank)]
+    return [sys.executable, "-m", "citeflow.models.pbg.train", str(config_path), "--rank", str(rank)]
 
 
 def rank_log(folder: Path, rank: int) -> Path:
@@ -216,7 +216,7 @@ def worker_initializer(seed: int, workers: int, rank: int = 0):
 
     from torchbiggraph.util import SubprocessInitializer
 
-    from models import pbg_compat
+    from citeflow.models.pbg import compat as pbg_compat
 
     slots = multiprocessing.get_context("spawn").Queue()
     for index in range(workers):
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from models import pbg_compat
+    from citeflow.models.pbg import compat as pbg_compat
 
     pbg_compat.apply()
     from torchbiggraph.config import ConfigSchema
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     from torchbiggraph.types import Rank
     from torchbiggraph.util import get_num_workers, set_logging_verbosity, setup_logging
 
-    parser = argparse.ArgumentParser(prog="python -m models.pbg_train")
+    parser = argparse.ArgumentParser(prog="python -m citeflow.models.pbg.train")
     parser.add_argument("config", help="a PBG config as JSON")
     parser.add_argument("--rank", type=int, default=0, help="this rank, for distributed PBG (num_machines > 1)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

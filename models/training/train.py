@@ -1,7 +1,7 @@
 """Triplet-loss training of the paper encoder: one entry point for one CPU, one GPU or many (torchrun).
 
-    python -m models.train_encoder SPEC.json                                   # one process
-    python -m torch.distributed.run --standalone --nproc_per_node 4 -m models.train_encoder SPEC.json
+    python -m citeflow.models.training.train SPEC.json                                   # one process
+    python -m torch.distributed.run --standalone --nproc_per_node 4 -m citeflow.models.training.train SPEC.json
 
 Reads SPEC.json, a `TrainSpec` written by `jobs/train_encoder.py`: the token
 store, the triplets Parquet, the input model directory and the
@@ -14,8 +14,8 @@ optimizer, the schedule (`StepPlan`: which triplets each optimizer step trains o
 (`resume`), then the loop over optimizer steps: the next micro-batches (collated by a background
 `Prefetcher`), forward and backward of each (`accumulate_gradients`), clip and step (`clip_and_step`), the
 step's log row (`StepLog`) and a checkpoint every `checkpoint_every` steps. The step's parts are in
-`models/train_step.py`, the plan and the log in `models/train_plan.py`, checkpoints and resuming in
-`models/train_checkpoints.py`, the losses in `models/losses.py`.
+`models/training/step.py`, the plan and the log in `models/training/plan.py`, checkpoints and resuming in
+`models/training/checkpoints.py`, the losses in `models/training/losses.py`.
 
 The recipe (loss, optimizer, schedule, effective batch, precision), the data order (a seeded permutation per
 epoch, grouped by length, so step s always sees the same triplets in any number of processes), the pace
@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from models import train_checkpoints as C
-from models.losses import STEP_WIDE, loss_of
-from models.prefetch import Prefetcher
-from models.train_plan import StepLog, StepPlan
-from models.train_step import (
+from citeflow.models.training import checkpoints as C
+from citeflow.models.training.losses import STEP_WIDE, loss_of
+from citeflow.models.training.plan import StepLog, StepPlan
+from citeflow.models.training.prefetch import Prefetcher
+from citeflow.models.training.step import (
     accumulate_gradients,
     adamw,
     cached_step_gradients,
@@ -79,14 +79,15 @@ class TrainSpec:
     max_grad_norm: float = field(default=1.0, metadata=_help("clip the global gradient norm at this value; 0: off"))
     bitfit: bool = field(default=False, metadata=_help("train bias terms only"))
     bitfit_lr: float = field(default=1e-4, metadata=_help("learning rate with bitfit"))
-    pooling: str = field(metadata=_help("cls or mean (see models.encoder.pool)"))
+    pooling: str = field(metadata=_help("cls or mean (see citeflow.models.encoder.model.pool)"))
     normalize: bool = field(
         default=False, metadata=_help("unit-length embeddings: the loss compares the vectors the model is used with")
     )
     seed: int = field(metadata=_help("seed of the data order and the dropout RNG"))
     gradient_checkpointing: bool = field(default=False, metadata=_help("recompute activations in backward"))
     precision: str = field(
-        default="auto", metadata=_help("auto, fp32, bf16 or fp16 autocast (`models.train_step.resolve_precision`)")
+        default="auto",
+        metadata=_help("auto, fp32, bf16 or fp16 autocast (`citeflow.models.training.step.resolve_precision`)"),
     )
     checkpoint_every: int = field(metadata=_help("optimizer steps between checkpoints"))
     citeflow: dict[str, Any] = field(default_factory=dict, metadata=_help("written as citeflow.json beside the model"))
@@ -143,8 +144,8 @@ def train(spec: TrainSpec) -> None:
     import torch.distributed as dist
     from transformers import get_linear_schedule_with_warmup
 
-    from models.encoder import load
-    from models.token_batches import TokenStore
+    from citeflow.models.encoder.model import load
+    from citeflow.models.training.token_batches import TokenStore
 
     work = Path(spec.work)
     work.mkdir(parents=True, exist_ok=True)

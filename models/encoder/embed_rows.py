@@ -35,7 +35,8 @@ def embed_to_parquet(
 ) -> dict[str, Any]:
     """Embed (id, title, abstract) rows in batches and stream them to `out/part-0.parquet`, in input order.
 
-    `pooling`, `normalize`: `models.encoder.pool`'s, so the vectors are those the encoder was trained to give.
+    `pooling`, `normalize`: `citeflow.models.encoder.model.pool`'s, so the vectors are those the encoder was trained to
+    give.
     `joined`: the title field already holds the whole text (SciRepEval's field joining, jobs/benchmark.py).
     `length_grouping`: papers are read in chunks of `GROUP_BATCHES` batches, and each chunk's batches are cut
     from its papers sorted by token count, so a batch pads little; rows are written back in input order.
@@ -43,8 +44,8 @@ def embed_to_parquet(
     """
     import pyarrow as pa
 
+    from citeflow.models.encoder.model import paper_text
     from citeflow.progress import Progress
-    from models.encoder import paper_text
 
     encoder = _Encoder(model_dir, max_length, pooling, normalize, batch_size, length_grouping, precision)
     tokenizer, dimension = encoder.tokenizer, encoder.dimension
@@ -111,7 +112,7 @@ class _Encoder:
 
         import torch
 
-        from models.encoder import load
+        from citeflow.models.encoder.model import load
 
         self.tokenizer, self.model = load(model_dir)
         self.cuda = torch.cuda.is_available()
@@ -151,7 +152,7 @@ class _Encoder:
         import numpy as np
         import torch
 
-        from models.encoder import pool
+        from citeflow.models.encoder.model import pool
 
         longest = max(len(e) for e in encoded)
         ids = torch.full((len(encoded), longest), self.pad_id, dtype=torch.long)

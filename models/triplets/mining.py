@@ -15,7 +15,7 @@ the papers both snapshots share.
 
 SciNCL (`scincl_batch`, after malteos/scincl `gdt/triples_miner/sampling.py`)
 samples from the k_max nearest pool neighbours of each query, ranked 1..k_max
-(`models/knn.py` finds them). Positives: ranks (k_pos - c_pos, k_pos], in
+(`models/triplets/knn.py` finds them). Positives: ranks (k_pos - c_pos, k_pos], in
 rank order; hard negatives: ranks (k_hard - c_hard, k_hard]; easy negatives:
 c_easy papers outside the query and its k_max neighbourhood, drawn among the
 queries (SciNCL's random list is its query papers) or the whole pool.
@@ -23,7 +23,7 @@ Triplet i pairs positive i with negative i, easy negatives first as the
 reference concatenates them, so ranks 21-23 meet easy and 24-25 hard
 negatives.
 
-SPECTER's citation triplets live in `models/specter_sampling.py` and use the same
+SPECTER's citation triplets live in `models/triplets/specter.py` and use the same
 counter-based draws.
 
 Easy negatives of a query are distinct (`distinct=True`; both references

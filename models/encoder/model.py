@@ -10,8 +10,8 @@
   first token, SPECTER/SciNCL) or the masked mean of the tokens, optionally
   scaled to unit length.
 
-A model folder's sentence-transformers files are read and written in `models/model_folder.py`; the token ids
-training reads, and the batches it pads, in `models/token_batches.py`.
+A model folder's sentence-transformers files are read and written in `models/encoder/folder.py`; the token ids
+training reads, and the batches it pads, in `models/training/token_batches.py`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 
 from citeflow.config import ENCODER_MAX_LENGTH, ENCODER_USAGE_FALLBACK
 from citeflow.errors import CiteflowError
-from models.encoder import POOLINGS, is_bert
+from citeflow.models.encoder.model import POOLINGS, is_bert
 
 CITEFLOW_FILE = "citeflow.json"
 MODULES_FILE = "modules.json"
@@ -207,11 +207,11 @@ def _has_weights(folder: Path, prefix: str) -> bool:
 
 
 def check_model_folder(model_dir: str) -> Path:
-    """Everything a run will read of a model folder, opened before any stage runs (`jobs.pipeline.preflight`),
+    """Everything a run will read of a model folder, opened before any stage runs (`citeflow.jobs.pipeline.preflight`),
     so a broken folder is one line, not a child's traceback after hours of Spark and PBG: the config, weights
     that are there and whose header agrees with the config (dtype, the word embeddings' shape), a tokenizer that
     loads and fits the config's vocabulary, and the sentence-transformers files' pooling and max length."""
-    from models.encoder import check_model_dir
+    from citeflow.models.encoder.model import check_model_dir
 
     path = check_model_dir(model_dir)
     where = f"model folder {model_dir!r}"
@@ -235,7 +235,7 @@ def _check_weight_files(path: Path, where: str, config: dict) -> None:
         raise CiteflowError(f"{where} has no weights: no model.safetensors (or pytorch_model.bin) beside config.json")
     from safetensors import safe_open
 
-    from models.encoder import check_weights
+    from citeflow.models.encoder.model import check_weights
 
     vocab, hidden = config.get("vocab_size"), config.get("hidden_size")
     for file in safetensors:
@@ -265,7 +265,7 @@ def _check_tokenizer(path: Path, where: str, config: dict) -> None:
     """The tokenizer loads from the folder, and every id it gives has a row in the word embeddings."""
     from transformers import AutoTokenizer
 
-    from models.encoder import _quiet_transformers
+    from citeflow.models.encoder.model import _quiet_transformers
 
     _quiet_transformers()
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from citeflow.errors import CiteflowError
-from models.encoder import paper_text
+from citeflow.models.encoder.model import paper_text
 
 
 class TokenStore:

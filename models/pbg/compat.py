@@ -21,7 +21,7 @@ failed`. `apply()` also allowlists exactly those plain data types
 (`PBG_RPC_TYPES`) for the weights-only unpickler, which stays on: nothing
 else becomes loadable. Every PBG process must call it: the trainer does, and
 its spawned servers and workers through the `SubprocessInitializer` of
-`models.pbg_train.worker_initializer`.
+`citeflow.models.pbg.train.worker_initializer`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ process's RNG state, the step) through a temp folder renamed last, keeping the n
 restores it with `weights_only=True`. `checkpoint_problem` checks every file's structure and the CRCs of the
 torch files, so `find_checkpoint` passes over a damaged one and `set_aside` moves it to
 `work/.damaged-ckpt-<step>-<time>/`: a rerun is never trapped on the same broken checkpoint. `resume` finds
-and loads the newest good one when a run starts. Used by `models/train_encoder.py`.
+and loads the newest good one when a run starts. Used by `models/training/train.py`.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ GPU_PAD_MULTIPLE = 64
 
 
 class PlanSettings(Protocol):
-    """What the plan reads (a `models.train_encoder.TrainSpec` has it)."""
+    """What the plan reads (a `citeflow.models.training.train.TrainSpec` has it)."""
 
     epochs: int
     max_steps: int
@@ -40,12 +40,13 @@ def steps_per_epoch(triplets: int, batch_size: int) -> int:
 def epoch_order(spec: PlanSettings, epoch: int, lengths: np.ndarray) -> np.ndarray:
     """The epoch's triplet order: a pure function of (seed, epoch, triplet lengths), the same in every process.
 
-    A seeded permutation; with `length_grouping`, regrouped by length (`models.token_batches.group_by_length`) and
+    A seeded permutation; with `length_grouping`, regrouped by length
+    (`citeflow.models.training.token_batches.group_by_length`) and
     the batches of each mega-batch shuffled with a generator of their own, seeded by (seed, epoch).
     """
     import torch
 
-    from models.token_batches import group_by_length, shuffle_groups
+    from citeflow.models.training.token_batches import group_by_length, shuffle_groups
 
     generator = torch.Generator().manual_seed(spec.seed * 1000 + epoch)
     order = torch.randperm(len(lengths), generator=generator).numpy()
@@ -103,7 +104,7 @@ class StepPlan:
         )
 
     def padding(self, micro: np.ndarray) -> float:
-        from models.token_batches import padding_share
+        from citeflow.models.training.token_batches import padding_share
 
         return padding_share(self.paper_lengths, micro, self.pieces, self.multiple, self.positions)
 
@@ -131,7 +132,7 @@ class StepPlan:
 
     def micro_batches(self, store):
         """Every micro-batch of this process from `start` on, in training order, as `collate_pieces` gives it."""
-        from models.token_batches import collate_pieces
+        from citeflow.models.training.token_batches import collate_pieces
 
         mine_per_step = self.per_device * self.accumulation
         for step, _, order in self.orders(announce=False):

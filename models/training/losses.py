@@ -13,7 +13,7 @@ from typing import Protocol
 
 
 class LossSettings(Protocol):
-    """What `loss_of` reads (a `models.train_encoder.TrainSpec` has it)."""
+    """What `loss_of` reads (a `citeflow.models.training.train.TrainSpec` has it)."""
 
     loss: str
     margin: float
@@ -55,7 +55,7 @@ def in_batch_loss(query, positive, negative, scale: float):
 class Loss:
     """A loss by name: `of(spec)` builds the function of (query, positive, negative) vectors. `step_wide`: its
     rows compete with each other, so the step's loss is one loss over all its micro-batches' rows
-    (`models.train_step.cached_step_gradients`), not a sum of the micro-batches' own losses."""
+    (`citeflow.models.training.step.cached_step_gradients`), not a sum of the micro-batches' own losses."""
 
     name: str
     of: Callable[[LossSettings], Callable]

@@ -121,7 +121,7 @@ def check_compatible(previous: Path, base: Path | None, shape: dict[str, Any] | 
 
 def warm_steps(share: float, triplets: int, batch_size: int, epochs: int, max_steps: int) -> tuple[int, int]:
     """(steps of the warm run, steps of a run from the base model): `share` of the second, at least one."""
-    from models.train_plan import steps_per_epoch
+    from citeflow.models.training.plan import steps_per_epoch
 
     full = steps_per_epoch(triplets, batch_size) * epochs
     if max_steps:

@@ -3,7 +3,7 @@
 The AdamW optimizer and the autocast precision (bf16 on a CPU that has it); the encoder's forward over a
 micro-batch's length pieces and that micro-batch's loss; forward and backward of a step's micro-batches
 (`accumulate_gradients`, or `cached_step_gradients` for a loss over the whole step), then clipping and the
-optimizer step (`clip_and_step`). `models/train_encoder.py` calls them in this order.
+optimizer step (`clip_and_step`). `models/training/train.py` calls them in this order.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def piecewise(encoder, pooling: str, normalize: bool = False):
     the micro-batch's order: the parts go through one module call, so DDP sees one forward per backward."""
     import torch
 
-    from models.encoder import pool
+    from citeflow.models.encoder.model import pool
 
     class Piecewise(torch.nn.Module):
         def __init__(self):
