@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides, profile_overrides
-from jobs.pipeline import run_pipeline
+from citeflow.jobs.pipeline import run_pipeline
 from tests.conftest import TEST_SPARK_OVERRIDES
 from tests.support.hepth import HepthConfig, require_hepth, write_releases
 from tests.support.real_encoder import real_encoder
