@@ -148,16 +148,8 @@ def settings(*overrides: str) -> list[str]:
 
 
 def citeflow_run(rel: Path, release: str, artifacts: Path, *overrides: str, until: str = "filter_leakage") -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "citeflow.jobs.cli",
-        "run",
-        "--snapshot",
-        release,
-        "--corpus",
-        str(rel / release / "corpus"),
-    ]
+    cmd = [sys.executable, "-m", "citeflow.jobs.cli", "run", "--snapshot", release]
+    cmd += ["--corpus", str(rel / release / "corpus")]
     cmd += ["--scidocs", str(rel / release / "scidocs"), "--paper-ids", str(rel / release / "paper-ids")]
     return [*cmd, "--artifacts", str(artifacts), "--until", until, *settings(*overrides)]
 

@@ -34,7 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_stages import measure  # noqa: E402
 
-TASKS = (("cite", "map"), ("cite", "ndcg"), ("cocite", "map"), ("cocite", "ndcg"))
+from tests.support import paired  # noqa: E402
+from tests.support.paired import paired_interval  # noqa: E402
+
+TASKS = paired.RANKING_NUMBERS
 
 
 def scores(artifacts: Path, snapshot: str, version: str) -> dict[str, dict[str, float]]:
@@ -51,29 +54,11 @@ def scores(artifacts: Path, snapshot: str, version: str) -> dict[str, dict[str, 
 
 def per_query(artifacts: Path, snapshot: str, version: str) -> dict[str, dict[str, dict[str, float]]]:
     """{model: {"<split> <task> <metric>": {query: value}}} of a benchmark version (its rows' details)."""
-    import pyarrow.parquet as pq
-
-    rows = pq.read_table(artifacts / snapshot / "benchmark" / version / "scores").to_pylist()
+    rows = paired.per_query(artifacts / snapshot / "benchmark" / version / "scores", TASKS)
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for r in rows:
-        if (r["task"], r["metric"]) in TASKS and r["status"] == "ok":
-            values = json.loads(r["details"] or "{}").get("per_query") or {}
-            out.setdefault(r["model"], {})[f"{r['split']} {r['task']} {r['metric']}"] = values
+    for (model, split, task, metric), values in rows.items():
+        out.setdefault(model, {})[f"{split} {task} {metric}"] = values
     return out
-
-
-def paired_interval(a: dict[str, float], b: dict[str, float], resamples: int = 2000) -> tuple[float, float, float]:
-    """Mean of b - a over the queries both score, in points, with its 95% paired bootstrap interval (queries
-    drawn with replacement, seeded): the noise against which a difference of two models is read."""
-    import numpy as np
-
-    queries = sorted(set(a) & set(b))
-    if not queries:
-        return float("nan"), float("nan"), float("nan")
-    delta = 100 * np.array([b[q] - a[q] for q in queries])
-    draws = np.random.default_rng(0).integers(0, len(delta), size=(resamples, len(delta)))
-    means = delta[draws].mean(axis=1)
-    return float(delta.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def val_scores(artifacts: Path, snapshot: str, bench: dict, scidocs: Path) -> tuple[dict, dict]:

@@ -173,6 +173,13 @@ def test_standalone_cli_scores_any_embeddings(scored, tmp_path):
     assert bad.returncode == 2 and "do not exist" in bad.stderr
 
 
+def run_export_model(cfg, *args: str) -> subprocess.CompletedProcess:
+    """`citeflow export-model` of the config's snapshot's SciNCL model with `args`, as a user types it."""
+    cmd = [sys.executable, "-m", "citeflow.jobs.cli", "export-model", "--snapshot", cfg.snapshot]
+    cmd += ["--strategy", "scincl", "--artifacts", cfg.artifacts, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
 def test_export_model_assembles_model_and_card_loadable_with_automodel_and_sentence_transformers(scored, tmp_path):
     import numpy as np
     import yaml
@@ -188,45 +195,10 @@ def test_export_model_assembles_model_and_card_loadable_with_automodel_and_sente
     versions = ArtifactStore(cfg.artifacts).list_versions(cfg.snapshot, "benchmark")
     scincl = [v for v in versions if v.metrics.get("strategy") == "scincl"]
     if len({v.version for v in scincl}) > 1:  # the other tests of this module benchmarked scincl twice
-        ambiguous = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "citeflow.jobs.cli",
-                "export-model",
-                "--snapshot",
-                cfg.snapshot,
-                "--strategy",
-                "scincl",
-            ]
-            + ["--out", str(tmp_path / "ambiguous"), "--artifacts", cfg.artifacts],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        ambiguous = run_export_model(cfg, "--out", str(tmp_path / "ambiguous"))
         assert ambiguous.returncode == 2 and "name one with --benchmark" in ambiguous.stderr
         assert m.version in ambiguous.stderr and not (tmp_path / "ambiguous").exists()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "citeflow.jobs.cli",
-            "export-model",
-            "--snapshot",
-            cfg.snapshot,
-            "--strategy",
-            "scincl",
-            "--out",
-            str(out),
-            "--artifacts",
-            cfg.artifacts,
-            "--benchmark",
-            m.version,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_export_model(cfg, "--out", str(out), "--benchmark", m.version)
     assert done.returncode == 0, done.stderr[-3000:]
     card = (out / "README.md").read_text()
     front = yaml.safe_load(card.split("---")[1])

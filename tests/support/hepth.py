@@ -354,12 +354,17 @@ def _delete_line(dataset: str, key: Key) -> bytes:
     return _line({"sha": key} if dataset == PAPER_IDS else {"corpusid": key})
 
 
+def release_members(hepth: Hepth, kept: list[str], last_year: int) -> list[str]:
+    """The papers of `kept` a release up to `last_year` holds, in `kept`'s order."""
+    return [p for p in kept if hepth.papers[p]["year"] <= last_year]
+
+
 def release_lines(hepth: Hepth, kept: list[str], last_year: int) -> dict[str, dict[Key, bytes]]:
     """Per dataset (papers, abstracts, citations, paper-ids), each record's line by its primary key, in the
     order written: papers by corpus id, citations in the file's order."""
     out_lines = collections.Counter(a for a, _ in hepth.edges)
     in_lines = collections.Counter(b for _, b in hepth.edges)
-    members = [p for p in kept if hepth.papers[p]["year"] <= last_year]
+    members = release_members(hepth, kept, last_year)
     inside = set(members)
     lines: dict[str, dict[Key, bytes]] = {d: {} for d in (*DATASETS, PAPER_IDS)}
     for number in members:
@@ -561,7 +566,7 @@ def write_releases(config: HepthConfig) -> HepthReleases:
             citation_lines=len(lines["citations"]),
         )
         written.append(release)
-        members = {p for p in kept if hepth.papers[p]["year"] <= year}
+        members = set(release_members(hepth, kept, year))
         summary.append(
             {
                 "release": name,

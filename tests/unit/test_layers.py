@@ -30,7 +30,24 @@ LAYER = {
 }
 
 
-FOLDERS = ("jobs", "spark", "models", "evaluation", "cockpit", "synthcorpus")  # installed as citeflow.<folder>
+def installed_folders() -> tuple[str, ...]:
+    """The folders setup.py installs as `citeflow.<folder>`: its `FOLDERS`, read from its source (running it
+    would build)."""
+    for node in ast.parse((REPO / "setup.py").read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "FOLDERS" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise AssertionError("setup.py states no FOLDERS")
+
+
+FOLDERS = installed_folders()
+
+
+def test_every_package_folder_of_the_repository_is_installed_and_placed_in_a_layer():
+    """A new package folder at the top of the repository is either installed under citeflow (setup.py's
+    FOLDERS) or one of the folders that are not installed; and every installed one has a layer."""
+    packages = {p.parent.name for p in REPO.glob("*/__init__.py")}
+    assert packages - set(FOLDERS) <= {"citeflow", "tests", "dags", "bench"}  # the core is citeflow itself
+    assert set(FOLDERS) <= packages and set(FOLDERS) <= set(LAYER)
 
 
 def layer_of(module: str) -> str | None:

@@ -7,12 +7,10 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-FOLDERS = ("jobs", "spark", "models", "evaluation", "cockpit", "synthcorpus")
+from tests.unit.test_layers import FOLDERS, REPO
 
 
 def test_the_installed_distribution_names_one_top_level_package():
