@@ -3,7 +3,7 @@
 The stages and their edges come from `citeflow.registry`. `run_stage` calls the stage's `check(config)` when it
 has one (user mistakes, before any work), resolves its upstream versions and its variants (each one built, or
 found up to date), then calls its `run_on(ctx)` with a `StageContext` (its settings, its resolved inputs, the
-store, the logger, progress), and checks that the version it made reads no
+store, the logger), and checks that the version it made reads no
 version its registry entry does not declare; `run_pipeline` runs every stage up to `until`, each once (per
 strategy), handing each stage the manifests of the ones before.
 
@@ -24,7 +24,6 @@ from typing import Any
 from citeflow.artifacts import ArtifactStore, Manifest
 from citeflow.config import RunConfig, to_dict
 from citeflow.errors import CiteflowError
-from citeflow.progress import Progress
 from citeflow.registry import REGISTRY, STAGES, Stage, stages_until, undeclared_reads
 from citeflow.registry import stage as stage_named
 
@@ -73,7 +72,7 @@ class StageContext:
     """What a stage's `run_on(ctx)` is handed, so that its code reads as "read these, write those" and a test can
     hand it inputs without a pipeline: the run's `config` and the stage's own `section` of it; its `inputs` (the
     upstream versions' manifests, and `inputs.variants`), the versions its registry entry reads through their
-    lineage (`lineage`, by stage name), the artifact `store`, the logger, and `progress(...)` for a long loop."""
+    lineage (`lineage`, by stage name), the artifact `store` and the logger."""
 
     stage: str
     config: RunConfig
@@ -86,11 +85,6 @@ class StageContext:
     def section(self) -> Any:
         """The stage's own settings (`RunConfig.<section>` as the registry names it)."""
         return getattr(self.config, REGISTRY[self.stage].section)
-
-    def progress(self, total: int | None, unit: str, **options: Any) -> Progress:
-        """A progress reporter named after the stage (`citeflow.progress.Progress`: a bar on a terminal, else a
-        line at least every 30 s)."""
-        return Progress(self.stage, total=total, unit=unit, **options)
 
     @classmethod
     def of(cls, stage: str, config: RunConfig, inputs: Upstream, store: ArtifactStore | None = None) -> StageContext:
