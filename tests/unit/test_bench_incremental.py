@@ -9,10 +9,6 @@ both releases to the benchmark, minutes), `--spark-connect` and `--hepth`.
 import argparse
 import importlib.util
 import json
-import math
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,30 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import TEST_SPARK_OVERRIDES
+from tests.support.bench import finite, run_command
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_incremental.py"
 pytestmark = pytest.mark.slow
-
-
-def run(cmd: list[str], timeout: float) -> str:
-    """`cmd`'s output, once it exited 0. In a session of its own, so that a run past `timeout` (or an interrupted
-    test) is killed with everything it started: the `citeflow run` processes and their Spark JVMs."""
-    proc = subprocess.Popen(
-        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    assert proc.returncode == 0, f"{BENCH.name} failed ({proc.returncode}):\n{out[-4000:]}"
-    return out
-
-
-def finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @pytest.mark.jvm
@@ -58,7 +35,8 @@ def test_the_incremental_bench_builds_r2_from_its_diff_and_in_full_with_equal_ta
     size."""
     out = tmp_path / "out"
     settings = [arg for item in TEST_SPARK_OVERRIDES for arg in ("--set", item)]
-    run(
+    run_command(
+        BENCH.name,
         [sys.executable, str(BENCH), "--papers", "1000", "--change", "0.01", "--repeat", "1", "--no-pbg"]
         + ["--no-floor", "--snapshots", str(tmp_path / "snaps"), "--out", str(out), *settings],
         timeout=360,

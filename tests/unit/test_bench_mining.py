@@ -5,46 +5,16 @@ former built (a link-prediction run of the demo profile).
 """
 
 import json
-import math
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import TEST_SPARK_OVERRIDES
+from tests.support.bench import finite, run_bench
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # both tests need the fixture's Spark run
 QUERIES = 100
-
-
-def run_bench(script: str, *args: str, timeout: float) -> str:
-    """`python bench/<script> ARGS` from the repository root; its output, once it exited 0. In a session of its
-    own, so that a run past `timeout` (or an interrupted test) is killed with everything it started (a Spark
-    JVM, PBG's workers)."""
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "bench" / script), *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    assert proc.returncode == 0, f"bench/{script} failed ({proc.returncode}):\n{out[-4000:]}"
-    return out
-
-
-def finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @pytest.fixture(scope="module")

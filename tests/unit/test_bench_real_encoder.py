@@ -6,15 +6,11 @@ Skipped locally without ../shared/data/hepth or the encoder package; failed unde
 """
 
 import json
-import math
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.bench import finite, run_bench
 from tests.support.hepth import require_hepth
 from tests.support.real_encoder import real_encoder
 
@@ -31,32 +27,6 @@ TINY = [
 KEYS = [
     f"{split} {task} {metric}" for split in ("val", "test") for task in ("cite", "cocite") for metric in ("map", "ndcg")
 ]
-
-
-def run_bench(script: str, *args: str, timeout: float) -> str:
-    """`python bench/<script> ARGS` from the repository root; its output, once it exited 0. In a session of its
-    own, so that a run past `timeout` (or an interrupted test) is killed with everything it started: the
-    `citeflow run` processes and their Spark JVMs."""
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "bench" / script), *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    assert proc.returncode == 0, f"bench/{script} failed ({proc.returncode}):\n{out[-4000:]}"
-    return out
-
-
-def finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @pytest.mark.timeout(600)

@@ -3,17 +3,13 @@ unseen: `bench/bench_stages.py` (citeflow beside DuckDB), `bench/duckdb_stages.p
 and filter_leakage, whose tables must equal citeflow's for the comparison to be honest), `bench/bench_scale.py`
 (the four stages that grow with the corpus) and `bench/spark_breakdown.py` (where a Spark stage's time goes).
 
-Each bench runs as a subprocess of its own session (`run`): a run past its time is killed with the
+Each bench runs as a subprocess of its own session (`tests/support/bench.py`): a run past its time is killed with the
 `citeflow run` processes and Spark JVMs it started.
 """
 
 import gzip
 import json
-import math
-import os
 import shutil
-import signal
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -23,39 +19,15 @@ import pytest
 
 from citeflow.text import fold_title
 from tests.conftest import TEST_SPARK_OVERRIDES
+from tests.support.bench import finite, run_bench, run_command
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_SETTINGS = [arg for item in TEST_SPARK_OVERRIDES for arg in ("--set", item)]
 pytestmark = [pytest.mark.slow, pytest.mark.jvm]
 
 
-def run_bench(script: str, *args: str, timeout: float) -> str:
-    """`python bench/<script> ARGS` from the repository root; its output, once it exited 0."""
-    return run(f"bench/{script}", [sys.executable, str(REPO / "bench" / script), *args], timeout)
-
-
 def citeflow(*args: str, timeout: float = 240) -> str:
-    return run(f"citeflow {args[0]}", [sys.executable, "-m", "citeflow.jobs.cli", *args], timeout)
-
-
-def run(name: str, cmd: list[str], timeout: float) -> str:
-    """`cmd`'s output, once it exited 0. In a session of its own, so that a run past `timeout` (or an interrupted
-    test) is killed with everything it started: the `citeflow run` processes and their Spark JVMs."""
-    proc = subprocess.Popen(
-        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{out[-4000:]}"
-    return out
-
-
-def finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return run_command(f"citeflow {args[0]}", [sys.executable, "-m", "citeflow.jobs.cli", *args], timeout)
 
 
 @pytest.mark.timeout(420)

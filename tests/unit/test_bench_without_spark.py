@@ -5,11 +5,8 @@ epoch) and `bench/bench_pbg_memory.py` (PBG's memory by partition count).
 """
 
 import json
-import math
 import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support.bench import finite, run_bench
 from tests.support.shared import missing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,33 +27,6 @@ HEADLINE = [
     "recomm/adj-ndcg",
     "recomm/adj-p@1",
 ]
-
-
-def run_bench(script: str, *args: str, timeout: float, env: dict[str, str] | None = None) -> str:
-    """`python bench/<script> ARGS` from the repository root; its output, once it exited 0. In a session of its
-    own, so that a run past `timeout` (or an interrupted test) is killed with everything it started (PBG's
-    trainer and workers)."""
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "bench" / script), *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        env=env,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    assert proc.returncode == 0, f"bench/{script} failed ({proc.returncode}):\n{out[-4000:]}"
-    return out
-
-
-def finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def random_citations(folder: Path, papers: int, edges: int) -> int:
