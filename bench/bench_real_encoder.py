@@ -35,7 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_stages import measure  # noqa: E402
 
 from tests.support import paired  # noqa: E402
-from tests.support.paired import paired_interval  # noqa: E402
 
 TASKS = paired.RANKING_NUMBERS
 
@@ -173,7 +172,7 @@ def main() -> int:
             report["variants"][name]["scores"].setdefault(model, {}).update(numbers)
             queries.setdefault(model, {}).update(val_queries[model])
         report["variants"][name]["delta_vs_untrained"] = {
-            key: paired_interval(queries.get("base", {}).get(key, {}), values)
+            key: paired.paired_interval(queries.get("base", {}).get(key, {}), values)
             for key, values in queries.get("trained", {}).items()
         }
         report["variants"][name]["per_query"] = queries.get("trained", {})
@@ -229,7 +228,7 @@ def markdown(report: dict) -> str:
             v = report["variants"][name]
             cells = []
             for k in tests:
-                mean, low, high = paired_interval(
+                mean, low, high = paired.paired_interval(
                     first.get("per_query", {}).get(k, {}), v.get("per_query", {}).get(k, {})
                 )
                 cells.append(f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]")

@@ -38,7 +38,6 @@ BUDGET = [
     "train_encoder.max_length=64",
     f"train_encoder.checkpoint_every={STEPS}",
 ]
-NUMBERS = RANKING_NUMBERS
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +70,9 @@ def test_the_shipped_cpu_recipe_beats_the_untrained_model_on_all_four_held_out_n
     the queries: a win, not noise. Measured (2026-12-06, quiet): +2.11 [+1.47, +2.80] cite MAP, +1.19 [+0.73,
     +1.64] cite nDCG, +1.79 [+1.19, +2.42] co-cite MAP, +1.24 [+0.75, +1.72] co-cite nDCG."""
     _, m = run
-    scores = per_query(m["benchmark"].table_path("scores"), NUMBERS)
+    scores = per_query(m["benchmark"].table_path("scores"))
     gains = {}
-    for task, metric in NUMBERS:
+    for task, metric in RANKING_NUMBERS:
         trained, base = scores[("trained", "test", task, metric)], scores[("base", "test", task, metric)]
         assert sorted(trained) == sorted(base) and len(trained) == QUERIES, (task, metric)
         mean, low, _ = paired_interval(base, trained)
