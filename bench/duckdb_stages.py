@@ -18,7 +18,8 @@ citeflow's tables (the bench compares the counts):
   matched): the benchmark ids read by citeflow's own reader (`citeflow.jobs.filter_leakage.benchmark_ids.collect`)
   and taken to one row per id by its own `mapping.distinct_ids` (the stage does both in pyarrow, in its
   driver, too), the mapping cascade of `jobs/filter_leakage/id_mapping.py` (corpus id, sha through
-  paper-ids, DOI / PubMed / arXiv, folded title through `citeflow.text.fold_titles` as an Arrow UDF), the
+  paper-ids, DOI / PubMed / arXiv, folded title through `citeflow.text.fold_titles` as an Arrow UDF; an id in
+  doubt mapped to every paper named, up to `max_shared_matches` per key, as `mapping.later_steps` says), the
   benchmark papers removed from papers and citations, degrees recomputed, `benchmark_ids` (one row per
   suite, id, task and split), `papers`, `citations` written. Not done here: the leakage report table, the
   paper_keys and paper_id_lines tables kept for the next release, the stop on too many unmapped ids.
@@ -162,17 +163,21 @@ def _write_graph(con, papers: str, citations: str, out: str) -> dict[str, int]:
 
 def filter_leakage(graph: str, scidocs: str, paper_ids: str, out: str, threads: int) -> dict[str, int]:
     """Map the benchmark ids to corpus ids and take the mapped papers out of a build_graph version."""
+    from citeflow.config import FilterLeakageConfig
     from citeflow.jobs.filter_leakage.benchmark_ids import collect
-    from citeflow.jobs.filter_leakage.mapping import distinct_ids
+    from citeflow.jobs.filter_leakage.mapping import METHODS, STEP_OF, distinct_ids, title_conflicts
     from citeflow.text import fold_titles
 
+    most = FilterLeakageConfig().max_shared_matches  # the default setting, as the stage runs with it
     con = _connect(threads, out)
     # (rows, layouts read, SciRepEval tasks not audited): the last two only feed the stage's report
     bench, _, _ = collect(scidocs)
     con.register("bench", bench)
     # An id's title and external ids are the first its rows state, in their order: DuckDB's `first` over a
-    # parallel scan may pick another row's, and so another title to fold and match.
+    # parallel scan may pick another row's, and so another title to fold and match. The ids with several titles
+    # are matched on every one (`title_conflict`).
     con.register("ids", distinct_ids(bench))
+    con.register("conflicts", title_conflicts(bench))
     con.create_function(
         "fold", lambda titles: fold_titles(titles), [str], str, type="arrow", null_handling="special"
     )  # the pipeline's own fold, vectorised
@@ -181,52 +186,82 @@ def filter_leakage(graph: str, scidocs: str, paper_ids: str, out: str, threads: 
     # The corpus-id rule of `mapping.first_steps`: spaces trimmed (DuckDB's `trim`, like Spark's, trims spaces
     # only), 1 to 18 digits, and one final line break allowed, as Spark's `$` and cast allow it.
     digits = r"nullif(regexp_extract(trim(id), '^([0-9]{1,18})(\n|\r\n|\r)?$', 1), '')::BIGINT"
-    steps = [f"SELECT id, {digits} AS corpus_id, 1 AS m FROM ids WHERE {digits} IS NOT NULL"]
+    steps = [f"SELECT id, {digits} AS corpus_id, 'corpus_id' AS method FROM ids WHERE {digits} IS NOT NULL"]
+    common = []  # (id, reason) of the ids whose key more than `most` papers share
     id_files = _jsonl_files(paper_ids) if paper_ids else []
     if id_files:
+        # every corpus id a sha is given: several are a conflict, each named
         con.execute(
             f"""
             CREATE TEMP TABLE by_sha AS
-            SELECT lower(trim(sha)) AS sha, min(TRY_CAST(trim(corpusid) AS BIGINT)) AS corpus_id
+            SELECT DISTINCT lower(trim(sha)) AS sha, TRY_CAST(trim(corpusid) AS BIGINT) AS corpus_id
             FROM read_json({id_files!r}, format = 'newline_delimited', ignore_errors = true,
                            columns = {{sha: 'VARCHAR', corpusid: 'VARCHAR'}})
             WHERE regexp_full_match(lower(trim(sha)), '[0-9a-f]{{40}}')
               AND TRY_CAST(trim(corpusid) AS BIGINT) IS NOT NULL
-            GROUP BY 1
             """
         )
-        steps.append("SELECT i.id, s.corpus_id, 2 AS m FROM ids i JOIN by_sha s ON lower(trim(i.id)) = s.sha")
-    for rank, (bench_col, paper_col) in enumerate(
-        (("doi", "doi"), ("pubmed_id", "pubmed_id"), ("arxiv_id", "arxiv_id"))
-    ):
         steps.append(
-            f"""SELECT i.id, u.corpus_id, {3 + rank} AS m FROM ids i JOIN (
-                    SELECT lower(trim({paper_col})) AS k, min(corpus_id) AS corpus_id FROM papers
-                    WHERE {paper_col} IS NOT NULL GROUP BY 1 HAVING count(*) = 1
-                ) u ON lower(trim(i.{bench_col})) = u.k"""
+            """SELECT i.id, s.corpus_id, CASE WHEN s.n > 1 THEN 'sha_conflict' ELSE 'sha' END AS method
+               FROM ids i JOIN (SELECT *, count(*) OVER (PARTITION BY sha) AS n FROM by_sha) s
+               ON lower(trim(i.id)) = s.sha"""
         )
+    # each key step: the papers that have the id's key, all of them up to `most`
+    keyed = [
+        (
+            step,
+            f"lower(trim(i.{col}))",
+            f"SELECT lower(trim({col})) AS k, corpus_id FROM papers WHERE {col} IS NOT NULL",
+        )
+        for step, col in (("doi", "doi"), ("pubmed", "pubmed_id"), ("arxiv", "arxiv_id"))
+    ]
     con.execute(
-        """
-        CREATE TEMP TABLE titles AS
-        SELECT f, min(corpus_id) AS corpus_id, count(*) AS n
-        FROM (SELECT fold(title) AS f, corpus_id FROM papers WHERE title IS NOT NULL) WHERE f IS NOT NULL GROUP BY f
-        """
+        "CREATE TEMP TABLE titles AS SELECT f AS k, corpus_id FROM "
+        "(SELECT fold(title) AS f, corpus_id FROM papers WHERE title IS NOT NULL) WHERE f IS NOT NULL"
     )
     # `folded_title`: `distinct_ids` folded the benchmark's titles with the same `fold_titles`
-    steps.append("SELECT i.id, t.corpus_id, 6 AS m FROM ids i JOIN titles t ON i.folded_title = t.f WHERE t.n = 1")
-    methods = "['corpus_id', 'sha', 'doi', 'pubmed', 'arxiv', 'title']"
+    keyed.append(("title", "i.folded_title", "SELECT k, corpus_id FROM titles"))
+    for step, key, keys in keyed:
+        single = " AND i.id NOT IN (SELECT id FROM conflicts)" if step == "title" else ""
+        # n: how many papers have the key (counted over the papers, before any id is joined)
+        found = f"""SELECT i.id, p.corpus_id, p.n FROM ids i
+                    JOIN (SELECT *, count(*) OVER (PARTITION BY k) AS n FROM ({keys})) p
+                    ON {key} = p.k WHERE {key} IS NOT NULL{single}"""
+        steps.append(
+            f"SELECT id, corpus_id, CASE WHEN n = 1 THEN '{step}' ELSE '{step}_shared' END AS method "
+            f"FROM ({found}) WHERE n <= {most}"
+        )
+        common.append(
+            f"SELECT DISTINCT id, '{step}_too_common' AS reason, {STEP_OF[step]} AS o FROM ({found}) WHERE n > {most}"
+        )
+    conflict = """SELECT c.id, t.corpus_id, t.n FROM conflicts c
+                  JOIN (SELECT *, count(*) OVER (PARTITION BY k) AS n FROM titles) t ON c.folded_title = t.k"""
+    common.append(
+        f"SELECT DISTINCT id, 'title_too_common' AS reason, {STEP_OF['title']} AS o FROM ({conflict}) WHERE n > {most}"
+    )
+    methods = "[" + ", ".join(f"'{m}'" for m in METHODS) + "]"
+    step_of = "MAP {" + ", ".join(f"'{m}': {STEP_OF[m]}" for m in METHODS) + "}"
+    con.execute(
+        f"""
+        CREATE TEMP TABLE chosen AS
+        WITH c AS (SELECT *, {step_of}[method] AS step FROM ({" UNION ALL ".join(steps)})),
+             firsts AS (SELECT * FROM c QUALIFY step = min(step) OVER (PARTITION BY id)),
+             every AS (SELECT id, corpus_id, method FROM firsts
+                       UNION ALL SELECT id, corpus_id, 'title_conflict' FROM ({conflict}) WHERE n <= {most})
+        SELECT id, corpus_id, method FROM every
+        QUALIFY row_number() OVER (PARTITION BY id, corpus_id ORDER BY list_position({methods}, method)) = 1
+        """
+    )
     con.execute(
         f"""
         CREATE TEMP TABLE mapped AS
-        SELECT b.suite, b.id, b.task, b.split, c.corpus_id, {methods}[c.m] AS method,
+        SELECT b.suite, b.id, b.task, b.split, c.corpus_id, c.method,
                coalesce(c.corpus_id IN (SELECT corpus_id FROM papers), false) AS in_snapshot,
-               CASE WHEN c.m IS NOT NULL THEN NULL
-                    WHEN b.id IN (SELECT i.id FROM ids i JOIN titles t ON i.folded_title = t.f WHERE t.n > 1)
-                        THEN 'ambiguous_title'
-                    ELSE 'no_match' END AS unmapped_reason
+               CASE WHEN c.method IS NOT NULL THEN NULL ELSE coalesce(r.reason, 'no_match') END AS unmapped_reason
         FROM (SELECT DISTINCT suite, id, task, split FROM bench) b
-        LEFT JOIN (SELECT * FROM ({" UNION ALL ".join(steps)}) QUALIFY row_number() OVER (
-                       PARTITION BY id ORDER BY m, corpus_id) = 1) c ON b.id = c.id
+        LEFT JOIN chosen c ON b.id = c.id
+        LEFT JOIN (SELECT id, reason FROM ({" UNION ALL ".join(common)})
+                   QUALIFY row_number() OVER (PARTITION BY id ORDER BY o) = 1) r ON b.id = r.id
         """
     )
     con.execute(f"COPY mapped TO '{out}/benchmark_ids.parquet' (FORMAT parquet, COMPRESSION zstd)")

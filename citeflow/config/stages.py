@@ -83,7 +83,21 @@ class FilterLeakageConfig:
         ),
     )
     match_titles: bool = field(
-        default=True, metadata=_help("fall back to exact folded-title matching (unique titles only)")
+        default=True,
+        metadata=_help(
+            "fall back to exact folded-title matching: a title one corpus paper has maps to it, a title up to "
+            "max_shared_matches papers share maps to all of them"
+        ),
+    )
+    max_shared_matches: int = field(
+        default=5,
+        metadata=_help(
+            "a DOI, PubMed id, arXiv id or folded title that 2 to this many corpus papers share maps a benchmark id "
+            "to every one of them (the same paper held twice, a preprint and its record: when in doubt, leave it "
+            "out); a key more papers share is too common to say which, and leaves the id unmapped "
+            "(<key>_too_common), counted toward max_unmapped_share",
+            at_least=1,
+        ),
     )
 
     def __post_init__(self) -> None:

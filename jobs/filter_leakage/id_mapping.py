@@ -9,9 +9,12 @@ method that finds it, and the method is recorded:
 3. `doi`, `pubmed`, `arxiv`: external ids the benchmark states, matched
    against the snapshot's papers (DOIs case-insensitively).
 4. `title`: the folded title (accents, case, punctuation, white space)
-   equals exactly one snapshot paper's folded title. A title shared by
-   several papers is ambiguous and never mapped (`unmapped_reason`
-   `ambiguous_title`).
+   equals a snapshot paper's folded title.
+
+Where the inputs leave an id in doubt it maps to every paper they name (`mapping.METHODS`): a sha the paper-ids
+table gives several corpus ids (`sha_conflict`), a key 2 to `most_shared` papers share (`<step>_shared`), an id
+with several titles (`title_conflict`, every title's papers); a key more papers share maps nothing
+(`unmapped_reason` `<step>_too_common`).
 """
 
 from __future__ import annotations
@@ -24,16 +27,21 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from citeflow.jobs.filter_leakage.mapping import (
-    AMBIGUOUS_TITLE,
     COUNTED,
     EXTERNAL_STEPS,
     METHODS,
     NO_MATCH,
     NO_PAIR,
+    SHA_CONFLICT,
+    SHARED,
+    STEP_OF,
+    STEPS,
+    TITLE_CONFLICT,
     USABLE,
     key_column,
     later_steps,
     mapped_rows,
+    too_common,
 )
 from citeflow.jobs.filter_leakage.transforms import (
     cascade_key,
@@ -98,8 +106,8 @@ def sha_lookup(lines: DataFrame, shas: DataFrame, *, broadcast: bool = True) -> 
     (`key`, `corpus_id`, `lines`).
 
     - `key` a sha of `shas` (the spellings the benchmark's ids can have, `mapping.sha_candidates`):
-      the least corpus id the table gives it, as `id_steps` groups them (`mapping.first_steps`
-      takes these);
+      one row per corpus id the table gives it, with its lines, as `id_steps` groups them (`mapping.first_steps`
+      takes these; several rows are a conflict, `mapping.paper_ids_counts` counts them);
     - `key` `!usable`: how many other lines give a pair (shas no benchmark id has);
     - `key` `!<reason>`: how many lines give none, by reason (`parse_lines`' blank_line, malformed_json,
       bad_field_type, or `NO_PAIR`).
@@ -116,17 +124,19 @@ def sha_lookup(lines: DataFrame, shas: DataFrame, *, broadcast: bool = True) -> 
         .when(F.col("_wanted"), F.col("sha"))
         .otherwise(F.lit(COUNTED + USABLE))
     )
+    corpus_id = F.when(F.col("_reason").isNull() & F.col("_wanted"), F.col("corpus_id"))
     return (
         rows.join(wanted, "sha", "left")
-        .groupBy(key.alias("key"))
-        .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("lines"))
+        .groupBy(key.alias("key"), corpus_id.alias("corpus_id"))
+        .agg(F.count("*").alias("lines"))
     )
 
 
 def id_steps(ids: DataFrame, paper_ids: DataFrame | None, shas: DataFrame | None = None) -> DataFrame:
     """(id, corpus_id, method) of every id for the cascade's two steps that read no papers: `corpus_id` (the
-    id is digits), else `sha` (the id is a sha the `paper-ids` pairs know; None: no table); method and
-    corpus_id are null for the ids neither maps.
+    id is digits), else `sha` (the id is a sha the `paper-ids` pairs know; None: no table), a row for each
+    corpus id the pairs give the sha (`sha_conflict` where they give several); method and corpus_id are null
+    for the ids neither maps.
 
     `shas` (a `sha` column) may name the shas to look up, any superset of the ids' lower-cased, trimmed
     spellings (`mapping.sha_candidates`, made in the driver); by default they are computed here.
@@ -138,15 +148,19 @@ def id_steps(ids: DataFrame, paper_ids: DataFrame | None, shas: DataFrame | None
     by_id = F.when(F.col("_cid").isNotNull(), F.lit("corpus_id"))
     if paper_ids is None:
         return frame.select("id", F.col("_cid").alias("corpus_id"), by_id.alias("method"))
-    # One corpus id per sha: the table is a function sha -> corpusid, but dirt happens. Only the shas the
-    # ids can be are grouped (the whole table was shuffled before: a release's every paper).
+    # The table should be a function sha -> corpusid, but dirt happens: a sha with several corpus ids names
+    # them all. Only the shas the ids can be are grouped (the whole table was shuffled before: a release's
+    # every paper).
     if shas is None:
         shas = frame.where(F.col("_cid").isNull()).select(F.col("_sha").alias("sha")).distinct()
-    by_sha = paper_ids.join(shas, "sha", "left_semi").groupBy("sha").agg(F.min("corpus_id").alias("_by_sha"))
+    pairs = paper_ids.join(shas, "sha", "left_semi").select("sha", F.col("corpus_id").alias("_by_sha")).distinct()
+    by_sha = pairs.join(pairs.groupBy("sha").agg(F.count("*").alias("_n")), "sha")
     return frame.join(by_sha, frame._sha == by_sha.sha, "left").select(
         "id",
         F.coalesce("_cid", "_by_sha").alias("corpus_id"),
-        by_id.when(F.col("_by_sha").isNotNull(), F.lit("sha")).alias("method"),
+        by_id.when(F.col("_n") > 1, F.lit(SHA_CONFLICT))
+        .when(F.col("_by_sha").isNotNull(), F.lit("sha"))
+        .alias("method"),
     )
 
 
@@ -156,74 +170,102 @@ def map_ids(
     paper_ids: DataFrame | None,
     *,
     match_titles: bool = True,
+    conflicts: DataFrame | None = None,
+    most_shared: int = 5,
     materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
 ) -> DataFrame:
-    """Add `corpus_id`, `method` and `unmapped_reason` to distinct benchmark ids
-    (`mapping.distinct_ids` rows: titles folded there).
+    """`corpus_id`, `method`, `in_snapshot` and `unmapped_reason` of distinct benchmark ids
+    (`mapping.distinct_ids` rows: titles folded there), one row per id and paper it maps to (one row, corpus_id
+    null, for an id it leaves unmapped): the whole cascade in Spark, the oracle `map_ids_narrow` is tested
+    against (`mapping.later_steps` says what each step does).
 
     `papers` is the snapshot's papers table (with a `_folded` column, the
     titles' fold is taken from it); `paper_ids` is (sha, corpus_id)
-    pairs or None when no table is given. Every step of the cascade reads the
+    pairs or None when no table is given; `conflicts` the (id, folded_title) rows of the ids with several titles
+    (`mapping.title_conflicts`). Every step of the cascade reads the
     ids (give a table, not a plan to recompute), and the title matches feed
     two steps: `materialize(frame, name)` (the stage writes the frame to its
     staging folder and reads it back) computes them once instead of once per
     use.
     """
     steps = [id_steps(ids, paper_ids).where(F.col("method").isNotNull())]
+    unmatchable = []
+
+    def step(keys: DataFrame, wanted: DataFrame, method: str) -> None:
+        """Each id of `wanted` (id, _key) with every paper of `keys` (corpus_id, _key) that has its key."""
+        counts = keys.groupBy("_key").agg(F.count("*").alias("_n"))
+        found = materialize(wanted.join(keys, "_key").join(counts, "_key").select("id", "corpus_id", "_n"), method)
+        named = F.when(F.col("_n") == 1, F.lit(method)).otherwise(F.lit(SHARED[method]))
+        steps.append(found.where(F.col("_n") <= most_shared).select("id", "corpus_id", named.alias("method")))
+        common = found.where(F.col("_n") > most_shared).select("id", F.lit(too_common(method)).alias("_reason"))
+        unmatchable.append(common)
 
     for method, column in EXTERNAL_STEPS:  # the benchmark's and the papers' columns have the same names
-        key = cascade_key(column)
-        unique = (
-            papers.where(F.col(column).isNotNull())
-            .groupBy(key.alias("_key"))
-            .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
-            .where("_n = 1")
-        )
-        bench_key = ids.where(F.col(column).isNotNull()).select("id", cascade_key(column).alias("_key"))
-        steps.append(bench_key.join(unique, "_key").select("id", "corpus_id", F.lit(method).alias("method")))
+        keys = papers.where(F.col(column).isNotNull()).select("corpus_id", cascade_key(column).alias("_key"))
+        step(keys, ids.where(F.col(column).isNotNull()).select("id", cascade_key(column).alias("_key")), method)
 
-    title_counts = None
-    bench_titles = ids.where(F.col("folded_title").isNotNull()).select("id", F.col("folded_title").alias("_folded"))
+    several = conflicts if conflicts is not None else ids.sparkSession.createDataFrame([], "id string")
+    conflict_rows = None
     if match_titles:
         if "_folded" in papers.columns:  # folded already (`papers_sharing_keys`)
             folded_papers = papers.select("corpus_id", "_folded")
         else:
             titled = papers.where(F.col("title").isNotNull()).select("corpus_id", "title")
             folded_papers = with_folded_title(titled).drop("title")
-        title_counts = (
-            folded_papers.where(F.col("_folded").isNotNull())
-            .groupBy("_folded")
-            .agg(F.min("corpus_id").alias("corpus_id"), F.count("*").alias("_n"))
-        )
-        matched = materialize(bench_titles.join(title_counts, "_folded").select("id", "corpus_id", "_n"), "titles")
-        steps.append(matched.where("_n = 1").select("id", "corpus_id", F.lit("title").alias("method")))
+        keys = folded_papers.where(F.col("_folded").isNotNull()).select("corpus_id", F.col("_folded").alias("_key"))
+        single = ids.where(F.col("folded_title").isNotNull()).join(several.select("id"), "id", "left_anti")
+        step(keys, single.select("id", F.col("folded_title").alias("_key")), "title")
+        if conflicts is not None:
+            counts = keys.groupBy("_key").agg(F.count("*").alias("_n"))
+            found = conflicts.select("id", F.col("folded_title").alias("_key")).join(keys, "_key").join(counts, "_key")
+            conflict_rows = found.where(F.col("_n") <= most_shared).select(
+                "id", "corpus_id", F.lit(TITLE_CONFLICT).alias("method")
+            )
+            unmatchable.append(
+                found.where(F.col("_n") > most_shared).select("id", F.lit(too_common("title")).alias("_reason"))
+            )
 
     candidates = steps[0]
-    for step in steps[1:]:
-        candidates = candidates.unionByName(step)
+    for more in steps[1:]:
+        candidates = candidates.unionByName(more)
+    step_of = F.create_map(*[x for m in METHODS for x in (F.lit(m), F.lit(STEP_OF[m]))])
     order = F.array_position(F.array(*[F.lit(m) for m in METHODS]), F.col("method"))
+    # every paper of each id's first step that maps it, then its titles' papers
+    chosen = (
+        candidates.withColumn("_step", step_of[F.col("method")])
+        .withColumn("_first", F.min("_step").over(Window.partitionBy("id")))
+        .where(F.col("_step") == F.col("_first"))
+        .select("id", "corpus_id", "method")
+    )
+    if conflict_rows is not None:
+        chosen = chosen.unionByName(conflict_rows)
     best = (
-        candidates.withColumn("_order", order)
-        .withColumn("_rank", F.row_number().over(Window.partitionBy("id").orderBy("_order", "corpus_id")))
+        chosen.withColumn("_rank", F.row_number().over(Window.partitionBy("id", "corpus_id").orderBy(order)))
         .where("_rank = 1")
         .select("id", "corpus_id", "method")
     )
-
-    mapped = ids.select("id", "title").join(best, "id", "left")
-    if title_counts is not None:
-        ambiguous = matched.where("_n > 1").select("id", F.lit(True).alias("_amb"))  # ids are distinct
-        mapped = mapped.join(ambiguous, "id", "left")
+    mapped = ids.select("id").join(best, "id", "left")
+    reasons = None
+    if unmatchable:
+        rank = F.array_position(F.array(*[F.lit(too_common(step)) for step in STEPS]), F.col("_reason"))
+        reasons = unmatchable[0]
+        for more in unmatchable[1:]:
+            reasons = reasons.unionByName(more)
+        reasons = (
+            reasons.withColumn("_rank", F.row_number().over(Window.partitionBy("id").orderBy(rank)))
+            .where("_rank = 1")
+            .select("id", "_reason")
+        )
+        mapped = mapped.join(reasons, "id", "left")
     else:
-        mapped = mapped.withColumn("_amb", F.lit(None).cast("boolean"))
+        mapped = mapped.withColumn("_reason", F.lit(None).cast("string"))
     known = papers.select(F.col("corpus_id").alias("_cid"), F.lit(True).alias("in_snapshot"))
     return mapped.join(known, mapped.corpus_id == known._cid, "left").select(
         "id",
         "corpus_id",
         "method",
         F.coalesce("in_snapshot", F.lit(False)).alias("in_snapshot"),
-        F.when(
-            F.col("method").isNull(), F.when(F.col("_amb"), F.lit(AMBIGUOUS_TITLE)).otherwise(F.lit(NO_MATCH))
-        ).alias("unmapped_reason"),
+        F.when(F.col("method").isNull(), F.coalesce(F.col("_reason"), F.lit(NO_MATCH))).alias("unmapped_reason"),
     )
 
 
@@ -239,10 +281,13 @@ def map_ids_narrow(
     first: DataFrame | None = None,
     from_arrow: Callable[[pa.Table, str], DataFrame] | None = None,
     paper_keys: DataFrame | None = None,
+    conflicts: pa.Table | None = None,
+    most_shared: int = 5,
 ) -> DataFrame:
     """`map_ids`, with the steps that read the papers run only where they can decide something (`shas`: see
     `id_steps`; `first`: those steps' rows, made already, `mapping.first_steps`; `paper_keys`: the
-    papers' keys, made already, `paper_key_rows` of `papers`: filter_leakage's `paper_keys` table).
+    papers' keys, made already, `paper_key_rows` of `papers`: filter_leakage's `paper_keys` table;
+    `conflicts`: `mapping.title_conflicts` rows, the titles of the ids that have several).
 
     The cascade takes the first method that maps an id, and the first two (`corpus_id`, `sha`) read no papers: they
     run on every id first. The ids they leave unmapped go through the later steps, on only the papers that share a
@@ -262,17 +307,26 @@ def map_ids_narrow(
     rest = materialize(
         with_keys(ids.join(first.where(F.col("method").isNull()).select("id"), "id", "left_semi")), "unmapped"
     )
+    # every title of the ids with several is looked up too, whatever the first steps found
+    several = match_titles and conflicts is not None and conflicts.num_rows > 0
+    titles = from_arrow(conflicts, "title_conflicts") if several else None
     if paper_keys is None:
         found = papers_sharing_keys(
-            papers, rest, match_titles=match_titles, broadcast=broadcast_keys, materialize=materialize
+            papers, rest, match_titles=match_titles, broadcast=broadcast_keys, materialize=materialize, titles=titles
         )
     else:
-        found = sharing_keys(paper_keys, rest, match_titles=match_titles, broadcast=broadcast_keys)
+        found = sharing_keys(paper_keys, rest, match_titles=match_titles, broadcast=broadcast_keys, titles=titles)
     sharing = materialize(found, "sharing_papers")
     keys = [key_column(c) for _, c in EXTERNAL_STEPS]
     title = ["_folded"] if match_titles else []
     sharing_rows = sharing.select("corpus_id", *keys, *title).toArrow()
-    later = later_steps(rest.select("id", *keys, "folded_title").toArrow(), sharing_rows, match_titles=match_titles)
+    later = later_steps(
+        rest.select("id", *keys, "folded_title").toArrow(),
+        sharing_rows,
+        match_titles=match_titles,
+        conflicts=conflicts,
+        most_shared=most_shared,
+    )
     # `in_snapshot`: the corpus ids the first steps name, looked up in the papers' id column (without
     # shuffling it when `broadcast_keys`), and the sharing papers, where the later steps find theirs
     small = F.broadcast if broadcast_keys else (lambda df: df)

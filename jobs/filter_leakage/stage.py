@@ -22,7 +22,7 @@ from citeflow.stage import execute
 STAGE = "filter_leakage"
 # A change to the keys (`transforms.paper_key_rows`: `cascade_key`, the title fold) needs a new stage version:
 # only a version of this one carries its paper_keys over to the next release. CHANGELOG.md lists the versions.
-STAGE_VERSION = 5
+STAGE_VERSION = 6
 TABLES = list(REGISTRY[STAGE].tables)
 
 # the settings that name benchmark files: their fingerprints are inputs, not config
@@ -166,7 +166,7 @@ def _build(
     step(spark, STAGE, "writing the graph without the benchmark's papers")
     report = _write_graph(work, config, upstream, mapped)
     step(spark, STAGE, "counting")
-    count_metrics(work, config, upstream, mapped.table, report, metrics)
+    count_metrics(work, config, upstream, mapped.table, report, metrics, bench.conflicts)
     log.info(
         "%s: %s — %d of %d benchmark ids mapped; removed %d papers and %d citations",
         STAGE,
@@ -185,6 +185,7 @@ class _Benchmark:
 
     table: Any  # one row per benchmark id and split (`citeflow.jobs.filter_leakage.benchmark_ids.collect`)
     distinct: Any  # one row per distinct id
+    conflicts: Any  # (id, folded_title) of the ids the benchmark gives several titles (`mapping.title_conflicts`)
     ids: Any  # `distinct` staged for Spark
     shas: Any  # the sha spellings staged for Spark, or None without a paper-ids table
 
@@ -201,7 +202,7 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
     """Three independent parts at once (`session.concurrently`): the papers' keys and the paper-ids lines
     written, and the benchmark's ids taken; each alone leaves a core idle between its small queries."""
     from citeflow.jobs.filter_leakage.id_mapping import PAPER_ID_LINES_SCHEMA, PAPER_IDS_SCHEMA, paper_id_lines
-    from citeflow.jobs.filter_leakage.mapping import distinct_ids, sha_candidates
+    from citeflow.jobs.filter_leakage.mapping import distinct_ids, sha_candidates, title_conflicts
     from citeflow.snapshot import discover_jsonl
     from citeflow.spark import readers as R
     from citeflow.spark.engine.session import as_step, concurrently
@@ -229,7 +230,8 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
         distinct = distinct_ids(table)
         # the spellings the sha step looks up, made here too: Spark's plan for them leaves the cores idle
         shas = work.stage_arrow("shas", sha_candidates(distinct)) if config.paper_ids else None
-        return _Benchmark(table, distinct, work.stage_arrow("ids", distinct), shas), layouts, unaudited
+        staged = _Benchmark(table, distinct, title_conflicts(table), work.stage_arrow("ids", distinct), shas)
+        return staged, layouts, unaudited
 
     papers = work.read(upstream, "papers")
     metrics["paper_keys"], lines_entry, (bench, layouts, unaudited) = concurrently(
@@ -298,6 +300,8 @@ def _map_ids(work, config: RunConfig, upstream: Manifest, bench: _Benchmark, by_
         first=first,
         from_arrow=lambda table, name: work.stage_arrow(name, table),  # `mapped`, its rows made in this process
         paper_keys=work.read_own("paper_keys"),
+        conflicts=bench.conflicts,
+        most_shared=config.filter_leakage.max_shared_matches,
     )
     table = work.read_staged("mapped")
     id_rows = benchmark_id_rows(bench.table, table)

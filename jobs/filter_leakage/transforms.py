@@ -242,10 +242,16 @@ def paper_key_rows(
 
 
 def sharing_keys(
-    paper_keys: DataFrame, ids: DataFrame, *, match_titles: bool = True, broadcast: bool = True
+    paper_keys: DataFrame,
+    ids: DataFrame,
+    *,
+    match_titles: bool = True,
+    broadcast: bool = True,
+    titles: DataFrame | None = None,
 ) -> DataFrame:
     """The rows of `paper_keys` (`paper_key_rows`) that share a DOI, PubMed id, arXiv id or, with
-    `match_titles`, a folded title with one of `ids` (`mapping.distinct_ids` rows): every paper that
+    `match_titles`, a folded title with one of `ids` (`mapping.distinct_ids` rows) or of `titles` (a
+    `folded_title` column: the ids' other titles, `mapping.title_conflicts`): every paper that
     `map_ids`' steps after the sha step can count or pick for these ids. `broadcast` ships the benchmark's keys
     and the papers found to the tasks instead of shuffling the papers' keys (the benchmark's side is small;
     without it, both sides are shuffled, as a cluster needs for a benchmark beyond `spark.broadcast_rows`).
@@ -264,6 +270,8 @@ def sharing_keys(
     wanted = [ids.select(F.lit(column).alias("kind"), cascade_key(column).alias("key")) for column in external]
     if match_titles:
         wanted.append(ids.select(F.lit("title").alias("kind"), F.col("folded_title").alias("key")))
+        if titles is not None:
+            wanted.append(titles.select(F.lit("title").alias("kind"), F.col("folded_title").alias("key")))
     bench_keys = wanted[0]
     for more in wanted[1:]:
         bench_keys = bench_keys.unionByName(more)
@@ -279,8 +287,10 @@ def papers_sharing_keys(
     match_titles: bool = True,
     broadcast: bool = True,
     materialize: Callable[[DataFrame, str], DataFrame] = lambda df, name: df,
+    titles: DataFrame | None = None,
 ) -> DataFrame:
     """`sharing_keys` on the keys of `papers` (`paper_key_rows`, materialised as `paper_keys`): the rows
-    (`corpus_id`, the keys, `_folded` with `match_titles`) of the papers that share a key with one of `ids`."""
+    (`corpus_id`, the keys, `_folded` with `match_titles`) of the papers that share a key with one of `ids` or
+    `titles`."""
     keys = materialize(paper_key_rows(papers, materialize, titles=match_titles), "paper_keys")
-    return sharing_keys(keys, ids, match_titles=match_titles, broadcast=broadcast)
+    return sharing_keys(keys, ids, match_titles=match_titles, broadcast=broadcast, titles=titles)

@@ -24,6 +24,12 @@ filter_leakage 2), whose join is digested as the pinned `papers`
 (`papers_with_degrees`), and again when filter_leakage wrote its papers'
 match keys as a table of their own (filter_leakage 3: `UNPINNED_TABLES`), and when it stored its paper-ids
 lines (filter_leakage 4), and when its tables became plain Parquet with a suite per benchmark (filter_leakage 5).
+
+filter_leakage 6 resolves the benchmark ids left in doubt toward exclusion, which changes the rows of the s2orc
+snapshot's two ids with a generic title that three papers share: its filter_leakage part was written again
+then, after checking that its tables differ from stage 5's by those ids' rows and those papers alone. The third
+snapshot, `s2orc-unambiguous` (the same without generic titles: no id in doubt), was pinned by stage 5 and holds
+stage 6 to stage 5's tables and metrics where nothing is in doubt (only its version was written again).
 """
 
 from __future__ import annotations
@@ -56,8 +62,33 @@ UNPINNED_TABLES = {"paper_keys", "paper_id_lines"}
 # had (`as_pinned`), so every id's mapping and every count of the pin is still compared.
 # build_graph's `lossy_text` (papers per field holding U+FFFD) is newer than the pin too, held by
 # tests/unit/spark/test_lossy_text.py and tests/faults/test_inputs.py.
-UNPINNED_METRICS = {"suites", "unaudited", "strict", "lossy_text"}
-REPORT_COLUMNS_AFTER_PIN = {"suite", "removed_papers", "removed_edges", "one_hop_papers", "one_hop_edges"}
+# filter_leakage 6's account of the inputs in doubt (`doubts`; `conflicts` in `paper_ids`; the methods that map an id
+# to several papers, in `mapped_by` and the report; `too_common` in the report) is newer than the pin too, held by
+# tests/e2e/test_filter_leakage.py and tests/unit/test_leakage_doubts.py; where no id is in doubt they are zeros
+# and the tables are the pin's (`s2orc-unambiguous`: pinned by the stage before it knew of doubts).
+UNPINNED_METRICS = {"suites", "unaudited", "strict", "lossy_text", "doubts"}
+METHODS_BEFORE_DOUBTS = ("corpus_id", "sha", "doi", "pubmed", "arxiv", "title")
+METRIC_KEYS_AFTER_PIN = {"paper_ids": {"conflicts"}}
+REPORT_COLUMNS_AFTER_PIN = {"suite", "removed_papers", "removed_edges", "one_hop_papers", "one_hop_edges", "too_common"}
+
+
+def _after_pin(column: str) -> bool:
+    """A report column newer than the pin: those above, and the count of each method filter_leakage 6 added."""
+    if column in REPORT_COLUMNS_AFTER_PIN:
+        return True
+    return column.startswith("mapped_") and column[len("mapped_") :] not in METHODS_BEFORE_DOUBTS
+
+
+def metric_as_pinned(key: str, value: Any) -> Any:
+    """A manifest metric as the pin holds it: the report's rows (`report_as_pinned`), `mapped_by` without the
+    methods added after the pin, `paper_ids` without its `conflicts`."""
+    if key == "report":
+        return report_as_pinned(value)
+    if key == "mapped_by":
+        return {m: n for m, n in value.items() if m in METHODS_BEFORE_DOUBTS}
+    if key in METRIC_KEYS_AFTER_PIN and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k not in METRIC_KEYS_AFTER_PIN[key]}
+    return value
 
 
 def report_as_pinned(rows: list[dict]) -> list[dict]:
@@ -66,7 +97,7 @@ def report_as_pinned(rows: list[dict]) -> list[dict]:
     if rows and "suite" not in rows[0]:
         return rows
     kept = [r for r in rows if (r["suite"] == "scidocs" and r["task"] != "all") or r["suite"] == "all"]
-    plain = [{k: v for k, v in r.items() if k not in REPORT_COLUMNS_AFTER_PIN} for r in kept]
+    plain = [{k: v for k, v in r.items() if not _after_pin(k)} for r in kept]
     return sorted(plain, key=lambda r: (r["task"], r["split"]))
 
 
@@ -81,7 +112,7 @@ def as_pinned(table_name: str, table):
         return table.filter(pc.equal(table["suite"], "scidocs")).drop(["suite"])
     if table_name == "leakage_report":
         rows = report_as_pinned(table.to_pylist())
-        names = [n for n in table.column_names if n not in REPORT_COLUMNS_AFTER_PIN]
+        names = [n for n in table.column_names if not _after_pin(n)]
         return pa.Table.from_pylist(rows, schema=pa.schema([table.schema.field(n) for n in names]))
     return table
 
@@ -152,7 +183,7 @@ def stage_contents(manifest) -> dict[str, Any]:
         if t != "degrees" and t not in UNPINNED_TABLES
     }
     metrics = {
-        k: report_as_pinned(v) if k == "report" else v
+        k: metric_as_pinned(k, v)
         for k, v in sorted(manifest.metrics.items())
         if k not in VOLATILE_METRICS | UNPINNED_METRICS
     }
@@ -198,8 +229,27 @@ def compare(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     return problems
 
 
+# The pinned snapshots: the e2e fixtures' (tests/e2e/conftest.py), and the s2orc one without generic titles, on
+# which no benchmark id is in doubt.
+PINNED_SNAPSHOTS = {
+    "s2orc": {"format": "s2orc"},
+    "s2ag": {"format": "s2ag"},
+    "s2orc-unambiguous": {"format": "s2orc", "generic_title_rate": 0.0},
+}
+
+
+def generate(name: str, out: Path) -> Path:
+    """The pinned snapshot `name` (`PINNED_SNAPSHOTS`), generated into `out`."""
+    from citeflow.synthcorpus.config import GenerateConfig
+    from citeflow.synthcorpus.generate import run
+    from tests.e2e.conftest import GENERATED_PAPERS
+
+    run(GenerateConfig(papers=GENERATED_PAPERS, out=str(out), seed=7, shards=3, **PINNED_SNAPSHOTS[name]))
+    return out
+
+
 def run_all(snaps: dict[str, Path], artifacts: Path, overrides: list[str]) -> dict[str, dict[str, Any]]:
-    """build_graph on each snapshot, filter_leakage on the s2orc one; their `stage_contents`."""
+    """build_graph on each snapshot, filter_leakage on the s2orc ones; their `stage_contents`."""
     from citeflow.config import RunConfig, apply_overrides
     from citeflow.jobs import build_graph, filter_leakage
 
@@ -214,17 +264,14 @@ def run_all(snaps: dict[str, Path], artifacts: Path, overrides: list[str]) -> di
         )
         config = apply_overrides(base, overrides)
         entry = {"input": snapshot_identity(snap), "build_graph": stage_contents(build_graph.run(config))}
-        if name == "s2orc":
+        if PINNED_SNAPSHOTS[name]["format"] == "s2orc":
             entry["filter_leakage"] = stage_contents(filter_leakage.run(config))
         results[name] = entry
     return results
 
 
 def main() -> int:
-    from citeflow.synthcorpus.config import GenerateConfig
-    from citeflow.synthcorpus.generate import run
     from tests.conftest import TEST_SPARK_OVERRIDES
-    from tests.e2e.conftest import GENERATED_PAPERS
 
     parser = argparse.ArgumentParser(description="Write (or check) pinned_contents.json")
     parser.add_argument("--write", action="store_true", help="overwrite the pin with this checkout's output")
@@ -233,10 +280,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="citeflow-pin-") as tmp:
-        snaps = {}
-        for fmt in ("s2orc", "s2ag"):
-            snaps[fmt] = Path(tmp) / fmt
-            run(GenerateConfig(papers=GENERATED_PAPERS, out=str(snaps[fmt]), seed=7, format=fmt, shards=3))
+        snaps = {name: generate(name, Path(tmp) / name) for name in PINNED_SNAPSHOTS}
         results = run_all(snaps, Path(tmp) / "artifacts", TEST_SPARK_OVERRIDES)
     if args.write:
         PIN.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")

@@ -12,6 +12,7 @@ from citeflow.artifacts import ArtifactStore
 from citeflow.config import RunConfig, apply_overrides
 from citeflow.errors import CiteflowError
 from citeflow.jobs import filter_leakage
+from citeflow.jobs.filter_leakage import mapping as M
 from citeflow.jobs.filter_leakage.audit import LeakageError, audit_no_benchmark_papers
 from citeflow.tables import read_table
 from tests.conftest import TEST_SPARK_OVERRIDES
@@ -31,6 +32,27 @@ def config(snap, artifacts, *overrides, paper_ids=True, snapshot="leak"):
     return apply_overrides(base, [*TEST_SPARK_OVERRIDES, *overrides])
 
 
+def shared_title_papers(snap, graph: str) -> dict[str, set[int]]:
+    """Per SciDocs id the generator made unmappable with a title several corpus papers have (`ambiguous_title` in
+    its truth), the graph's papers with that title: filter_leakage maps the id to all of them (`title_shared`,
+    up to `max_shared_matches`), folding titles as the generator's truth folds them."""
+    from citeflow.text import fold_title
+
+    titles: dict[str, str] = {}
+    for path in sorted((snap / "scidocs").glob("paper_metadata_*.json")):
+        titles.update({k: v.get("title") for k, v in json.loads(path.read_text()).items()})
+    folded: dict[str, set[int]] = {}
+    for row in pq.read_table(graph + "/papers", columns=["corpus_id", "title"]).to_pylist():
+        if row["title"]:
+            folded.setdefault(fold_title(row["title"]), set()).add(row["corpus_id"])
+    truth = map(json.loads, open(snap / "scidocs_truth.jsonl"))
+    return {r["id"]: folded[fold_title(titles[r["id"]])] for r in truth if r["ambiguous_title"]}
+
+
+def graph_of(m) -> str:
+    return next(i for i in m.inputs if i.get("stage") == "build_graph")["path"]
+
+
 @pytest.fixture(scope="module")
 def excluded(generated_s2orc, tmp_path_factory, spark):
     snap, truth = generated_s2orc
@@ -39,27 +61,43 @@ def excluded(generated_s2orc, tmp_path_factory, spark):
 
 
 def test_each_id_is_mapped_the_way_the_generator_intended(excluded):
+    """Each SciDocs id maps as the generator's truth says; an id it made unmappable with a generic title that
+    several corpus papers share maps to every one of them (when in doubt, leave it out)."""
     snap, truth, _, m = excluded
     expected = {r["id"]: r for r in map(json.loads, open(snap / "scidocs_truth.jsonl"))}
-    got = pq.read_table(m.table_path("benchmark_ids")).to_pylist()
-    by_id = {r["id"]: r for r in got}
-    assert set(by_id) == set(expected)
+    shared = shared_title_papers(snap, graph_of(m))
+    got: dict[str, set] = {}
+    for row in pq.read_table(m.table_path("benchmark_ids")).to_pylist():
+        got.setdefault(row["id"], set()).add((row["method"], row["corpus_id"], row["unmapped_reason"]))
+    assert set(got) == set(expected)
     for sid, want in expected.items():
-        row = by_id[sid]
-        assert (row["method"], row["corpus_id"]) == (want["method"], want["corpus_id"]), sid
-        if want["method"] is None:
-            assert row["unmapped_reason"] == ("ambiguous_title" if want["ambiguous_title"] else "no_match")
+        if sid in shared:
+            assert got[sid] == {("title_shared", p, None) for p in shared[sid]}, sid
+        elif want["method"] is None:
+            assert got[sid] == {(None, None, "no_match")}, sid
+        else:
+            assert got[sid] == {(want["method"], want["corpus_id"], None)}, sid
     sd = truth["scidocs"]
+    assert 2 <= min(map(len, shared.values())) and len(shared) == sd["unmappable_with_ambiguous_title"] >= 1
     assert m.metrics["benchmark_ids"] == sd["ids"]
     assert m.metrics["mapped_by"]["sha"] == sd["mapped_by_sha"]
     assert m.metrics["mapped_by"]["title"] == sd["mapped_by_title_only"]
-    assert m.metrics["unmapped"] == sd["unmappable"]
+    assert m.metrics["mapped_by"]["title_shared"] == len(shared)
+    assert m.metrics["unmapped"] == sd["unmappable"] - len(shared)
+    assert m.metrics["doubts"] == {
+        "title_shared": {
+            "ids": len(shared),
+            "papers": len(set().union(*shared.values())),
+            "examples": sorted(shared)[:5],
+        }
+    }
     assert m.metrics["mode"] == "exclude"
 
 
 def test_filtered_graph_holds_no_benchmark_paper(excluded):
     snap, truth, _, m = excluded
     mapped = {r["corpus_id"] for r in map(json.loads, open(snap / "scidocs_truth.jsonl")) if r["corpus_id"]}
+    mapped |= set().union(*shared_title_papers(snap, graph_of(m)).values())
     papers = read_table(LOCAL, m.table_path("papers"))
     cites = pq.read_table(m.table_path("citations"))
     assert not mapped & set(papers["corpus_id"].to_pylist())
@@ -131,7 +169,9 @@ def test_contents_are_pinned(excluded, generated_s2ag, tmp_path, spark):
     The pin (tests/e2e/pinned_contents.json) was written by commit 2449bbc's Spark stages on these same
     generated snapshots; row order and file layout are not compared, every row, column type and metric is.
     One metric joined the pin later, without a table changing: filter_leakage's `paper_ids` (its account
-    of the paper-ids lines, 3,450 lines that all give a pair).
+    of the paper-ids lines, 3,450 lines that all give a pair). filter_leakage's part was pinned again at stage
+    version 6, which maps the two SciDocs ids whose generic title three papers share to all three: the tables
+    differ from stage 5's by those ids' rows and those papers alone (checked when it was re-pinned).
     """
     from citeflow.jobs import build_graph
     from tests.e2e import contents as C
@@ -150,6 +190,27 @@ def test_contents_are_pinned(excluded, generated_s2ag, tmp_path, spark):
     assert problems == []
 
 
+def test_a_corpus_with_no_doubt_gives_the_tables_of_the_stage_before_doubts_were_resolved(tmp_path, spark):
+    """On a generated snapshot where no benchmark id is in doubt (no generic titles: no title several papers share,
+    no id with two titles, no sha with two corpus ids), filter_leakage writes the tables and metrics that stage
+    version 5, before any doubt was resolved toward exclusion, wrote (pinned by it: `s2orc-unambiguous`), and its
+    new counts are all zero."""
+    from citeflow.jobs import build_graph
+    from tests.e2e import contents as C
+
+    snap = C.generate("s2orc-unambiguous", tmp_path / "snapshot")
+    pinned = C.check_input("s2orc-unambiguous", snap)
+    cfg = config(snap, tmp_path / "artifacts", snapshot="pin-s2orc-unambiguous")
+    problems = C.compare(C.stage_contents(build_graph.run(cfg)), pinned["build_graph"])
+    leak = filter_leakage.run(cfg)
+    problems += C.compare(C.stage_contents(leak), pinned["filter_leakage"])
+    assert problems == []
+    assert leak.metrics["doubts"] == {} and leak.metrics["paper_ids"]["conflicts"] == {"shas": 0, "lines": 0}
+    overall = leak.metrics["report"][-1]
+    assert overall["too_common"] == 0 and set(leak.metrics["mapped_by"]) == {f"{m}" for m in M.METHODS}
+    assert all(overall[f"mapped_{m}"] == 0 for m in M.DOUBTFUL)
+
+
 def test_every_paper_ids_line_is_counted(excluded, spark, tmp_path, caplog):
     """No paper-ids line is dropped uncounted: the manifest's `paper_ids` accounts for every line of the
     table, the lines without a (sha, corpus id) pair by reason, and the log says so; the dirt changes no
@@ -160,7 +221,8 @@ def test_every_paper_ids_line_is_counted(excluded, spark, tmp_path, caplog):
 
     snap, _, artifacts, m = excluded
     lines = sum(1 for f in (snap / "paper-ids").glob("*.jsonl.gz") for _ in gzip.open(f, "rt"))
-    assert m.metrics["paper_ids"] == {"lines": lines, "pairs": lines, "unusable": {}}
+    none = {"shas": 0, "lines": 0}
+    assert m.metrics["paper_ids"] == {"lines": lines, "pairs": lines, "unusable": {}, "conflicts": none}
 
     dirty = tmp_path / "paper-ids"
     shutil.copytree(snap / "paper-ids", dirty)
@@ -184,6 +246,7 @@ def test_every_paper_ids_line_is_counted(excluded, spark, tmp_path, caplog):
         "lines": lines + 5,
         "pairs": lines + 1,
         "unusable": {"blank_line": 1, "malformed_json": 1, "no_sha_or_corpus_id": 2},
+        "conflicts": none,
     }
     assert f"4 of {lines + 5} paper-ids lines give no (sha, corpus id) pair" in caplog.text
     assert r.metrics["mapped_by"] == m.metrics["mapped_by"] and r.metrics["unmapped"] == m.metrics["unmapped"]
@@ -201,6 +264,7 @@ def planted(excluded, tmp_path_factory):
     papers = pq.read_table(upstream["path"] + "/papers", columns=["corpus_id", "title"]).to_pylist()
     edges = pq.read_table(upstream["path"] + "/citations").to_pylist()
     scidocs = {r["corpus_id"] for r in map(json.loads, open(snap / "scidocs_truth.jsonl")) if r["corpus_id"]}
+    scidocs |= set().union(*shared_title_papers(snap, upstream["path"]).values())
     degree: dict[int, int] = {}
     for e in edges:
         for end in (e["citing"], e["cited"]):
@@ -368,3 +432,125 @@ def test_a_stage_is_shared_as_a_dataset_that_datasets_loads(excluded, tmp_path, 
     assert (
         main(["export-dataset", "--snapshot", "../x", "--stage", "filter_leakage", "--out", str(tmp_path / "o")]) == 2
     )
+
+
+@pytest.fixture(scope="module")
+def in_doubt(excluded, tmp_path_factory):
+    """The generated SciDocs and paper-ids with inputs that disagree, as an operator meets them: one SciDocs id
+    with two titles (its paper-ids line gone; its view_cite_read entry keeps the title of its own paper P, and
+    the same id added to mag_mesh's metadata with the title of another paper X), and one sha on two paper-ids
+    lines (a line naming another paper Y appended). The generator's two ids with a title three papers share
+    are there too. The papers named, read from the graph (titles as the graph holds them)."""
+    import gzip
+    import shutil
+
+    from citeflow.text import fold_title
+
+    snap, _, _, m = excluded
+    root = tmp_path_factory.mktemp("in-doubt")
+    shutil.copytree(snap / "scidocs", root / "scidocs")
+    graph = pq.read_table(graph_of(m) + "/papers", columns=["corpus_id", "title"]).to_pylist()
+    titles = {r["corpus_id"]: r["title"] for r in graph}
+    counts: dict = {}
+    for title in titles.values():
+        counts[fold_title(title)] = counts.get(fold_title(title), 0) + 1
+    truth = {r["id"]: r for r in map(json.loads, open(snap / "scidocs_truth.jsonl"))}
+    benchmark = {r["corpus_id"] for r in truth.values() if r["corpus_id"]}
+    view = json.loads((root / "scidocs" / "paper_metadata_view_cite_read.json").read_text())
+    own = {i: fold_title(titles.get(truth[i]["corpus_id"])) for i in view if truth[i]["method"] == "sha"}
+    two_titles = next(
+        i for i in sorted(own) if own[i] and own[i] == fold_title(view[i]["title"]) and counts[own[i]] == 1
+    )
+    p = truth[two_titles]["corpus_id"]
+    free = [c for c in sorted(titles) if c not in benchmark and titles[c] and counts[fold_title(titles[c])] == 1]
+    x, y = free[0], free[1]
+    mag = json.loads((root / "scidocs" / "paper_metadata_mag_mesh.json").read_text())
+    assert two_titles not in mag
+    mag[two_titles] = {"paper_id": two_titles, "title": titles[x], "abstract": ""}
+    (root / "scidocs" / "paper_metadata_mag_mesh.json").write_text(json.dumps(mag))
+    two_ids = next(i for i in sorted(truth) if truth[i]["method"] == "sha" and i != two_titles)
+    lines = [line for f in sorted((snap / "paper-ids").glob("*.jsonl.gz")) for line in gzip.open(f, "rt")]
+    kept = [line for line in lines if json.loads(line)["sha"] != two_titles]
+    assert len(kept) == len(lines) - 1
+    kept.append(json.dumps({"sha": two_ids, "corpusid": y}) + "\n")
+    (root / "paper-ids").mkdir()
+    with gzip.open(root / "paper-ids" / "paper-ids_0.jsonl.gz", "wt") as fh:
+        fh.writelines(kept)
+    shared = shared_title_papers(snap, graph_of(m))
+    return {
+        "snap": snap,
+        "root": root,
+        "two_titles": (two_titles, p, x),
+        "two_ids": (two_ids, truth[two_ids]["corpus_id"], y),
+        "shared": shared,
+    }
+
+
+def doubt_config(case, artifacts, *overrides):
+    import dataclasses
+
+    snap, root = case["snap"], case["root"]
+    return dataclasses.replace(
+        config(snap, artifacts, *overrides), scidocs=str(root / "scidocs"), paper_ids=str(root / "paper-ids")
+    )
+
+
+def test_inputs_that_disagree_exclude_every_paper_they_name_counted_and_warned(in_doubt, excluded, spark, caplog):
+    """When in doubt, leave it out: the id with two titles maps to both titles' papers (`title_conflict`), the sha
+    with two corpus ids to both (`sha_conflict`, its two lines counted), the title three papers share to all three
+    (`title_shared`); every paper named leaves the graph; the report, the manifest and one warning line per kind
+    say so, with examples. `report_only` reports the same."""
+    _, _, artifacts, _ = excluded
+    (two_titles, p, x), (two_ids, x2, y) = in_doubt["two_titles"], in_doubt["two_ids"]
+    shared = in_doubt["shared"]
+    with caplog.at_level("WARNING", logger="citeflow"):
+        m = filter_leakage.run(doubt_config(in_doubt, artifacts))
+    rows: dict[str, set] = {}
+    for r in pq.read_table(m.table_path("benchmark_ids")).to_pylist():
+        rows.setdefault(r["id"], set()).add((r["corpus_id"], r["method"], r["in_snapshot"]))
+    assert rows[two_titles] == {(p, "title_conflict", True), (x, "title_conflict", True)}
+    assert rows[two_ids] == {(x2, "sha_conflict", True), (y, "sha_conflict", True)}
+    for sid, papers in shared.items():
+        assert rows[sid] == {(c, "title_shared", True) for c in papers}
+    named = {p, x, x2, y, *set().union(*shared.values())}
+    kept = set(pq.read_table(m.table_path("papers"))["corpus_id"].to_pylist())
+    assert not named & kept
+    doubts = m.metrics["doubts"]
+    assert doubts["title_conflict"] == {"ids": 1, "matched": 1, "papers": 2, "examples": [two_titles]}
+    assert doubts["sha_conflict"] == {"ids": 1, "papers": 2, "examples": [two_ids]}
+    assert doubts["title_shared"]["ids"] == len(shared)
+    assert m.metrics["paper_ids"]["conflicts"] == {"shas": 1, "lines": 2}
+    overall = m.metrics["report"][-1]
+    assert (overall["mapped_title_conflict"], overall["mapped_sha_conflict"]) == (1, 1)
+    assert overall["mapped_title_shared"] == len(shared)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    for kind, example in (("title_conflict", two_titles), ("sha_conflict", two_ids), ("title_shared", None)):
+        said = [w for w in warnings if f"({kind}); e.g. " in w]
+        assert len(said) == 1 and (example is None or example in said[0]), (kind, warnings)
+    assert "1 benchmark ids have several titles" in " ".join(warnings)
+    assert "(2 lines)" in next(w for w in warnings if "sha_conflict" in w)
+
+    report_only = filter_leakage.run(doubt_config(in_doubt, artifacts, "filter_leakage.mode=report_only"))
+    assert (
+        report_only.metrics["doubts"] == doubts
+        and report_only.metrics["report"][-1]["removed_papers"] == (overall["removed_papers"])
+    )
+    assert report_only.metrics["removed_papers"] == 0
+
+
+def test_a_title_more_papers_share_than_the_cap_stays_unmapped_and_counts(in_doubt, excluded, spark, caplog):
+    """`filter_leakage.max_shared_matches=2`: the generic title three papers share is too common to say which; its
+    ids stay unmapped with their own reason, counted toward the unmapped share, and warned about; their papers stay
+    in the graph."""
+    snap, truth, artifacts, _ = excluded
+    shared = in_doubt["shared"]
+    with caplog.at_level("WARNING", logger="citeflow"):
+        m = filter_leakage.run(config(snap, artifacts, "filter_leakage.max_shared_matches=2"))
+    assert m.metrics["unmapped_reasons"]["title_too_common"] == len(shared)
+    assert m.metrics["unmapped"] == truth["scidocs"]["unmappable"]
+    assert m.metrics["doubts"] == {"title_too_common": {"ids": len(shared), "examples": sorted(shared)}}
+    assert m.metrics["report"][-1]["too_common"] == len(shared)
+    kept = set(pq.read_table(m.table_path("papers"))["corpus_id"].to_pylist())
+    assert set().union(*shared.values()) <= kept
+    said = [r.getMessage() for r in caplog.records if "(title_too_common)" in r.getMessage()]
+    assert len(said) == 1 and "shared by more than 2 corpus papers" in said[0]

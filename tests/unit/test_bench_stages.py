@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from citeflow.jobs.filter_leakage.mapping import STEPS
 from citeflow.text import fold_title
 from tests.conftest import TEST_SPARK_OVERRIDES
 from tests.support.bench import finite, run_bench, run_command
@@ -66,17 +67,9 @@ def _extra_metadata(corpus: Path) -> dict[str, dict]:
     """SciDocs metadata entries that map by each step of the cascade that the generated benchmark leaves unused:
     a corpus id (one of the corpus, one of none), a DOI (spelled in upper case, with spaces), a PubMed id, an
     arXiv id and a title (re-cased, punctuated: it folds to a corpus title that no other paper has), each of a
-    paper that no other line of the corpus shares it with; and a title no paper has (unmapped: no_match)."""
-    records = []
-    for path in sorted(corpus.rglob("*.jsonl.gz")):
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # the generator's malformed lines
-                if isinstance(record, dict) and str(record.get("paper_id") or "").isdigit():
-                    records.append(record)
+    paper that no other line of the corpus shares it with; a title no paper has (unmapped: no_match); and the
+    generator's generic title, which two papers at least share (both named)."""
+    records = _records(corpus)
     entries: dict[str, dict] = {}
 
     def once(key):
@@ -96,7 +89,33 @@ def _extra_metadata(corpus: Path) -> dict[str, dict]:
     record = once(folded)
     entries[f"{4:040x}"] = {"title": f"  {record['title'].upper()}?! "}
     entries[f"{5:040x}"] = {"title": "A paper that no corpus holds, at all"}
+    entries[f"{6:040x}"] = {"title": "Editorial"}  # the generator's generic title, two papers' at least
     return entries
+
+
+def _records(corpus: Path) -> list[dict]:
+    """The corpus's paper records with a corpus id (the generator's malformed lines left out)."""
+    records = []
+    for path in sorted(corpus.rglob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(record, dict) and str(record.get("paper_id") or "").isdigit():
+                    records.append(record)
+    return records
+
+
+def _second_titles(corpus: Path, first: dict[str, dict]) -> dict[str, dict]:
+    """Another metadata file that gives the id titled after a corpus paper in `first` a second title, another
+    paper's (the two titles disagree: both papers are named)."""
+    records = [r for r in _records(corpus) if r.get("title") and r["title"].isascii()]
+    counts = Counter(fold_title(r["title"]) for r in records)
+    taken = fold_title(first[f"{4:040x}"]["title"])
+    other = next(r for r in records if counts[fold_title(r["title"])] == 1 and fold_title(r["title"]) != taken)
+    return {f"{4:040x}": {"title": other["title"]}}
 
 
 def _rows(table_path: Path, columns: list[str]) -> list[tuple]:
@@ -114,9 +133,16 @@ def test_the_duckdb_twin_writes_the_tables_citeflows_stages_write(tmp_path):
     citeflow("generate", "--papers", "300", "--seed", "5", "--out", str(snap))
     scidocs = tmp_path / "scidocs"
     shutil.copytree(snap / "scidocs", scidocs)
-    (scidocs / "paper_metadata_extra.json").write_text(json.dumps(_extra_metadata(snap / "corpus")))
+    extra = _extra_metadata(snap / "corpus")
+    (scidocs / "paper_metadata_extra.json").write_text(json.dumps(extra))
+    (scidocs / "paper_metadata_extra_more.json").write_text(json.dumps(_second_titles(snap / "corpus", extra)))
+    # a sha given a second corpus id by a line of its own (both are named)
+    paper_ids = tmp_path / "paper-ids"
+    shutil.copytree(snap / "paper-ids", paper_ids)
+    sha = next(r["id"] for r in map(json.loads, open(snap / "scidocs_truth.jsonl")) if r["method"] == "sha")
+    (paper_ids / "paper-ids_extra.jsonl").write_text(json.dumps({"sha": sha, "corpusid": 999}) + "\n")
     artifacts = tmp_path / "artifacts"
-    inputs = ["--corpus", str(snap / "corpus"), "--scidocs", str(scidocs), "--paper-ids", str(snap / "paper-ids")]
+    inputs = ["--corpus", str(snap / "corpus"), "--scidocs", str(scidocs), "--paper-ids", str(paper_ids)]
     citeflow(
         "run",
         "--snapshot",
@@ -131,8 +157,9 @@ def test_the_duckdb_twin_writes_the_tables_citeflows_stages_write(tmp_path):
     (graph,) = (artifacts / "twin" / "build_graph").glob("*/_manifest.json")
     (leak,) = (artifacts / "twin" / "filter_leakage").glob("*/_manifest.json")
     metrics = json.loads(leak.read_text())["metrics"]
-    # the comparison covers every step of the cascade, and an id no step maps
-    assert all(n > 0 for n in metrics["mapped_by"].values()), metrics["mapped_by"]
+    # the comparison covers every step of the cascade, the ids in doubt, and an id no step maps
+    covered = (*STEPS, "sha_conflict", "title_shared", "title_conflict")
+    assert all(metrics["mapped_by"][m] > 0 for m in covered), metrics["mapped_by"]
     assert metrics["unmapped_reasons"].get("no_match", 0) > 0, metrics["unmapped_reasons"]
 
     out = run_bench(
@@ -149,7 +176,7 @@ def test_the_duckdb_twin_writes_the_tables_citeflows_stages_write(tmp_path):
     out = run_bench(
         "duckdb_stages.py",
         *("filter_leakage", "--graph", str(graph.parent), "--scidocs", str(scidocs)),
-        *("--paper-ids", str(snap / "paper-ids"), "--out", str(tmp_path / "dd-leak")),
+        *("--paper-ids", str(paper_ids), "--out", str(tmp_path / "dd-leak")),
         timeout=120,
     )
     counts = json.loads(out.splitlines()[-1])

@@ -6,20 +6,35 @@ import pytest
 
 from citeflow.jobs.filter_leakage import id_mapping as M
 from citeflow.jobs.filter_leakage import transforms as L
-from citeflow.jobs.filter_leakage.mapping import benchmark_id_rows, distinct_ids, leakage_report
+from citeflow.jobs.filter_leakage.mapping import (
+    METHODS,
+    benchmark_id_rows,
+    distinct_ids,
+    leakage_report,
+    title_conflicts,
+)
 
 SHA_A, SHA_B, SHA_C, SHA_D, SHA_E, SHA_F = (c * 40 for c in "abcdef")
-# (corpus_id, method, in_snapshot, unmapped_reason) per id of the `bench` fixture, worked out by hand
+# (corpus_id, method, in_snapshot, unmapped_reason) of each paper an id of the `bench` fixture maps to, worked
+# out by hand
 CASCADE_ANSWERS = {
-    "2": (2, "corpus_id", True, None),
-    SHA_A: (1, "sha", True, None),
-    SHA_B: (99, "sha", False, None),
-    SHA_C: (2, "title", True, None),
-    SHA_D: (None, None, False, "ambiguous_title"),
-    SHA_E: (5, "doi", True, None),
-    SHA_F: (None, None, False, "no_match"),
-    "x" * 40: (6, "pubmed", True, None),
+    "2": {(2, "corpus_id", True, None)},
+    SHA_A: {(1, "sha", True, None)},
+    SHA_B: {(99, "sha", False, None)},
+    SHA_C: {(2, "title", True, None)},
+    SHA_D: {(3, "title_shared", True, None), (4, "title_shared", True, None)},  # a title papers 3 and 4 share
+    SHA_E: {(5, "doi", True, None)},
+    SHA_F: {(None, None, False, "no_match")},
+    "x" * 40: {(6, "pubmed", True, None)},
 }
+
+
+def by_id(rows, columns=("corpus_id", "method", "in_snapshot", "unmapped_reason")) -> dict:
+    """Rows (Spark's or pyarrow's) as {id: {(column values), ...}}: an id maps to a set of papers."""
+    found: dict = {}
+    for r in rows:
+        found.setdefault(r["id"], set()).add(tuple(r[c] for c in columns))
+    return found
 
 
 def ids_of(bench):
@@ -65,24 +80,21 @@ def bench(spark):
 
 def test_cascade_takes_the_first_method_that_finds_each_id(spark, papers, bench):
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)], "sha string, corpus_id long")
-    mapped = {
-        r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
-        for r in M.map_ids(ids_of(bench), papers, paper_ids).collect()
-    }
-    assert mapped == CASCADE_ANSWERS
+    assert by_id(M.map_ids(ids_of(bench), papers, paper_ids).collect()) == CASCADE_ANSWERS
 
 
 @pytest.mark.parametrize("broadcast_keys", [False, True])
 def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, broadcast_keys):
     """map_ids_narrow (filter_leakage's mapping) against the hand-worked answers of the cascade above, plus a
-    DOI two papers share (one spelled with spaces and capitals): not unique, so its id falls to its title."""
+    DOI two papers share (one spelled with spaces and capitals): its id maps to both, and the cascade stops there
+    (its title would have named one of them)."""
     more = spark.createDataFrame(
         [(7, "Shared DOI one", "10.2/dup", None, None), (8, "Shared DOI two", " 10.2/DUP ", None, None)],
         papers.schema,
     )
     extra = spark.createDataFrame(
         [("scidocs", "y" * 40, "mesh", "test", "shared doi TWO", "10.2/Dup", None, None)], bench.schema
-    )  # DOI shared by 7 and 8 -> title -> 8
+    )  # DOI shared by 7 and 8 -> both
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)], "sha string, corpus_id long")
     # each step materialised, as filter_leakage does (to Parquet there): one unbroken plan of the whole
     # cascade ran 47 Spark jobs over these few rows and took 7 to 18 s, this takes 3
@@ -92,29 +104,30 @@ def test_the_narrow_mapping_gives_the_cascades_answers(spark, papers, bench, bro
         steps.append(name)
         return frame.localCheckpoint()
 
-    mapped = {
-        r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
-        for r in M.map_ids_narrow(
+    mapped = by_id(
+        M.map_ids_narrow(
             ids_of(bench.unionByName(extra)),
             papers.unionByName(more),
             paper_ids,
             broadcast_keys=broadcast_keys,
             materialize=materialize,
         ).collect()
-    }
-    assert mapped == {**CASCADE_ANSWERS, "y" * 40: (8, "title", True, None)}
+    )
+    assert mapped == {**CASCADE_ANSWERS, "y" * 40: {(7, "doi_shared", True, None), (8, "doi_shared", True, None)}}
     assert "first" in steps and "sharing_papers" in steps and len(steps) == len(set(steps))  # names never clash
-    without = {
-        r["id"]: r["method"] for r in M.map_ids_narrow(ids_of(bench), papers, None, materialize=materialize).collect()
-    }
-    assert (without[SHA_A], without[SHA_C], without[SHA_E]) == (None, "title", "doi")
+    without = by_id(M.map_ids_narrow(ids_of(bench), papers, None, materialize=materialize).collect(), ["method"])
+    assert (without[SHA_A], without[SHA_C], without[SHA_E]) == ({(None,)}, {("title",)}, {("doi",)})
 
 
-@pytest.mark.parametrize("match_titles", [True, False])
-def test_the_narrow_mapping_equals_the_whole_cascade_on_colliding_keys(spark, match_titles):
+@pytest.mark.parametrize("match_titles, most_shared", [(True, 5), (True, 40), (False, 5)])
+def test_the_narrow_mapping_equals_the_whole_cascade_on_colliding_keys(spark, match_titles, most_shared):
     """map_ids_narrow, whose later steps run in the driver (`citeflow.jobs.filter_leakage.mapping.later_steps`), against
     map_ids (every step in Spark) on random papers and ids that share DOIs, PubMed and arXiv ids (spelled
-    with spaces and capitals) and titles, with several methods mapping one id to different papers."""
+    with spaces and capitals) and titles, with several methods mapping one id to different papers, ids the
+    benchmark gives several titles, a sha the paper-ids table gives two corpus ids, and keys shared by more papers
+    than `most_shared` and by fewer."""
+    from pyspark.sql import functions as F
+
     rng = random.Random(11)
     pick = lambda pool, p: rng.choice(pool) if rng.random() < p else None  # noqa: E731
     # each key either the paper's own (unique) or from a small pool several papers share
@@ -151,11 +164,29 @@ def test_the_narrow_mapping_equals_the_whole_cascade_on_colliding_keys(spark, ma
     bench = spark.createDataFrame(
         bench, "id string, task string, split string, title string, doi string, pubmed_id string, arxiv_id string"
     )
-    paper_ids = spark.createDataFrame([("a" * 40, 3), ("b" * 40, 200)], "sha string, corpus_id long")
+    paper_ids = spark.createDataFrame(
+        [("a" * 40, 3), ("b" * 40, 200), (f"{11:040x}", 4), (f"{11:040x}", 5)], "sha string, corpus_id long"
+    )
     columns = ["id", "corpus_id", "method", "in_snapshot", "unmapped_reason"]
-    whole = M.map_ids(ids_of(bench), papers, paper_ids, match_titles=match_titles).select(columns).collect()
+    conflicts = title_conflicts(bench.withColumn("suite", F.lit("s")).toArrow())
+    assert conflicts.num_rows > 0
+    doubt = {"conflicts": conflicts, "most_shared": most_shared}
+    whole = M.map_ids(
+        ids_of(bench),
+        papers,
+        paper_ids,
+        match_titles=match_titles,
+        conflicts=spark.createDataFrame(conflicts),
+        most_shared=most_shared,
+    )
+    whole = whole.select(columns).collect()
     narrow = M.map_ids_narrow(
-        ids_of(bench), papers, paper_ids, match_titles=match_titles, materialize=lambda f, name: f.localCheckpoint()
+        ids_of(bench),
+        papers,
+        paper_ids,
+        match_titles=match_titles,
+        materialize=lambda f, name: f.localCheckpoint(),
+        **doubt,
     )
     narrow = narrow.select(columns).collect()
     assert sorted(narrow) == sorted(whole)
@@ -168,23 +199,30 @@ def test_the_narrow_mapping_equals_the_whole_cascade_on_colliding_keys(spark, ma
         match_titles=match_titles,
         materialize=checkpoint,
         paper_keys=L.paper_key_rows(papers, checkpoint).localCheckpoint(),
+        **doubt,
     )
     assert sorted(keyed.select(columns).collect()) == sorted(whole)
     methods = {r["method"] for r in whole}
-    assert {"doi", "pubmed", "arxiv"} <= methods and (("title" in methods) == match_titles)
-    assert any(r["unmapped_reason"] == "ambiguous_title" for r in whole) == match_titles
+    reasons = {r["unmapped_reason"] for r in whole}
+    assert {"doi", "pubmed", "arxiv", "sha_conflict"} <= methods and (("title" in methods) == match_titles)
+    assert ("title_conflict" in methods) == match_titles
+    # the pools' DOIs and titles: too common for 5 papers, each shared by fewer than 40
+    assert ("title_too_common" in reasons) == (match_titles and most_shared == 5)
+    assert ("doi_too_common" in reasons) == (most_shared == 5)
+    assert ("title_shared" in methods) == (match_titles and most_shared == 40)
 
 
 def test_without_paper_ids_or_titles_shas_stay_unmapped(spark, papers, bench):
-    mapped = {r["id"]: r["method"] for r in M.map_ids(ids_of(bench), papers, None, match_titles=False).collect()}
-    assert mapped[SHA_A] is None and mapped[SHA_C] is None and mapped["2"] == "corpus_id"
+    mapped = by_id(M.map_ids(ids_of(bench), papers, None, match_titles=False).collect(), ["method"])
+    assert mapped[SHA_A] == mapped[SHA_C] == {(None,)} and mapped["2"] == {("corpus_id",)}
 
 
 def test_report_counts_per_suite_task_split_and_overall(spark, papers, bench):
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99)], "sha string, corpus_id long")
     mapped = M.map_ids(ids_of(bench), papers, paper_ids)
     rows = benchmark_id_rows(bench.toArrow(), mapped.toArrow())
-    assert rows.num_rows == bench.select("suite", "id", "task", "split").distinct().count()
+    # a row per (suite, id, task, split) and paper: SHA_D's two papers
+    assert rows.num_rows == bench.select("suite", "id", "task", "split").distinct().count() + 1
     keys = ["suite", "task", "split", "id"]
     assert rows.select(keys).to_pylist() == sorted(rows.select(keys).to_pylist(), key=lambda r: [r[k] for k in keys])
     report = {(r["suite"], r["task"], r["split"]): r for r in leakage_report(rows).to_pylist()}
@@ -198,14 +236,14 @@ def test_report_counts_per_suite_task_split_and_overall(spark, papers, bench):
         overall["mapped_pubmed"],
         overall["mapped_arxiv"],
     ) == (1, 2, 1, 1, 1, 0)
-    assert overall["unmapped"] == 2 and overall["in_snapshot"] == 5
-    # ids 2, SHA_A, SHA_C (-> 2 as well), SHA_E, x: papers 2, 1, 5, 6 of the graph
-    assert overall["removed_papers"] == 4
+    assert overall["unmapped"] == 1 and overall["in_snapshot"] == 6 and overall["mapped_title_shared"] == 1
+    # ids 2, SHA_A, SHA_C (-> 2 as well), SHA_D, SHA_E, x: papers 2, 1, 3, 4, 5, 6 of the graph
+    assert overall["removed_papers"] == 6
     assert report[("scidocs", "all", "all")]["total"] == 8 and report[("beir", "all", "all")]["total"] == 1
     assert report[("beir", "scifact", "corpus")]["removed_papers"] == 1
     assert report[("scidocs", "mesh", "test")]["total"] == 3 and report[("scidocs", "mesh", "test")]["unmapped"] == 1
     assert report[("scidocs", "cite", "test")]["total"] == 2 and report[("scidocs", "mag", "train")]["mapped_sha"] == 1
-    assert report[("scidocs", "cocite", "test")]["removed_papers"] == 1  # SHA_C -> 2; SHA_D unmapped
+    assert report[("scidocs", "cocite", "test")]["removed_papers"] == 3  # SHA_C -> 2; SHA_D -> 3 and 4
     assert all(r["removed_edges"] == r["one_hop_papers"] == r["one_hop_edges"] == 0 for r in report.values())
     assert list(report)[-3:] == [("scidocs", "mesh", "test"), ("scidocs", "all", "all"), ("all", "all", "all")]
 
@@ -269,7 +307,8 @@ def test_the_sha_lookup_finds_what_the_pairs_find_and_counts_every_line(spark, t
 
     lines = [
         f'{{"sha": "{SHA_A.upper()} ", "corpusid": 7, "primary": true}}',  # -> SHA_A 7
-        f'{{"sha": "{SHA_A}", "corpusid": "3"}}',  # a second corpus id for SHA_A: the least wins
+        f'{{"sha": "{SHA_A}", "corpusid": "3"}}',  # a second corpus id for SHA_A: both are named
+        f'{{"sha": "{SHA_A}", "corpusid": 3}}',  # the same pair again: no third
         f'{{"sha": "{SHA_B}", "corpusid": 8, "primary": "yes"}}',  # a bad field beside a usable pair: a pair
         f'{{"sha": "{SHA_E}", "corpusid": 9}}',  # a pair no benchmark id asks for
         '{"sha": "short", "corpusid": 10}',  # no_sha_or_corpus_id
@@ -291,6 +330,7 @@ def test_the_sha_lookup_finds_what_the_pairs_find_and_counts_every_line(spark, t
     assert [r["key"] for r in stored.collect()] == [
         f"{SHA_A.upper()} ",
         SHA_A,
+        SHA_A,
         SHA_B,
         SHA_E,
         "short",
@@ -305,18 +345,17 @@ def test_the_sha_lookup_finds_what_the_pairs_find_and_counts_every_line(spark, t
     table = lookup.toArrow()
 
     first = first_steps(pa.table({"id": [r["id"] for r in ids.collect()]}), looked_up_shas(table))
-    by_lookup = {r["id"]: (r["corpus_id"], r["method"]) for r in first.to_pylist()}
-    by_pairs = {r["id"]: (r["corpus_id"], r["method"]) for r in M.id_steps(ids, M.paper_id_pairs(parsed)).collect()}
-    assert by_lookup == by_pairs
-    assert (
-        by_lookup[SHA_A] == (3, "sha") and by_lookup[SHA_F.upper()] == (12, "sha") and by_lookup[SHA_C] == (None, None)
-    )
+    by_lookup = by_id(first.to_pylist(), ["corpus_id", "method"])
+    assert by_lookup == by_id(M.id_steps(ids, M.paper_id_pairs(parsed)).collect(), ["corpus_id", "method"])
+    assert by_lookup[SHA_A] == {(3, "sha_conflict"), (7, "sha_conflict")}
+    assert by_lookup[SHA_F.upper()] == {(12, "sha")} and by_lookup[SHA_C] == {(None, None)}
 
     counts = paper_ids_counts(table)
     assert counts == {
         "lines": len(lines),
-        "pairs": 5,
+        "pairs": 6,
         "unusable": {"blank_line": 1, "malformed_json": 2, "no_sha_or_corpus_id": 3},
+        "conflicts": {"shas": 1, "lines": 3},
     }
 
 
@@ -341,15 +380,13 @@ def test_the_first_steps_in_the_driver_are_the_first_steps_in_spark(spark):
     pairs = [(SHA_A, 1), (SHA_B, 2), ("1" * 40, 3), (SHA_A + "\n", 4), (SHA_B + "\r\n", 5), (SHA_A + "\u2028", 6)]
     paper_ids = spark.createDataFrame(pairs, "sha string, corpus_id long")
     ids = spark.createDataFrame([(i,) for i in TRICKY_IDS], "id string")
-    in_spark = {r["id"]: (r["corpus_id"], r["method"]) for r in M.id_steps(ids, paper_ids).collect()}
+    in_spark = by_id(M.id_steps(ids, paper_ids).collect(), ["corpus_id", "method"])
     by_sha = pa.table({"sha": [p[0] for p in pairs], "corpus_id": pa.array([p[1] for p in pairs], pa.int64())})
-    in_driver = {
-        r["id"]: (r["corpus_id"], r["method"]) for r in first_steps(pa.table({"id": TRICKY_IDS}), by_sha).to_pylist()
-    }
+    in_driver = by_id(first_steps(pa.table({"id": TRICKY_IDS}), by_sha).to_pylist(), ["corpus_id", "method"])
     assert in_driver == in_spark
-    assert in_spark["12\r\n"] == (12, "corpus_id") and in_spark["12\u2028"] == (None, None)
-    no_table = {r["id"]: r["method"] for r in first_steps(pa.table({"id": TRICKY_IDS}), None).to_pylist()}
-    assert no_table == {r["id"]: r["method"] for r in M.id_steps(ids, None).collect()}
+    assert in_spark["12\r\n"] == {(12, "corpus_id")} and in_spark["12\u2028"] == {(None, None)}
+    no_table = by_id(first_steps(pa.table({"id": TRICKY_IDS}), None).to_pylist(), ["method"])
+    assert no_table == by_id(M.id_steps(ids, None).collect(), ["method"])
 
 
 def test_report_counts_zero_for_a_split_with_no_mapped_id():
@@ -364,7 +401,7 @@ def test_report_counts_zero_for_a_split_with_no_mapped_id():
             "corpus_id": pa.array([None, 7, None], pa.int64()),
             "method": [None, "sha", None],
             "in_snapshot": [False, True, False],
-            "unmapped_reason": ["no_match", None, "ambiguous_title"],
+            "unmapped_reason": ["no_match", None, "title_too_common"],
         }
     )
     rows = benchmark_id_rows(bench, mapped)
@@ -396,20 +433,18 @@ def test_report_counts_zero_for_a_split_with_no_mapped_id():
         "task": "t",
         "split": "x",
         "total": 1,
-        **{f"mapped_{m}": 0 for m in ("corpus_id", "sha", "doi", "pubmed", "arxiv", "title")},
+        **{f"mapped_{m}": 0 for m in METHODS},
         "unmapped": 1,
+        "too_common": 0,
         "in_snapshot": 0,
         "removed_papers": 0,
         "removed_edges": 0,
         "one_hop_papers": 0,
         "one_hop_edges": 0,
     }
-    assert (report[-1]["total"], report[-1]["mapped_sha"], report[-1]["unmapped"], report[-1]["in_snapshot"]) == (
-        3,
-        1,
-        2,
-        1,
-    )
+    overall = report[-1]
+    assert (overall["total"], overall["mapped_sha"], overall["unmapped"], overall["too_common"]) == (3, 1, 2, 1)
+    assert overall["in_snapshot"] == 1
 
 
 def test_the_steps_without_papers_take_ids_as_the_cascade_did(spark):
@@ -418,7 +453,7 @@ def test_the_steps_without_papers_take_ids_as_the_cascade_did(spark):
     sha string never asks the sha step."""
     paper_ids = spark.createDataFrame(
         [(SHA_A, 1), ("1" * 40, 7), (SHA_B, 9), (SHA_B, 8)], "sha string, corpus_id long"
-    )  # SHA_B twice: the smaller corpus id
+    )  # SHA_B twice: both
     ids = spark.createDataFrame(
         [
             (" 12 ",),
@@ -433,20 +468,20 @@ def test_the_steps_without_papers_take_ids_as_the_cascade_did(spark):
         ],
         "id string",
     )
-    got = {r["id"]: (r["corpus_id"], r["method"]) for r in M.id_steps(ids, paper_ids).collect()}
+    got = by_id(M.id_steps(ids, paper_ids).collect(), ["corpus_id", "method"])
     assert got == {
-        " 12 ": (12, "corpus_id"),
-        "\t12": (None, None),
-        "1" * 18: (int("1" * 18), "corpus_id"),
-        "1" * 19: (None, None),
-        "1" * 40: (7, "sha"),
-        SHA_A.upper() + " ": (1, "sha"),
-        SHA_B: (8, "sha"),
-        SHA_C: (None, None),
-        "": (None, None),
+        " 12 ": {(12, "corpus_id")},
+        "\t12": {(None, None)},
+        "1" * 18: {(int("1" * 18), "corpus_id")},
+        "1" * 19: {(None, None)},
+        "1" * 40: {(7, "sha")},
+        SHA_A.upper() + " ": {(1, "sha")},
+        SHA_B: {(8, "sha_conflict"), (9, "sha_conflict")},
+        SHA_C: {(None, None)},
+        "": {(None, None)},
     }
-    without = {r["id"]: r["method"] for r in M.id_steps(ids, None).collect()}
-    assert without[" 12 "] == "corpus_id" and without["1" * 40] is None and without[SHA_A.upper() + " "] is None
+    without = by_id(M.id_steps(ids, None).collect(), ["method"])
+    assert without[" 12 "] == {("corpus_id",)} and without["1" * 40] == without[SHA_A.upper() + " "] == {(None,)}
 
 
 def test_each_line_is_parsed_once_and_each_title_folded_once(spark, papers, bench, tmp_path):
@@ -530,11 +565,7 @@ def test_the_driver_names_every_sha_spelling_spark_looks_up(spark, papers, bench
     assert len(spark_spellings) == 10 and spark_spellings <= candidates  # the 4 shas of the bench, 6 odd ones
     paper_ids = spark.createDataFrame([(SHA_A, 1), (SHA_B, 99), ("0" * 40, 3)], "sha string, corpus_id long")
     shas = spark.createDataFrame(sha_candidates(distinct_ids(bench.toArrow())))
-    mapped = {
-        r["id"]: (r["corpus_id"], r["method"], r["in_snapshot"], r["unmapped_reason"])
-        for r in M.map_ids_narrow(ids_of(bench), papers, paper_ids, shas=shas).collect()
-    }
-    assert mapped == CASCADE_ANSWERS
+    assert by_id(M.map_ids_narrow(ids_of(bench), papers, paper_ids, shas=shas).collect()) == CASCADE_ANSWERS
 
 
 def test_reach_counts_the_edges_and_one_hop_neighbours_of_each_group(spark):
