@@ -9,16 +9,28 @@ folder serialises the rare transitions below (on a filesystem that cannot lock a
 
 - **Taking it** is one atomic `open(O_CREAT | O_EXCL)`: of two runs, exactly one creates the file. Nothing
   else ever creates a lease, so there are never two holders.
-- **Heartbeat**: a daemon thread touches the open file's modification time every `heartbeat_s` seconds.
+- **Heartbeat**: a daemon thread touches the open file's modification time every `heartbeat_s` seconds, and
+  checks that the file is still its own.
 - **Stale** when the holder is gone: on the holder's own machine (same host name, boot id and pid
   namespace) the process table decides — the holder's pid is not running, or runs with another start time
-  (a reused pid is not the holder). A holder on another machine cannot be looked up, so there its lease is
-  stale when the heartbeat is older than `stale_s`. A live holder on this machine is never stale, however
-  old its heartbeat (a stopped process is not a dead one): waiting for it is safe, taking over is not.
+  (a reused pid is not the holder). A live holder on this machine is never stale, however old its heartbeat
+  (a stopped process is not a dead one): waiting for it is safe, taking over is not. A holder on another
+  machine cannot be looked up, and its clock need not agree with this one's, so no timestamp of it is compared
+  with this machine's time: the waiter watches the heartbeat (the file's modification time, whatever clock
+  set it) and judges the lease stale when it has not changed for `stale_s` seconds of its own monotonic clock.
 - **Taking over** a stale lease happens under the `flock`, after checking that the file is still the one
   judged stale. Processes that still carry the dead holder's token in their environment (children started
   with it, `LEASE_ENV`) are killed first, so a rerun never shares a folder with an orphan.
+- **Fencing**: every acquisition is a new file (a new inode and token). A holder checks that the file is still
+  its own (`check`, `fence`) before it clears or writes its version's folder, before each staging write of a
+  Spark stage and before it commits; its heartbeat checks too, and then runs the `on_lost` callbacks (a Spark
+  stage cancels its jobs). A holder that finds its lease taken (`LeaseLost`) stops with one line naming the
+  run that holds it now, and leaves the folder, which is that run's, alone.
 - **Releasing** unlinks the file, under the `flock`, only when it is still this holder's (same inode).
+
+A holder stopped longer than `stale_s` on another machine (a paused VM) is taken over; when it resumes it
+stops within one heartbeat, but a write it had in flight may land in the new holder's folder first: keep
+`stale_s` well above any pause a worker can take.
 
 Local filesystems (and POSIX mounts with atomic O_EXCL, such as NFSv3+) only: object stores have no
 atomic create that pyarrow exposes, and citeflow takes no lease there (README, "Guarantees").
@@ -145,6 +157,27 @@ class LeaseHeld(CiteflowError):
     """Another live run holds the lease and did not finish within the wait."""
 
 
+class LeaseLost(CiteflowError):
+    """This run's lease was taken over by another run: it must stop and leave the version folder alone."""
+
+
+# The leases this process holds, by version path: `fence` finds the one a write belongs to.
+_HELD: dict[str, Lease] = {}
+
+
+def holding(version_path: str) -> Lease | None:
+    """The lease this process holds on `version_path`, if any (none on a store without leases)."""
+    return _HELD.get(os.path.normpath(version_path))
+
+
+def fence(version_path: str) -> None:
+    """Raise `LeaseLost` unless this process still holds the lease it took on `version_path` (nothing where it
+    took none: a store without leases)."""
+    lease = holding(version_path)
+    if lease is not None:
+        lease.check()
+
+
 @contextlib.contextmanager
 def _transition(folder: str) -> Iterator[None]:
     """Serialise take-overs and releases of the leases in `folder`: an exclusive flock on the folder itself,
@@ -203,6 +236,7 @@ class Lease:
     """The lease on one version folder. `acquire` it before writing; `release` (or `with`) when done."""
 
     def __init__(self, version_path: str, *, what: str, heartbeat_s: float = 10.0, stale_s: float = 300.0):
+        self.version_path = os.path.normpath(version_path)
         self.path = lease_path(version_path)
         self.folder = os.path.dirname(self.path)
         self.what = what
@@ -213,6 +247,9 @@ class Lease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._saved_env: str | None = None
+        self._watched: dict[tuple[int, str], tuple[int, float]] = {}  # (inode, text) -> (heartbeat, since)
+        self._on_lost: list[Callable[[], None]] = []
+        self.lost = False
 
     # -- taking and giving back ---------------------------------------------------------------
     def acquire(self, wait_s: float, done: Callable[[], bool] = lambda: False) -> bool:
@@ -232,7 +269,7 @@ class Lease:
             if text is None:
                 continue  # released between our attempt and the read: try again at once
             holder = Holder.parse(text)
-            reason = self._stale_reason(holder)
+            reason = self._stale_reason(holder, text)
             if reason is not None:
                 self._take_over(text, holder, reason)
                 continue
@@ -243,9 +280,15 @@ class Lease:
             who = holder.describe() if holder else "a run that is just starting"
             if left <= 0:
                 waited = f"waited {wait_s:.0f} s; " if wait_s else ""
+                elsewhere = ""
+                if holder is not None and not holder.on_this_machine():
+                    elsewhere = (
+                        f" (a holder on another host is taken over once its heartbeat has not changed for "
+                        f"store.lease_stale_s, {self.stale_s:.0f} s, watched from here)"
+                    )
                 raise LeaseHeld(
                     f"{self.what} is being built by {who}; {waited}run again when it has finished "
-                    "(or set store.lease_wait_s to wait longer)"
+                    f"(or set store.lease_wait_s to wait longer){elsewhere}"
                 )
             if time.monotonic() - announced > 30:
                 log.info("%s is being built by %s; waiting up to %.0f s", self.what, who, left)
@@ -261,26 +304,35 @@ class Lease:
         payload = json.dumps({**holder.__dict__, "heartbeat_s": self.heartbeat_s}, indent=1).encode()
         os.write(fd, payload)
         os.fsync(fd)
-        self._fd, self.holder = fd, holder
+        self._fd, self.holder, self.lost = fd, holder, False
         self._saved_env = os.environ.get(LEASE_ENV)
         os.environ[LEASE_ENV] = holder.token
+        _HELD[self.version_path] = self
         self._stop.clear()
         self._thread = threading.Thread(target=self._beat, name=f"lease {self.what}", daemon=True)
         self._thread.start()
         return True
 
-    def _stale_reason(self, holder: Holder | None) -> str | None:
+    def _stale_reason(self, holder: Holder | None, text: str = "") -> str | None:
+        """Why the lease file (whose text is `text`) is stale, or None while its holder may be alive."""
+        if holder is not None and holder.on_this_machine():
+            return None if holder.alive_here() else f"its holder, {holder.describe()}, is gone"
+        # Another machine's holder, or a lease file being written right now (or left unreadable by a crash
+        # while it was written): stale when its heartbeat has not changed for `stale_s` of this clock.
         try:
-            age = time.time() - os.stat(self.path).st_mtime
+            st = os.stat(self.path)
         except FileNotFoundError:
             return None
-        if holder is None:  # a lease being written right now, or garbage left by a crash while writing it
-            return f"unreadable lease file, {age:.0f} s old" if age > self.stale_s else None
-        if holder.on_this_machine():
-            return None if holder.alive_here() else f"its holder, {holder.describe()}, is gone"
-        if age > self.stale_s:
-            return f"no heartbeat from {holder.describe()} for {age:.0f} s"
-        return None
+        key, beat, now = (st.st_ino, text), st.st_mtime_ns, time.monotonic()
+        seen = self._watched.get(key)
+        if seen is None or seen[0] != beat:  # first seen, or it beat since: alive
+            self._watched[key] = (beat, now)
+            return None
+        silent = now - seen[1]
+        if silent <= self.stale_s:
+            return None
+        who = holder.describe() if holder is not None else "an unreadable lease file"
+        return f"no heartbeat from {who} for {silent:.0f} s, watched on this host's clock"
 
     def _take_over(self, text: str, holder: Holder | None, reason: str) -> None:
         with _transition(self.folder):
@@ -305,6 +357,8 @@ class Lease:
                 os.unlink(self.path)
         os.close(self._fd)
         self._fd = None
+        if _HELD.get(self.version_path) is self:
+            del _HELD[self.version_path]
         if self._saved_env is None:
             os.environ.pop(LEASE_ENV, None)
         else:
@@ -320,17 +374,35 @@ class Lease:
             return False
 
     def check(self) -> None:
-        """Raise unless the lease is still held: called right before a version is committed."""
-        if not self.held():
-            raise CiteflowError(
-                f"{self.what}: the lease was taken over by another run while this one was building "
-                "(its heartbeat stopped for longer than store.lease_stale_s); nothing was committed"
-            )
+        """Raise `LeaseLost`, naming the run that holds the lease now, unless this run still holds it: before
+        the version folder is cleared, before each staging write and before the version is committed."""
+        if self.held():
+            return
+        self.lost = True
+        now = Holder.parse(_read(self.path))
+        who = f"{now.describe()} holds it now" if now is not None else "nobody holds it now"
+        raise LeaseLost(
+            f"{self.what}: this run's lease was taken over while it was building (its heartbeat was not seen for "
+            f"store.lease_stale_s, {self.stale_s:.0f} s); {who}. This run stops, commits nothing and leaves "
+            "the version's folder to that run"
+        )
+
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (once, from the heartbeat thread) when the heartbeat finds the lease taken over: a
+        Spark stage cancels its jobs, so that they stop writing into a folder that is no longer theirs."""
+        self._on_lost.append(callback)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
             fd = self._fd
             if fd is None:
+                return
+            if not self.held():
+                self.lost = True
+                log.error("%s: this run's lease was taken over by another run; stopping its work", self.what)
+                for callback in self._on_lost:
+                    with contextlib.suppress(Exception):
+                        callback()
                 return
             with contextlib.suppress(OSError):
                 os.utime(fd)
@@ -348,10 +420,37 @@ def read_holder(version_path: str) -> Holder | None:
 
 
 def is_being_built(version_path: str, stale_s: float = 300.0) -> bool:
-    """Whether a live run holds the lease on `version_path` (a folder without a manifest is then not
-    the remains of a killed run, but a version being written)."""
-    probe = Lease(version_path, what="", stale_s=stale_s)
-    text = _read(probe.path)
-    if text is None:
-        return False
-    return probe._stale_reason(Holder.parse(text)) is None
+    """Whether a run may hold the lease on `version_path` (a folder without a manifest is then not the remains
+    of a killed run, but a version being written): a live holder on this machine, or any holder on another,
+    which one look cannot judge (only a waiter watching its heartbeat can, `Lease.acquire`)."""
+    holder = read_holder(version_path)
+    if holder is None:
+        return os.path.exists(lease_path(version_path))
+    return not holder.on_this_machine() or holder.alive_here()
+
+
+def dead_leases(stage_folder: str) -> list[str]:
+    """The lease files in a stage folder whose holder, on this machine, is gone: what a killed run left."""
+    found = []
+    with contextlib.suppress(FileNotFoundError):
+        for name in sorted(os.listdir(stage_folder)):
+            if not (name.startswith(".") and name.endswith(".lease")):
+                continue
+            holder = Holder.parse(_read(os.path.join(stage_folder, name)))
+            if holder is not None and holder.on_this_machine() and not holder.alive_here():
+                found.append(os.path.join(stage_folder, name))
+    return found
+
+
+def remove_dead(lease_file: str) -> bool:
+    """Remove a lease file whose holder on this machine is gone (under the folder's `flock`, after checking it
+    again: it may have been taken meanwhile); True when removed."""
+    folder = os.path.dirname(lease_file)
+    with _transition(folder):
+        holder = Holder.parse(_read(lease_file))
+        if holder is None or not holder.on_this_machine() or holder.alive_here():
+            return False
+        kill_orphans(holder.token)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lease_file)
+    return True

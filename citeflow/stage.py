@@ -33,7 +33,7 @@ from typing import Any
 
 from citeflow.artifacts import ArtifactStore, table_stats
 from citeflow.errors import CiteflowError
-from citeflow.lease import Lease
+from citeflow.lease import Lease, dead_leases, remove_dead
 from citeflow.manifest import MANIFEST_FORMAT, DamagedVersion, Manifest, code_version, compute_version, utcnow
 from citeflow.process import fault_point
 from citeflow.redaction import redact
@@ -141,6 +141,8 @@ def execute(
     manifest last). Spread over functions, that order would be a convention each caller must keep.
     """
     version = compute_version(stage, stage_version, config, inputs)
+    if store.local:
+        _clear_dead_leases(store, snapshot, stage)
     existing, damage = _look(store, snapshot, stage, version)
     if existing is not None:
         log.info("%s: version %s is up to date, skipped", stage, version)
@@ -178,12 +180,16 @@ def execute(
                 return reuse(store, donor, snapshot, resolved_config, inputs, lease)
             log.warning("%s; building instead of reusing it", store.damaged(donor, problems))
         check_inputs(store, stage, snapshot, inputs)
+        if lease is not None:
+            lease.check()  # the folder is cleared and written only by the lease's holder
         path = store.prepare(snapshot, stage, version)
         log.info("%s: building version %s in %s", stage, version, path)
         started, t0 = utcnow(), time.monotonic()
         try:
             metrics = build(path)
         except BaseException:
+            if lease is not None:
+                lease.check()  # taken over: the folder is the new holder's now, and this failure came of it
             _remove_failed(store, path)
             raise
         missing = [t for t in tables if store.fs.get_file_info(posixpath.join(path, t)).type.name != "Directory"]
@@ -216,10 +222,20 @@ def execute(
         )
         if lease is not None:
             lease.check()
-        return store.commit(manifest)
+        committed = store.commit(manifest)
+        fault_point("after-commit")
+        return committed
     finally:
         if lease is not None:
             lease.release()
+
+
+def _clear_dead_leases(store: ArtifactStore, snapshot: str, stage: str) -> None:
+    """Remove the lease files of the stage's versions whose holder on this machine is gone (a run killed after its
+    manifest was written, or killed before it could release): the next run that finds one clears it."""
+    for lease_file in dead_leases(store.stage_path(snapshot, stage)):
+        if remove_dead(lease_file):
+            log.info("%s: removed the lease of a run that is gone: %s", stage, lease_file)
 
 
 def _remove_failed(store: ArtifactStore, path: str) -> None:

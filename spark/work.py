@@ -11,7 +11,8 @@ the version's `_staging` folder, which `citeflow.stage.execute` never commits an
   relation of a few hundred thousand rows would go through pandas and the driver's serializer).
 
 Every path goes through the store (`ArtifactStore.engine_uri`), so the same code writes a local folder, an
-object store or HDFS, from a local driver or a Spark Connect client.
+object store or HDFS, from a local driver or a Spark Connect client. Each staging write first checks that this
+run still holds the version's lease (`citeflow.lease.fence`), and a lease taken over cancels the session's jobs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import posixpath
 from typing import Any
 
 from citeflow.artifacts import ArtifactStore, Manifest
+from citeflow.lease import fence, holding
 
 STAGING = "_staging"
 
@@ -30,6 +32,13 @@ class VersionWork:
     spark: Any
     store: ArtifactStore
     path: str  # the version folder being built, a path in the store
+
+    def __post_init__(self) -> None:
+        lease = holding(self.path)
+        if lease is not None:  # jobs still writing into a folder that is no longer this run's are cancelled
+            from citeflow.spark.engine.session import cancel_all
+
+            lease.on_lost(lambda: cancel_all(self.spark))
 
     def uri(self, table: str) -> str:
         """Where Spark writes (or reads) `table` of this version."""
@@ -56,12 +65,14 @@ class VersionWork:
         """`frame` written as staging files and read back (`output.stage`)."""
         from citeflow.spark.output import stage
 
+        fence(self.path)
         return stage(self.spark, frame, self.uri(f"{STAGING}/{name}"))
 
     def stage_files(self, frame, name: str) -> None:
         """`frame` written as staging files, for `read_staged`."""
         from citeflow.spark.output import write_staging
 
+        fence(self.path)
         write_staging(frame, self.uri(f"{STAGING}/{name}"))
 
     def write_arrow(self, table_name: str, table) -> None:
@@ -69,6 +80,7 @@ class VersionWork:
         data file: for tables bounded by the benchmark, not the corpus."""
         import pyarrow.parquet as pq
 
+        fence(self.path)
         folder = posixpath.join(self.path, table_name)
         self.store.fs.create_dir(folder)
         pq.write_table(table, posixpath.join(folder, "part-00000.parquet"), filesystem=self.store.fs)

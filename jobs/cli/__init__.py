@@ -60,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if args.verbose:  # Spark's JVM logs its errors on the terminal too (spark/engine/log4j2.properties)
         os.environ.setdefault("CITEFLOW_JVM_CONSOLE", "error")
-    run_log = start_run_log(args) if args.command == "run" else None
+    try:
+        run_log = start_run_log(args) if args.command == "run" else None
+    except CiteflowError as exc:
+        print(f"citeflow: error: {exc}", file=sys.stderr)
+        return 2
     details = f"; details in {run_log}" if run_log else ""
     try:
         return COMMANDS[args.command](args)
@@ -97,8 +101,42 @@ def to_run_log(path: str | None, message: str) -> None:
             handler.handle(logging.LogRecord("citeflow", logging.ERROR, __file__, 0, message, None, sys.exc_info()))
 
 
-# run logs kept in the log folder: the newest, the older ones removed when a run starts
+# Run logs kept in the log folder when a run starts: the newest `CITEFLOW_LOG_KEEP`, none older than
+# `CITEFLOW_LOG_KEEP_DAYS` (docs/guarantees.md).
 KEEP_RUN_LOGS = 100
+KEEP_RUN_LOG_DAYS = 30.0
+
+
+def log_retention() -> tuple[int, float]:
+    """(how many run logs to keep, for how many days): `CITEFLOW_LOG_KEEP` and `CITEFLOW_LOG_KEEP_DAYS`, else the
+    defaults; one line for a value that is not a number of logs or days."""
+    values = []
+    for name, default, cast in (
+        ("CITEFLOW_LOG_KEEP", KEEP_RUN_LOGS, int),
+        ("CITEFLOW_LOG_KEEP_DAYS", KEEP_RUN_LOG_DAYS, float),
+    ):
+        raw = os.environ.get(name, "").strip()
+        try:
+            value = cast(raw) if raw else default
+        except ValueError:
+            value = -1
+        if value < 1:
+            raise CiteflowError(f"{name}={raw!r}: give a number of {'logs' if cast is int else 'days'}, 1 or more")
+        values.append(value)
+    return values[0], values[1]
+
+
+def prune_run_logs(folder: str, keep: int, days: float) -> list[str]:
+    """Remove the run logs of `folder` beyond the newest `keep - 1` (room for the run starting) and those older
+    than `days`; their paths."""
+    import time
+
+    old = sorted((e for e in os.scandir(folder) if e.name.startswith("run-")), key=lambda e: e.stat().st_mtime)
+    cutoff = time.time() - days * 86400
+    gone = [e.path for i, e in enumerate(old) if i < len(old) - keep + 1 or e.stat().st_mtime < cutoff]
+    for path in gone:
+        os.remove(path)
+    return gone
 
 
 def log_folder() -> str:
@@ -117,13 +155,12 @@ def start_run_log(args) -> str | None:
     import datetime as dt
 
     folder = log_folder()
+    keep, days = log_retention()
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     path = os.path.abspath(os.path.join(folder, f"run-{args.snapshot}-{stamp}-{os.getpid()}.log"))
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        old = sorted((e for e in os.scandir(folder) if e.name.startswith("run-")), key=lambda e: e.stat().st_mtime)
-        for entry in old[: max(0, len(old) - KEEP_RUN_LOGS + 1)]:
-            os.remove(entry.path)
+        prune_run_logs(folder, keep, days)
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))  # the user's only
         handler = logging.FileHandler(path, encoding="utf-8")
     except OSError:

@@ -304,6 +304,14 @@ def as_step(spark, stage: str, text: str, call: Callable[[], Any]) -> Callable[[
     return run
 
 
+def cancel_all(spark) -> None:
+    """Cancel every Spark job this session runs (a Spark Connect session: its operations on the server)."""
+    if is_connect(spark):
+        spark.interruptAll()
+    else:
+        spark.sparkContext.cancelAllJobs()
+
+
 def is_connect(spark) -> bool:
     """Whether `spark` is a Spark Connect client session (no SparkContext, no JVM in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
