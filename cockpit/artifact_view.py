@@ -29,6 +29,7 @@ damaged version is shown as an error naming the file, never as data. Secret-name
 # No `from __future__ import annotations`: FastAPI resolves the route signatures, defined inside create_app.
 
 import base64
+import dataclasses
 import html
 import json
 import posixpath
@@ -79,6 +80,7 @@ def summarize(store: ArtifactStore, snapshot: str, stage: str, version: str) -> 
 
 def summary_of(store: ArtifactStore, manifest) -> dict[str, Any]:
     """`summarize` of a manifest already read (and checked) by the store."""
+    from citeflow.currency import SUPERSEDES, status_of
     from citeflow.tables import head
 
     tables = []
@@ -122,6 +124,9 @@ def summary_of(store: ArtifactStore, manifest) -> dict[str, Any]:
         "plots": plots,
         "files": sorted(manifest.files),
         "reused_from": manifest.reused_from,
+        # whether this is the release's current version of the stage, or why another is (citeflow.currency)
+        "current": dataclasses.asdict(status_of(store, manifest)),
+        "supersedes": manifest.metrics.get(SUPERSEDES),
         "drift": drift_reports(store, manifest) if manifest.stage == "benchmark" else [],
         **(benchmark_answer(manifest, scores) if scores is not None else {}),
     }
@@ -241,6 +246,15 @@ def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_u
         f"in {summary['duration_s']:.1f} s; code {e(summary['code_version'])}.<br>"
         f"<code>{e(summary['path'])}</code></p>",
     ]
+    current = summary.get("current") or {"current": True}
+    if not current["current"]:
+        parts.append(f"<p class=stale><b>Not the release's current version:</b> {e(current['why'])}.</p>")
+    elif summary.get("supersedes"):
+        superseded = ", ".join(summary["supersedes"]["versions"])
+        parts.append(
+            f"<p>The release's current version; it supersedes {e(superseded)} "
+            f"({e(summary['supersedes'].get('why', ''))}).</p>"
+        )
     if summary.get("reused_from"):
         parts.append(
             f"<p>Reused from snapshot <b>{e(str(summary['reused_from']['snapshot']))}</b>, which built "

@@ -68,6 +68,11 @@ run = entry_point(STAGE)
 
 
 def run_on(ctx: StageContext) -> Manifest:
+    """The release's graph, built the way the artifact root allows (`find_diff`: from a diff onto an earlier
+    release's build, else in full), unless the release holds a version built another way that its inputs
+    still give: that one is pinned (`citeflow.currency.choose`; `store.rebase` builds anew)."""
+    from citeflow import currency
+
     config, store = ctx.config, ctx.store
     snapshot = discover(config.corpus, config.build_graph.format)
     stage_config = {**versioned_dict(config.build_graph), "format": snapshot.format}
@@ -79,39 +84,71 @@ def run_on(ctx: StageContext) -> Manifest:
         "stage_config": stage_config,
         "stage_version": STAGE_VERSION,
     }
+    full = currency.Way("in full", stage_config, [fingerprint(snapshot)], STAGE, STAGE_VERSION)
+    builders = {full.version: (resolved, lambda path: build(config, snapshot, store, path))}
+    ways = [full]
+    for base, diff in diff_bases(config, store, stage_config):
+        way = currency.Way(
+            f"from the diff {diff.start} -> {diff.end} onto {STAGE} version {base.version}",
+            {**stage_config, "from_diff": True},
+            [{**base.lineage(), "snapshot": base.snapshot}, D.fingerprint(diff)],
+            STAGE,
+            STAGE_VERSION,
+        )
+        ways.append(way)
+        builders[way.version] = (
+            {**resolved, "diff": diff.folder},
+            lambda path, base=base, diff=diff: _from_diff(config, base, diff, store, path),
+        )
     found = find_diff(config, snapshot, store, stage_config)
-    if found is not None:
-        base, diff = found
-        log.info(
-            "%s: building from the diff %s -> %s onto %s version %s", STAGE, diff.start, diff.end, STAGE, base.version
-        )
-        return execute(
-            store=store,
-            snapshot=config.snapshot,
-            stage=STAGE,
-            stage_version=STAGE_VERSION,
-            config={**stage_config, "from_diff": True},
-            resolved_config={**resolved, "diff": diff.folder},
-            inputs=[{**base.lineage(), "snapshot": base.snapshot}, D.fingerprint(diff)],
-            tables=TABLES,
-            build=lambda path: _build_explained(lambda: _from_diff(config, base, diff, store, path)),
-        )
+    chosen = full if found is None else next(w for w in ways if w.inputs[0].get("version") == found[0].version)
+    way, extra = currency.choose(
+        store, config.snapshot, chosen, [w for w in ways if w is not chosen], config.store.rebase
+    )
+    resolved_config, builder = builders[way.version]
+    if way is not full:
+        log.info("%s: building %s", STAGE, way.name)
     return execute(
         store=store,
         snapshot=config.snapshot,
         stage=STAGE,
         stage_version=STAGE_VERSION,
-        config=stage_config,
-        resolved_config=resolved,
-        inputs=[fingerprint(snapshot)],
+        config=way.config,
+        resolved_config=resolved_config,
+        inputs=way.inputs,
         tables=TABLES,
-        build=lambda path: _build_explained(lambda: build(config, snapshot, store, path)),
+        build=lambda path: {**_build_explained(lambda: builder(path)), **extra},
     )
 
 
 def diffs_folder(config: RunConfig) -> Path | None:
     """The diffs folder `build_graph.diffs` names for the corpus (`citeflow.diffs.release_diffs`)."""
     return D.release_diffs(config.build_graph.diffs, config.corpus, "build_graph.diffs")
+
+
+def _bases(store: ArtifactStore, start: str, stage_config: dict[str, Any]) -> list[Manifest]:
+    """The build_graph versions of release `start` built with these settings (a diff's possible bases)."""
+    return [
+        m
+        for m in store.list_versions(start, STAGE)
+        if m.config.get("stage_config") == stage_config and m.config.get("stage_version") == STAGE_VERSION
+    ]
+
+
+def diff_bases(config: RunConfig, store: ArtifactStore, stage_config: dict[str, Any]) -> list[tuple[Manifest, D.Diff]]:
+    """Every (base version, diff) the release could be built from: each whole diff to it whose start holds
+    exactly one build with these settings, silently (`find_diff` says which one a build takes, and why)."""
+    folder = diffs_folder(config)
+    if folder is None:
+        return []
+    found = []
+    for start in D.starts(folder, config.snapshot):
+        if D.missing_manifests(folder, start, config.snapshot):
+            continue
+        matches = _bases(store, start, stage_config)
+        if len(matches) == 1:
+            found.append((matches[0], D.read_diff(folder, start, config.snapshot)))
+    return found
 
 
 def find_diff(
@@ -150,11 +187,7 @@ def find_diff(
         )
         return None
     for start in starts:
-        matches = [
-            m
-            for m in store.list_versions(start, STAGE)
-            if m.config.get("stage_config") == stage_config and m.config.get("stage_version") == STAGE_VERSION
-        ]
+        matches = _bases(store, start, stage_config)
         if len(matches) > 1:  # the release's files changed between builds: never pick one by age
             log.info(
                 "%s: release %s holds %d builds with these settings (%s); building from the shards",

@@ -44,11 +44,21 @@ log = logging.getLogger("citeflow")
 
 
 def release(store: ArtifactStore, snapshot: str, strategy: str | None) -> dict[str, Manifest]:
-    """{stage: version} of the release's benchmark of `strategy` and the versions it came from."""
+    """{stage: version} of the release's current benchmark of `strategy` (`citeflow.currency`: one built on a
+    superseded version is passed over, saying why) and the versions it came from."""
+    from citeflow.currency import status_of
+
     validate_snapshot_id(snapshot)
     versions = store.list_versions(snapshot, "benchmark")
     if strategy:
         versions = [m for m in versions if m.metrics.get("strategy") == strategy]
+    for m in versions:
+        status = status_of(store, m)
+        if not status.current:
+            log.info(
+                "drift: benchmark %s of snapshot %s is not current (%s): passed over", m.version, snapshot, status.why
+            )
+    versions = [m for m in versions if status_of(store, m).current]
     if not versions:
         what = f" of strategy {strategy}" if strategy else ""
         raise CiteflowError(

@@ -169,6 +169,15 @@ class StoreConfig:
             versioned=False,
         ),
     )
+    rebase: bool = field(
+        default=False,
+        metadata=_help(
+            "a release that holds a version built one way (in full, or from a diff onto one release) keeps it on "
+            "a rerun, though the root now allows another (a diff from a release built since); true builds the "
+            "other way, and the new version supersedes the old (citeflow run --rebase; docs/incremental.md)",
+            versioned=False,
+        ),
+    )
 
     verify_inputs: bool = field(
         default=True,

@@ -134,8 +134,8 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         paper_ids=args.paper_ids,
         artifacts=args.artifacts,
     )
-    repair = ["store.repair=true"] if getattr(args, "repair", False) else []
-    return apply_overrides(config, [*profile_overrides(args.profile), *overrides_from_args(args), *repair])
+    flags = [f"store.{flag}=true" for flag in ("repair", "rebase") if getattr(args, flag, False)]
+    return apply_overrides(config, [*profile_overrides(args.profile), *overrides_from_args(args), *flags])
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -153,6 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_artifacts(args: argparse.Namespace) -> int:
     from citeflow.artifacts import ArtifactStore
+    from citeflow.currency import status_of
 
     store = ArtifactStore(args.artifacts)
     scanned = {stage: store.scan(args.snapshot, stage) for stage in (*STAGES, *REPORTS)}
@@ -163,7 +164,11 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
     if args.json:
         from citeflow.redaction import redact
 
-        listing = {s: [redact(m.to_json()) | {"path": m.path} for m in ms] for s, ms in found.items() if ms}
+        listing = {
+            s: [redact(m.to_json()) | {"path": m.path, **_status_json(status_of(store, m))} for m in ms]
+            for s, ms in found.items()
+            if ms
+        }
         print(json.dumps(listing, indent=2))  # redacted again: manifests written before redaction may hold secrets
         return 0
     if not any(scanned.values()):
@@ -181,7 +186,12 @@ def cmd_artifacts(args: argparse.Namespace) -> int:
             continue
         print(f"{stage}")
         for m in manifests:
+            status = status_of(store, m)
             print(f"  {m.version}  finished {m.finished_at}  ({m.duration_s:.1f}s)  {m.path}")
+            if not status.current:
+                print(f"      not current: {status.why}")
+            elif m.metrics.get("supersedes"):
+                print(f"      current: supersedes {', '.join(m.metrics['supersedes']['versions'])}")
             for name, table in m.tables.items():
                 print(f"      {name:<18} {table['rows']:>14,} rows  {table['files']} files")
             if stage == "build_graph":
@@ -233,8 +243,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         snapshots = [s for s in store.snapshots() if SNAPSHOT_ID_RE.fullmatch(s)]
     stages = [args.stage] if args.stage else list(STAGES)
     counts = {"intact": 0, "damaged": 0, "unverifiable": 0}
+    leases = 0
     for snapshot in snapshots:
         for stage in stages:
+            leases += _print_leases(store, snapshot, stage)
             for version, manifest, damage in store.scan(snapshot, stage):
                 label = f"{snapshot}/{stage}/{version}"
                 if manifest is not None and manifest.manifest_format < MANIFEST_FORMAT:
@@ -251,7 +263,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     counts["intact"] += 1
                     print(f"ok          {label}  ({len(manifest.contents)} files)")
     total = sum(counts.values())
-    if total == 0:
+    if total == 0 and not leases:
         where = f"snapshot {args.snapshot!r}" if args.snapshot else "any snapshot"
         raise CiteflowError(f"no committed versions of {where} under {store.uri}")
     print(
@@ -265,6 +277,40 @@ def cmd_verify(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _status_json(status) -> dict:
+    """`current` (and, when false, `not_current`: why) in `citeflow artifacts --json`."""
+    return {"current": True} if status.current else {"current": False, "not_current": status.why}
+
+
+def _print_leases(store, snapshot: str, stage: str) -> int:
+    """One line per lease file of the stage's versions: a run building it now, or a run that is gone (its lease
+    left behind, removed by the next run of the stage); how many."""
+    import os
+
+    from citeflow.lease import Holder, dead_leases
+
+    if not store.local:
+        return 0
+    folder = store.stage_path(snapshot, stage)
+    dead = set(dead_leases(folder))
+    found = sorted(p for p in (os.listdir(folder) if os.path.isdir(folder) else []) if p.endswith(".lease"))
+    for name in found:
+        path = os.path.join(folder, name)
+        version = name[1 : -len(".lease")]
+        label = f"{snapshot}/{stage}/{version}"
+        try:
+            with open(path) as fh:
+                holder = Holder.parse(fh.read())
+        except OSError:  # released meanwhile
+            continue
+        who = holder.describe() if holder else "an unreadable lease file"
+        if path in dead:
+            print(f"DEAD LEASE  {label}: {path} of {who}, which is gone; the next run of {stage} removes it")
+        else:
+            print(f"LEASED      {label}: being built by {who}")
+    return len(found)
 
 
 def _print_lossy(metrics: dict) -> None:

@@ -45,6 +45,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="re-hash every version the run reads; move damaged ones aside to <stage>/.damaged/ and rebuild them "
         "(same as --set store.repair=true)",
     )
+    p.add_argument(
+        "--rebase",
+        action="store_true",
+        help="build the release again the way the artifact root allows now (from a diff onto a release built "
+        "since), though it holds a version built otherwise; the new version supersedes it (same as --set "
+        "store.rebase=true)",
+    )
 
 
 def _add_settings(p: argparse.ArgumentParser) -> None:

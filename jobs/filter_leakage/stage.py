@@ -49,6 +49,11 @@ def check(config: RunConfig) -> None:
 
 
 def run_on(ctx: StageContext) -> Manifest:
+    """The graph without the benchmark. The paper-ids lines come from a diff onto an earlier release's version
+    when the root holds one (`paper_ids_diff.find`), else from the table parsed; a release that holds a version
+    made the other way, which its inputs still give, keeps it (`citeflow.currency.choose`; `store.rebase`
+    builds anew)."""
+    from citeflow import currency
     from citeflow import diffs as D
 
     config = ctx.config
@@ -59,27 +64,47 @@ def run_on(ctx: StageContext) -> Manifest:
     if config.scidocs:
         inputs.append(fingerprint_path("scidocs", config.scidocs))
     store = ctx.store
+    benchmark = [fingerprint_path("scirepeval", path) for path in scirepeval_of(config)]
+    benchmark += [fingerprint_path("beir", path) for path in cfg.beir]
+    benchmark += [fingerprint_path("id_list", path) for path in cfg.extra_ids]
+    stage_config = {k: v for k, v in versioned_dict(cfg).items() if k not in SOURCE_LISTS}  # lists enter via inputs
     # the paper-ids lines: the base's with a diff applied (`paper_ids_diff.py`), or the table parsed
     paper_ids = source = None
+    extra: dict[str, Any] = {}
     if config.paper_ids:
-        paper_ids = P.find(config, store, STAGE, STAGE_VERSION)
-        if paper_ids is not None:
-            base, diff = paper_ids
-            lineage = D.fingerprint(diff)
-            inputs += [{**base.lineage(), "snapshot": base.snapshot}, lineage]
-        else:
-            lineage = fingerprint_path("paper_ids", config.paper_ids)
-            inputs.append(lineage)
-        source = P.source_of(paper_ids[0] if paper_ids else None, lineage)
-    inputs += [fingerprint_path("scirepeval", path) for path in scirepeval_of(config)]
-    inputs += [fingerprint_path("beir", path) for path in cfg.beir]
-    inputs += [fingerprint_path("id_list", path) for path in cfg.extra_ids]
+        parsed = fingerprint_path("paper_ids", config.paper_ids)
+        lineages = {"parsed": parsed}
+        ways = {
+            "parsed": currency.Way(
+                "with the paper-ids table parsed", stage_config, [*inputs, parsed, *benchmark], STAGE, STAGE_VERSION
+            )
+        }
+        found = P.find(config, store, STAGE, STAGE_VERSION)
+        if found is not None:
+            base, diff = found
+            lineages["diff"] = D.fingerprint(diff)
+            ways["diff"] = currency.Way(
+                f"with the paper-ids diff {diff.start} -> {diff.end} applied onto version {base.version}",
+                stage_config,
+                [*inputs, {**base.lineage(), "snapshot": base.snapshot}, lineages["diff"], *benchmark],
+                STAGE,
+                STAGE_VERSION,
+            )
+        chosen = ways["diff" if found is not None else "parsed"]
+        others = [w for w in ways.values() if w is not chosen]
+        way, extra = currency.choose(store, config.snapshot, chosen, others, config.store.rebase)
+        how = "diff" if way is ways.get("diff") else "parsed"
+        paper_ids = found if how == "diff" else None
+        source = P.source_of(paper_ids[0] if paper_ids else None, lineages[how])
+        inputs = way.inputs
+    else:
+        inputs += benchmark
     return execute(
         store=store,
         snapshot=config.snapshot,
         stage=STAGE,
         stage_version=STAGE_VERSION,
-        config={k: v for k, v in versioned_dict(cfg).items() if k not in SOURCE_LISTS},  # lists enter via inputs
+        config=stage_config,
         resolved_config={
             "filter_leakage": to_dict(cfg),
             "spark": to_dict(config.spark),
@@ -90,7 +115,7 @@ def run_on(ctx: StageContext) -> Manifest:
         },
         inputs=inputs,
         tables=TABLES,
-        build=lambda path: _build_explained(config, graph, store, path, paper_ids, source),
+        build=lambda path: {**_build_explained(config, graph, store, path, paper_ids, source), **extra},
     )
 
 

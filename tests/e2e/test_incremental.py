@@ -212,10 +212,13 @@ def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tm
     assert merged.metrics["from_diff"]["steps"] == [[R1, R2], [R2, R3]]
     assert_same_build(merged, full[R3][0])
     assert_written_over(merged, base)
-    # once release 2 is built too, the nearest start wins: release 3 from release 2's build, one step
+    # once release 2 is built too, release 3 keeps its version (pinned); asked to rebase, it is built from the
+    # nearest start: release 2's build, one step
     middle = build_graph.run(cfg(releases, R2, artifacts))
-    stepwise = build_graph.run(cfg(releases, R3, artifacts))
+    assert build_graph.run(cfg(releases, R3, artifacts)).version == merged.version
+    stepwise = build_graph.run(cfg(releases, R3, artifacts, "store.rebase=true"))
     assert stepwise.metrics["from_diff"]["base"] == {"snapshot": R2, "version": middle.version}
+    assert stepwise.metrics["supersedes"]["versions"] == [merged.version]
     assert stepwise.metrics["from_diff"]["steps"] == [[R2, R3]]
     assert stepwise.version != merged.version
     assert_same_build(stepwise, full[R3][0])
@@ -443,3 +446,68 @@ def test_embed_graph_warm_starts_from_the_previous_release(releases, built_r1, t
     cold_losses = [r["loss"] for r in cold_log if r["run"] == "mining"]
     assert warm_losses[0] < 0.5 * cold_losses[0]
     assert warm_losses[-1] <= cold_losses[-1] * 1.2
+
+
+def test_a_release_built_before_the_release_it_derives_from_keeps_its_versions(
+    releases, built_r1, tmp_path, capsys, caplog, monkeypatch
+):
+    """A backfill out of order, through `citeflow run` as a user runs it: release 1, then release 3 (whose only
+    diff starts at release 2, not built yet: built in full), then release 2 (from release 1's diff), then release
+    3 again. Release 3 keeps the one version of each stage it has, saying in one line why the diff 2 -> 3 is not
+    taken; `--rebase` builds it from release 2's build, and `citeflow artifacts` names the versions that replaces
+    as not current, and why."""
+    from citeflow.currency import statuses
+    from citeflow.jobs.cli import main
+
+    monkeypatch.setenv("CITEFLOW_LOG_DIR", str(tmp_path / "logs"))
+    root = tmp_path / "releases"
+    for release in (R1, R2, R3):
+        shutil.copytree(releases / release, root / release)
+    shutil.rmtree(root / R3 / "diffs" / R1)  # release 3 derives from release 2 alone
+    artifacts, _ = root_with_r1(built_r1, tmp_path)
+    store = ArtifactStore(str(artifacts))
+    stages = ("build_graph", "filter_leakage")
+
+    def run(release: str, *extra: str) -> dict[str, list]:
+        inputs = {"--corpus": "corpus", "--scidocs": "scidocs", "--paper-ids": "paper-ids"}
+        args = ["run", "--snapshot", release, "--artifacts", str(artifacts), "--until", "filter_leakage"]
+        args += [arg for flag, folder in inputs.items() for arg in (flag, str(root / release / folder))]
+        args += [arg for override in TEST_SPARK_OVERRIDES for arg in ("--set", override)]
+        assert main([*args, *extra]) == 0
+        return {stage: store.list_versions(release, stage) for stage in stages}
+
+    run(R1)
+    before = run(R3)
+    assert all(len(versions) == 1 for versions in before.values())
+    assert "from_diff" not in before["build_graph"][0].metrics  # in full: release 2 is not built
+    assert before["filter_leakage"][0].metrics["paper_id_lines"]["from_diff"] is None
+    run(R2)
+    with caplog.at_level(logging.INFO, logger="citeflow"):
+        again = run(R3)
+    assert again == before  # the same one version of each stage, nothing built
+    graph, leak = before["build_graph"][0].version, before["filter_leakage"][0].version
+    kept = [r.getMessage() for r in caplog.records if "keeps version" in r.getMessage()]
+    assert (
+        len(kept) == 2
+        and f"build_graph: release {R3} keeps version {graph}, built in full; from the diff {R2} -> {R3}" in kept[0]
+    )
+    assert f"filter_leakage: release {R3} keeps version {leak}, built with the paper-ids table parsed" in kept[1]
+    assert "store.rebase=true (citeflow run --rebase)" in kept[0]
+
+    rebased = run(R3, "--rebase")
+    (new_graph,) = [m for m in rebased["build_graph"] if m.version != graph]
+    assert new_graph.metrics["from_diff"]["base"]["snapshot"] == R2
+    assert new_graph.metrics["supersedes"]["versions"] == [graph]
+    assert_same_build(new_graph, before["build_graph"][0])  # another way to the same graph
+    for stage in stages:
+        status = statuses(store, R3, stage)
+        assert len(status) == 2 and sum(s.current for s in status.values()) == 1, stage
+    assert not statuses(store, R3, "build_graph")[graph].current
+    assert statuses(store, R3, "filter_leakage")[leak].why == f"built on build_graph {graph}, which is superseded"
+    assert run(R3) == rebased  # the rebased versions are the release's now: a rerun keeps them
+    capsys.readouterr()
+    assert main(["artifacts", "--snapshot", R3, "--artifacts", str(artifacts)]) == 0
+    out = capsys.readouterr().out
+    assert f"not current: superseded by {new_graph.version}: rebased from the diff {R2} -> {R3}" in out
+    assert f"not current: built on build_graph {graph}, which is superseded" in out
+    assert f"current: supersedes {graph}" in out

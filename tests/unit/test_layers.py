@@ -158,7 +158,9 @@ def test_nothing_reads_the_newest_version():
     embed_graph's warm start (which match by settings and lineage and refuse to choose between several),
     filter_leakage's carried paper keys (which match by lineage: every version on one graph holds the same
     keys, and a carried table must hold one row per paper), its paper-ids diff (which matches by the lines'
-    source and refuses to choose between several) and the store itself (its listing for `citeflow
+    source and refuses to choose between several), the release's current versions (`citeflow.currency`: which
+    version supersedes which, by the manifests' own record, and a pinned version matched by its version id,
+    refusing to choose between several) and the store itself (its listing for `citeflow
     artifacts` and `verify`) list versions, and nothing indexes a listing from its end or walks up from a
     version folder to a file outside versions."""
     listing, by_age = set(), []
@@ -171,6 +173,7 @@ def test_nothing_reads_the_newest_version():
             by_age += [f"{name}: {m.group(0)}" for m in re.finditer(BY_AGE, text)]
     assert listing == {
         "citeflow/artifacts.py",
+        "citeflow/currency.py",
         "cockpit/artifact_view.py",
         "jobs/build_graph.py",
         "jobs/cli/export_dataset.py",
