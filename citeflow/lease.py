@@ -249,7 +249,6 @@ class Lease:
         self._saved_env: str | None = None
         self._watched: dict[tuple[int, str], tuple[int, float]] = {}  # (inode, text) -> (heartbeat, since)
         self._on_lost: list[Callable[[], None]] = []
-        self.lost = False
 
     # -- taking and giving back ---------------------------------------------------------------
     def acquire(self, wait_s: float, done: Callable[[], bool] = lambda: False) -> bool:
@@ -304,7 +303,7 @@ class Lease:
         payload = json.dumps({**holder.__dict__, "heartbeat_s": self.heartbeat_s}, indent=1).encode()
         os.write(fd, payload)
         os.fsync(fd)
-        self._fd, self.holder, self.lost = fd, holder, False
+        self._fd, self.holder = fd, holder
         self._saved_env = os.environ.get(LEASE_ENV)
         os.environ[LEASE_ENV] = holder.token
         _HELD[self.version_path] = self
@@ -378,7 +377,6 @@ class Lease:
         the version folder is cleared, before each staging write and before the version is committed."""
         if self.held():
             return
-        self.lost = True
         now = Holder.parse(_read(self.path))
         who = f"{now.describe()} holds it now" if now is not None else "nobody holds it now"
         raise LeaseLost(
@@ -398,7 +396,6 @@ class Lease:
             if fd is None:
                 return
             if not self.held():
-                self.lost = True
                 log.error("%s: this run's lease was taken over by another run; stopping its work", self.what)
                 for callback in self._on_lost:
                     with contextlib.suppress(Exception):

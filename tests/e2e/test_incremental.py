@@ -40,7 +40,7 @@ from tests.support.readers import assert_tables_read_whole, training_ids, truth_
 pytestmark = pytest.mark.slow
 R1, R2, R3 = "2024-01-01", "2024-02-01", "2024-03-01"
 # Metrics that say how a version was made rather than what it holds.
-HOW = {"input_files", "from_diff"}
+HOW = {"input_files", "from_diff", "supersedes"}
 LEAKAGE_HOW = {"paper_keys", "paper_id_lines"}
 
 

@@ -99,3 +99,51 @@ def test_a_pbg_path_override_is_refused_before_anything_is_written(world):
             "version folder) and cannot be overridden"
         ]
     assert not target.exists() and not root.exists()
+
+
+# Loaded by every Python process of a run whose PYTHONPATH puts its folder first: the run stands for another
+# host (FAKE_HOST) whose clock is CLOCK_SKEW_S seconds off.
+OTHER_HOST = """
+import os, socket, time
+
+_skew = float(os.environ.get("CLOCK_SKEW_S", "0"))
+if _skew:
+    _real = time.time
+    time.time = lambda: _real() + _skew
+if os.environ.get("FAKE_HOST"):
+    socket.gethostname = lambda: os.environ["FAKE_HOST"]
+"""
+
+
+def test_a_run_on_a_host_whose_clock_is_ahead_never_takes_a_live_lease_over(world):
+    """The attack: while run A builds (heartbeat every second), run B stands for another host whose clock is
+    400 s ahead, and waits longer than `store.lease_stale_s` (10 s here). B must never take A's lease over: it
+    waits for A and uses what A built (or stops with one line naming A), and one clean version results."""
+    stage = "build_graph"
+    version = world.manifests[stage].version
+    root = world.tmp / "race-skewed-clock"
+    root.mkdir()
+    shim = world.tmp / "other-host"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(OTHER_HOST)
+    lease = root / SNAPSHOT / stage / f".{version}.lease"
+    a = world.cli(root, stage)
+    b = None
+    try:
+        assert wait_until(lambda: lease.exists() or a.poll() is not None, timeout_s=300)
+        assert a.poll() is None, finish(a)[1]
+        repo = Path(__file__).resolve().parents[2]
+        env = {"PYTHONPATH": f"{shim}{os.pathsep}{repo}", "CLOCK_SKEW_S": "400", "FAKE_HOST": "clock-ahead"}
+        b = world.cli(root, stage, "store.lease_wait_s=600", env=env)
+        code_b, log_b = finish(b)
+        code_a, log_a = finish(a)
+        assert code_a == 0 and "built in" in log_a, log_a
+        assert "taking over" not in log_b and "Traceback" not in log_b, log_b
+        assert code_b == 0 and f"{stage}: up to date, skipped" in log_b, log_b
+        assert f"is being built by pid {a.pid} on " in log_b  # it waited for A, by name
+    finally:
+        for process in (a, b):
+            if process is not None:
+                sweep(process.tag)
+    assert sorted(os.listdir(root / SNAPSHOT / stage)) == [version]
+    assert digest(read(root, stage)) == world.digests[stage]
