@@ -89,6 +89,19 @@ LONG_SCOPES = frozenset(
 )
 
 
+def _check_install() -> None:
+    """A package file added since the last `make install` has no link in the development install yet, so its
+    module cannot be imported: one line saying so, instead of a ModuleNotFoundError in some test."""
+    from tests.support.install import unlinked_files
+
+    unlinked = unlinked_files()
+    if unlinked:
+        raise pytest.UsageError(
+            f"citeflow's development install has no link for {', '.join(unlinked[:3])}"
+            f"{f' and {len(unlinked) - 3} more' if len(unlinked) > 3 else ''}: run `make install` (docs/development.md)"
+        )
+
+
 def pytest_itemcollected(item):
     """`jvm`: a test that starts a Spark JVM (through the `spark` fixture, or any test of tests/unit/spark):
     `make test-fast` leaves them out. `long`: a test of one of `LONG_SCOPES`, which `make test` leaves to
@@ -131,6 +144,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_configure(config):
+    _check_install()
     # Spark's Python workers (pandas UDFs) must run this interpreter, with its packages.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     import tempfile
