@@ -83,10 +83,12 @@ test-long: install
 test-all: install
 	$(PYTEST) $(PYTEST_ARGS)
 
-# ruff's linter and formatter, settings in pyproject.toml (CI runs this before the tests)
+# ruff's linter and formatter, then the type checker (basedpyright), settings in pyproject.toml (CI runs this before
+# the tests)
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/basedpyright
 
 format: install
 	$(BIN)/ruff check --fix .

@@ -314,7 +314,7 @@ def _connect(config: SparkConfig, app_name: str):
     from pyspark.sql import SparkSession
 
     settings = {**SESSION_SQL, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)}
-    settings.update(item.split("=", 1) for item in config.conf)
+    settings.update((key, value) for key, value in (item.split("=", 1) for item in config.conf))
     builder = SparkSession.builder.remote(config.remote)
     for key, value in settings.items():
         builder = builder.config(key.strip(), value.strip())
