@@ -29,7 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
-from citeflow.spark.engine.driver import launch_driver
+from citeflow.spark.engine.driver import driver_running, launch_driver, stop_driver
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -340,74 +340,27 @@ def _connect(config: SparkConfig, app_name: str):
 RELEASE_WAIT_S = 10.0
 _releasing: set[int] = set()  # the sessions `_release_at_exit` will release, by id()
 _connect_sessions: list[Any] = []  # the Spark Connect sessions `_connect` opened and `stop_spark` has not released
-# How long `stop_spark` waits for the local driver's JVM to exit (it writes its class archive then, when asked to:
-# spark/engine/class_archive.py) before it kills it.
-JVM_EXIT_WAIT_S = 60.0
 
 
 def spark_held() -> bool:
-    """Whether this process holds a Spark session: a local driver's (its JVM running), or a Spark Connect session
-    it opened. Never imports pyspark itself."""
-    if _connect_sessions:
-        return True
-    if "pyspark" not in sys.modules:
-        return False
-    from pyspark import SparkContext
-
-    return SparkContext._active_spark_context is not None or SparkContext._gateway is not None
+    """Whether this process holds a Spark session: a local driver's (`driver.driver_running`), or a Spark Connect
+    session it opened. Never imports pyspark itself."""
+    return bool(_connect_sessions) or driver_running()
 
 
-def stop_spark(wait_s: float = JVM_EXIT_WAIT_S) -> bool:
-    """Stop this process's Spark session and the local driver's JVM that pyspark started for it; True when there
-    was one. A Spark Connect session is released on its server instead (`_release`). A later `get_spark` starts
-    afresh.
+def stop_spark() -> bool:
+    """Stop this process's Spark session and the local driver's JVM that pyspark started for it
+    (`driver.stop_driver`); True when there was one. A Spark Connect session is released on its server instead
+    (`_release`). A later `get_spark` starts afresh.
 
     `citeflow run` calls it once the last stage that needs Spark is done (jobs/pipeline.py): the driver's JVM keeps
     its heap (`spark.driver_memory`) until it exits, so it would otherwise hold gigabytes idle through embedding,
-    mining and training. A JVM this process did not start (pyspark given one through `PYSPARK_GATEWAY_PORT`, as
-    under spark-submit) is left running: its session is stopped, the JVM is its starter's."""
+    mining and training."""
     stopped = False
     while _connect_sessions:
         _release(_connect_sessions.pop())
         stopped = True
-    if "pyspark" not in sys.modules:
-        return stopped
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    context = SparkContext._active_spark_context
-    if context is not None:
-        session = SparkSession.getActiveSession()
-        if session is not None:
-            session.stop()  # the context, and the JVM's record of the session
-        else:
-            context.stop()
-        stopped = True
-    gateway = SparkContext._gateway
-    process = getattr(gateway, "proc", None)
-    if gateway is not None and process is not None:
-        _end_jvm(gateway, process, wait_s)
-        SparkContext._gateway = None
-        SparkContext._jvm = None
-        stopped = True
-    return stopped
-
-
-def _end_jvm(gateway, process: subprocess.Popen, wait_s: float) -> None:
-    """End pyspark's JVM: its Py4J connections closed, then its standard input, at whose end the gateway server
-    exits (as it does when this process exits); killed if it is still there after `wait_s`."""
-    try:
-        gateway.shutdown()
-    except Exception as exc:  # a JVM that died already: nothing left to close
-        logging.getLogger("citeflow").debug("Py4J gateway not shut down cleanly", exc_info=exc)
-    if process.stdin is not None:
-        process.stdin.close()
-    try:
-        process.wait(timeout=wait_s)
-    except subprocess.TimeoutExpired:
-        logging.getLogger("citeflow").warning("Spark's JVM did not exit within %.0f s of its stop: killed", wait_s)
-        process.kill()
-        process.wait()
+    return stop_driver() or stopped
 
 
 def _release_at_exit(spark) -> None:
