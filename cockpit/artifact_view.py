@@ -369,28 +369,20 @@ def create_app():
         except CiteflowError as exc:
             raise HTTPException(404, str(exc)) from None
 
-    # the routes' query parameters, each `Annotated[str, ...]` (FastAPI copies the Query it is given per parameter)
-    ids = Query(min_length=1, max_length=250)
-    index = Query(max_length=20)
+    class Q:  # the routes' query parameters, as type aliases in a class: a checker reads them as types there
+        Ids = Annotated[str, Query(min_length=1, max_length=250)]
+        MapIndex = Annotated[str, Query(max_length=20)]
 
     @app.get("/artifacts/task.json", dependencies=can_read)
     def task_json(
-        session: SessionDep,
-        dag_id: Annotated[str, ids],
-        run_id: Annotated[str, ids],
-        task_id: Annotated[str, ids],
-        map_index: Annotated[str, index] = "-1",
+        session: SessionDep, dag_id: Q.Ids, run_id: Q.Ids, task_id: Q.Ids, map_index: Q.MapIndex = "-1"
     ) -> dict:
         found = target(session, dag_id, run_id, task_id, map_index_of(map_index))
         return {**load(found), "cached": bool(found.get("cached"))}
 
     @app.get("/artifacts/task", response_class=HTMLResponse, dependencies=can_read)
     def task_page(
-        session: SessionDep,
-        dag_id: Annotated[str, ids],
-        run_id: Annotated[str, ids],
-        task_id: Annotated[str, ids],
-        map_index: Annotated[str, index] = "-1",
+        session: SessionDep, dag_id: Q.Ids, run_id: Q.Ids, task_id: Q.Ids, map_index: Q.MapIndex = "-1"
     ) -> str:
         found = target(session, dag_id, run_id, task_id, map_index_of(map_index))
         report = ""
@@ -404,11 +396,7 @@ def create_app():
 
     @app.get("/artifacts/report", response_class=HTMLResponse, dependencies=can_read)
     def report_page(
-        session: SessionDep,
-        dag_id: Annotated[str, ids],
-        run_id: Annotated[str, ids],
-        task_id: Annotated[str, ids],
-        map_index: Annotated[str, index] = "-1",
+        session: SessionDep, dag_id: Q.Ids, run_id: Q.Ids, task_id: Q.Ids, map_index: Q.MapIndex = "-1"
     ) -> str:
         found = target(session, dag_id, run_id, task_id, map_index_of(map_index))
         if found["stage"] != "benchmark":
