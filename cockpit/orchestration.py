@@ -50,6 +50,7 @@ DAG files every few seconds. Stage code (pyspark, torch, ...) is imported inside
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import Asset, get_current_context, task, task_group
@@ -320,7 +321,7 @@ def run_rank_task(settings: dict[str, Any], rank: int) -> dict[str, Any]:
     }
 
 
-def _worker_slots(stage: Stage) -> dict[str, str]:
+def _worker_slots(stage: Stage) -> dict[str, Any]:
     """The Airflow pool and queue of the kind of worker a stage declares (`citeflow.registry.Stage.worker`)."""
     return {
         "default": {},
@@ -347,7 +348,7 @@ def _variant_operator(stage: Stage, variant):
     return decorate(per_strategy)
 
 
-def _stage_operator(stage: Stage):
+def _stage_operator(stage: Stage) -> Callable[..., Any]:
     """The task of one registered stage: its Asset as outlet, its upstream stages' Assets as inlets."""
     decorate = task(
         task_id=stage.name,
