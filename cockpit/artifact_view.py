@@ -248,7 +248,7 @@ def render_html(summary: dict[str, Any], *, cached: bool | None = None, report_u
     ]
     current = summary.get("current") or {"current": True}
     if not current["current"]:
-        parts.append(f"<p class=stale><b>Not the release's current version:</b> {e(current['why'])}.</p>")
+        parts.append(f"<p class=stale><b>Not the release's current version:</b> {e(str(current['why']))}.</p>")
     elif summary.get("supersedes"):
         superseded = ", ".join(summary["supersedes"]["versions"])
         parts.append(

@@ -133,10 +133,8 @@ def first_steps(ids: pa.Table, by_sha: pa.Table | None) -> pa.Table:
         by_sha = pa.table({"sha": pa.array([], pa.string()), "corpus_id": pa.array([], pa.int64())})
     assert by_sha is not None  # pyarrow is compiled: a checker cannot see that pa.table returns a table
     per_sha = by_sha.group_by("sha", use_threads=False).aggregate([("corpus_id", "count_distinct")])
-    by_sha = by_sha.join(per_sha, keys="sha", use_threads=False)
-    joined = table.join(
-        by_sha.rename_columns(["_sha", "_by_sha", "_n"]), keys="_sha", join_type="left outer", use_threads=False
-    )
+    counted = by_sha.join(per_sha, keys="sha", use_threads=False).rename_columns(["_sha", "_by_sha", "_n"])
+    joined = table.join(counted, keys="_sha", join_type="left outer", use_threads=False)
     cid, sha = joined["_cid"], joined["_by_sha"]
     by_sha_method = pc.if_else(pc.greater(joined["_n"], 1), pa.scalar(SHA_CONFLICT), pa.scalar("sha"))
     method = pc.if_else(
