@@ -25,6 +25,7 @@ TRAINING_KEYS = (
     "model",
     "pooling",
     "max_length",
+    "inference_max_length",
     "normalize",
     "lr",
     "weight_decay",
@@ -66,8 +67,13 @@ def _pick(config: dict, keys) -> dict:
 
 
 def usage_of(training: dict) -> dict[str, Any]:
-    """Pooling, max length and normalisation of a train_encoder config (older versions: the fallback's)."""
-    return {name: v if training.get(name) is None else training[name] for name, v in ENCODER_USAGE_FALLBACK.items()}
+    """Pooling, max length and normalisation the model is used with, from a train_encoder config: `max_length` is
+    the length it embeds at (`inference_max_length`; versions from before the two lengths were apart embedded at
+    their training length; older versions still: the fallback's)."""
+    usage = {name: v if training.get(name) is None else training[name] for name, v in ENCODER_USAGE_FALLBACK.items()}
+    if training.get("inference_max_length"):
+        usage["max_length"] = training["inference_max_length"]
+    return usage
 
 
 def model_card(
@@ -142,8 +148,10 @@ def model_card(
         f"# {name}",
         "",
         f"A scientific-paper embedding model trained by citeflow with the **{strategy}** triplet strategy on corpus "
-        f"release `{snapshot}`. Input: `title [SEP] abstract`, at most {usage['max_length']} tokens; embedding: the "
-        f"{pooled} of the last hidden layer{', scaled to unit length' if usage['normalize'] else ''}.",
+        f"release `{snapshot}`. Input: `title [SEP] abstract`, at most {usage['max_length']} tokens"
+        + _trained_length(training, usage)
+        + f"; embedding: the {pooled} of the last hidden layer"
+        + f"{', scaled to unit length' if usage['normalize'] else ''}.",
         "",
         "## Usage",
         "",
@@ -160,7 +168,7 @@ def model_card(
         f"{_count(negatives.get('hard'))} hard and {_count(negatives.get('easy'))} easy negatives, "
         f"{_count(counts.get('collisions'))} collisions",
         f"- graph embeddings (PyTorch-BigGraph): `{json.dumps(_pick(pbg, PBG_KEYS))}`",
-        f"- training recipe: `{json.dumps(_pick({**training, **usage}, TRAINING_KEYS))}`",
+        f"- training recipe: `{json.dumps(_pick(_recipe(training, usage), TRAINING_KEYS))}`",
         "",
         "## Evaluation",
         "",
@@ -182,6 +190,22 @@ def model_card(
         "",
     ]
     return "\n".join(front + [""] + body)
+
+
+def _trained_length(training: dict[str, Any], usage: dict[str, Any]) -> str:
+    """' (trained on the first 128)' where training truncated papers shorter than the model embeds them."""
+    trained = training.get("max_length")
+    return f" (trained on the first {trained})" if isinstance(trained, int) and trained < usage["max_length"] else ""
+
+
+def _recipe(training: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
+    """The training settings the card lists: the training length as `max_length`, the length the model embeds at
+    as `inference_max_length`."""
+    lengths = {
+        "max_length": training.get("max_length") or usage["max_length"],
+        "inference_max_length": usage["max_length"],
+    }
+    return {**training, "pooling": usage["pooling"], "normalize": usage["normalize"], **lengths}
 
 
 def _count(value: Any) -> str:

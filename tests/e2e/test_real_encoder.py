@@ -107,7 +107,7 @@ def test_the_exported_model_loads_in_sentence_transformers_with_citeflows_vector
     table = pq.read_table(trained.table_path("embeddings")).to_pydict()
     papers = {paper_id: (title, abstract) for paper_id, title, abstract in read_papers(config.scidocs)}
     model = SentenceTransformer(str(out), device="cpu")
-    assert model.max_seq_length == 64
+    assert model.max_seq_length == 256  # all-MiniLM-L6-v2's own, though trained at 64
     ids = table["paper_id"][:48]
     texts = [paper_text(*papers[i], model.tokenizer.sep_token) for i in ids]
     ours = np.array(table["embedding"][:48], dtype=np.float32)
