@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # pytest-xdist workers for make test / test-fast (0: one process)
 TEST_WORKERS ?= 2
 
-# One Airflow home for `make demo` and `make airflow`, set up by one program (cockpit/local_airflow.py, which
+# One Airflow home for `make demo` and `make airflow`, set up by one program (cockpit/local_airflow/, which
 # names its database, task log folder, DAG folder and pools): the server shows the demo's runs, task logs and
 # Artifacts tabs.
 AIRFLOW_DEMO_HOME := $(abspath $(DEMO))/airflow

@@ -239,7 +239,7 @@ def average(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """SciDocs' average: the plain mean of the 12 test numbers, only when all 12 exist.
 
     With fewer, `value` is None and `partial` the mean of the N numbers there are — a different quantity, to be
-    compared only with the published mean of the same N numbers (`evaluation/report.py`)."""
+    compared only with the published mean of the same N numbers (`evaluation/report/`)."""
     values = {(r["task"], r["metric"]): r["value"] for r in rows if r["split"] == "test" and r["status"] == "ok"}
     have = [k for k in HEADLINE if values.get(k) is not None]
     partial = float(np.mean([values[k] for k in have])) if have else None

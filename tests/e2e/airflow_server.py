@@ -1,4 +1,4 @@
-"""A running Airflow (api-server, scheduler, ...) for end-to-end tests, started by `cockpit/local_airflow.py`.
+"""A running Airflow (api-server, scheduler, ...) for end-to-end tests, started by `cockpit/local_airflow/`.
 
 One implementation of start / stop: this module uses that one, and adds what tests need on top of it:
 a small REST client and waits for a DAG and a DAG run.

@@ -5,7 +5,7 @@ tab and the benchmark's report, each no wider than the 1,400 px window, the benc
 (screenshots `benchmark-tab-1400` and `report-1400`). tests/e2e/test_report_width.py checks the same pages'
 widths in a few seconds, without Airflow.
 
-Runs a real Airflow (`cockpit/local_airflow.py`: standalone, SQLite, LocalExecutor) in a temp AIRFLOW_HOME
+Runs a real Airflow (`cockpit/local_airflow/`: standalone, SQLite, LocalExecutor) in a temp AIRFLOW_HOME
 on a free port, on the generated 3,000-paper snapshot; a few minutes on 2 cores. The artifact root holds
 `citeflow_rebuild`'s versions of the same snapshot but its build_graph (`seeded_artifacts`): the run builds
 build_graph (a real Spark job in a LocalExecutor task process) and reuses the versions after it. Needs

@@ -1,9 +1,10 @@
-"""The README's command table against the `citeflow` parser itself (jobs/cli/parser.py).
+"""The README's command list against the `citeflow` parser itself (jobs/cli/parser.py), and the README's width.
 
-Every subcommand has one row; every option a row names exists on that subcommand (or, in a code span that opens
-with another subcommand, such as `run --set`, on that one); every option of a subcommand is named in its row or
-listed in LEFT_TO_HELP; the global options are named in the section's text. A subcommand or a user-facing option
-added without a README row fails here.
+Every subcommand has one entry (a list item of the Command reference, which may wrap over several lines); every
+option an entry names exists on that subcommand (or, in a code span that opens with another subcommand, such as
+`run --set`, on that one); every option of a subcommand is named in its entry or listed in LEFT_TO_HELP; the global
+options are named in the section's text. A subcommand or a user-facing option added without a README entry fails
+here.
 """
 
 import argparse
@@ -15,7 +16,7 @@ from citeflow.jobs.cli.parser import build_parser
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
-# Options a subcommand's row leaves to `citeflow <command> --help`, each covered by the page named beside it.
+# Options a subcommand's entry leaves to `citeflow <command> --help`, each covered by the page named beside it.
 LEFT_TO_HELP = {
     # how many corpus files a snapshot has (default: one per 50,000 papers): docs/synthetic-corpus.md
     "generate": {"--shards"},
@@ -31,13 +32,20 @@ def command_section(readme: str) -> str:
     return readme.split("\n## Command reference\n", 1)[1].split("\n## ", 1)[0]
 
 
-def command_rows(readme: str) -> list[tuple[str, str]]:
-    """(command, whole row) for each row of the command reference table: the command opens the first cell."""
-    return [
-        (re.match(r"\| `([a-z][a-z-]*)", line)[1], line)
-        for line in command_section(readme).splitlines()
-        if line.startswith("| `")
-    ]
+def command_entries(readme: str) -> list[tuple[str, str]]:
+    """(command, whole entry) for each entry of the command reference list: a line "- `COMMAND ...`" and the
+    indented lines that continue it, joined by spaces."""
+    entries: list[str] = []
+    continues = False
+    for line in command_section(readme).splitlines():
+        if line.startswith("- `"):
+            entries.append(line)
+            continues = True
+        elif continues and line.startswith("  ") and line.strip():
+            entries[-1] += " " + line.strip()
+        else:
+            continues = False
+    return [(re.match(r"- `([a-z][a-z-]*)", entry)[1], entry) for entry in entries]
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -58,48 +66,48 @@ def named(text: str, spelling: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(spelling)}(?![\w-])", text) is not None
 
 
-def row_options(command: str, row: str, commands: dict) -> dict[str, set[str]]:
-    """The long options a row names, by the subcommand they belong to: the row's own, but for those of a code
-    span that opens with another subcommand (`run --set` in the settings row), which are that one's."""
+def entry_options(command: str, entry: str, commands: dict) -> dict[str, set[str]]:
+    """The long options an entry names, by the subcommand they belong to: the entry's own, but for those of a code
+    span that opens with another subcommand (`run --set` in the settings entry), which are that one's."""
     found = collections.defaultdict(set)
-    for span in re.findall(r"`([^`]*)`", row):
+    for span in re.findall(r"`([^`]*)`", entry):
         words = span.removeprefix("citeflow ").split()
         owner = words[0] if words and words[0] in commands else command
         found[owner] |= set(LONG_OPTION.findall(span))
-    found[command] |= set(LONG_OPTION.findall(re.sub(r"`[^`]*`", "", row)))
+    found[command] |= set(LONG_OPTION.findall(re.sub(r"`[^`]*`", "", entry)))
     return found
 
 
 def table_problems(readme: str, parser: argparse.ArgumentParser, left_to_help: dict[str, set[str]]) -> list[str]:
-    """What the README's command table and the parser disagree on, one line each; empty when they agree."""
-    rows = command_rows(readme)
+    """What the README's command list and the parser disagree on, one line each; empty when they agree."""
+    entries = command_entries(readme)
     commands = subcommands(parser)
-    problems = [f"{command}: {n} rows" for command, n in collections.Counter(c for c, _ in rows).items() if n > 1]
+    problems = [f"{command}: {n} entries" for command, n in collections.Counter(c for c, _ in entries).items() if n > 1]
     problems += [
-        f"{command}: no row in the README's command table" for command in commands if command not in dict(rows)
+        f"{command}: no entry in the README's command list" for command in commands if command not in dict(entries)
     ]
     problems += [f"LEFT_TO_HELP names {command}, which is no subcommand" for command in left_to_help.keys() - commands]
-    for command, row in rows:
+    for command, entry in entries:
         if command not in commands:
-            problems.append(f"{command}: a README row, but no such subcommand")
+            problems.append(f"{command}: a README entry, but no such subcommand")
             continue
-        named_here = row_options(command, row, commands)
+        named_here = entry_options(command, entry, commands)
         for owner, names in named_here.items():
             spellings = set().union(*options(commands[owner]))
             problems += [
-                f"{command}: the row names {o}, which {owner} does not take" for o in sorted(names - spellings)
+                f"{command}: the entry names {o}, which {owner} does not take" for o in sorted(names - spellings)
             ]
-        in_row = named_here[command]
+        in_entry = named_here[command]
         left = left_to_help.get(command, set())
         spellings = set().union(*options(commands[command]))
         problems += [
             f"{command}: LEFT_TO_HELP names {o}, which {command} does not take" for o in sorted(left - spellings)
         ]
         for option in options(commands[command]):
-            if not option & (in_row | left):
-                problems.append(f"{command}: {'/'.join(sorted(option))} is neither in its row nor in LEFT_TO_HELP")
-            elif option & in_row and option & left:
-                problems.append(f"{command}: {'/'.join(sorted(option))} is in its row: drop it from LEFT_TO_HELP")
+            if not option & (in_entry | left):
+                problems.append(f"{command}: {'/'.join(sorted(option))} is neither in its entry nor in LEFT_TO_HELP")
+            elif option & in_entry and option & left:
+                problems.append(f"{command}: {'/'.join(sorted(option))} is in its entry: drop it from LEFT_TO_HELP")
     section = command_section(readme)
     problems += [
         f"the global option {'/'.join(sorted(option))} is not named in the Command reference section"
@@ -113,10 +121,10 @@ def test_the_readme_command_table_matches_the_parser():
     assert table_problems(README.read_text(), build_parser(), LEFT_TO_HELP) == []
 
 
-def test_a_subcommand_or_option_without_a_row_is_caught():
+def test_a_subcommand_or_option_without_an_entry_is_caught():
     # the check itself, on a parser that grew a subcommand, a run option and a global option the README lacks
-    # (and an option hidden from --help, which needs no row), and on a README whose artifacts row names an option
-    # artifacts does not take and whose settings row names one that run does not take
+    # (and an option hidden from --help, which needs no entry), and on a README whose artifacts entry names an option
+    # artifacts does not take and whose settings entry names one that run does not take
     parser = build_parser()
     subcommands(parser)["run"].add_argument("--turbo", action="store_true", help="a new user-facing option")
     subcommands(parser)["run"].add_argument("--internal", help=argparse.SUPPRESS)
@@ -130,12 +138,20 @@ def test_a_subcommand_or_option_without_a_row_is_caught():
     assert "[--yaml]" in readme and "`run --sett`" in readme
     left_to_help = {**LEFT_TO_HELP, "benchmark": {"--similarity"}, "settings": {"--x"}}
     assert sorted(table_problems(readme, parser, left_to_help)) == [
-        "artifacts: --json is neither in its row nor in LEFT_TO_HELP",
-        "artifacts: the row names --yaml, which artifacts does not take",
-        "benchmark: --ignore-identical-ids is neither in its row nor in LEFT_TO_HELP",
-        "frobnicate: no row in the README's command table",
-        "run: --turbo is neither in its row nor in LEFT_TO_HELP",
+        "artifacts: --json is neither in its entry nor in LEFT_TO_HELP",
+        "artifacts: the entry names --yaml, which artifacts does not take",
+        "benchmark: --ignore-identical-ids is neither in its entry nor in LEFT_TO_HELP",
+        "frobnicate: no entry in the README's command list",
+        "run: --turbo is neither in its entry nor in LEFT_TO_HELP",
         "settings: LEFT_TO_HELP names --x, which settings does not take",
-        "settings: the row names --sett, which run does not take",
+        "settings: the entry names --sett, which run does not take",
         "the global option --quiet/-q is not named in the Command reference section",
     ]
+
+
+def test_no_readme_line_is_wider_than_200_characters():
+    # a line that wide scrolls sideways in an editor and in a diff; the command list wraps its entries instead
+    wide = [
+        f"README.md:{i}: {len(line)}" for i, line in enumerate(README.read_text().splitlines(), 1) if len(line) > 200
+    ]
+    assert wide == []

@@ -1,5 +1,5 @@
 """The report's answer first, its honest averages, published numbers only beside published data, a page that fits
-its window, and the model card (evaluation/report.py, evaluation/model_card.py)."""
+its window, and the model card (evaluation/report/, evaluation/model_card.py)."""
 
 from __future__ import annotations
 
