@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from citeflow.config import ENCODER_USAGE_FALLBACK
+from citeflow.evaluation.paired import NOT_SHOWN, delta_cell
 from citeflow.evaluation.scidocs import HEADLINE, average
 from citeflow.registry import STAGES
 
@@ -172,13 +173,15 @@ def model_card(
         "",
         "## Evaluation",
         "",
-        "Scored by citeflow's ports of the SciDocs and SciRepEval evaluators (test split, × 100).",
+        "Scored by citeflow's ports of the SciDocs and SciRepEval evaluators (test split, × 100). Δ: the change over "
+        "the untrained base model on the same queries (papers, clicks), with its 95% paired bootstrap interval; "
+        f"{NOT_SHOWN}: the interval holds 0, so the change is not shown by these queries.",
         "",
-        "| task | metric | value |",
-        "|---|---|---:|",
-        *[f"| {r['task']} | {r['metric']} | {r['value']:.2f} |" for r in scidocs + others],
+        "| task | metric | value | Δ over the base [95% interval] |",
+        "|---|---|---:|---:|",
+        *[f"| {r['task']} | {r['metric']} | {r['value']:.2f} | {_gain_cell(r)} |" for r in scidocs + others],
         "",
-        _summary(mean),
+        _summary(mean) + _average_gain(rows),
         "",
         "## Leakage audit",
         "",
@@ -206,6 +209,20 @@ def _recipe(training: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
         "inference_max_length": usage["max_length"],
     }
     return {**training, "pooling": usage["pooling"], "normalize": usage["normalize"], **lengths}
+
+
+def _gain_cell(row: dict[str, Any]) -> str:
+    """The stored change of a trained row over its base (the benchmark stage's `delta`, `delta_low`,
+    `delta_high`) as every report prints it."""
+    return delta_cell(row.get("delta"), row.get("delta_low"), row.get("delta_high"))
+
+
+def _average_gain(rows: list[dict[str, Any]]) -> str:
+    """' Over its untrained base: +d [low, high].' of the average row's stored change, or nothing."""
+    row = next((r for r in rows if r["task"] == "average" and r["split"] == "test"), None)
+    if row is None or row.get("delta") is None or row.get("delta_low") is None:
+        return ""
+    return f" Over its untrained base: {_gain_cell(row)} (95% paired bootstrap interval)."
 
 
 def _count(value: Any) -> str:

@@ -21,10 +21,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides, profile_overrides
+from citeflow.evaluation.paired import RANKING_NUMBERS, paired_interval, per_query
 from citeflow.jobs.pipeline import run_pipeline
 from tests.conftest import TEST_SPARK_OVERRIDES
 from tests.support.hepth import HepthConfig, require_hepth, write_releases
-from tests.support.paired import RANKING_NUMBERS, paired_interval, per_query
 from tests.support.real_encoder import real_encoder
 
 pytestmark = pytest.mark.slow
