@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_stages import measure  # noqa: E402
 
-from tests.support import paired  # noqa: E402
+from citeflow.evaluation import paired  # noqa: E402
 
 TASKS = paired.RANKING_NUMBERS
 
