@@ -231,7 +231,7 @@ def train(spec: TrainSpec) -> None:
                 checkpoint_now = done < plan.total and (
                     done % spec.checkpoint_every == 0 or (evaluate_now and spec.keep == "best")
                 )
-                if done % spec.log_every == 0 or checkpoint_now or evaluate_now or faults_armed():
+                if done % spec.log_every == 0 or checkpoint_now or evaluate_now or done == plan.total or faults_armed():
                     log.flush()
                 if checkpoint_now:
                     C.save_checkpoint(work, done, model, optimizer, scheduler, scaler, rank, world, use_cuda)
