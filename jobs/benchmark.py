@@ -36,7 +36,7 @@ from citeflow.stage import execute
 from citeflow.tables import write_table
 
 STAGE = "benchmark"
-STAGE_VERSION = 3  # 2: reference protocols, details column, model card; 3: suite column
+STAGE_VERSION = 4  # 2: reference protocols, details column, model card; 3: suite column; 4: delta columns
 TABLES = list(REGISTRY[STAGE].tables)
 CARD = "model_card.md"  # the trained model's Hugging Face card, README.md of `citeflow export-model`
 

@@ -43,7 +43,7 @@ from citeflow.stage import execute
 from citeflow.tables import write_table
 
 STAGE = "train_encoder"
-STAGE_VERSION = 1
+STAGE_VERSION = 2  # 2: held-out triplets, the eval_curve table, the inference length apart from training's
 TABLES = list(REGISTRY[STAGE].tables)
 READ_BATCH = 4096
 
@@ -64,7 +64,7 @@ def run_on(ctx: StageContext) -> Manifest:
     # thing make the same version (the folder's files are part of its fingerprint)
     versioned = versioned_dict(cfg) | usage.values
     if versioned["inference_max_length"] == versioned["max_length"]:
-        versioned.pop("inference_max_length")  # the versions trained before the two lengths were apart keep their ids
+        versioned.pop("inference_max_length")  # one length said twice is one version
     if cfg.keep == "best":  # which step is kept depends on when steps are evaluated
         versioned["eval_every"] = cfg.eval_every or cfg.checkpoint_every
     else:  # the evaluations only watch: the model is the same whenever they run
