@@ -15,7 +15,9 @@ embed_papers and the benchmark, timed. The report gives each variant's val and t
 co-cite next to the untrained model's, the change in the mean of the four test numbers, each test number's
 change with its 95% paired bootstrap interval over the queries (and each variant against the first, so that a
 difference of two recipes is read against the noise), train_encoder's seconds
-and triplets per second, the first and last ten steps' mean loss and the load average around each run. Choose by
+and triplets per second, the first and last ten steps' mean loss, the evaluation curve and the step kept, the
+trainer's time-left estimate against the time that was left after 10, 25, 50 and 75% of the steps (`eta_error`,
+replayed on the logged times) and the load average around each run. Choose by
 val; the test numbers are the ones to report. The benchmark stage scores the test split only: the val numbers are
 scored here, on the embeddings of the models the variant's benchmark scored (`val_scores`), as the stage scores
 test. `--lengths 128` also embeds each variant's trained model and its base at 128 tokens (or any other length) and
@@ -307,6 +309,25 @@ def st_train(spec_path: str) -> int:
     return 0
 
 
+def eta_errors(step_seconds: list[float], curve: list[dict], at=(0.1, 0.25, 0.5, 0.75)) -> dict[str, float]:
+    """{share of the steps: (estimated − actual) / actual time left} of the trainer's progress estimate
+    (`citeflow.models.training.plan.time_left`, replayed on the run's logged step and evaluation times) after
+    that share of the steps."""
+    from citeflow.models.training.plan import time_left
+
+    total = len(step_seconds)
+    evals = {int(r["step"]): float(r["seconds"]) for r in curve}
+    out = {}
+    for share in at:
+        done = max(1, int(share * total))
+        done_evals = [s for step, s in evals.items() if step <= done]
+        left_evals = [s for step, s in evals.items() if step > done]
+        estimate = time_left(step_seconds[:done], done_evals, total - done, len(left_evals))
+        actual = sum(step_seconds[done:]) + sum(left_evals)
+        out[f"{share:.2f}"] = round((estimate - actual) / actual, 3) if estimate is not None and actual else None
+    return out
+
+
 def latest(artifacts: Path, snapshot: str, stage: str, output: str) -> dict:
     """The manifest of the `stage` version the run printed (its `built` or `cached` line)."""
     for line in reversed(output.splitlines()):
@@ -389,7 +410,9 @@ def main() -> int:
         train = latest(artifacts, release, "train_encoder", run["output"])
         import pyarrow.parquet as pq
 
-        steps = pq.read_table(artifacts / release / "train_encoder" / train["version"] / "training_log").to_pylist()
+        folder = artifacts / release / "train_encoder" / train["version"]
+        steps = pq.read_table(folder / "training_log").to_pylist()
+        curve = pq.read_table(folder / "eval_curve").to_pylist() if (folder / "eval_curve").exists() else []
         losses = [s["loss"] for s in steps]
         report["variants"][name] = {
             "settings": sets,
@@ -402,6 +425,9 @@ def main() -> int:
             "loss_first10": round(sum(losses[:10]) / max(len(losses[:10]), 1), 4),
             "loss_last10": round(sum(losses[-10:]) / max(len(losses[-10:]), 1), 4),
             "benchmark_version": bench["version"],
+            "eval_curve": curve,
+            "kept_step": train["metrics"].get("kept_step"),
+            "eta_error": eta_errors([s["seconds"] for s in steps], curve),
             "scores": scores(artifacts, release, bench["version"]),
         }
         queries = per_query(artifacts, release, bench["version"])
