@@ -128,7 +128,7 @@ class TrainSpec:
     eval_val: str = field(
         default="", metadata=_help("JSON of a val sample ({texts, qrels}) also scored at each evaluation; '': none")
     )
-    eval_log: str = field(default="", metadata=_help("JSON lines, one per evaluation (rank 0 writes it)"))
+    eval_log: str = field(default="", metadata=_help("JSON lines, one per evaluation (rank 0); '': work/eval.jsonl"))
     eval_max_length: int = field(default=512, metadata=_help("tokens per val paper (the training length)"))
     keep: str = field(
         default="last", metadata=_help("last: the model after the last step; best: the evaluated step of best score")
@@ -207,7 +207,7 @@ def train(spec: TrainSpec) -> None:
     # keep=best a checkpoint is taken at each evaluated step first, so a resumed run never keeps a step it lost.
     evaluating = bool(len(eval_rows) or spec.eval_val)
     evaluator = _evaluator(spec, store, eval_rows, tokenizer, device, precision) if evaluating and rank == 0 else None
-    curve = CurveLog(spec.eval_log, plan.start) if evaluator is not None else None
+    curve = CurveLog(spec.eval_log or str(work / "eval.jsonl"), plan.start) if evaluator is not None else None
     evaluated = set(eval_steps(plan.total, spec.eval_every)) if evaluating else set()
 
     # The loop: one optimizer step per batch, its row logged, a checkpoint every `checkpoint_every` steps.
