@@ -74,7 +74,6 @@ def val_scores(artifacts: Path, snapshot: str, bench: dict, scidocs: Path) -> tu
     test split's: the stage scores test only (`citeflow.jobs.benchmark.score`), and the same ranking code scores val."""
     from citeflow.artifacts import ArtifactStore
     from citeflow.evaluation.embeddings import load_embeddings
-    from citeflow.evaluation.scidocs import ranking
 
     store = ArtifactStore(str(artifacts))
     values: dict[str, dict[str, float]] = {}
@@ -85,23 +84,20 @@ def val_scores(artifacts: Path, snapshot: str, bench: dict, scidocs: Path) -> tu
         embedded = store.read_manifest(snapshot, "embed_papers", item["version"])
         model = embedded.metrics["model"]  # trained, or base (the registry's variant)
         vectors = load_embeddings(embedded.table_path("embeddings"))
-        for task in dict.fromkeys(t for t, _ in TASKS):
-            for row in ranking(scidocs, task, "val", vectors):
-                if (row["task"], row["metric"]) in TASKS and row["status"] == "ok":
-                    key = f"val {task} {row['metric']}"
-                    values.setdefault(model, {})[key] = row["value"]
-                    queries.setdefault(model, {})[key] = row["details"]["per_query"]
+        values[model], queries[model] = ranking_scores(vectors, scidocs, splits=("val",))
     return values, queries
 
 
-def ranking_scores(vectors, scidocs: Path) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """({"<split> <task> <metric>": value}, {same key: {query: value}}) of embeddings on the val and test splits,
-    by the benchmark stage's own ranking code."""
+def ranking_scores(
+    vectors, scidocs: Path, splits: tuple[str, ...] = ("val", "test")
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """({"<split> <task> <metric>": value}, {same key: {query: value}}) of embeddings on the `splits`, by the
+    benchmark stage's own ranking code."""
     from citeflow.evaluation.scidocs import ranking
 
     values: dict[str, float] = {}
     queries: dict[str, dict[str, float]] = {}
-    for split in ("val", "test"):
+    for split in splits:
         for task in dict.fromkeys(t for t, _ in TASKS):
             for row in ranking(scidocs, task, split, vectors):
                 if (row["task"], row["metric"]) in TASKS and row["status"] == "ok":
