@@ -80,6 +80,7 @@ class Progress:
         self.mode = mode or os.environ.get(PROGRESS_ENV) or ("bar" if sys.stderr.isatty() else "lines")
         self.started = self.last = clock()
         self.figures: dict[str, str] = {}
+        self.left: float | None = None
         self.closed = False
         self.bar = None
         if self.mode == "bar":
@@ -93,8 +94,11 @@ class Progress:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def update(self, n: int = 1, **figures: float | str) -> None:
+    def update(self, n: int = 1, *, left: float | None = None, **figures: float | str) -> None:
+        """`n` more done; `left`: the caller's own estimate of the seconds left (a trainer knows its evaluations
+        to come), else the mean rate's; `figures`: shown as they are given (floats to 3 decimals)."""
         self.done += n
+        self.left = left
         self.figures.update({k: f"{v:.3f}" if isinstance(v, float) else str(v) for k, v in figures.items()})
         if self.bar is not None:
             self.bar.update(n)
@@ -115,7 +119,9 @@ class Progress:
         parts = [f"{self.unit} {self.done:,}{share}"]
         parts.append(f"{rate * self.rate_of:.1f} {self.rate_unit}/s")
         parts += [f"{k} {v}" for k, v in self.figures.items()]
-        if self.total and rate > 0:
+        if self.total and self.left is not None:
+            parts.append(f"{duration(self.left)} left")
+        elif self.total and rate > 0:
             parts.append(f"{duration((self.total - self.done) / rate)} left")
         else:
             parts.append(f"{duration(elapsed)} so far")

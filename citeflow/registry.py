@@ -154,7 +154,7 @@ _DECLARED = (
     Stage(
         "train_encoder",
         upstream=("mine_triplets",),
-        tables=("training_log",),
+        tables=("training_log", "eval_curve"),
         main_table="training_log",
         section="train_encoder",
         per_strategy=True,

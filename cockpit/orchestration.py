@@ -80,6 +80,15 @@ HEADLINE_FIRST = (
     "base.average",
     "trained.mean",
     "base.mean",
+    # the trained model's change over its base on SciDocs' average (or the mean of the numbers there are), with
+    # its 95% paired bootstrap interval and whether that leaves 0 out (jobs/benchmark.py `with_gains`)
+    "gain.measure",
+    "gain.mean",
+    "gain.low",
+    "gain.high",
+    "gain.shown",
+    "bootstrap.resamples",
+    "bootstrap.seed",
 )
 HEADLINE_MAX = 20
 

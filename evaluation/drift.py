@@ -157,18 +157,26 @@ def triplet_overlap(before: pa.Table, after: pa.Table) -> list[dict]:
 
 
 def score_delta(before: pa.Table, after: pa.Table) -> list[dict]:
-    """The trained model's scores of both benchmark versions (`scores` tables), task by task."""
+    """The trained model's scores of both benchmark versions (`scores` tables), task by task, each change with its
+    95% paired bootstrap interval over the queries (papers, clicks) both releases' models scored (`low`, `high`;
+    none where the rows keep no units in common: `citeflow.evaluation.paired`)."""
+    from citeflow.evaluation.paired import row_gain
 
     def trained(table):
         return {
-            (r["task"], r["split"], r["metric"]): r["value"]
+            (r["task"], r["split"], r["metric"]): r
             for r in table.to_pylist()
             if r["model"] == "trained" and r["status"] == "ok" and r["value"] is not None
         }
 
     old, new = trained(before), trained(after)
-    return [
-        row("scores", f"{task} {split} {metric}", new[key] - old[key], old[key], new[key])
-        for key in sorted(old.keys() & new.keys())
-        for task, split, metric in [key]
-    ]
+    rows = []
+    for key in sorted(old.keys() & new.keys()):
+        task, split, metric = key
+        a, b = old[key], new[key]
+        gain = row_gain(a, b) if task != "average" else None
+        interval = {"low": gain.low, "high": gain.high} if gain is not None else {}
+        rows.append(
+            row("scores", f"{task} {split} {metric}", b["value"] - a["value"], a["value"], b["value"]) | interval
+        )
+    return rows

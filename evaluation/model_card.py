@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from citeflow.config import ENCODER_USAGE_FALLBACK
+from citeflow.evaluation.paired import NOT_SHOWN, delta_cell
 from citeflow.evaluation.scidocs import HEADLINE, average
 from citeflow.registry import STAGES
 
@@ -25,6 +26,7 @@ TRAINING_KEYS = (
     "model",
     "pooling",
     "max_length",
+    "inference_max_length",
     "normalize",
     "lr",
     "weight_decay",
@@ -66,8 +68,13 @@ def _pick(config: dict, keys) -> dict:
 
 
 def usage_of(training: dict) -> dict[str, Any]:
-    """Pooling, max length and normalisation of a train_encoder config (older versions: the fallback's)."""
-    return {name: v if training.get(name) is None else training[name] for name, v in ENCODER_USAGE_FALLBACK.items()}
+    """Pooling, max length and normalisation the model is used with, from a train_encoder config: `max_length` is
+    the length it embeds at (`inference_max_length`; versions from before the two lengths were apart embedded at
+    their training length; older versions still: the fallback's)."""
+    usage = {name: v if training.get(name) is None else training[name] for name, v in ENCODER_USAGE_FALLBACK.items()}
+    if training.get("inference_max_length"):
+        usage["max_length"] = training["inference_max_length"]
+    return usage
 
 
 def model_card(
@@ -142,8 +149,10 @@ def model_card(
         f"# {name}",
         "",
         f"A scientific-paper embedding model trained by citeflow with the **{strategy}** triplet strategy on corpus "
-        f"release `{snapshot}`. Input: `title [SEP] abstract`, at most {usage['max_length']} tokens; embedding: the "
-        f"{pooled} of the last hidden layer{', scaled to unit length' if usage['normalize'] else ''}.",
+        f"release `{snapshot}`. Input: `title [SEP] abstract`, at most {usage['max_length']} tokens"
+        + _trained_length(training, usage)
+        + f"; embedding: the {pooled} of the last hidden layer"
+        + f"{', scaled to unit length' if usage['normalize'] else ''}.",
         "",
         "## Usage",
         "",
@@ -160,17 +169,19 @@ def model_card(
         f"{_count(negatives.get('hard'))} hard and {_count(negatives.get('easy'))} easy negatives, "
         f"{_count(counts.get('collisions'))} collisions",
         f"- graph embeddings (PyTorch-BigGraph): `{json.dumps(_pick(pbg, PBG_KEYS))}`",
-        f"- training recipe: `{json.dumps(_pick({**training, **usage}, TRAINING_KEYS))}`",
+        f"- training recipe: `{json.dumps(_pick(_recipe(training, usage), TRAINING_KEYS))}`",
         "",
         "## Evaluation",
         "",
-        "Scored by citeflow's ports of the SciDocs and SciRepEval evaluators (test split, × 100).",
+        "Scored by citeflow's ports of the SciDocs and SciRepEval evaluators (test split, × 100). Δ: the change over "
+        "the untrained base model on the same queries (papers, clicks), with its 95% paired bootstrap interval; "
+        f"{NOT_SHOWN}: the interval holds 0, so the change is not shown by these queries.",
         "",
-        "| task | metric | value |",
-        "|---|---|---:|",
-        *[f"| {r['task']} | {r['metric']} | {r['value']:.2f} |" for r in scidocs + others],
+        "| task | metric | value | Δ over the base [95% interval] |",
+        "|---|---|---:|---:|",
+        *[f"| {r['task']} | {r['metric']} | {r['value']:.2f} | {_gain_cell(r)} |" for r in scidocs + others],
         "",
-        _summary(mean),
+        _summary(mean) + _average_gain(rows),
         "",
         "## Leakage audit",
         "",
@@ -182,6 +193,36 @@ def model_card(
         "",
     ]
     return "\n".join(front + [""] + body)
+
+
+def _trained_length(training: dict[str, Any], usage: dict[str, Any]) -> str:
+    """' (trained on the first 128)' where training truncated papers shorter than the model embeds them."""
+    trained = training.get("max_length")
+    return f" (trained on the first {trained})" if isinstance(trained, int) and trained < usage["max_length"] else ""
+
+
+def _recipe(training: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
+    """The training settings the card lists: the training length as `max_length`, the length the model embeds at
+    as `inference_max_length`."""
+    lengths = {
+        "max_length": training.get("max_length") or usage["max_length"],
+        "inference_max_length": usage["max_length"],
+    }
+    return {**training, "pooling": usage["pooling"], "normalize": usage["normalize"], **lengths}
+
+
+def _gain_cell(row: dict[str, Any]) -> str:
+    """The stored change of a trained row over its base (the benchmark stage's `delta`, `delta_low`,
+    `delta_high`) as every report prints it."""
+    return delta_cell(row.get("delta"), row.get("delta_low"), row.get("delta_high"))
+
+
+def _average_gain(rows: list[dict[str, Any]]) -> str:
+    """' Over its untrained base: +d [low, high].' of the average row's stored change, or nothing."""
+    row = next((r for r in rows if r["task"] == "average" and r["split"] == "test"), None)
+    if row is None or row.get("delta") is None or row.get("delta_low") is None:
+        return ""
+    return f" Over its untrained base: {_gain_cell(row)} (95% paired bootstrap interval)."
 
 
 def _count(value: Any) -> str:

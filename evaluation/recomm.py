@@ -283,6 +283,17 @@ def click_metrics(ranked: list[tuple[float, int]], propensity: np.ndarray) -> di
     }
 
 
+def click_units(ranked: list[tuple[float, int]], propensity) -> list[list[float]]:
+    """[adjustment weight, nDCG gain, hit at 1] per click, so that Σ weight x gain / Σ weight is `click_metrics`'
+    Adj-nDCG (and the same of the hits its Adj-P@1)."""
+    scores = np.asarray(propensity, dtype=np.float32)
+    scores = scores * np.float32(len(scores)) / np.float32(scores.sum(dtype=np.float32))
+    return [
+        [float(np.float32(1.0) / scores[position - 1]), 1 / math.log2(2 + above), 1.0 if above == 0 else 0.0]
+        for above, position in ranked
+    ]
+
+
 def ranked_above(clicked_score: float, other_scores) -> float:
     """Other candidates scored above the clicked one; a tie counts 1/2."""
     return sum(1.0 for s in other_scores if s > clicked_score) + sum(0.5 for s in other_scores if s == clicked_score)
@@ -350,6 +361,9 @@ def evaluate(
     values = {m: 100 * metrics[m] for m in ("adj-ndcg", "adj-p@1")}
     details = {
         "clicks": len(ranked),
+        # each click's propensity weight, nDCG gain and hit at 1, in the test file's order: the units a paired
+        # bootstrap redraws (evaluation/paired.py)
+        "per_click": click_units(ranked, propensity),
         "clicks_skipped": {"train": bad_train, "val": bad_val, split: bad_test},
         "papers_without_embedding": len(unembedded),
         "unadjusted": {k: 100 * v for k, v in metrics.items() if not k.startswith("adj-")},

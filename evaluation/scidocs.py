@@ -133,13 +133,16 @@ def classification(
     for split in splits:
         labelled = read_labels(files[split])
         x, zero = _matrix([p for p, _ in labelled], embeddings, dim)
-        f1 = 100 * f1_score(np.array([y for _, y in labelled]), search.predict(x), average="macro")
+        predicted = search.predict(x)
+        f1 = 100 * f1_score(np.array([y for _, y in labelled]), predicted, average="macro")
         details = {
             "best_C": chosen,
             "n_train": len(train),
             "n_eval": len(labelled),
             "zero_vectors_train": zero_train,
             "zero_vectors_eval": zero,
+            # each paper's true and predicted label: the units a paired bootstrap redraws (evaluation/paired.py)
+            "per_paper": {str(p): [_plain(y), _plain(q)] for (p, y), q in zip(labelled, predicted, strict=True)},
         }
         reason = f"C={chosen:g}; {zero_train} train and {zero} {split} papers without embedding were zero vectors"
         rows.append(
@@ -147,6 +150,11 @@ def classification(
         )
         log.info("scidocs %s/%s: macro F1 %.2f (%s)", task, split, f1, reason)
     return rows
+
+
+def _plain(label: Any) -> Any:
+    """A label as JSON holds it (numpy scalars as Python's)."""
+    return label.item() if hasattr(label, "item") else label
 
 
 def l2_run(qrels: dict[str, dict[str, int]], embeddings: Mapping[str, np.ndarray]) -> tuple[dict, dict]:

@@ -36,7 +36,7 @@ from citeflow.stage import execute
 from citeflow.tables import write_table
 
 STAGE = "benchmark"
-STAGE_VERSION = 3  # 2: reference protocols, details column, model card; 3: suite column
+STAGE_VERSION = 4  # 2: reference protocols, details column, model card; 3: suite column; 4: delta columns
 TABLES = list(REGISTRY[STAGE].tables)
 CARD = "model_card.md"  # the trained model's Hugging Face card, README.md of `citeflow export-model`
 
@@ -115,6 +115,7 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
             "average_label": average["average_label"],
             "mean": average["details"]["mean_of_available"],
         }
+    gain = with_gains(rows)
     write_table(pa.Table.from_pylist(table_rows(rows), schema=scores_schema()), path / "scores")
     write_report(rows, path, f"citeflow benchmark — {config.snapshot}", scidocs=config.scidocs)
     trained_rows = [r for r in rows if r["model"] == "trained"]
@@ -124,7 +125,56 @@ def build(config: RunConfig, store: ArtifactStore, embedded: dict[str, Manifest]
         "strategy": embedded["trained"].metrics["strategy"],
         "leakage_mode": embedded["trained"].metrics["leakage_mode"],
         **summary,
+        **gain,
     }
+
+
+def with_gains(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each trained row's change over its base's row of the same number (task, split, metric, suite) into its
+    `delta` (points), `delta_low` and `delta_high` (the 95% paired bootstrap interval over the units both scored:
+    `citeflow.evaluation.paired`; null where the rows keep no units); the average row's over the numbers both
+    models have. Returns the manifest's record: the average's gain, each SciDocs number's, and the bootstrap's
+    settings."""
+    from citeflow.evaluation.paired import average_gain, bootstrap_settings, cell, row_gain
+    from citeflow.evaluation.scidocs import HEADLINE
+
+    def key(row):
+        return row["task"], row["split"], row["metric"], row.get("suite")
+
+    base = {key(r): r for r in rows if r.get("model") == "base" and r["status"] == "ok" and r["value"] is not None}
+    numbers: dict[str, str] = {}
+    for row in rows:
+        row.update(delta=None, delta_low=None, delta_high=None)
+        other = base.get(key(row))
+        if row.get("model") != "trained" or other is None or row["status"] != "ok" or row["value"] is None:
+            continue
+        row["delta"] = row["value"] - other["value"]
+        if row["task"] == "average":
+            continue
+        gain = row_gain(other, row)
+        if gain is not None:
+            row["delta_low"], row["delta_high"] = gain.low, gain.high
+            if row["split"] == "test" and (row["task"], row["metric"]) in HEADLINE:
+                numbers[f"{row['task']} {row['metric']}"] = cell(gain)
+    trained = {key(r): r for r in rows if r.get("model") == "trained" and r["status"] == "ok"}
+    shared = [(base[k], trained[k]) for k in base if k in trained and k[1] == "test" and k[:3:2] in HEADLINE]
+    average = average_gain(shared) if shared else None
+    out: dict[str, Any] = {"bootstrap": bootstrap_settings()} if base else {}
+    if average is not None:
+        measure = "average of 12" if len(shared) == len(HEADLINE) else f"mean of {len(shared)} of 12"
+        out["gain"] = {
+            "measure": measure,
+            "mean": round(average.mean, 4),
+            "low": round(average.low, 4),
+            "high": round(average.high, 4),
+            "shown": average.shown,
+        }
+        for row in rows:
+            if row.get("model") == "trained" and row["task"] == "average" and row["split"] == "test":
+                row["delta"], row["delta_low"], row["delta_high"] = average.mean, average.low, average.high
+    if numbers:
+        out["gains"] = numbers
+    return out
 
 
 def card_text(
@@ -220,6 +270,11 @@ def scores_schema():
             ("strategy", pa.string()),
             ("leakage_mode", pa.string()),
             ("details", pa.string()),
+            # trained rows: the change over the base's row of the same number, points, and its 95% paired
+            # bootstrap interval (`with_gains`); null on the base's rows, without a base, or without units
+            ("delta", pa.float64()),
+            ("delta_low", pa.float64()),
+            ("delta_high", pa.float64()),
         ]
     )
 

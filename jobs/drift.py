@@ -156,6 +156,9 @@ def build(old: dict[str, Manifest], new: dict[str, Manifest], path: Path) -> dic
                 "before": pa.float64(),
                 "after": pa.float64(),
                 "value": pa.float64(),
+                # scores: the change's 95% paired bootstrap interval over the units both releases scored
+                "low": pa.float64(),
+                "high": pa.float64(),
             },
         ),
         ("histogram", histogram, {"kind": pa.string(), "lo": pa.float64(), "hi": pa.float64(), "papers": pa.int64()}),
@@ -199,9 +202,18 @@ def table_text(manifest: Manifest) -> str:
 
     rows = pq.read_table(manifest.table_path("summary")).to_pylist()
     fmt = lambda v: "" if v is None else (f"{v:,.0f}" if float(v).is_integer() and abs(v) >= 1 else f"{v:.4g}")  # noqa: E731
-    lines = [f"{'section':<20}{'measure':<48}{'before':>12}{'after':>12}{'value':>12}"]
+    lines = [f"{'section':<20}{'measure':<48}{'before':>12}{'after':>12}{'value':>12}  95% interval"]
     lines += [
         f"{r['section']:<20}{r['name']:<48}{fmt(r['before']):>12}{fmt(r['after']):>12}{fmt(r['value']):>12}"
+        + (f"  {interval_text(r)}" if r.get("low") is not None else "")
         for r in rows
     ]
     return "\n".join(lines)
+
+
+def interval_text(row: dict) -> str:
+    """'[+0.31, +3.53]' of a score change, marked where it holds 0 (`citeflow.evaluation.paired`)."""
+    from citeflow.evaluation.paired import NOT_SHOWN, crosses_zero
+
+    mark = f" {NOT_SHOWN} not shown" if crosses_zero(row["low"], row["high"]) else ""
+    return f"[{row['low']:+.2f}, {row['high']:+.2f}]{mark}"

@@ -90,7 +90,8 @@ def build(config: RunConfig, model: Manifest, source: str, path: Path) -> dict[s
         read_papers(source),
         folder,
         path / "embeddings",
-        max_length=settings["max_length"],
+        # the trained model and its base alike at the model's own length, whatever length training truncated to
+        max_length=settings.get("inference_max_length") or settings["max_length"],
         pooling=settings["pooling"],
         normalize=settings.get("normalize", False),  # versions trained before the setting never normalised
         batch_size=cfg.batch_size,

@@ -43,7 +43,7 @@ from citeflow.stage import execute
 from citeflow.tables import write_table
 
 STAGE = "train_encoder"
-STAGE_VERSION = 1
+STAGE_VERSION = 2  # 2: held-out triplets, the eval_curve table, the inference length apart from training's
 TABLES = list(REGISTRY[STAGE].tables)
 READ_BATCH = 4096
 
@@ -63,6 +63,18 @@ def run_on(ctx: StageContext) -> Manifest:
     # what the run computes with: the resolved values, so that a setting and a model folder saying the same
     # thing make the same version (the folder's files are part of its fingerprint)
     versioned = versioned_dict(cfg) | usage.values
+    if versioned["inference_max_length"] == versioned["max_length"]:
+        versioned.pop("inference_max_length")  # one length said twice is one version
+    if cfg.keep == "best":  # which step is kept depends on when steps are evaluated
+        versioned["eval_every"] = cfg.eval_every or cfg.checkpoint_every
+    else:  # the evaluations only watch: the model is the same whenever they run
+        versioned.pop("eval_every")
+    if cfg.eval_val_queries:
+        if not config.scidocs:
+            from citeflow.errors import CiteflowError
+
+            raise CiteflowError("train_encoder.eval_val_queries scores the SciDocs val split: pass --scidocs DIR")
+        inputs.append(fingerprint_path("scidocs", config.scidocs))
     if cfg.model != "small":
         inputs.append(fingerprint_path("model", cfg.model))
         for name in ("vocab_size", "hidden_size", "layers", "heads"):
@@ -107,25 +119,49 @@ def run_on(ctx: StageContext) -> Manifest:
 
 
 def encoder_usage(cfg: TrainEncoderConfig):
-    """Pooling, max length and normalisation of the run (`citeflow.models.encoder.folder.resolve_usage`): a setting,
-    else the
-    model folder's sentence-transformers files, else the fallback; a setting that overrides the folder is
-    logged, since the folder says how its model is meant to be used."""
-    from citeflow.models.encoder.folder import folder_usage, resolve_usage
+    """Pooling, normalisation and the two lengths of the run (`citeflow.models.encoder.folder.resolve_usage`): a
+    setting, else the model folder's sentence-transformers files, else the fallback. `inference_max_length` is the
+    length the trained model embeds at: a setting, else the base model's own (`inference_length`: its
+    sentence-transformers max_seq_length, else its tokenizer's limit; the small model: its training length), so a
+    shorter training length costs nothing at inference. `max_length` is the training truncation: a setting, else
+    the inference length. A setting that overrides the folder is logged, since the folder says how its model is
+    meant to be used."""
+    from citeflow.models.encoder.folder import folder_usage, inference_length, resolve_usage
     from citeflow.models.encoder.model import check_model_dir
 
-    said = {} if cfg.model == "small" else folder_usage(check_model_dir(cfg.model))
-    usage = resolve_usage({name: getattr(cfg, name) for name in ("pooling", "max_length", "normalize")}, said)
+    small = cfg.model == "small"
+    said = {} if small else folder_usage(check_model_dir(cfg.model))
+    if not small and "max_length" not in said and inference_length(cfg.model):
+        said["max_length"] = inference_length(cfg.model)  # a plain Hugging Face folder: its tokenizer's limit
+    inference = cfg.max_length if small and cfg.inference_max_length is None else cfg.inference_max_length
+    usage = resolve_usage({"pooling": cfg.pooling, "max_length": inference, "normalize": cfg.normalize}, said)
     for name, value in usage.overridden.items():
+        setting = "inference_max_length" if name == "max_length" else name
         log.warning(
             "%s: train_encoder.%s=%s overrides the model folder's %s (%s)",
             STAGE,
-            name,
+            setting,
             usage.values[name],
             value,
             said[name][1],
         )
-    return usage
+    values, sources = dict(usage.values), dict(usage.sources)
+    values["inference_max_length"] = values.pop("max_length")
+    sources["inference_max_length"] = sources.pop("max_length")
+    if cfg.inference_max_length is not None:
+        sources["inference_max_length"] = "train_encoder.inference_max_length (--set or profile)"
+    elif small:
+        sources["inference_max_length"] = "train_encoder.max_length (the small model is built at its training length)"
+    values["max_length"] = cfg.max_length or values["inference_max_length"]
+    sources["max_length"] = "train_encoder.max_length (--set or profile)" if cfg.max_length else "inference_max_length"
+    if values["max_length"] > values["inference_max_length"]:
+        log.warning(
+            "%s: training at %d tokens, but the model embeds at %d (train_encoder.inference_max_length)",
+            STAGE,
+            values["max_length"],
+            values["inference_max_length"],
+        )
+    return type(usage)(values, sources, usage.overridden)
 
 
 def build(
@@ -191,6 +227,9 @@ def _build_in(
         log.info("%s: tokenising %s papers (max %d tokens)", STAGE, f"{len(text_ids):,}", usage["max_length"])
         TokenStore.write(tokens, _sorted_batches(texts_path), tokenizer, usage["max_length"], len(text_ids))
 
+    if cfg.eval_val_queries:
+        sample = val_sample(Path(config.scidocs), cfg.eval_val_queries, cfg.seed, tokenizer.sep_token)
+        (work / "eval_val.json").write_text(json.dumps(sample))
     nproc = cfg.nproc or gpus() or 1
     spec = _train_spec(config, triplets, leakage, path, work, model_in, nproc, usage, warm)
     spec_path = work / "spec.json"
@@ -200,17 +239,26 @@ def _build_in(
 
     shutil.move(str(work / "model"), str(path / "model"))
     dimension = json.loads((path / "model" / "config.json").read_text())["hidden_size"]
-    write_sentence_transformers_files(path / "model", **usage, dimension=dimension)
+    write_sentence_transformers_files(
+        path / "model",
+        pooling=usage["pooling"],
+        max_length=usage["inference_max_length"],
+        normalize=usage["normalize"],
+        dimension=dimension,
+    )
     if cfg.model == "small":  # the untrained init, embed_papers' baseline; a warm start keeps its source's
         base = work / "base_model" if warm is None else Path(model_in).parent / "base_model"
         if base.is_dir():
             shutil.copytree(base, path / "base_model")
     rows = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines() if line.strip()]
+    curve = _jsonl(work / "eval.jsonl")
+    kept = json.loads((path / "model" / "citeflow.json").read_text()).get("kept_step", len(rows))
     _write_training_log(rows, path / "training_log")
-    _plot(rows, path / "training_loss.png", config.snapshot, triplets.metrics["strategy"])
+    _write_eval_curve(curve, kept, path / "eval_curve")
+    _plot(rows, curve, kept, path / "training_loss.png", config.snapshot, triplets.metrics["strategy"])
     shutil.copy(work / "train.log", path / "train.log")
     shutil.rmtree(work, ignore_errors=True)
-    return _metrics(cfg, triplets, leakage, audit, rows, nproc, resumed, warm)
+    return _metrics(cfg, triplets, leakage, audit, rows, nproc, resumed, warm) | _curve_metrics(cfg, curve, kept)
 
 
 def _starting_model(cfg, store: ArtifactStore, work: Path, texts_path: str, texts: int, usage, warm) -> str:
@@ -299,11 +347,18 @@ def _train_spec(
         # without a GPU the loss is computed by the time it is read: write every step as it ends
         log_every=cfg.log_every if gpus() else 1,
         compile=cfg.compile,
+        eval_triplets=cfg.eval_triplets,
+        eval_every=cfg.eval_every or cfg.checkpoint_every,
+        eval_val=str(work / "eval_val.json") if cfg.eval_val_queries else "",
+        eval_log=str(work / "eval.jsonl"),
+        eval_max_length=usage["max_length"],
+        keep=cfg.keep,
         citeflow={
             "snapshot": config.snapshot,
             "train_encoder_version": path.name,
             "pooling": usage["pooling"],
-            "max_length": usage["max_length"],
+            "max_length": usage["inference_max_length"],
+            "training_max_length": usage["max_length"],
             "normalize": usage["normalize"],
             "strategy": triplets.metrics["strategy"],
             "mine_triplets_version": triplets.version,
@@ -335,6 +390,80 @@ def _write_training_log(rows: list[dict], folder: Path) -> None:
         ),
         folder,
     )
+
+
+# the eval_curve table: a row per evaluation (step 0: the untrained model); the val columns are null without
+# train_encoder.eval_val_queries, the held-out ones without eval_triplets
+CURVE_NUMBERS = (
+    "heldout_accuracy",
+    "heldout_mrr",
+    "val_cite_map",
+    "val_cite_ndcg",
+    "val_cocite_map",
+    "val_cocite_ndcg",
+    "val_mean",
+)
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def _write_eval_curve(curve: list[dict], kept: int, folder: Path) -> None:
+    """The evaluations as the `eval_curve` table: step, each number, the score that picks a step under keep=best,
+    seconds, and whether the step is the one committed."""
+    import pyarrow as pa
+
+    columns = [("step", pa.int64()), *((name, pa.float64()) for name in CURVE_NUMBERS)]
+    columns += [("score", pa.float64()), ("seconds", pa.float64()), ("kept", pa.bool_())]
+    rows = [{**{name: r.get(name) for name, _ in columns}, "kept": r["step"] == kept} for r in curve]
+    write_table(pa.Table.from_pylist(rows, schema=pa.schema(columns)), folder)
+
+
+def _curve_metrics(cfg, curve: list[dict], kept: int) -> dict[str, Any]:
+    """The manifest's record of the evaluations: the step kept and why, and the curve (rounded)."""
+    if not curve:
+        return {"keep": cfg.keep, "kept_step": kept, "eval_curve": []}
+    best = max((r for r in curve if r["step"] > 0), key=lambda r: (r["score"], r["step"]), default=None)
+    return {
+        "keep": cfg.keep,
+        "kept_step": kept,
+        "best_step": best["step"] if best else None,
+        "eval_seconds": round(sum(r["seconds"] for r in curve), 1),
+        "eval_curve": [
+            {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items() if k in (*CURVE_NUMBERS, "step")}
+            for r in curve
+        ],
+    }
+
+
+def val_sample(scidocs: Path, queries: int, seed: int, sep: str) -> dict[str, Any]:
+    """{texts: {paper: title `sep` abstract}, qrels: {task: {query: {paper: rel}}}}: `queries` queries per task of
+    the SciDocs val split (cite, co-cite; a seeded sample) for the trainer to score while it trains."""
+    import numpy as np
+
+    from citeflow.evaluation.scidocs import read_qrels
+
+    qrels: dict[str, dict] = {}
+    for task in ("cite", "cocite"):
+        path = scidocs / task / "val.qrel"
+        if path.is_file():
+            judged, _ = read_qrels(path)
+            ids = sorted(judged)
+            chosen = np.random.default_rng([seed, len(qrels)]).permutation(len(ids))[:queries]
+            qrels[task] = {ids[i]: judged[ids[i]] for i in sorted(chosen)}
+    needed = {p for judged in qrels.values() for q, candidates in judged.items() for p in (q, *candidates)}
+    texts = {}
+    for file in sorted(scidocs.glob("paper_metadata_*.json")):
+        for key, entry in json.loads(file.read_text()).items():
+            paper = str(entry.get("paper_id") or key)
+            if paper in needed:
+                texts[paper] = ((entry.get("title") or "").strip(), (entry.get("abstract") or "").strip())
+    if not qrels:
+        log.warning("%s: eval_val_queries is set, but %s has no cite or cocite val split", STAGE, scidocs)
+    from citeflow.models.encoder.model import paper_text
+
+    return {"texts": {p: paper_text(t, a, sep) for p, (t, a) in texts.items()}, "qrels": qrels}
 
 
 def _metrics(cfg, triplets: Manifest, leakage: Manifest, audit, rows: list[dict], nproc: int, resumed, warm):
@@ -414,14 +543,17 @@ def _texts(texts: str):
             yield paper_text(title, abstract, "")
 
 
-def _plot(rows: list[dict], target: Path, snapshot: str, strategy: str) -> None:
+def _plot(rows: list[dict], curve: list[dict], kept: int, target: Path, snapshot: str, strategy: str) -> None:
+    """The loss per step and, beside it, the evaluations' curve (held-out MRR and accuracy, the val sample's mean),
+    the committed step marked."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+    fig, axes = plt.subplots(1, 2 if curve else 1, figsize=(11 if curve else 6, 4), dpi=110, squeeze=False)
+    ax = axes[0][0]
     steps = np.array([r["step"] for r in rows])
     loss = np.array([r["loss"] for r in rows])
     ax.plot(steps, loss, alpha=0.35, label="per step")
@@ -429,10 +561,27 @@ def _plot(rows: list[dict], target: Path, snapshot: str, strategy: str) -> None:
         k = max(1, len(loss) // 20)
         ax.plot(steps[k - 1 :], np.convolve(loss, np.ones(k) / k, mode="valid"), label=f"mean of {k} steps")
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel("triplet loss")
-    ax.set_title(f"encoder training ({strategy} triplets) — {snapshot}")
+    ax.set_ylabel("training loss")
+    ax.set_title(f"encoder training ({strategy} triplets) — {snapshot}", fontsize=9)
     ax.legend()
     ax.grid(True, alpha=0.3)
+    if curve:
+        ax = axes[0][1]
+        at = [r["step"] for r in curve]
+        for name, label in (("heldout_mrr", "held-out MRR"), ("heldout_accuracy", "held-out triplet accuracy")):
+            if any(r.get(name) is not None for r in curve):
+                ax.plot(at, [r.get(name) for r in curve], marker="o", label=label)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("held-out triplets")
+        if any(r.get("val_mean") is not None for r in curve):
+            val = ax.twinx()
+            val.plot(at, [r.get("val_mean") for r in curve], marker="s", color="tab:green", label="val mean (×100)")
+            val.set_ylabel("val sample: mean of cite, co-cite MAP and nDCG")
+            val.legend(loc="lower right", fontsize=7)
+        ax.axvline(kept, color="grey", linestyle="--", linewidth=1, label=f"kept: step {kept}")
+        ax.set_title("evaluation while training (step 0: untrained)", fontsize=9)
+        ax.legend(loc="lower left", fontsize=7)
+        ax.grid(True, alpha=0.3)
     fig.tight_layout()
     fig.savefig(target)
     plt.close(fig)

@@ -34,8 +34,19 @@ class TrainEncoderConfig:
     max_length: int | None = field(
         default=None,
         metadata=_help(
-            "tokens per paper (title [SEP] abstract); none: the model folder's sentence-transformers max_seq_length, "
-            "else 512 (docs/models.md)",
+            "tokens per paper (title [SEP] abstract) while training: a cost knob, not a property of the model, "
+            "which embeds at inference_max_length; none: inference_max_length",
+            at_least=1,
+            at_most=ENCODER_MAX_LENGTH,
+        ),
+    )
+    inference_max_length: int | None = field(
+        default=None,
+        metadata=_help(
+            "tokens per paper the trained model embeds with (its sentence_bert_config.json max_seq_length; "
+            "embed_papers embeds it and its base at this length); none: the base model's own, its "
+            "sentence-transformers max_seq_length, else its tokenizer's limit, else 512 (the small model: max_length)",
+            versioned_when_set=True,
             at_least=1,
             at_most=ENCODER_MAX_LENGTH,
         ),
@@ -199,9 +210,49 @@ class TrainEncoderConfig:
         ),
     )
     compile: bool = field(default=False, metadata=_help("torch.compile the encoder", versioned=False))
+    eval_triplets: int = field(
+        default=256,
+        metadata=_help(
+            "triplets of held-out queries (whole queries, drawn with the seed) never trained on, scored every "
+            "eval_every steps and after the last: triplet accuracy and MRR among the slice's papers "
+            "(docs/train_encoder.md); 0: no evaluation while training",
+            at_least=0,
+        ),
+    )
+    eval_every: int = field(
+        default=0,
+        metadata=_help(
+            "optimizer steps between evaluations (the untrained model and the last step are evaluated too); "
+            "0: checkpoint_every",
+            at_least=0,
+        ),
+    )
+    eval_val_queries: int = field(
+        default=0,
+        metadata=_help(
+            "queries per task (cite, co-cite) of the run's SciDocs val split also scored at each evaluation, a "
+            "seeded sample, at the training length; with keep=best their mean picks the step; 0: none",
+            versioned_when_set=True,
+            at_least=0,
+        ),
+    )
+    keep: Literal["last", "best"] = field(
+        default="last",
+        metadata=_help(
+            "the model the stage commits: last, after the last step; best, the evaluated step of the best score "
+            "(the val sample's mean where eval_val_queries is set, else the held-out MRR)",
+            versioned_when_set=True,
+        ),
+    )
 
     def __post_init__(self) -> None:
         _check_fields(self, "train_encoder")
+        if self.keep not in ("last", "best"):
+            raise CiteflowError(f"train_encoder.keep must be last or best, not {self.keep!r}")
+        if self.keep == "best" and not (self.eval_triplets or self.eval_val_queries):
+            raise CiteflowError(
+                "train_encoder.keep=best picks an evaluated step: set eval_triplets or eval_val_queries above 0"
+            )
         if self.pooling not in ("cls", "mean", None):
             raise CiteflowError(f"train_encoder.pooling must be cls or mean, not {self.pooling!r}")
         if self.loss not in ("triplet", "triplet_cosine", "in_batch"):

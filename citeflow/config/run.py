@@ -80,8 +80,10 @@ PROFILES: dict[str, tuple[str, ...]] = {
     "full": (),
 }
 # A real pretrained encoder (train_encoder.model=DIR, e.g. all-MiniLM-L6-v2 or SciBERT) fine-tuned on one small
-# 2-core machine in 10-20 minutes: the demo's graph side, then (docs/train_encoder.md, "Training a pretrained
-# encoder on a CPU"; the figures in docs/performance.md):
+# 2-core machine: the demo's graph side, then (docs/train_encoder.md, "Training a pretrained encoder on a CPU"; the
+# figures in docs/performance.md). Its 420 steps take about 18-21 minutes on 2 cores with bf16 instructions
+# (AVX512-BF16 or AMX: bf16 autocast), about 35 on 2 AMD EPYC cores without them (fp32); the table per CPU is in
+# docs/train_encoder.md ("How long").
 PROFILES["pretrained-cpu"] = (
     *(item for item in PROFILES["demo"] if not item.startswith("train_encoder.")),
     # SciNCL's margin loss on L2 distances pulls a model trained for cosine similarity (all-MiniLM-L6-v2 was
@@ -97,14 +99,18 @@ PROFILES["pretrained-cpu"] = (
     "train_encoder.per_device_batch=16",
     # sentence-transformers' usual fine-tuning rate (5e-5 and 1e-4 at a quarter of the steps were no better on val)
     "train_encoder.lr=2e-5",
-    # a real abstract's median is about 150 tokens; 128 keeps most of it at half of 256's cost
+    # training reads 128 tokens of a paper (a real abstract's median is about 150): most of it at half of 256's
+    # cost; the model still embeds at its own length (train_encoder.inference_max_length)
     "train_encoder.max_length=128",
-    # 420 steps x 16 = 6,720 triplets, one pass over a random third of the 20,000 the demo's graph side mines:
-    # 10-20 minutes on 2 cores in bf16. On held-out HEP-Th citations this gains on all four test numbers, each
-    # outside its 95% interval; a quarter of the steps loses on co-cite (docs/performance.md)
+    # 420 steps x 16 = 6,720 triplets, one pass over a random third of the 20,000 the demo's graph side mines. On
+    # held-out HEP-Th citations this gains on all four test numbers, each outside its 95% interval; a quarter of
+    # the steps loses on co-cite (docs/performance.md)
     "train_encoder.epochs=1",
     "train_encoder.max_steps=420",
     "train_encoder.checkpoint_every=60",
+    # the held-out triplets scored before training and every quarter of it: each evaluation embeds about 550
+    # papers, a few per cent of the training's time
+    "train_encoder.eval_every=105",
 )
 
 

@@ -8,6 +8,8 @@ import html
 import re
 from typing import Any
 
+from citeflow.evaluation.paired import NOT_SHOWN, average_gain, delta_cell, row_gain
+from citeflow.evaluation.paired import crosses_zero as paired_crosses_zero
 from citeflow.evaluation.report.origin import GENERATED, GIVEN, UNKNOWN, origin_note
 from citeflow.evaluation.report.tables import REFERENCE, is_mteb
 from citeflow.evaluation.scidocs import HEADLINE
@@ -21,6 +23,7 @@ ANSWER_CSS = (
     ".answer caption{text-align:left;color:#555;padding-bottom:.2em}"
     ".answer tr.main td{font-weight:bold}.answer th.n{text-align:right}"
     ".answer .note{color:#555;max-width:60em}"
+    ".answer td.noise{color:#777}"
 )
 
 
@@ -68,11 +71,12 @@ def answer(rows: list[dict[str, Any]], *, origin: str = UNKNOWN, scidocs: str | 
             continue
         measure = "average of 12" if len(keys) == len(HEADLINE) else f"mean of {len(keys)} of 12"
 
-        def line(task: str, metric: str, values: list[float], others: list[float], n: str) -> dict[str, Any]:
+        def line(task, metric, values, others, n, interval=None) -> dict[str, Any]:
             model = round(sum(values) / len(values), 2)
             other = round(sum(others) / len(others), 2) if others else None
             delta = None if other is None else round(model - other, 2)
-            return {"task": task, "metric": metric, "n": n, "model": model, "base": other, "delta": delta}
+            row = {"task": task, "metric": metric, "n": n, "model": model, "base": other, "delta": delta}
+            return row | {"interval": interval}
 
         table_rows = [
             line(
@@ -81,6 +85,7 @@ def answer(rows: list[dict[str, Any]], *, origin: str = UNKNOWN, scidocs: str | 
                 [mine[k]["value"] for k in keys],
                 [base[k]["value"] for k in keys] if base else [],
                 f"{len(keys)} of 12 numbers",
+                _average_interval([(base[k], mine[k]) for k in keys]) if base else None,
             )
         ]
         table_rows += [
@@ -90,6 +95,7 @@ def answer(rows: list[dict[str, Any]], *, origin: str = UNKNOWN, scidocs: str | 
                 [mine[t, m]["value"]],
                 [base[t, m]["value"]] if base else [],
                 _n([mine[t, m], base.get((t, m))], t),
+                _interval(mine[t, m], base[t, m]) if base else None,
             )
             for t, m in keys
         ]
@@ -108,6 +114,35 @@ def answer(rows: list[dict[str, Any]], *, origin: str = UNKNOWN, scidocs: str | 
     return {**found, "published": published, "sentence": _sentence(comparisons, origin)}
 
 
+def _interval(model: dict[str, Any], base: dict[str, Any]) -> tuple[float, float] | None:
+    """The 95% paired bootstrap interval of a number's change: the one its row stores (`delta_low`, `delta_high`:
+    the benchmark stage's), else drawn from the units both rows keep (`citeflow.evaluation.paired`); None without."""
+    if model.get("delta_low") is not None and model.get("delta_high") is not None:
+        return model["delta_low"], model["delta_high"]
+    gain = row_gain(base, model)
+    return None if gain is None else (gain.low, gain.high)
+
+
+def _average_interval(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float] | None:
+    gain = average_gain(pairs)
+    return None if gain is None else (gain.low, gain.high)
+
+
+def crosses_zero(interval: tuple[float, float] | None) -> bool:
+    """Whether an interval holds 0: a change these queries (papers, clicks) do not show."""
+    return interval is not None and paired_crosses_zero(*interval)
+
+
+NOT_SHOWN_NOTE = (
+    f"Δ: trained − base, with its 95% paired bootstrap interval over the queries (papers, clicks) both scored; "
+    f"{NOT_SHOWN}: the interval holds 0, so these queries do not show a difference."
+)
+
+
+def _delta_cell(r: dict[str, Any]) -> str:
+    return delta_cell(r["delta"], *(r["interval"] or (None, None)))
+
+
 def _measure_words(measure: str) -> str:
     if measure == "average of 12":
         return "SciDocs' average of 12"
@@ -124,7 +159,7 @@ def _sentence(comparisons: list[dict[str, Any]], origin: str) -> str:
         if c["base"]:
             return (
                 f"The trained model scores {head['model']:.2f} against {head['base']:.2f} for its untrained base, "
-                f"{head['delta']:+.2f}, on {_measure_words(c['measure'])} ({where})."
+                f"{head['delta']:+.2f}{_interval_words(head)}, on {_measure_words(c['measure'])} ({where})."
             )
         return f"{c['model']} scores {head['model']:.2f} on {_measure_words(c['measure'])} ({where})."
     parts = []
@@ -133,6 +168,15 @@ def _sentence(comparisons: list[dict[str, Any]], origin: str) -> str:
         versus = f" against {head['base']:.2f} for its base, {head['delta']:+.2f}" if c["base"] else ""
         parts.append(f"{c['model']} {head['model']:.2f}{versus} ({c['measure']})")
     return f"On SciDocs ({where}): " + "; ".join(parts) + "."
+
+
+def _interval_words(r: dict[str, Any]) -> str:
+    """' (95% interval +1.15 to +2.37)', saying so where it holds 0."""
+    if r.get("interval") is None:
+        return ""
+    low, high = r["interval"]
+    noise = "; not shown to differ" if crosses_zero(r["interval"]) else ""
+    return f" (95% interval {low:+.2f} to {high:+.2f}{noise})"
 
 
 def _cell(value: float | None, signed: bool = False) -> str:
@@ -148,10 +192,9 @@ def _caption(c: dict[str, Any]) -> str:
 def _answer_table(c: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of one comparison's table: task, metric and n, then the numbers; the average first."""
     header = ["SciDocs task", "metric", "n (test)", "trained" if c["base"] else "score"]
-    header += ["base (untrained)", "Δ"] if c["base"] else []
+    header += ["base (untrained)", "Δ [95% interval]"] if c["base"] else []
     rows = [
-        [r["task"], r["metric"], r["n"], _cell(r["model"])]
-        + ([_cell(r["base"]), _cell(r["delta"], signed=True)] if c["base"] else [])
+        [r["task"], r["metric"], r["n"], _cell(r["model"])] + ([_cell(r["base"]), _delta_cell(r)] if c["base"] else [])
         for r in c["rows"]
     ]
     return header, rows
@@ -174,9 +217,13 @@ def answer_html(found: dict[str, Any]) -> str:
     for c in found["comparisons"]:
         header, rows = _answer_table(c)
         kind = lambda i: " class=n" if i >= 2 else ""  # noqa: E731  (n and the numbers: right-aligned)
+        noise = [bool(c["base"]) and crosses_zero(r["interval"]) for r in c["rows"]]
+        mark = f" class='n noise' title='{e(NOT_SHOWN_NOTE)}'"
         body = "".join(
             ("<tr class=main>" if i == 0 else "<tr>")
-            + "".join(f"<td{kind(j)}>{e(x)}</td>" for j, x in enumerate(row))
+            + "".join(
+                f"<td{mark if noise[i] and j == len(header) - 1 else kind(j)}>{e(x)}</td>" for j, x in enumerate(row)
+            )
             + "</tr>"
             for i, row in enumerate(rows)
         )
@@ -185,6 +232,8 @@ def answer_html(found: dict[str, Any]) -> str:
             + "".join(f"<th{kind(j)}>{e(h)}</th>" for j, h in enumerate(header))
             + f"</tr>{body}</table></div>"
         )
+        if c["base"]:
+            parts.append(f"<p class=note>{e(NOT_SHOWN_NOTE)}</p>")
     if found["published"]:
         parts.append(f"<p class=note>{e(_published_line(found))}</p>")
     if found["comparisons"]:
@@ -203,6 +252,8 @@ def answer_markdown(found: dict[str, Any]) -> list[str]:
                 row = row[:3] + [f"**{x}**" for x in row[3:]]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+        if c["base"]:
+            lines += [NOT_SHOWN_NOTE, ""]
     if found["published"]:
         lines += [_published_line(found), ""]
     if found["comparisons"]:

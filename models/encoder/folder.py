@@ -93,17 +93,31 @@ def folder_usage(model_dir: str | Path) -> dict[str, tuple[Any, str]]:
         )
     if st_config.get("max_seq_length"):
         said["max_length"] = (int(st_config["max_seq_length"]), f"{ST_CONFIG_FILE} max_seq_length")
-    else:
-        tokenizer_config = folder / "tokenizer_config.json"
-        length = _read_json(tokenizer_config).get("model_max_length") if tokenizer_config.is_file() else None
-        if isinstance(length, int) and 0 < length <= ENCODER_MAX_LENGTH:  # not the "no limit" sentinel
-            said["max_length"] = (length, "tokenizer_config.json model_max_length")
+    elif tokenizer_limit(folder):
+        said["max_length"] = tokenizer_limit(folder)
     about = folder / "config_sentence_transformers.json"
     if about.is_file() and _read_json(about).get("default_prompt_name"):
         raise CiteflowError(
             f"{about} puts a default prompt before every text, which citeflow does not; remove default_prompt_name"
         )
     return said
+
+
+def tokenizer_limit(model_dir: str | Path) -> tuple[int, str] | None:
+    """(the tokenizer's `model_max_length`, the file that says it), or None where it names no usable limit (absent,
+    or transformers' "no limit" sentinel)."""
+    tokenizer_config = Path(model_dir) / "tokenizer_config.json"
+    length = _read_json(tokenizer_config).get("model_max_length") if tokenizer_config.is_file() else None
+    if isinstance(length, int) and 0 < length <= ENCODER_MAX_LENGTH:
+        return length, "tokenizer_config.json model_max_length"
+    return None
+
+
+def inference_length(model_dir: str | Path) -> tuple[int, str] | None:
+    """The length a model folder embeds at, as it says it: its sentence-transformers `max_seq_length` (or the
+    tokenizer's limit in a sentence-transformers folder that names none: `folder_usage`), else, in a plain Hugging
+    Face folder, its tokenizer's limit; None where nothing says."""
+    return folder_usage(model_dir).get("max_length") or tokenizer_limit(model_dir)
 
 
 def _pooling_mode(config: dict) -> str:

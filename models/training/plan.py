@@ -165,15 +165,31 @@ class StepPlan:
         }
 
 
+def time_left(step_seconds: list[float], eval_seconds: list[float], steps_left: int, evals_left: int) -> float | None:
+    """Seconds until training ends: the steps left at the mean pace of the steps so far (the first left out where
+    there are others: it pays for warming up), and the evaluations left at the mean of those so far; None before
+    any step. Evaluations stop the step clock (their time is not in a step's seconds), so they are added apart."""
+    if not step_seconds:
+        return None
+    paced = step_seconds[1:] or step_seconds
+    per_eval = sum(eval_seconds) / len(eval_seconds) if eval_seconds else 0.0
+    return steps_left * sum(paced) / len(paced) + evals_left * per_eval
+
+
 class StepLog:
     """The steps' rows, held until their losses and gradient norms are read back from the device in one wait,
     then written to the log (rank 0; the losses averaged over the processes) and shown as progress
-    (`citeflow.progress`)."""
+    (`citeflow.progress`), with the time left (`time_left`, over the steps and the evaluations `evals` still to
+    come) and the latest evaluation's figures."""
 
-    def __init__(self, path: str, plan: StepPlan, rank: int, world: int) -> None:
+    def __init__(self, path: str, plan: StepPlan, rank: int, world: int, evals: list[int] | None = None) -> None:
         from citeflow.progress import Progress
 
         self.path, self.rank, self.world = path, rank, world
+        self.plan, self.evals = plan, list(evals or [])
+        self.step_seconds: list[float] = []
+        self.eval_seconds: list[float] = []
+        self.done = plan.start
         # a bar on the user's terminal, else a line at least every 30 s (the parent relays them to its log)
         self.progress = (
             Progress(
@@ -219,8 +235,21 @@ class StepLog:
                 if self.file is None:
                     self.file = open(self.path, "a")  # noqa: SIM115 - closed by __exit__
                 self.file.write(json.dumps(row) + "\n")
+        self.step_seconds += [row.get("seconds", 0.0) for row, _, _ in self.pending]
+        self.done = self.pending[-1][0].get("step", self.done)
         if self.progress is not None:
             if self.file is not None:
                 self.file.flush()
-            self.progress.update(len(self.pending), loss=float(self.pending[-1][0]["loss"]))
+            self.progress.update(len(self.pending), loss=float(self.pending[-1][0]["loss"]), left=self.left())
         self.pending.clear()
+
+    def left(self) -> float | None:
+        evals_left = sum(1 for s in self.evals if s > self.done) if self.eval_seconds else 0
+        return time_left(self.step_seconds, self.eval_seconds, self.plan.total - self.done, evals_left)
+
+    def evaluated(self, row: dict) -> None:
+        """An evaluation's curve row: its time for the estimate, its figures for the progress line."""
+        self.eval_seconds.append(row["seconds"])
+        if self.progress is not None:
+            shown = {"heldout_mrr": "held-out MRR", "val_mean": "val"}
+            self.progress.update(0, left=self.left(), **{shown[k]: row[k] for k in shown if k in row})

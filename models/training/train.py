@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from citeflow.models.training import checkpoints as C
+from citeflow.models.training.evaluate import CurveLog, eval_steps
+from citeflow.models.training.heldout import held_out
 from citeflow.models.training.losses import STEP_WIDE, loss_of
 from citeflow.models.training.plan import StepLog, StepPlan
 from citeflow.models.training.prefetch import Prefetcher
@@ -119,6 +121,18 @@ class TrainSpec:
         default=True,
         metadata=_help("passive OpenMP waiting, torch threads from the usable cores; false: the libraries' defaults"),
     )
+    eval_triplets: int = field(
+        default=0, metadata=_help("triplets of whole held-out queries never trained on, scored while training; 0: none")
+    )
+    eval_every: int = field(default=0, metadata=_help("optimizer steps between evaluations; 0: only after the last"))
+    eval_val: str = field(
+        default="", metadata=_help("JSON of a val sample ({texts, qrels}) also scored at each evaluation; '': none")
+    )
+    eval_log: str = field(default="", metadata=_help("JSON lines, one per evaluation (rank 0); '': work/eval.jsonl"))
+    eval_max_length: int = field(default=512, metadata=_help("tokens per val paper (the training length)"))
+    keep: str = field(
+        default="last", metadata=_help("last: the model after the last step; best: the evaluated step of best score")
+    )
 
     @classmethod
     def read(cls, path: str | Path) -> TrainSpec:
@@ -150,9 +164,12 @@ def train(spec: TrainSpec) -> None:
     work = Path(spec.work)
     work.mkdir(parents=True, exist_ok=True)
 
-    # Data: triplets as rows of the token store (query, positive, negative).
+    # Data: triplets as rows of the token store (query, positive, negative); the held-out queries' triplets are
+    # scored while training and never trained on.
     store = TokenStore(Path(spec.tokens))
-    rows = _triplet_rows(store, spec.triplets)
+    rows, queries = _triplet_rows(store, spec.triplets)
+    held = held_out(queries, spec.eval_triplets, spec.seed)
+    rows, eval_rows = rows[~held], rows[held]
 
     # Model and optimizer.
     torch.manual_seed(spec.seed)
@@ -182,15 +199,24 @@ def train(spec: TrainSpec) -> None:
     if rank == 0:
         print(
             f"train_encoder: {plan.total - plan.start} steps of {spec.batch_size} triplets, {spec.loss} loss, "
-            f"{precision} on {device.type}",
+            f"{precision} on {device.type}" + (f"; {len(eval_rows):,} held-out triplets" if len(eval_rows) else ""),
             flush=True,
         )
 
+    # Evaluation: the held-out triplets (and the val sample) every `eval_every` steps and after the last; with
+    # keep=best a checkpoint is taken at each evaluated step first, so a resumed run never keeps a step it lost.
+    evaluating = bool(len(eval_rows) or spec.eval_val)
+    evaluator = _evaluator(spec, store, eval_rows, tokenizer, device, precision) if evaluating and rank == 0 else None
+    curve = CurveLog(spec.eval_log or str(work / "eval.jsonl"), plan.start) if evaluator is not None else None
+    evaluated = set(eval_steps(plan.total, spec.eval_every)) if evaluating else set()
+
     # The loop: one optimizer step per batch, its row logged, a checkpoint every `checkpoint_every` steps.
     prefetch = Prefetcher(plan.micro_batches(store), spec.prefetch, pin=use_cuda)
-    last = time.monotonic()
     try:
-        with StepLog(spec.log, plan, rank, world) as log:
+        with StepLog(spec.log, plan, rank, world, evals=sorted(evaluated)) as log:
+            if curve is not None and (plan.start == 0 or plan.start in evaluated) and not curve.has(plan.start):
+                _evaluate(evaluator, curve, model, plan.start, spec, log)  # the untrained model, or a lost evaluation
+            last = time.monotonic()
             for step, epoch, order in plan.orders(announce=True):
                 parts = [prefetch.next() for _ in range(plan.accumulation)]
                 total_loss = step_gradients(parts)
@@ -201,19 +227,73 @@ def train(spec: TrainSpec) -> None:
                 seconds, last = now - last, now
                 done = step + 1
                 log.add(plan.row(step, epoch, order, float(scheduler.get_last_lr()[0]), seconds), total_loss, grad_norm)
-                checkpoint_now = done % spec.checkpoint_every == 0 and done < plan.total
-                if done % spec.log_every == 0 or checkpoint_now or done == plan.total or faults_armed():
+                evaluate_now = done in evaluated
+                checkpoint_now = done < plan.total and (
+                    done % spec.checkpoint_every == 0 or (evaluate_now and spec.keep == "best")
+                )
+                if done % spec.log_every == 0 or checkpoint_now or evaluate_now or done == plan.total or faults_armed():
                     log.flush()
                 if checkpoint_now:
                     C.save_checkpoint(work, done, model, optimizer, scheduler, scaler, rank, world, use_cuda)
+                if evaluate_now and curve is not None:
+                    _evaluate(evaluator, curve, model, done, spec, log)
+                    last = time.monotonic()  # a step's seconds are its own, not the evaluation's
                 fault_point(f"train_encoder.step.{done}")  # the resume tests kill the run here
     finally:
         prefetch.close()
     if rank == 0:
-        _save_model(model, tokenizer, spec)
+        kept = plan.total
+        best = curve.best() if curve is not None and spec.keep == "best" else None
+        if best is not None and best["step"] != plan.total:
+            from safetensors.torch import load_file
+
+            model.load_state_dict(load_file(str(work / BEST_WEIGHTS), device=str(device)))
+            kept = best["step"]
+            print(f"train_encoder: keeping step {kept} (best score {best['score']:.4f})", flush=True)
+        _save_model(model, tokenizer, dataclasses.replace(spec, citeflow={**spec.citeflow, "kept_step": kept}))
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
+
+
+BEST_WEIGHTS = "best.safetensors"  # keep=best: the weights of the best evaluated step so far, beside the checkpoints
+
+
+def _evaluator(spec: TrainSpec, store, eval_rows, tokenizer, device, precision: str):
+    """The evaluator of the held-out rows and the val sample, in the geometry the loss trains."""
+    from citeflow.models.training.evaluate import Evaluator
+
+    val = json.loads(Path(spec.eval_val).read_text()) if spec.eval_val else None
+    return Evaluator(
+        store,
+        eval_rows,
+        pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
+        device=device,
+        precision=precision,
+        pooling=spec.pooling,
+        normalize=spec.normalize,
+        distance="l2" if spec.loss == "triplet" else "cosine",
+        tokenizer=tokenizer,
+        max_length=spec.eval_max_length,
+        val=val,
+    )
+
+
+def _evaluate(evaluator, curve, model, step: int, spec: TrainSpec, log) -> None:
+    """One evaluation: its curve row; with keep=best, the weights when the row is the best so far (written before
+    the row, so a row marked best always has its weights)."""
+    from safetensors.torch import save_file
+
+    row = evaluator(model, step)
+    if spec.keep == "best" and step > 0 and curve.improves(row):
+        target = Path(spec.work) / BEST_WEIGHTS
+        tmp = target.with_name(target.name + ".tmp")
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp), metadata={"step": str(step)})
+        os.replace(tmp, target)
+    curve.add(row)
+    log.evaluated(row)
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in row.items() if k.startswith(("heldout_", "val_mean")))
+    print(f"train_encoder: evaluated step {step}: {shown} ({row['seconds']:.0f}s)", flush=True)
 
 
 def _step_gradients(spec: TrainSpec, ddp, precision: str, device, accumulation: int, scaler):
@@ -269,12 +349,13 @@ def _local_world(world: int) -> int:
     return int(os.environ.get("LOCAL_WORLD_SIZE", world))
 
 
-def _triplet_rows(store, triplets: str) -> np.ndarray:
-    """(triplets, 3) token-store rows of query, positive and negative."""
+def _triplet_rows(store, triplets: str) -> tuple[np.ndarray, np.ndarray]:
+    """((triplets, 3) token-store rows of query, positive and negative, each triplet's query id)."""
     import pyarrow.parquet as pq
 
     table = pq.read_table(triplets, columns=["query_id", "positive_id", "negative_id"])
-    return np.stack([store.rows(table.column(c).to_numpy()) for c in table.column_names], axis=1)
+    rows = np.stack([store.rows(table.column(c).to_numpy()) for c in table.column_names], axis=1)
+    return rows, table.column("query_id").to_numpy()
 
 
 def _save_model(model, tokenizer, spec: TrainSpec) -> None:

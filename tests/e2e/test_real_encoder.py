@@ -62,8 +62,10 @@ def test_the_real_encoder_trains_on_real_triplets_with_the_folders_own_settings(
     _, model, m = pipeline
     train = m["train_encoder"]
     resolved = train.config["train_encoder"]
-    # the folder's sentence-transformers files decide pooling and normalisation; the profile's length wins
+    # the folder's sentence-transformers files decide pooling, normalisation and the length the model embeds at;
+    # the profile's length is the training length
     assert (resolved["pooling"], resolved["normalize"], resolved["max_length"]) == ("mean", True, 64)
+    assert resolved["inference_max_length"] == 256
     assert "1_Pooling/config.json" in train.config["resolved_from"]["pooling"]
     log = pq.read_table(train.table_path("training_log")).to_pylist()
     steps = [r for r in log if r.get("step") is not None]
@@ -107,11 +109,15 @@ def test_the_exported_model_loads_in_sentence_transformers_with_citeflows_vector
     table = pq.read_table(trained.table_path("embeddings")).to_pydict()
     papers = {paper_id: (title, abstract) for paper_id, title, abstract in read_papers(config.scidocs)}
     model = SentenceTransformer(str(out), device="cpu")
-    assert model.max_seq_length == 64
+    assert model.max_seq_length == 256  # all-MiniLM-L6-v2's own, though trained at 64
     ids = table["paper_id"][:48]
     texts = [paper_text(*papers[i], model.tokenizer.sep_token) for i in ids]
     ours = np.array(table["embedding"][:48], dtype=np.float32)
+    # papers longer than the 64 training tokens are among them: at 64 their vectors would differ
+    assert sum(len(ids) > 64 for ids in model.tokenizer(texts)["input_ids"]) >= 10
     assert np.abs(model.encode(texts, batch_size=16, convert_to_numpy=True) - ours).max() <= 1e-5
+    about = json.loads((out / "citeflow.json").read_text())
+    assert (about["max_length"], about["training_max_length"]) == (256, 64)
     card = (out / "README.md").read_text()
     assert "model-index" in card and config.snapshot in card
     assert json.loads((out / "modules.json").read_text())[1]["type"].endswith("Pooling")

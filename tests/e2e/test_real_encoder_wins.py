@@ -21,10 +21,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.config import RunConfig, apply_overrides, profile_overrides
+from citeflow.evaluation.paired import RANKING_NUMBERS, paired_interval, per_query
 from citeflow.jobs.pipeline import run_pipeline
 from tests.conftest import TEST_SPARK_OVERRIDES
 from tests.support.hepth import HepthConfig, require_hepth, write_releases
-from tests.support.paired import RANKING_NUMBERS, paired_interval, per_query
 from tests.support.real_encoder import real_encoder
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,12 @@ BUDGET = [
     # the profile's triplets and steps at half its tokens: half the compute (a quarter of the steps at full
     # length loses on co-cite: docs/performance.md)
     "train_encoder.max_length=64",
+    # and both models embedded at those 64 too: 256 tokens (the model's own length, the shipped default) would
+    # cost the two embeddings of 11,688 papers about four times as much; the bench measures the full length
+    "train_encoder.inference_max_length=64",
     f"train_encoder.checkpoint_every={STEPS}",
+    # the evaluator on, before training and after the last step: two passes over the held-out triplets' papers
+    f"train_encoder.eval_every={STEPS}",
 ]
 
 
@@ -87,6 +92,11 @@ def test_the_run_trained_the_budget_with_the_profiles_recipe_and_scored_unseen_r
     assert (train["loss"], train["scale"], train["batch_size"], train["max_steps"]) == ("in_batch", 20, 16, STEPS)
     log = [r for r in pq.read_table(m["train_encoder"].table_path("training_log")).to_pylist() if r.get("step")]
     assert len(log) == STEPS and all(np.isfinite(r["loss"]) for r in log)
+    # the held-out triplets were scored before training and after it, and never trained on; the last step is kept
+    curve = pq.read_table(m["train_encoder"].table_path("eval_curve")).to_pylist()
+    assert [r["step"] for r in curve] == [0, STEPS] and [r["kept"] for r in curve] == [False, True]
+    assert all(0 < r["heldout_mrr"] <= 1 and 0 < r["heldout_accuracy"] <= 1 for r in curve)
+    assert m["train_encoder"].metrics["kept_step"] == STEPS and m["train_encoder"].metrics["keep"] == "last"
     # the benchmark's papers are in the graph (report_only) and none of the judged relations is
     assert m["filter_leakage"].config["filter_leakage"]["mode"] == "report_only"
     written = json.loads((Path(config.corpus).parents[1] / "hepth.json").read_text())

@@ -250,9 +250,10 @@ def test_a_benchmark_page_opens_with_its_answer_and_every_score_rounded(tmp_path
     body = page.split("</style>", 1)[1]
     assert body.startswith(f"<section class=answer><p class=lede>{h.escape(SENTENCE)}</p>")
     assert body.index("</section>") < body.index("<h1>benchmark · version")
-    # the answer's table: averages worked by hand in tests/support/artifact_pages.py, trained 54.18, base 50.72
+    # the answer's table: averages worked by hand in tests/support/artifact_pages.py, trained 54.18, base 50.72,
+    # the change with its interval
     cells = "<td>all tasks</td><td>average of 12</td><td class=n>12 of 12 numbers</td><td class=n>54.18</td>"
-    assert cells + "<td class=n>50.72</td><td class=n>+3.46</td></tr>" in page
+    assert cells + "<td class=n>50.72</td><td class=n>+3.46 [+0.96, +4.71]</td></tr>" in page
     assert "<td>cite</td><td>map</td><td class=n>100 queries</td><td class=n>45.00</td>" in page
     # generated SciDocs: not one published number
     assert "(published" not in page and "80.00" not in page and "not the published SciDocs" in page

@@ -41,14 +41,14 @@ def test_the_real_encoder_bench_scores_a_variant_beside_the_untrained_model(tmp_
     run_bench(
         "bench_real_encoder.py",
         *("--model", str(model), "--year", "1992", "--queries", "12", "--work", str(tmp_path / "work")),
-        *("--out", str(out), "--variant", "tiny=" + ",".join(TINY)),
+        *("--out", str(out), "--variant", "tiny=" + ",".join(TINY), "--lengths", "48", "--st", "st"),
         timeout=480,
     )
     report = json.loads((out / "real_encoder.json").read_text())
     assert (report["release"], report["model"]) == ("1993-01-01", str(model))
     assert finite(report["shared"]["seconds"]) and report["shared"]["seconds"] > 0
-    (name,) = report["variants"]
-    v = report["variants"][name]
+    assert list(report["variants"]) == ["tiny", "st"]
+    name, v = "tiny", report["variants"]["tiny"]
     assert (name, v["settings"], v["steps"]) == ("tiny", TINY, 3)
     assert all(finite(v[k]) and v[k] > 0 for k in ("seconds", "train_seconds", "triplets_per_second"))
     assert finite(v["loss_first10"]) and finite(v["loss_last10"])
@@ -61,7 +61,21 @@ def test_the_real_encoder_bench_scores_a_variant_beside_the_untrained_model(tmp_
     for key, (mean, low, high) in v["delta_vs_untrained"].items():
         assert all(map(finite, (mean, low, high))) and low <= mean <= high, (key, mean, low, high)
         assert 0 < len(v["per_query"][key]) <= 12, key  # a value per query of the split scored
+    # trained at 64 tokens, embedded at the model's own 256, and again at 48 beside its base at 48
+    assert (v["training_length"], v["inference_length"]) == (64, 256)
+    again = v["at_length"]["48"]
+    assert sorted(again["scores"]["trained"]) == sorted(KEYS) and sorted(again["delta_vs_untrained"]) == sorted(KEYS)
+    assert [r["step"] for r in v["eval_curve"]] == [0, 3] and v["kept_step"] == 3
+    # sentence-transformers' trainer on the same triplets at the same budget, scored against the same base
+    st = report["variants"]["st"]
+    assert st["steps"] == 3 and st["spec"]["batch_size"] == 8 and st["spec"]["train_length"] == 64
+    assert st["spec"]["held_out"] == 256 and st["scores"]["base"] == v["scores"]["base"]
+    assert all(finite(x) and 0 <= x <= 100 for x in st["scores"]["trained"].values())
     table = (out / "real_encoder.md").read_text()
-    rows = [line for line in table.splitlines() if line.startswith(("| untrained |", "| tiny |"))]
-    assert [r.split(" | ")[0] for r in rows] == ["| untrained", "| tiny", "| tiny"], rows
+    rows = [line for line in table.splitlines() if line.startswith(("| untrained", "| tiny", "| st"))]
+    assert [r.split(" | ")[0] for r in rows] == [
+        *("| untrained", "| tiny", "| untrained @48", "| tiny @48", "| st", "| st @48"),
+        *("| tiny", "| tiny @48", "| st", "| st @48"),
+        *("| tiny @48", "| st", "| st @48"),
+    ], rows
     assert "nan" not in table

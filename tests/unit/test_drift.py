@@ -7,6 +7,7 @@ import pytest
 
 from citeflow.errors import CiteflowError
 from citeflow.evaluation import drift as D
+from citeflow.jobs import drift as D_job
 
 
 class Version:
@@ -85,3 +86,19 @@ def test_triplet_overlap_and_score_deltas():
     assert got["share of the new positive pairs mined before"] == pytest.approx(2 / 3)
     rows = D.score_delta(pa.Table.from_pylist([score(70.0), score(60.0, "base")]), pa.Table.from_pylist([score(72.5)]))
     assert rows == [{"section": "scores", "name": "cite test map", "before": 70.0, "after": 72.5, "value": 2.5}]
+    # with the queries' own values (the same queries in both releases) the change gets its interval: one query of
+    # two gains 10 points, so a draw's mean runs from 0 to 10
+    import json
+
+    def kept(value, per_query):
+        return score(value) | {"details": json.dumps({"per_query": per_query})}
+
+    rows = D.score_delta(
+        pa.Table.from_pylist([kept(70.0, {"q1": 0.7, "q2": 0.7})]),
+        pa.Table.from_pylist([kept(75.0, {"q1": 0.8, "q2": 0.7, "q3": 1.0})]),
+    )
+    assert rows == [
+        {"section": "scores", "name": "cite test map", "before": 70.0, "after": 75.0, "value": 5.0}
+        | {"low": pytest.approx(0.0), "high": pytest.approx(10.0)}
+    ]
+    assert D_job.interval_text(rows[0]).startswith("[+0.00, +10.00]") and "not shown" in D_job.interval_text(rows[0])

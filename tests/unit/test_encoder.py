@@ -200,7 +200,7 @@ def test_killed_training_resumes_to_the_same_model(small, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:]
     log = [json.loads(line) for line in (whole / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, 25))  # 96 triplets / 8 = 12 steps x 2 epochs
-    assert json.loads((whole / "model" / "citeflow.json").read_text()) == {"test": "whole"}
+    assert json.loads((whole / "model" / "citeflow.json").read_text()) == {"test": "whole", "kept_step": 24}
 
     killed = make_spec(small, tmp_path, "killed", deterministic=True)
     first = train(killed, env={"CITEFLOW_FAULT_KILL": "train_encoder.step.13", **two_threads})
@@ -215,6 +215,42 @@ def test_killed_training_resumes_to_the_same_model(small, tmp_path):
     resumed_log = [json.loads(line) for line in (killed / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in resumed_log] == list(range(1, 25))
     assert [r["loss"] for r in resumed_log] == [r["loss"] for r in log]
+
+
+@pytest.mark.slow  # trains in a child process
+def test_held_out_triplets_are_scored_while_training_and_keep_best_keeps_the_best_step(small, tmp_path):
+    """Whole held-out queries' triplets are scored before training, every eval_every steps and after the last,
+    never trained on; keep=best commits the weights of the best scored step (the later of a tie), which is then
+    what citeflow.json says, and takes a checkpoint at each scored step."""
+    from citeflow.models.training.heldout import held_out
+
+    run = make_spec(
+        small, tmp_path, "best", max_steps=8, eval_triplets=30, eval_every=2, keep="best", lr=5e-3, checkpoint_every=100
+    )
+    (run / "spec.json").write_text(
+        json.dumps({**json.loads((run / "spec.json").read_text()), "eval_log": str(run / "eval.jsonl")})
+    )
+    done = train(run)
+    assert done.returncode == 0, done.stdout[-3000:]
+    curve = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in curve] == [0, 2, 4, 6, 8]
+    assert all(0 <= r["heldout_accuracy"] <= 1 and 0 < r["heldout_mrr"] <= 1 for r in curve)
+    best = max((r for r in curve if r["step"] > 0), key=lambda r: (r["heldout_mrr"], r["step"]))
+    assert json.loads((run / "model" / "citeflow.json").read_text())["kept_step"] == best["step"]
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    kept, saved = weights(run / "model"), load_file(str(run / "checkpoints" / "best.safetensors"))
+    assert kept.keys() == saved.keys() and all(torch.equal(kept[k], saved[k]) for k in kept)
+
+    with safe_open(str(run / "checkpoints" / "best.safetensors"), framework="pt") as f:
+        assert f.metadata()["step"] == str(best["step"])
+    # a checkpoint at each scored step (the newest two kept), so a resumed run never keeps a step it lost
+    assert sorted(p.name for p in (run / "checkpoints").glob("ckpt-*")) == ["ckpt-00000004", "ckpt-00000006"]
+    # none of the held-out queries' triplets is among those the steps trained on: 96 - held out, in 8-triplet steps
+    queries = pq.read_table(str(tmp_path / "triplets.parquet")).column("query_id").to_numpy()
+    assert 30 <= held_out(queries, 30, seed=3).sum() < 96
+    assert f"{held_out(queries, 30, seed=3).sum():,} held-out triplets" in done.stdout
 
 
 def test_bitfit_trains_only_biases(small, tmp_path):

@@ -31,3 +31,30 @@ def test_the_examples_are_python_with_the_exports_path_and_real_papers():
         tree = ast.parse(block)  # valid Python as printed
         literals = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
         assert "/exports/my model" in literals and papers[0][1] in literals and "Its abstract." in literals
+
+
+def test_the_card_gives_each_gain_with_its_interval_and_both_lengths():
+    """A trained model's rows carry their change over the base (the benchmark stage's delta columns): the card
+    prints each with its interval, marks one that holds 0, and says the length it embeds at beside the one it was
+    trained at."""
+    row = {"split": "test", "status": "ok", "suite": "scidocs"}
+    rows = [
+        row | {"task": "cite", "metric": "map", "value": 78.62, "delta": 1.9, "delta_low": 0.31, "delta_high": 3.53},
+        row | {"task": "cite", "metric": "ndcg", "value": 89.69, "delta": 0.4, "delta_low": -0.2, "delta_high": 1.1},
+        row | {"task": "cocite", "metric": "map", "value": 65.0, "delta": None},
+        row
+        | {"task": "average", "metric": "avg", "value": None, "status": "partial"}
+        | {"delta": 1.15, "delta_low": 0.25, "delta_high": 2.1},
+    ]
+    training = {"model": "/m/all-MiniLM-L6-v2", "pooling": "mean", "normalize": True, "max_length": 128}
+    lineage = {"train_encoder": {"config": {"train_encoder": training | {"inference_max_length": 256}}}}
+    card = model_card(lineage, rows, snapshot="s")
+    assert "| cite | map | 78.62 | +1.90 [+0.31, +3.53] |" in card
+    assert "| cite | ndcg | 89.69 | +0.40 [-0.20, +1.10] ○ |" in card
+    assert "| cocite | map | 65.00 | – |" in card
+    assert "Over its untrained base: +1.15 [+0.25, +2.10] (95% paired bootstrap interval)." in card
+    assert "at most 256 tokens (trained on the first 128)" in card
+    assert '"max_length": 128' in card and '"inference_max_length": 256' in card
+    # a version from before the two lengths were apart embedded at its training length, and says no more
+    older = {"train_encoder": {"config": {"train_encoder": training}}}
+    assert "at most 128 tokens;" in model_card(older, rows, snapshot="s")

@@ -180,20 +180,54 @@ def test_the_train_stage_takes_the_folders_usage_and_says_when_a_setting_overrid
         "pooling": "mean",
         "max_length": 256,
         "normalize": True,
+        "inference_max_length": 256,
     }
     with caplog.at_level(logging.WARNING, logger="citeflow"):
         usage = encoder_usage(TrainEncoderConfig(model=folder, pooling="cls", max_length=128))
-    assert usage.values == {"pooling": "cls", "max_length": 128, "normalize": True}
+    # a shorter training length is a cost knob: the model still embeds at the folder's 256, and nothing is overridden
+    assert usage.values == {"pooling": "cls", "max_length": 128, "normalize": True, "inference_max_length": 256}
+    assert usage.sources["inference_max_length"] == "model folder sentence_bert_config.json max_seq_length"
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(
         "train_encoder.pooling=cls overrides the model folder's mean (1_Pooling/config.json)" in m for m in warned
     )
-    assert any("train_encoder.max_length=128 overrides the model folder's 256" in m for m in warned)
+    assert not any("max_length" in m for m in warned), warned
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="citeflow"):
+        usage = encoder_usage(TrainEncoderConfig(model=folder, max_length=64, inference_max_length=200))
+    assert (usage.values["max_length"], usage.values["inference_max_length"]) == (64, 200)
+    assert any(
+        "train_encoder.inference_max_length=200 overrides the model folder's 256" in r.getMessage()
+        for r in caplog.records
+    )
     assert encoder_usage(TrainEncoderConfig(model="small")).values == {
         "pooling": "cls",
         "max_length": 512,
         "normalize": False,
+        "inference_max_length": 512,
     }
+    # the small model is built at its training length, which is then its own
+    assert encoder_usage(TrainEncoderConfig(model="small", max_length=96)).values["inference_max_length"] == 96
+
+
+def test_a_plain_folder_embeds_at_its_tokenizers_limit(tmp_path):
+    """Without sentence-transformers files the base model's length is its tokenizer's `model_max_length`; the
+    "no limit" sentinel transformers writes is no length."""
+    from citeflow.jobs.train_encoder import encoder_usage
+    from citeflow.models.encoder.folder import inference_length, tokenizer_limit
+
+    plain = tmp_path / "plain"
+    shutil.copytree(real_encoder(), plain)
+    for name in ("modules.json", "sentence_bert_config.json"):
+        (plain / name).unlink()
+    config = json.loads((plain / "tokenizer_config.json").read_text())
+    (plain / "tokenizer_config.json").write_text(json.dumps({**config, "model_max_length": 384}))
+    assert tokenizer_limit(plain) == inference_length(plain) == (384, "tokenizer_config.json model_max_length")
+    usage = encoder_usage(TrainEncoderConfig(model=str(plain), max_length=128))
+    assert (usage.values["max_length"], usage.values["inference_max_length"]) == (128, 384)
+    (plain / "tokenizer_config.json").write_text(json.dumps({**config, "model_max_length": int(1e30)}))
+    assert tokenizer_limit(plain) is None and inference_length(plain) is None
+    assert encoder_usage(TrainEncoderConfig(model=str(plain))).values["inference_max_length"] == 512
 
 
 @pytest.mark.parametrize(("pooling", "normalize"), [("cls", False), ("mean", True)])

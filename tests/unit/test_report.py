@@ -10,6 +10,7 @@ import yaml
 
 from citeflow.evaluation.model_card import model_card
 from citeflow.evaluation.report import GENERATED, GIVEN, UNKNOWN, answer, mean_rows, scidocs_origin, table, write_report
+from citeflow.evaluation.report.answer import NOT_SHOWN, NOT_SHOWN_NOTE
 from citeflow.evaluation.scidocs import HEADLINE
 from tests.support.artifact_pages import BASE, SENTENCE, TRAINED, generated_scidocs, score_rows
 
@@ -230,19 +231,27 @@ def test_the_report_opens_with_the_answer_trained_against_base(tmp_path):
     assert f"<caption>trained: {TRAINED} · base: {BASE}</caption>" in section
     # tests/support/artifact_pages.py works the numbers by hand: averages 54.18 and 50.72; per task the rounded
     # values and their difference (coview map 50.126 -> 50.13, base 46.126 -> 46.13: +4.00; mesh: base above)
+    # each change with its interval (tests/support/artifact_pages.py: a point but for coview MAP, whose interval
+    # holds 0 and is marked so)
+    noise = f"<td class='n noise' title='{html.escape(NOT_SHOWN_NOTE)}'>"
     for task, metric, n, trained, base, delta in [
-        ("all tasks", "average of 12", "12 of 12 numbers", "54.18", "50.72", "+3.46"),
-        ("mag", "f1", "200 papers", "60.00", "56.00", "+4.00"),
-        ("mesh", "f1", "200 papers", "70.00", "72.50", "-2.50"),
-        ("coview", "map", "100 queries", "50.13", "46.13", "+4.00"),
-        ("recomm", "adj-p@1", "1,500 clicks", "15.00", "11.00", "+4.00"),
+        ("all tasks", "average of 12", "12 of 12 numbers", "54.18", "50.72", "<td class=n>+3.46 [+0.96, +4.71]"),
+        ("mag", "f1", "200 papers", "60.00", "56.00", "<td class=n>+4.00 [+4.00, +4.00]"),
+        ("mesh", "f1", "200 papers", "70.00", "72.50", "<td class=n>-2.50 [-2.50, -2.50]"),
+        ("coview", "map", "100 queries", "50.13", "46.13", noise + f"+4.00 [-26.00, +19.00] {NOT_SHOWN}"),
+        ("recomm", "adj-p@1", "1,500 clicks", "15.00", "11.00", "<td class=n>+4.00 [+4.00, +4.00]"),
     ]:
         cells = f"<td>{task}</td><td>{metric}</td><td class=n>{n}</td><td class=n>{trained}</td>"
-        assert cells + f"<td class=n>{base}</td><td class=n>{delta}</td></tr>" in section, task
+        assert cells + f"<td class=n>{base}</td>{delta}</td></tr>" in section, task
     assert section.count("<tr") == 1 + 13  # the header, the average, the 12 numbers
+    assert section.count(NOT_SHOWN) == 3  # the one mark, its title saying what it means, and the note under the table
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert markdown.startswith(f"# citeflow benchmark\n\n{SENTENCE}\n")
-    assert "| all tasks | average of 12 | 12 of 12 numbers | **54.18** | **50.72** | **+3.46** |" in markdown
+    assert "| all tasks | average of 12 | 12 of 12 numbers | **54.18** | **50.72** | **+3.46 [+0.96, +4.71]** |" in (
+        markdown
+    )
+    assert f"| coview | map | 100 queries | 50.13 | 46.13 | +4.00 [-26.00, +19.00] {NOT_SHOWN} |" in markdown
+    assert NOT_SHOWN_NOTE in markdown
     # the first "| task |" line is still the header of the table of every score (tests/e2e/test_benchmark.py reads it)
     header = next(line for line in markdown.splitlines() if line.startswith("| task |"))
     assert (
@@ -296,7 +305,11 @@ def test_fewer_than_12_numbers_are_compared_as_the_mean_of_those_not_as_the_aver
     # the 10 non-recomm numbers: trained 60 + 70 + 50.126 + 70 + 40 + 60 + 45 + 65 + 50 + 70 = 580.126, / 10 =
     # 58.0126 -> 58.01; base 580.126 - 36 (9 numbers 4 lower) + 2.5 (mesh) = 546.626 -> 54.66; +3.35
     assert comparison["measure"] == "mean of 10 of 12"
-    assert comparison["rows"][0] == {
+    head = dict(comparison["rows"][0])
+    # its interval: 8 changes of +4 and mesh's -2.5 are points, coview MAP's runs from -26 to +19: (29.5 - 26) / 10
+    # to (29.5 + 19) / 10
+    assert head.pop("interval") == pytest.approx((0.35, 4.85))
+    assert head == {
         "task": "all tasks",
         "metric": "mean of 10 of 12",
         "n": "10 of 12 numbers",
