@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 RESAMPLES = 2000
 SEED = 0
@@ -84,7 +85,7 @@ def paired_bootstrap(
     return Interval(point / numbers, low, high)
 
 
-def mean_statistic(values: np.ndarray) -> Statistic:
+def mean_statistic(values: ArrayLike) -> Statistic:
     """The mean of per-unit values (0–1), in points."""
     values = 100 * np.asarray(values, dtype=np.float64)
     return lambda draws: values[draws].mean(axis=1)

@@ -131,8 +131,8 @@ def encoder_usage(cfg: TrainEncoderConfig):
 
     small = cfg.model == "small"
     said = {} if small else folder_usage(check_model_dir(cfg.model))
-    if not small and "max_length" not in said and inference_length(cfg.model):
-        said["max_length"] = inference_length(cfg.model)  # a plain Hugging Face folder: its tokenizer's limit
+    if not small and "max_length" not in said and (limit := inference_length(cfg.model)):
+        said["max_length"] = limit  # a plain Hugging Face folder: its tokenizer's limit
     inference = cfg.max_length if small and cfg.inference_max_length is None else cfg.inference_max_length
     usage = resolve_usage({"pooling": cfg.pooling, "max_length": inference, "normalize": cfg.normalize}, said)
     for name, value in usage.overridden.items():

@@ -93,8 +93,8 @@ def folder_usage(model_dir: str | Path) -> dict[str, tuple[Any, str]]:
         )
     if st_config.get("max_seq_length"):
         said["max_length"] = (int(st_config["max_seq_length"]), f"{ST_CONFIG_FILE} max_seq_length")
-    elif tokenizer_limit(folder):
-        said["max_length"] = tokenizer_limit(folder)
+    elif limit := tokenizer_limit(folder):
+        said["max_length"] = limit
     about = folder / "config_sentence_transformers.json"
     if about.is_file() and _read_json(about).get("default_prompt_name"):
         raise CiteflowError(

@@ -107,6 +107,8 @@ class Evaluator:
         self.index = self.index.reshape(self.rows.shape)
         self.val = None
         if val and val.get("qrels"):
+            if tokenizer is None:
+                raise ValueError("scoring the val split while training needs the tokenizer")
             ids = list(val["texts"])
             encoded = tokenizer([val["texts"][p] for p in ids], truncation=True, max_length=max_length)["input_ids"]
             self.val = (ids, [np.asarray(e, dtype=np.int64) for e in encoded], val["qrels"])
