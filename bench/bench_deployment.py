@@ -20,24 +20,25 @@ from citeflow.process import descendants
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _read(path: str) -> str | None:
+def _proc(pid: int, name: str) -> str:
+    """/proc/PID/NAME, or "" once the process is gone."""
+    path = Path("/proc") / str(pid) / name
     try:
-        with open(path) as fh:
-            return fh.read()
+        return path.read_text()
     except OSError:
-        return None
+        return ""
 
 
 def memory_kib(pid: int) -> tuple[int, int]:
     """(RSS, PSS) of a process in KiB, from /proc/PID/smaps_rollup."""
-    text = _read(f"/proc/{pid}/smaps_rollup") or ""
+    text = _proc(pid, "smaps_rollup")
     values = {line.split(":")[0]: int(line.split()[1]) for line in text.splitlines()[1:] if line.endswith("kB")}
     return values.get("Rss", 0), values.get("Pss", 0)
 
 
 def cpu_ticks(pid: int) -> int:
-    stat = _read(f"/proc/{pid}/stat")
-    if stat is None:
+    stat = _proc(pid, "stat")
+    if not stat:
         return 0
     fields = stat.rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
@@ -45,7 +46,7 @@ def cpu_ticks(pid: int) -> int:
 
 def family(pgid: int) -> list[int]:
     """The component's guard and everything under it."""
-    return [pgid, *descendants(pgid)] if _read(f"/proc/{pgid}/stat") else []
+    return [pgid, *descendants(pgid)] if _proc(pgid, "stat") else []
 
 
 def main(argv: list[str] | None = None) -> int:

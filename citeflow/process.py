@@ -135,18 +135,14 @@ def _exited(pid: int, state: str) -> bool:
         return True
 
 
-def descendants(root: int) -> list[int]:
-    """Pids of every live descendant of `root` (from /proc's parent pids; [] without /proc).
-
-    The walk goes through zombie entries too: a process whose main thread has exited shows as a zombie while
-    its other threads, and the children it started, live on.
-    """
+def _family_tree() -> tuple[dict[int, list[int]], set[int]]:
+    """Every process's children (by parent pid, from /proc) and the pids that are gone but not yet reaped."""
     children: dict[int, list[int]] = {}
     exited: set[int] = set()
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
+        return children, exited
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -160,6 +156,22 @@ def descendants(root: int) -> list[int]:
         if _exited(pid, fields[0]):
             exited.add(pid)
         children.setdefault(int(fields[1]), []).append(pid)
+    return children, exited
+
+
+def children_of(pid: int) -> list[int]:
+    """Pids of the live processes whose parent is `pid`."""
+    children, exited = _family_tree()
+    return [child for child in children.get(pid, []) if child not in exited]
+
+
+def descendants(root: int) -> list[int]:
+    """Pids of every live descendant of `root` (from /proc's parent pids; [] without /proc).
+
+    The walk goes through zombie entries too: a process whose main thread has exited shows as a zombie while
+    its other threads, and the children it started, live on.
+    """
+    children, exited = _family_tree()
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):

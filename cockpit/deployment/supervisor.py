@@ -42,29 +42,13 @@ from citeflow.cockpit.local_airflow import (
     run_cli,
 )
 from citeflow.errors import CiteflowError
-from citeflow.process import start_guarded, stop_guarded
+from citeflow.process import children_of, start_guarded, stop_guarded
 
 # An Airflow component that dies this soon after its start, this many times in a row, is not restarted again:
 # something is wrong with the deployment itself (a bad setting, a full disk), and the launcher stops.
 QUICK_DEATH_S = 30.0
 QUICK_DEATHS = 5
 STOP_GRACE_S = 20.0
-
-
-def children_of(pid: int) -> list[int]:
-    """Pids whose parent is `pid` (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
-            found.append(int(entry))
-    return found
 
 
 @dataclasses.dataclass
