@@ -52,7 +52,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pbg-queue", default=defaults.pbg_queue, help=helps["pbg_queue"])
     p.add_argument("--pbg-rank-queue", default=defaults.pbg_rank_queue, help=helps["pbg_rank_queue"])
     p.add_argument(
-        "--heartbeat-timeout", type=int, default=defaults.heartbeat_timeout_s, help=helps["heartbeat_timeout_s"]
+        "--heartbeat-timeout",
+        dest="heartbeat_timeout_s",
+        type=int,
+        default=defaults.heartbeat_timeout_s,
+        help=helps["heartbeat_timeout_s"],
     )
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait until every component is up")
     mode = p.add_mutually_exclusive_group()
@@ -63,21 +67,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def config_of(args: argparse.Namespace) -> DeploymentConfig:
-    workers = tuple(WorkerSpec.parse(text) for text in args.workers) if args.workers else DeploymentConfig().workers
-    return DeploymentConfig(
-        home=args.home,
-        port=args.port,
-        user=args.user,
-        password=args.password,
-        dags=args.dags,
-        artifacts=args.artifacts,
-        workers=workers,
-        gpu_queue=args.gpu_queue,
-        pbg_queue=args.pbg_queue,
-        pbg_rank_queue=args.pbg_rank_queue,
-        heartbeat_timeout_s=args.heartbeat_timeout,
-        input_roots=args.input_roots,
-    )
+    """The configuration the options name (each option's destination is the field's name)."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(DeploymentConfig) if hasattr(args, f.name)}
+    given["workers"] = tuple(WorkerSpec.parse(text) for text in args.workers or ()) or DeploymentConfig().workers
+    return DeploymentConfig(**given)
 
 
 def status(home: Path) -> int:

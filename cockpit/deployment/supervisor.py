@@ -274,13 +274,7 @@ def read_state(home: Path) -> dict | None:
 
 
 def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return Path(f"/proc/{pid}").exists()
 
 
 def is_guard(pid: int | None) -> bool:

@@ -63,3 +63,14 @@ def test_redis_gets_its_password_from_a_private_file_and_keeps_no_data(tmp_path)
     text = conf.read_text()
     assert 'requirepass "s3cret"' in text and "bind 127.0.0.1" in text and 'save ""' in text
     assert not redis_ready(1, "s3cret")  # nothing listens on port 1
+
+
+def test_the_command_line_names_every_setting(tmp_path):
+    from citeflow.cockpit.deployment.cli import config_of, parser
+
+    args = ["--home", str(tmp_path), "--port", "18081", "--heartbeat-timeout", "60", "--input-roots", "/data"]
+    args += ["--worker", "all=default+gpu+pbg_rank:2"]
+    cfg = config_of(parser().parse_args(args))
+    assert (cfg.home, cfg.port, cfg.heartbeat_timeout_s, cfg.input_roots) == (tmp_path, 18081, 60, "/data")
+    assert cfg.workers == (WorkerSpec(name="all", queues=("default", "gpu", "pbg_rank"), concurrency=2),)
+    assert config_of(parser().parse_args([])).workers == DeploymentConfig().workers
