@@ -155,15 +155,19 @@ def deployed_encoder(generated_s2orc, tmp_path_factory) -> Path:
     field), so that a training repeats bit for bit. With `model=small` the stage trains a WordPiece vocabulary
     first, and on a few hundred texts the tokens tied at its size limit are chosen in hash-map order: another
     vocabulary (so another model) in another process."""
+    import contextlib
     import gzip
 
     from citeflow.models.encoder.model import build_small, paper_text
 
     snap, _ = generated_s2orc
-    with gzip.open(sorted((snap / "corpus" / "metadata").glob("*.jsonl.gz"))[0], "rt") as fh:
-        papers = [json.loads(line) for line in fh]
+    papers = []
+    with gzip.open(sorted((snap / "corpus" / "metadata").glob("*.jsonl.gz"))[0], "rt", errors="replace") as fh:
+        for line in fh:
+            with contextlib.suppress(ValueError):  # the generator's deliberately broken records
+                papers.append(json.loads(line))
     folder = tmp_path_factory.mktemp("deployed-encoder") / "small"
-    texts = (paper_text(p["title"], p.get("abstract") or "", "") for p in papers)
+    texts = (paper_text(p.get("title") or "", p.get("abstract") or "", "") for p in papers if isinstance(p, dict))
     build_small(texts, folder, vocab_size=2000, hidden=32, layers=1, heads=2, intermediate=64, max_length=32, seed=0)
     return folder
 
