@@ -280,6 +280,7 @@ def test_a_backfill_of_three_releases_at_once_gives_each_its_own_versions(
         "releases_root": str(releases),
         "artifacts": str(root),
         "triplet_strategy": "scincl",
+        "model": deployed_rebuild.conf["model"],
         "overrides": overrides,
     }
     rest = deployment.rest()
