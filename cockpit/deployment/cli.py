@@ -37,7 +37,7 @@ def _interrupt(signum, frame):
 def parser() -> argparse.ArgumentParser:
     helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(DeploymentConfig)}
     defaults = DeploymentConfig()
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=PROG, description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--home", type=Path, default=defaults.home, help=helps["home"])
     p.add_argument("--port", type=int, default=defaults.port, help=helps["port"])
     p.add_argument("--user", default=defaults.user, help=helps["user"])

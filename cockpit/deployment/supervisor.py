@@ -213,8 +213,9 @@ class Deployment:
         """Fail at once when a component died while starting (its log's end says why)."""
         for component in self.components.values():
             if not component.alive():
+                code = component.process.returncode if component.process else None
                 tail = component.log.read_text(errors="replace")[-1500:] if component.log.exists() else ""
-                raise DeploymentFailed(f"{component.name} exited ({component.process.returncode}):\n{tail}")
+                raise DeploymentFailed(f"{component.name} exited ({code}):\n{tail}")
 
     def watch(self) -> None:
         """One round of keeping the deployment up: a dead service stops it all (DeploymentFailed); a dead Airflow
@@ -232,7 +233,8 @@ class Deployment:
                     f"{component.name} died {QUICK_DEATHS} times within {QUICK_DEATH_S:.0f} s of its start; "
                     f"see {component.log}"
                 )
-            stop_guarded(component.process, grace_s=1)  # anything of its group still there
+            if component.process is not None:
+                stop_guarded(component.process, grace_s=1)  # anything of its group still there
             component.restarts += 1
             self.say(f"{component.name} exited ({code}) after {lived:.0f} s; restart {component.restarts}")
             component.start()
@@ -279,10 +281,12 @@ def pid_alive(pid: int) -> bool:
 
 def is_guard(pid: int | None) -> bool:
     """Whether `pid` runs a `citeflow.process` guard."""
+    if pid is None:
+        return False
     try:
-        with open(f"/proc/{int(pid)}/cmdline", "rb") as fh:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
             return b"citeflow.process" in fh.read()
-    except (OSError, TypeError, ValueError):
+    except OSError:
         return False
 
 
