@@ -33,7 +33,7 @@ JAVA_MESSAGES = {
 }
 
 
-def _chain(exc: BaseException):
+def _chain(exc: BaseException | None):
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import io
 import os
 import shutil
 import signal
@@ -56,6 +57,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 FAULT_ENV = "CITEFLOW_FAULT_KILL"
 FAULT_FILE_ENV = "CITEFLOW_FAULT_FILE"
@@ -286,9 +288,9 @@ def run_child(
         try:
             fault_point("child-started")
             if echo:
-                assert process.stdout is not None
+                reader = cast(io.BufferedReader, process.stdout)  # the pipe, opened in binary mode
                 pending = b""
-                for chunk in iter(lambda: process.stdout.read1(4096), b""):
+                for chunk in iter(lambda: reader.read1(4096), b""):
                     out.write(chunk)
                     out.flush()
                     if relay is None:
@@ -341,7 +343,7 @@ def run_together(
             if failed is not None:
                 for process in processes:
                     stop_guarded(process)
-                return failed, codes[failed]
+                return failed, cast(int, codes[failed])  # neither None nor 0, as found just above
             if all(c == 0 for c in codes):
                 return -1, 0
             if watch is not None:

@@ -71,6 +71,9 @@ class Stage:
     # stages further up that it reads through its upstream versions' lineage (not resolved by the runner: the
     # version its upstream was built from): the leakage audits read filter_leakage's list of benchmark papers
     lineage: tuple[str, ...] = ()
+    # runs Spark jobs (a session, with a local driver its JVM, in the stage's process): `citeflow run` stops the
+    # session once the last such stage of the run is done
+    spark: bool = False
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -108,6 +111,7 @@ _DECLARED = (
         local_root=False,
         worker="default",
         summary="corpus snapshot -> papers and their citation graph (Spark)",
+        spark=True,
         previous="the previous release's build_graph: a diff's base (build_graph.diff)",
     ),
     Stage(
@@ -120,6 +124,7 @@ _DECLARED = (
         local_root=False,
         worker="default",
         summary="graph -> graph without the benchmark's papers, and the leakage report (Spark)",
+        spark=True,
         previous="the previous release's filter_leakage: the versions built over a diff",
     ),
     Stage(

@@ -68,7 +68,8 @@ def load_average() -> tuple[float, float, float]:
     try:
         return os.getloadavg()
     except OSError:
-        return (float("nan"),) * 3
+        nan = float("nan")
+        return nan, nan, nan
 
 
 def describe() -> dict[str, object]:

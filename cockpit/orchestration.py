@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import Asset, get_current_context, task, task_group
@@ -349,7 +350,7 @@ def run_rank_task(settings: dict[str, Any], rank: int) -> dict[str, Any]:
     }
 
 
-def _worker_slots(stage: Stage) -> dict[str, str]:
+def _worker_slots(stage: Stage) -> dict[str, Any]:
     """The Airflow pool and queue of the kind of worker a stage declares (`citeflow.registry.Stage.worker`)."""
     return {
         "default": {},
@@ -376,7 +377,7 @@ def _variant_operator(stage: Stage, variant):
     return decorate(per_strategy)
 
 
-def _stage_operator(stage: Stage):
+def _stage_operator(stage: Stage) -> Callable[..., Any]:
     """The task of one registered stage: its Asset as outlet, its upstream stages' Assets as inlets."""
     decorate = task(
         task_id=stage.name,

@@ -23,6 +23,8 @@ search in `evaluation/svm.py` uses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
@@ -37,7 +39,7 @@ def _sequential_dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
 def fit_path(
     x: np.ndarray,
     y: np.ndarray,
-    cs: list[float],
+    cs: Sequence[float] | np.ndarray,
     *,
     epsilon: float = 0.0,
     loss: str = "epsilon_insensitive",

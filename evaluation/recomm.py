@@ -233,8 +233,7 @@ def train(train_pairs, val_pairs, propensity, config: RecommConfig, device):
                 optimizer.zero_grad()
                 loss = loss_of(model, pos[batch], neg[batch])
                 loss.backward()
-                for parameter in model.parameters():
-                    parameter.grad.clamp_(-config.grad_clipping, config.grad_clipping)
+                torch.nn.utils.clip_grad_value_(model.parameters(), config.grad_clipping)
                 optimizer.step()
             if val_pairs is None:
                 best = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -251,6 +250,7 @@ def train(train_pairs, val_pairs, propensity, config: RecommConfig, device):
             history.append({"epoch": epoch, "val_loss": val_loss})
             if best is None or val_loss < best_loss:
                 best, best_loss = {k: v.detach().clone() for k, v in model.state_dict().items()}, val_loss
+        assert best is not None  # set in the first epoch (RecommConfig: epochs >= 1)
         model.load_state_dict(best)
         model.eval()
     return model, history

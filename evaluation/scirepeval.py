@@ -73,6 +73,14 @@ def _key(record: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _id(record: Mapping[str, Any]) -> str:
+    """`_key` of a record that must have one (a labelled example, a query paper): ValueError without."""
+    key = _key(record)
+    if key is None:
+        raise ValueError(f"a record without paper_id, corpus_id or doc_id (keys: {', '.join(sorted(record))})")
+    return key
+
+
 def read_json_records(path: Path) -> list[dict[str, Any]]:
     text = Path(path).read_text(encoding="utf-8").lstrip()
     if text.startswith("["):
@@ -181,7 +189,7 @@ def _hash_split(pid: str) -> str:
     return "test" if hashlib.sha256(pid.encode()).digest()[0] < 256 * 0.2 else "train"
 
 
-def _read_labelled(folder: Path, split: str) -> list[tuple[str, Any]]:
+def _read_labelled(folder: Path, split: str) -> list[tuple[str | None, Any]]:
     """(paper id, label) of `<split>.csv` or `<split>.jsonl`, ids and labels typed as `datasets` types them."""
     if (folder / f"{split}.jsonl").is_file():
         rows = read_json_records(folder / f"{split}.jsonl")
@@ -198,7 +206,7 @@ def _supervised_data(task: Task) -> tuple[dict[str, list], list[dict[str, Any]]]
         records = read_json_records(task.records)
         split: dict[str, list] = {"train": [], "test": []}
         for r in records:
-            pid = _key(r)
+            pid = _id(r)
             chosen = r.get("split")
             chosen = ("test" if chosen in ("test", "evaluation") else "train") if chosen else _hash_split(pid)
             split[chosen].append((pid, _label(r)))
@@ -206,6 +214,7 @@ def _supervised_data(task: Task) -> tuple[dict[str, list], list[dict[str, Any]]]
             for s in split:
                 split[s] = list(zip([p for p, _ in split[s]], typed([str(y) for _, y in split[s]]), strict=True))
         return split, [{**r, "doc_id": _key(r)} for r in records]
+    assert task.test is not None  # without records or test data a task is unavailable (read_tasks), never read
     split = {s: _read_labelled(task.test, s) for s in ("train", "test")}
     papers = read_json_records(task.meta) if task.meta and task.meta.is_file() else []
     return split, [{**r, "doc_id": _key(r)} for r in papers]
@@ -313,13 +322,14 @@ def _ranking_data(task: Task) -> tuple[dict[str, dict[str, int]], list[dict], li
                 qid = str(record.get("doc_id") or f"query:{i}")
                 queries.append({"doc_id": qid, "title": record["query"]})
             else:
-                qid = _key(record["query"])
+                qid = _id(record["query"])
                 papers.append({**record["query"], "doc_id": qid})
             qrels.setdefault(qid, {})
             for candidate in record["candidates"]:
                 papers.append({**candidate, "doc_id": _key(candidate)})
                 judge(qid, _key(candidate), candidate.get("score", 0))
         return qrels, papers, queries
+    assert task.test is not None  # without records or test data a task is unavailable (read_tasks), never read
     for row in read_json_records(task.test / "test_qrel.jsonl"):
         judge(row["query_id"], row["cand_id"], row["score"])
     if task.meta and task.meta.is_file():

@@ -31,7 +31,14 @@ RANDOM_STATE = 42
 def _linear_svc(loss: str, max_iter: int = 1000):
     from sklearn.svm import LinearSVC
 
-    return LinearSVC(loss=loss, fit_intercept=False, dual=True, max_iter=max_iter, random_state=RANDOM_STATE)
+    # dual is "auto" or a bool (sklearn's docs); its checker type, inferred from the default "auto", is str alone
+    return LinearSVC(
+        loss=loss,
+        fit_intercept=False,
+        dual=True,  # pyright: ignore[reportArgumentType]
+        max_iter=max_iter,
+        random_state=RANDOM_STATE,
+    )
 
 
 def fit_classifier(x, y, *, grid=SCIDOCS_C_GRID, loss="squared_hinge", n_jobs=None) -> tuple[Any, float]:
@@ -58,7 +65,8 @@ def fit_multilabel(x, y, *, grid=SCIREPEVAL_CLASSIFICATION_C_GRID, n_jobs=None) 
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", UserWarning)  # a label absent from train: a constant predictor, as there
         model.fit(x, y)
-    chosen = [float(e.best_params_["C"]) if hasattr(e, "best_params_") else float("nan") for e in model.estimators_]
+    # a label absent from train gets a constant predictor, not a fitted search: no C was chosen for it
+    chosen = [float(e.best_params_["C"]) if isinstance(e, GridSearchCV) else float("nan") for e in model.estimators_]
     return model, chosen
 
 

@@ -248,7 +248,13 @@ def run_pipeline(
 
     `strategies` (e.g. ["scincl", "specter"]) runs mine_triplets and every later stage once per triplet
     strategy, so their models can be compared; the stages before are shared.
+
+    The Spark session the run starts is stopped, with its JVM, as soon as the last stage that runs Spark jobs
+    (`Stage.spark`) is done: the driver's heap would otherwise sit idle through embedding, mining and training. A
+    session this process held before the run (a notebook's, a test's) is its owner's, and is left alone.
     """
+    from citeflow.spark.engine.session import spark_held, stop_spark
+
     stages = stages_until(until)
     preflight(config, stages)
     strategies = strategies or [config.mine_triplets.strategy]
@@ -261,6 +267,8 @@ def run_pipeline(
             ]
         else:
             steps.append((stage, config, stage))
+    last_spark = max((i for i, (stage, _, _) in enumerate(steps, 1) if REGISTRY[stage].spark), default=0)
+    owns_spark = not spark_held()
     resolved: Resolved = {}
     manifests = []
     for i, (stage, stage_config, label) in enumerate(steps, 1):
@@ -279,4 +287,6 @@ def run_pipeline(
         report(f"[{i}/{len(steps)}] {label}: {state} — version {manifest.version} ({rows})")
         report(f"      {manifest.path}")
         manifests.append(manifest)
+        if i == last_spark and owns_spark and stop_spark():
+            log.info("Spark session stopped: no later stage of this run needs it")
     return manifests

@@ -48,6 +48,7 @@ class Scincl:
         from citeflow.models.triplets import knn as knn
         from citeflow.models.triplets import mining as T
 
+        assert self.windows is not None  # set by prepare(), which the stage calls first
         s0 = time.monotonic()
         neighbours = knn.search_neighbours(self.index, self.vectors, rows, self.windows.k_max)
         self.search_seconds += time.monotonic() - s0

@@ -56,6 +56,7 @@ def text_counts(text: DataFrame) -> dict[str, Any]:
         F.sum((F.col("no_title") & F.col("no_abstract")).cast("int")).alias(TEXT_COUNTS[2]),
         *lossy,
     ).first()
+    assert row is not None  # an aggregation without groups has one row
     counts: dict[str, Any] = {k: int(row[k] or 0) for k in TEXT_COUNTS}
     counts[LOSSY_TEXT] = {f: int(row[f]) for f in LOSSY_FIELDS if row[f]}
     return counts
@@ -64,13 +65,14 @@ def text_counts(text: DataFrame) -> dict[str, Any]:
 def graph_nodes(degrees: DataFrame) -> int:
     """How many papers of `degrees` (one row per paper, `out_degree` and `in_degree`) have an edge."""
     row = degrees.agg(F.count_if((F.col("out_degree") + F.col("in_degree")) > 0).alias("n")).first()
+    assert row is not None  # an aggregation without groups has one row
     return int(row["n"] or 0)
 
 
 DEGREE_QUANTILES = (0.5, 0.9, 0.99)
 
 
-def histogram_summary(histogram, nodes: int, text: dict[str, int]) -> dict[str, float]:
+def histogram_summary(histogram, nodes: int, text: dict[str, Any]) -> dict[str, Any]:
     """The manifest's node, edge and degree statistics from a degree histogram (`degree_histogram` rows, a
     pyarrow table), `nodes`: how many papers have an edge (`graph_nodes`), and the `text_counts`: papers and citations
     counted from the out-degrees, the largest degrees, and `DEGREE_QUANTILES` of each direction, exact

@@ -120,7 +120,7 @@ def write_over(
     if new_rows is not None:
         new_rows.coalesce(files).write.mode("error").options(**TEXT_OPTIONS).parquet(uri)
         before, wrote = {i.base_name for i in T.data_files(store.fs, target)}, True
-    if touched:
+    if gone is not None and touched:
         by_name = {i.base_name: i for i in T.data_files(store.fs, source)}
         missing = [name for name in touched if name not in by_name]
         if missing:

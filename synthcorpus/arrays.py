@@ -66,9 +66,9 @@ def csr_ptr(sorted_groups: np.ndarray, n: int) -> np.ndarray:
 
 
 def csr_gather(
-    ptr: np.ndarray, values: np.ndarray, rows: np.ndarray, cap: int | None = None
+    ptr: np.ndarray, values: np.ndarray, rows: np.ndarray, cap: int | np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, values) of the CSR rows `rows` (the first `cap` of each), concatenated."""
+    """(offsets, values) of the CSR rows `rows` (the first `cap` of each: one cap, or one per row), concatenated."""
     rows = np.asarray(rows, dtype=np.int64)
     starts = ptr[rows]
     lens = ptr[rows + 1] - starts

@@ -208,7 +208,7 @@ def markdown_table(calibration: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     parser.add_argument("--table", metavar="GENERATOR_JSON", default=None, help="print a snapshot's calibration table")
     args = parser.parse_args(argv)

@@ -54,6 +54,8 @@ def record_key(dataset: str, rec: dict[str, Any]) -> Key | None:
         a, b = rec.get("citingcorpusid"), rec.get("citedcorpusid")
         return (None if a is None else str(a), None if b is None else str(b))
     value = rec.get("corpusid")
+    if value is None:
+        return None
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -64,6 +66,7 @@ def _delete_record(dataset: str, key: Key) -> dict[str, Any]:
     if dataset == PAPER_IDS:
         return {"sha": key}
     if dataset == "citations":
+        assert isinstance(key, tuple)  # a citation's key is (citing, cited)
         return {"citingcorpusid": key[0], "citedcorpusid": key[1]}
     return {"corpusid": key}
 

@@ -106,7 +106,8 @@ def _rewrite(
         if dataset == "citations":
             if as_id(rec.get("citingcorpusid")) in e.removed or as_id(rec.get("citedcorpusid")) in e.removed:
                 stats["dropped_citation_rows"] += 1
-                keys.deleted.setdefault(dataset, set()).add(record_key(dataset, rec))
+                if (key := record_key(dataset, rec)) is not None:  # a citation's is a pair: always
+                    keys.deleted.setdefault(dataset, set()).add(key)
                 continue
             yield line, rec
             continue
@@ -136,10 +137,12 @@ def _added_lines(dataset: str, world: World | None, abstracts: pa.Array | None, 
     lo, hi = int(world.bounds[shard]), int(world.bounds[shard + 1])
     idx = np.arange(lo, hi, dtype=np.int64)
     if dataset == "metadata":
+        assert abstracts is not None  # handed for the datasets that hold abstracts
         return s2orc_lines(world, idx, abstracts.slice(lo, hi - lo))
     if dataset == "papers":
         return s2ag_paper_lines(world, idx)
     if dataset == "abstracts":
+        assert abstracts is not None  # handed for the datasets that hold abstracts
         rows = idx[world.abstract_row[lo:hi]]
         return s2ag_abstract_lines(world, rows, abstracts.take(pa.array(rows)))
     return s2ag_citation_lines(world, shard)
@@ -179,7 +182,9 @@ def _parsed(lines: list[bytes], dataset: str, keys: DiffKeys) -> Iterator[tuple[
     """Added lines with their JSON object; their keys are updates of the diff."""
     for line in lines:
         rec = json.loads(line.decode("utf-8"))
-        keys.updated.setdefault(dataset, set()).add(record_key(dataset, rec))
+        updated = keys.updated.setdefault(dataset, set())
+        if (key := record_key(dataset, rec)) is not None:  # S2ORC's metadata has none (and writes no diffs)
+            updated.add(key)
         yield line, rec
 
 
@@ -211,7 +216,7 @@ def write_paper_ids(
     world = plan.added
     count = world.papers.n if world is not None else 0
     bounds = (np.arange(len(paths) + 1) * count) // len(paths)
-    added = set(world.primary_sha.to_pylist()) if count else set()
+    added = set(world.primary_sha.to_pylist()) if world is not None and count else set()
     keys.updated[PAPER_IDS] |= added
     rows = primary = 0
     ids: list[np.ndarray] = []
@@ -225,12 +230,12 @@ def write_paper_ids(
                 if key is not None:
                     keys.deleted[PAPER_IDS].add(key)
                 continue
-            if key in added:
+            if key is not None and key in added:
                 keys.edited[PAPER_IDS].add(key)
             kept.append(line)
             shard_ids.append(cid)
             primary += bool(rec and rec.get("primary"))
-        if count:
+        if world is not None and count:
             lo, hi = int(bounds[s]), int(bounds[s + 1])
             lines = paper_id_lines(
                 world.primary_sha.slice(lo, hi - lo), world.papers.corpus_id[lo:hi], np.ones(hi - lo, bool)

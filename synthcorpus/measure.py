@@ -84,7 +84,7 @@ def measure(world: World, abstracts: dict[int, str | None]) -> dict[str, Any]:
             "target": target,
             "achieved": achieved[name],
             "bound": BOUNDS[name],
-            "within": achieved[name] is not None and bool(abs(achieved[name] - target) <= BOUNDS[name]),
+            "within": (value := achieved[name]) is not None and bool(abs(value - target) <= BOUNDS[name]),
         }
         for name, target in TARGETS.items()
     }

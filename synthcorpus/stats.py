@@ -70,7 +70,7 @@ def vocabulary_stats(texts: Sequence[str | None], window: int = 50_000, ranks: i
 
 
 def topic_token_share(
-    texts: Sequence[str], labels: Sequence[int], min_count: int = 5, min_share: float = 0.5, min_lift: float = 3.0
+    texts: Sequence[str], labels: Sequence[int | str], min_count: int = 5, min_share: float = 0.5, min_lift: float = 3.0
 ) -> float:
     docs = [tokens(t) for t in texts]
     label_ids = {label: i for i, label in enumerate(sorted(set(labels)))}
@@ -136,7 +136,7 @@ def auc(positive: np.ndarray, negative: np.ndarray) -> float:
     return float(((below + not_above) / 2).mean() / len(neg))
 
 
-def label_similarity_auc(texts: Sequence[str], labels: Sequence[int]) -> float:
+def label_similarity_auc(texts: Sequence[str], labels: Sequence[int | str]) -> float:
     x = tfidf(texts)
     cos = x @ x.T
     lab = np.asarray(labels)
@@ -159,7 +159,7 @@ def citation_similarity_auc(citing: Sequence[str], cited: Sequence[str], cited_i
     return round_to(float(np.mean(wins))) if wins else float("nan")
 
 
-def degree_stats(out_degree: np.ndarray) -> dict[str, float]:
+def degree_stats(out_degree: np.ndarray | Sequence[int]) -> dict[str, float]:
     degree = np.asarray(out_degree, dtype=np.float64)
     nonzero = degree[degree > 0]
     p10, p50, p90 = np.percentile(nonzero, [10, 50, 90]) if len(nonzero) else (0.0, 0.0, 0.0)

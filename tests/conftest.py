@@ -70,10 +70,11 @@ SCOPE_SECONDS = {
 # 20k-paper chain, the fault suite's world, the release-diff oracles, distributed PBG, the real releases (the
 # backfill, and HEP-Th's release 2 from its diff), the Spark cluster / Connect runs, the real encoder's win on
 # held-out citations, the deployment (PostgreSQL, Redis and Celery workers: the rebuild routed to its queues,
-# workers killed, a backfill of three releases at once), and the two bench smoke tests that run whole pipelines
-# (the incremental bench: two builds of a release and a PBG warm start; the real-encoder bench). Each builds
-# whole pipelines or starts several JVMs, and together they are three quarters of the suite's CPU time: with
-# them `make test` would not fit in 15 minutes on 2 cores. CI (.ci/run) runs both tiers, so no bench can rot unseen.
+# workers killed, a backfill of three releases at once), the two bench smoke tests that run whole pipelines (the
+# incremental bench: two builds of a release and a PBG warm start; the real-encoder bench) and the run whose
+# processes are watched for a JVM left after its Spark stages (the memory bench's smoke test). Each builds whole
+# pipelines or starts several JVMs, and together they are three quarters of the suite's CPU time: with them
+# `make test` would not fit in 15 minutes on 2 cores. CI (.ci/run) runs both tiers, so no bench can rot unseen.
 LONG_SCOPES = frozenset(
     {
         "world",
@@ -84,12 +85,26 @@ LONG_SCOPES = frozenset(
         "tests/e2e/test_real_releases.py",
         "tests/e2e/test_hepth_releases.py",
         "tests/e2e/test_spark_cluster.py",
+        "tests/e2e/test_pipeline_spark.py",
         "tests/e2e/test_real_encoder_wins.py",
         "tests/e2e/test_deployment.py",
         "tests/unit/test_bench_incremental.py",
         "tests/unit/test_bench_real_encoder.py",
     }
 )
+
+
+def _check_install() -> None:
+    """A package file added since the last `make install` has no link in the development install yet, so its
+    module cannot be imported: one line saying so, instead of a ModuleNotFoundError in some test."""
+    from tests.support.install import unlinked_files
+
+    unlinked = unlinked_files()
+    if unlinked:
+        raise pytest.UsageError(
+            f"citeflow's development install has no link for {', '.join(unlinked[:3])}"
+            f"{f' and {len(unlinked) - 3} more' if len(unlinked) > 3 else ''}: run `make install` (docs/development.md)"
+        )
 
 
 def pytest_itemcollected(item):
@@ -134,6 +149,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_configure(config):
+    _check_install()
     # Spark's Python workers (pandas UDFs) must run this interpreter, with its packages.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     import tempfile

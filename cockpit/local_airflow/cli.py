@@ -31,7 +31,7 @@ def _interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m citeflow.cockpit.local_airflow",
-        description=__doc__.split("\n\n")[0],
+        description=(__doc__ or "").split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(LocalAirflowConfig)}

@@ -164,6 +164,7 @@ def dags_test(cfg: LocalAirflowConfig, dag_id: str) -> int:
         text=True,
         errors="replace",
     ) as process:
+        assert process.stdout is not None  # a pipe, as asked
         for line in process.stdout:
             sys.stdout.write(line)
             sys.stdout.flush()

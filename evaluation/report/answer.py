@@ -37,7 +37,7 @@ def _comparisons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return pairs
 
 
-def _n(rows: list[dict[str, Any]], task: str) -> str:
+def _n(rows: list[dict[str, Any] | None], task: str) -> str:
     counts = list(dict.fromkeys(r.get("n") for r in rows if r is not None))
     unit = N_UNIT.get(task, "queries")
     return " / ".join(f"{c:,}" if isinstance(c, int) else "?" for c in counts) + f" {unit}"

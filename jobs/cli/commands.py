@@ -241,7 +241,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     counts["unverifiable"] += 1
                     print(f"UNVERIFIED  {label}: manifest format {manifest.manifest_format} lists no files")
                     continue
-                problems = damage.problems if damage is not None else store.verify(manifest)
+                if manifest is None:  # its manifest could not be read: scan gives the damage found instead
+                    problems, files = (damage.problems if damage is not None else []), 0
+                else:
+                    problems, files = store.verify(manifest), len(manifest.contents)
                 if problems:
                     counts["damaged"] += 1
                     print(f"DAMAGED     {label}")
@@ -249,7 +252,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                         print(f"              {problem}")
                 else:
                     counts["intact"] += 1
-                    print(f"ok          {label}  ({len(manifest.contents)} files)")
+                    print(f"ok          {label}  ({files} files)")
     total = sum(counts.values())
     if total == 0:
         where = f"snapshot {args.snapshot!r}" if args.snapshot else "any snapshot"

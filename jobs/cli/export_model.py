@@ -58,21 +58,23 @@ def export_model(
         raise CiteflowError(
             f"snapshot {snapshot!r} has {len(versions)} {strategy} benchmarks: name one with --benchmark ({listed})"
         )
-    benchmark = versions[0]
+    chosen = versions[0]
     embedded = [
         store.read_manifest(snapshot, "embed_papers", item["version"])
-        for item in benchmark.inputs
+        for item in chosen.inputs
         if item.get("stage") == "embed_papers"
     ]
     trained = next((m for m in embedded if m is not None and m.metrics.get("model") == "trained"), None)
-    model = Path(trained.metrics.get("model_folder", "")) if trained else Path("/nonexistent")
-    if not (model / "config.json").is_file():
-        raise CiteflowError(f"benchmark {benchmark.version} has no trained model folder to export")
+    named_folder = trained.metrics.get("model_folder") if trained else None
+    model = Path(named_folder) if named_folder else None
+    if trained is None or model is None or not (model / "config.json").is_file():
+        raise CiteflowError(f"benchmark {chosen.version} has no trained model folder to export")
     folder = ExportFolder(out, overwrite=overwrite, kind="export-model")  # checked before any work
-    card = _card(store, snapshot, benchmark, trained, folder.target)
+    card = _card(store, snapshot, chosen, trained, folder.target)
     usage = usage_of(store.upstream(trained, "train_encoder").config.get("train_encoder", {}))
     dimension = json.loads((model / "config.json").read_text())["hidden_size"]
     with folder:
+        assert folder.staging is not None  # made as the folder was entered
         folder.copy_tree(model)  # copies of the committed files, never links into the artifact root
         # written here, not only copied: versions trained before citeflow wrote them have none
         write_sentence_transformers_files(folder.staging, **usage, dimension=dimension)

@@ -43,7 +43,7 @@ def audit_no_benchmark_papers(
     """Check `ids` (corpus ids) against the benchmark papers; raise on a hit in exclude mode."""
     mode = manifest.metrics.get("mode", "exclude")
     if isinstance(ids, (pa.Array, pa.ChunkedArray)):
-        values = ids.cast(pa.int64())
+        values = pc.cast(ids, pa.int64())
     else:
         values = pa.array(np.fromiter(ids, dtype=np.int64) if not isinstance(ids, np.ndarray) else ids.astype(np.int64))
     hits = pc.unique(values.filter(pc.is_in(values, value_set=benchmark_corpus_ids(manifest))))

@@ -103,12 +103,18 @@ def _ext(entry: dict, *keys: str) -> str | None:
     return None
 
 
-def _ext_columns(entries: list[dict], spelled: tuple[tuple[str, ...], ...]) -> list[list | None]:
-    """Per external id (its spellings in `spelled`), each entry's `_ext`; None for an id no entry can state
-    (no entry has one of its spellings or an external-ids object: SciDocs' own metadata has neither)."""
+def _ext_columns(
+    entries: list[dict], spelled: tuple[tuple[str, ...], ...]
+) -> tuple[list | None, list | None, list | None]:
+    """Per external id (its spellings in `spelled`: DOI, PubMed, arXiv), each entry's `_ext`; None for an id no
+    entry can state (no entry has one of its spellings or an external-ids object: SciDocs' own metadata has
+    neither)."""
     present = set().union(*map(dict.keys, entries)) if entries else set()
     holders = not present.isdisjoint(EXT_HOLDERS)
-    return [[_ext(e, *keys) for e in entries] if holders or not present.isdisjoint(keys) else None for keys in spelled]
+    doi, pubmed, arxiv = (
+        [_ext(e, *keys) for e in entries] if holders or not present.isdisjoint(keys) else None for keys in spelled
+    )
+    return doi, pubmed, arxiv
 
 
 def _metadata_rows(path: Path, task: str) -> Iterator[Chunk]:
@@ -175,7 +181,7 @@ def read_scidocs_beir(root: Path, task: str = "beir") -> Iterator[Chunk]:
         yield (ids, task, "queries", [entry.get("text") or entry.get("title") for entry in entries], None, None, None)
     for path in sorted(root.glob("corpus.jsonl*")):
         entries = list(_json_lines(path, "_id"))
-        metas = [entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {} for entry in entries]
+        metas = [meta if isinstance(meta := entry.get("metadata"), dict) else {} for entry in entries]
         titles = [entry.get("title") for entry in entries]
         ids = [str(entry["_id"]) for entry in entries]
         yield (ids, task, "corpus", titles, *_ext_columns(metas, LINE_EXT_KEYS))

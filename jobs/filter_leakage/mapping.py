@@ -76,6 +76,7 @@ def first_steps(ids: pa.Table, by_sha: pa.Table | None) -> pa.Table:
     table = pa.table({"id": ids["id"], "_cid": by_id, "_sha": pc.utf8_lower(trimmed)})
     if by_sha is None:
         by_sha = pa.table({"sha": pa.array([], pa.string()), "corpus_id": pa.array([], pa.int64())})
+    assert by_sha is not None  # pyarrow is compiled: a checker cannot see that pa.table returns a table
     joined = table.join(
         by_sha.rename_columns(["_sha", "_by_sha"]), keys="_sha", join_type="left outer", use_threads=False
     )
@@ -262,6 +263,7 @@ def leakage_report(rows: pa.Table, reach: pa.Table | None = None) -> pa.Table:
         reach = pa.table(
             {**{k: pa.array([], pa.string()) for k in keys}, **{c: pa.array([], pa.int64()) for c in REACH_COLUMNS}}
         )
+    assert reach is not None  # pyarrow is compiled: a checker cannot see that pa.table returns a table
     report = report.join(reach.select([*keys, *REACH_COLUMNS]), keys=keys, join_type="left outer", use_threads=False)
     report = pa.table(
         {n: pc.fill_null(report[n], 0) if n in REACH_COLUMNS else report[n] for n in [*names, *REACH_COLUMNS]}

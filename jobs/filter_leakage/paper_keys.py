@@ -116,7 +116,7 @@ def to_carry(
             graph = store.read_manifest(base["snapshot"], "build_graph", base["version"])
         except DamagedVersion as exc:
             why = f"its graph is damaged: {exc}"
-    if graph is None:
+    if graph is None or files is None:
         why = why or f"its graph, build_graph version {base['version']}, is gone"
     else:
         versions = [

@@ -215,9 +215,10 @@ def _both_sides(work, config: RunConfig, upstream: Manifest, paper_ids, source, 
             return None
         if paper_ids is not None:
             lines_path = posixpath.join(work.path, P.TABLE)
+            base, diff = paper_ids
             return {
                 "source": source,
-                "from_diff": P.write(spark, work.store, config, *paper_ids, lines_path, work.stage),
+                "from_diff": P.write(spark, work.store, config, base, diff, lines_path, work.stage),
             }
         # every line of the table, stored for the next release's diff, then looked up (one parse)
         parsed = R.parse_lines(spark.read.text(discover_jsonl(config.paper_ids)), PAPER_IDS_SCHEMA)

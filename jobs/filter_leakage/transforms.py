@@ -20,7 +20,8 @@ from citeflow.jobs.filter_leakage.mapping import EXTERNAL_STEPS, key_column
 from citeflow.text import fold_title
 
 
-@F.pandas_udf(T.StringType())
+# pyspark's stub has no overload for the one-argument form its own documentation uses (types from the hints)
+@F.pandas_udf(T.StringType())  # pyright: ignore[reportCallIssue]
 def fold_title_udf(titles):  # pandas Series -> Series; the fold the generator's truth uses too
     return titles.map(fold_title, na_action="ignore")
 
@@ -152,7 +153,7 @@ def reach(
     clean = ends.join(small(bench.withColumnRenamed("corpus_id", "citing")), "citing", "left_anti").join(
         small(bench.withColumnRenamed("corpus_id", "cited")), "cited", "left_anti"
     )
-    papers = _levels(near_members, F.countDistinct("corpus_id"), "one_hop_papers")
+    papers = _levels(near_members, F.count_distinct("corpus_id"), "one_hop_papers")
     edges = _edges_per_level(near_members, clean, "one_hop_edges", small)
     counts = counts.join(papers, keys, "full_outer").join(edges, keys, "full_outer").fillna(0)
     return counts, near.select("corpus_id").distinct()

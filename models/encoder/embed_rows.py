@@ -7,7 +7,7 @@ What embed_papers does to the benchmark's papers, and the benchmark to the paper
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,7 @@ class _Encoder:
         self.batch_size, self.length_grouping = batch_size, length_grouping
         self.tokens = {"real": 0, "padded": 0}
         self.seconds = 0.0
-        self.on_batch = lambda papers: None  # told the papers of each batch embedded
+        self.on_batch: Callable[[int], None] = lambda papers: None  # told the papers of each batch embedded
 
     def vectors(self, texts: list[str]):
         """Vectors of `texts`, embedded in batches of similar length (`length_grouping`) or in order."""

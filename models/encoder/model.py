@@ -20,6 +20,7 @@ import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, Literal, overload
 
 from citeflow.errors import CiteflowError
 
@@ -92,7 +93,11 @@ def check_weights(path: Path) -> None:
             ) from None
 
 
-def load(model_dir: str, *, tokenizer_only: bool = False):
+@overload
+def load(model_dir: str, *, tokenizer_only: Literal[True]) -> tuple[Any, None]: ...
+@overload
+def load(model_dir: str, *, tokenizer_only: Literal[False] = False) -> tuple[Any, Any]: ...
+def load(model_dir: str, *, tokenizer_only: bool = False) -> tuple[Any, Any]:
     """(tokenizer, model) from a local directory; nothing is fetched from a hub."""
     from transformers import AutoTokenizer
 
@@ -179,7 +184,7 @@ def build_small(
     """Train a WordPiece tokenizer on `texts`, build a seeded small BERT, save both under `out`."""
     import torch
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertConfig, BertModel, BertTokenizer  # transformers 5's fast one (was BertTokenizerFast)
 
     _quiet_transformers()
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -198,7 +203,7 @@ def build_small(
         pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
-    tokenizer = BertTokenizerFast(tokenizer_object=tok, do_lower_case=True, model_max_length=max_length)
+    tokenizer = BertTokenizer(tokenizer_object=tok, do_lower_case=True, model_max_length=max_length)
     config = BertConfig(
         vocab_size=tok.get_vocab_size(),
         hidden_size=hidden,

@@ -52,4 +52,4 @@ def apply() -> None:
     from torchbiggraph import schema
 
     schema.unpack_optional = unpack_optional
-    torch.serialization.add_safe_globals(pbg_rpc_types())
+    torch.serialization.add_safe_globals([*pbg_rpc_types()])  # a list of torch's own element type

@@ -36,6 +36,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -142,14 +143,15 @@ class _EdgeWriter:
                 continue
             b = int(bucket[start])
             hf = self._file(b // self.p, b % self.p)
-            n = hf["lhs"].shape[0]
+            n = dataset(hf, "lhs").shape[0]
             for name, values in (
                 ("lhs", lhs_o[start:end]),
                 ("rhs", rhs_o[start:end]),
                 ("rel", np.zeros(end - start, dtype=np.int64)),
             ):
-                hf[name].resize((n + end - start,))
-                hf[name][n:] = values
+                column = dataset(hf, name)
+                column.resize((n + end - start,))
+                column[n:] = values
 
     def close(self) -> dict[str, int]:
         counts = {}
@@ -162,6 +164,15 @@ class _EdgeWriter:
         return counts
 
 
+def dataset(hf: h5py.Group, name: str) -> h5py.Dataset:
+    """`hf[name]`, which in every PBG file citeflow reads or writes is a dataset (h5py types an item as a group, a
+    dataset or a named type)."""
+    found = hf[name]
+    if not isinstance(found, h5py.Dataset):
+        raise ValueError(f"{hf.file.filename}: {name} is not a dataset")
+    return found
+
+
 def _sort_bucket(hf: h5py.File) -> int:
     """Rewrite one bucket's edges in (lhs, rhs) order; returns its edge count.
 
@@ -169,18 +180,18 @@ def _sort_bucket(hf: h5py.File) -> int:
     once, is folded into it: 8 bytes per edge beside the column being written, less than PBG's trainer holds
     for the same bucket (lhs, rhs and rel tensors). Every edge has relation 0, so `rel` stays as written.
     """
-    n = int(hf["lhs"].shape[0])
+    n = int(dataset(hf, "lhs").shape[0])
     if n < 2:
         return n
-    rhs = hf["rhs"][...]
+    rhs = dataset(hf, "rhs")[...]
     width = int(rhs.max()) + 1
-    key = hf["lhs"][...]
+    key = dataset(hf, "lhs")[...]
     key *= width
     key += rhs
     del rhs
     key.sort()
-    hf["lhs"][...] = key // width
-    hf["rhs"][...] = key % width
+    dataset(hf, "lhs")[...] = key // width
+    dataset(hf, "rhs")[...] = key % width
     return n
 
 
@@ -232,7 +243,7 @@ def import_citations(
 
 def import_in_subprocess(
     citations: str | Path, out: str | Path, *, num_partitions: int, holdout: float, seed: int, log_path: Path
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """`import_citations` in a child process (`citeflow.process.run_child`); its counts. A failed child raises
     with its log's tail, which names the cause (`citeflow.errors.environment_cause` reads a full disk there)."""
     import sys
@@ -281,7 +292,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _environment_errno(exc: BaseException) -> int | None:
+def _environment_errno(exc: BaseException | None) -> int | None:
     """The errno of a machine-state failure anywhere in `exc`'s chain (HDF5 words a full disk as 'errno = 28' in
     a RuntimeError's text), else None."""
     import re
@@ -305,8 +316,8 @@ def read_edges(edges: str | Path, entities: str | Path, num_partitions: int) -> 
     for lp in range(num_partitions):
         for rp in range(num_partitions):
             with h5py.File(edges / f"edges_{lp}_{rp}.h5", "r") as hf:
-                lhs.append(hf["lhs"][:] + start[lp])
-                rhs.append(hf["rhs"][:] + start[rp])
+                lhs.append(dataset(hf, "lhs")[:] + start[lp])
+                rhs.append(dataset(hf, "rhs")[:] + start[rp])
     return np.concatenate(lhs), np.concatenate(rhs)
 
 

@@ -36,6 +36,7 @@ wait for it forever.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -45,6 +46,7 @@ import h5py
 import numpy as np
 
 from citeflow.errors import CiteflowError
+from citeflow.models.pbg.importer import dataset
 
 
 def pbg_config(
@@ -179,7 +181,7 @@ def load_embeddings(checkpoint: Path, entities: Path, num_partitions: int) -> tu
     for p in range(num_partitions):
         names = json.loads((entities / f"entity_names_paper_{p}.json").read_text())
         with h5py.File(checkpoint / f"embeddings_paper_{p}.v{version}.h5", "r") as hf:
-            emb = hf["embeddings"][:]
+            emb = dataset(hf, "embeddings")[:]
         if len(emb) != len(names):
             raise CiteflowError(f"partition {p}: {len(emb)} embeddings for {len(names)} entities")
         ids.append(np.asarray(names, dtype=np.int64))
@@ -223,7 +225,7 @@ def worker_initializer(seed: int, workers: int, rank: int = 0):
         slots.put(index)
     init = SubprocessInitializer()
     init.register(pbg_compat.apply)
-    init.register(_seed_worker, seed, slots, rank)
+    init.register(functools.partial(_seed_worker, seed, slots, rank))  # PBG types the function as taking none
     return init
 
 

@@ -143,7 +143,7 @@ def warm_init(cfg: EmbedGraphConfig, warm: Manifest, work: Path) -> dict[str, An
     ids = table.column("corpus_id").to_numpy()
     vectors = np.asarray(table.column("embedding").combine_chunks().flatten().to_numpy(), dtype=np.float32)
     vectors = vectors.reshape(len(ids), cfg.dimension)
-    extra = dict((part.strip() for part in item.split("=", 1)) for item in cfg.pbg)
+    extra = {key.strip(): value.strip() for key, value in (item.split("=", 1) for item in cfg.pbg)}
     scale = float(extra["init_scale"]) if "init_scale" in extra else pbg_init_scale()
     counts = write_init(
         work / "init", work / "entities", cfg.num_partitions, ids, vectors, init_scale=scale, seed=cfg.seed

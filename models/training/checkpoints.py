@@ -16,6 +16,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 
 def checkpoint_problem(folder: Path) -> str | None:
@@ -158,7 +159,9 @@ def truncate_log(path: Path, step: int) -> None:
     path.write_text("".join(line + "\n" for line in kept))
 
 
-def resume(work: Path, log: Path, state: tuple, rank: int, device, use_cuda: bool, total: int) -> int:
+def resume(
+    work: Path, log: Path, state: tuple[Any, Any, Any, Any], rank: int, device, use_cuda: bool, total: int
+) -> int:
     """The step to start from: the newest complete checkpoint's, loaded into `state` (model, optimizer,
     scheduler, scaler), or 0. A damaged checkpoint, or one that does not load, is moved aside; the `log` rows
     after the step are dropped (all of them when the run starts afresh)."""

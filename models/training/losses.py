@@ -13,11 +13,15 @@ from typing import Protocol
 
 
 class LossSettings(Protocol):
-    """What `loss_of` reads (a `citeflow.models.training.train.TrainSpec` has it)."""
+    """What `loss_of` reads (a `citeflow.models.training.train.TrainSpec` has it), as read-only properties: the
+    fields of a frozen dataclass satisfy those, not writable attributes."""
 
-    loss: str
-    margin: float
-    scale: float
+    @property
+    def loss(self) -> str: ...
+    @property
+    def margin(self) -> float: ...
+    @property
+    def scale(self) -> float: ...
 
 
 def triplet_loss(query, positive, negative, margin: float):

@@ -20,17 +20,27 @@ GPU_PAD_MULTIPLE = 64
 
 
 class PlanSettings(Protocol):
-    """What the plan reads (a `citeflow.models.training.train.TrainSpec` has it)."""
+    """What the plan reads (a `citeflow.models.training.train.TrainSpec` has it), as read-only properties: the
+    fields of a frozen dataclass satisfy those, not writable attributes."""
 
-    epochs: int
-    max_steps: int
-    batch_size: int
-    per_device_batch: int
-    seed: int
-    length_grouping: bool
-    length_group_batches: int
-    length_pieces: int
-    pad_to_multiple: int
+    @property
+    def epochs(self) -> int: ...
+    @property
+    def max_steps(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def per_device_batch(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def length_grouping(self) -> bool: ...
+    @property
+    def length_group_batches(self) -> int: ...
+    @property
+    def length_pieces(self) -> int: ...
+    @property
+    def pad_to_multiple(self) -> int: ...
 
 
 def steps_per_epoch(triplets: int, batch_size: int) -> int:
@@ -115,7 +125,7 @@ class StepPlan:
 
     def orders(self, announce: bool):
         """(step, epoch, order) for each step from `start` on, computing each epoch's order once."""
-        current, order = -1, None
+        current, order = -1, np.empty(0, dtype=np.int64)  # replaced at the first step: no epoch is -1
         lengths = self.paper_lengths.max(axis=1)  # a micro-batch is padded to its longest paper
         for step in range(self.start, self.total):
             epoch = step // self.per_epoch

@@ -200,7 +200,7 @@ def train(spec: TrainSpec) -> None:
                 now = time.monotonic()
                 seconds, last = now - last, now
                 done = step + 1
-                log.add(plan.row(step, epoch, order, scheduler.get_last_lr()[0], seconds), total_loss, grad_norm)
+                log.add(plan.row(step, epoch, order, float(scheduler.get_last_lr()[0]), seconds), total_loss, grad_norm)
                 checkpoint_now = done % spec.checkpoint_every == 0 and done < plan.total
                 if done % spec.log_every == 0 or checkpoint_now or done == plan.total or faults_armed():
                     log.flush()

@@ -80,7 +80,7 @@ def hashed_sample(ids: np.ndarray, size: int, seed: int, salt: int) -> np.ndarra
 
 
 def _uniform_positions(
-    seed: int, salt: int, query_ids: np.ndarray, slot: np.ndarray, round_: int, pool_size: int
+    seed: int, salt: int, query_ids: np.ndarray, slot: np.ndarray | int, round_: int, pool_size: int
 ) -> np.ndarray:
     return (hash64(seed, salt, query_ids, slot, round_) % np.uint64(pool_size)).astype(np.int64)
 

@@ -1,5 +1,5 @@
-"""The local Spark driver's JVM start: its settings in a properties file only this user can read, and what it
-prints outside log4j into the run's log.
+"""The local Spark driver's JVM start (its settings in a properties file only this user can read, and what it
+prints outside log4j into the run's log) and its stop.
 
 The one module besides `class_archive.py` that reaches pyspark's SparkContext: a Spark Connect session has no
 JVM in this process, so stage code never comes here (`tests/unit/spark/test_connect_api.py`).
@@ -8,8 +8,10 @@ JVM in this process, so stage code never comes here (`tests/unit/spark/test_conn
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shlex
+import subprocess
 import sys
 import threading
 
@@ -17,6 +19,9 @@ from citeflow.errors import CiteflowError
 
 SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"  # pyspark's spark-submit arguments for the JVM it starts
 _launching = threading.Lock()
+# How long `stop_driver` waits for the JVM to exit (it writes its class archive then, when asked to:
+# class_archive.py) before it kills it.
+JVM_EXIT_WAIT_S = 60.0
 
 
 def launch_driver(settings: dict[str, str]) -> None:
@@ -81,3 +86,58 @@ def properties_text(props: dict[str, str]) -> str:
             raise CiteflowError(f"the Spark setting {key} holds a line break")
         lines.append(f"{key}={value}".replace("\\", "\\\\"))
     return "\n".join(lines) + "\n"
+
+
+def driver_running() -> bool:
+    """Whether this process has a local Spark driver: a SparkContext, or pyspark's JVM. Never imports pyspark."""
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None or SparkContext._gateway is not None
+
+
+def stop_driver(wait_s: float = JVM_EXIT_WAIT_S) -> bool:
+    """Stop this process's local Spark session and the JVM pyspark started for it; True when there was one.
+
+    A JVM this process did not start (pyspark given one through `PYSPARK_GATEWAY_PORT`, as under spark-submit) is
+    left running: its session is stopped, the JVM is its starter's."""
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    stopped = False
+    context = SparkContext._active_spark_context
+    if context is not None:
+        session = SparkSession.getActiveSession()
+        if session is not None:
+            session.stop()  # the context, and the JVM's record of the session
+        else:
+            context.stop()
+        stopped = True
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if gateway is not None and process is not None:
+        _end_jvm(gateway, process, wait_s)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        stopped = True
+    return stopped
+
+
+def _end_jvm(gateway, process: subprocess.Popen, wait_s: float) -> None:
+    """End pyspark's JVM: its Py4J connections closed, then its standard input, at whose end the gateway server
+    exits (as it does when this process exits); killed if it is still there after `wait_s`."""
+    try:
+        gateway.shutdown()
+    except Exception as exc:  # a JVM that died already: nothing left to close
+        logging.getLogger("citeflow").debug("Py4J gateway not shut down cleanly", exc_info=exc)
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        process.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        logging.getLogger("citeflow").warning("Spark's JVM did not exit within %.0f s of its stop: killed", wait_s)
+        process.kill()
+        process.wait()

@@ -29,7 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from citeflow.config import SparkConfig
 from citeflow.errors import CiteflowError
-from citeflow.spark.engine.driver import launch_driver
+from citeflow.spark.engine.driver import driver_running, launch_driver, stop_driver
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -314,7 +314,7 @@ def _connect(config: SparkConfig, app_name: str):
     from pyspark.sql import SparkSession
 
     settings = {**SESSION_SQL, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)}
-    settings.update(item.split("=", 1) for item in config.conf)
+    settings.update((key, value) for key, value in (item.split("=", 1) for item in config.conf))
     builder = SparkSession.builder.remote(config.remote)
     for key, value in settings.items():
         builder = builder.config(key.strip(), value.strip())
@@ -331,12 +331,36 @@ def _connect(config: SparkConfig, app_name: str):
             f"{str(exc).strip().splitlines()[0][:300]}"
         ) from None
     _release_at_exit(spark)
+    if all(held is not spark for held in _connect_sessions):  # each stage of a run is handed the same session
+        _connect_sessions.append(spark)
     return spark
 
 
 # How long a Spark Connect client that exits waits for the server to release its session (`_release_at_exit`).
 RELEASE_WAIT_S = 10.0
 _releasing: set[int] = set()  # the sessions `_release_at_exit` will release, by id()
+_connect_sessions: list[Any] = []  # the Spark Connect sessions `_connect` opened and `stop_spark` has not released
+
+
+def spark_held() -> bool:
+    """Whether this process holds a Spark session: a local driver's (`driver.driver_running`), or a Spark Connect
+    session it opened. Never imports pyspark itself."""
+    return bool(_connect_sessions) or driver_running()
+
+
+def stop_spark() -> bool:
+    """Stop this process's Spark session and the local driver's JVM that pyspark started for it
+    (`driver.stop_driver`); True when there was one. A Spark Connect session is released on its server instead
+    (`_release`). A later `get_spark` starts afresh.
+
+    `citeflow run` calls it once the last stage that needs Spark is done (jobs/pipeline.py): the driver's JVM keeps
+    its heap (`spark.driver_memory`) until it exits, so it would otherwise hold gigabytes idle through embedding,
+    mining and training."""
+    stopped = False
+    while _connect_sessions:
+        _release(_connect_sessions.pop())
+        stopped = True
+    return stop_driver() or stopped
 
 
 def _release_at_exit(spark) -> None:

@@ -587,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     write the releases and print where (every HepthConfig field is an option, help text from its metadata)."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tests.support.hepth", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.support.hepth", description=(__doc__ or "").split("\n\n")[0])
     for f in dataclasses.fields(HepthConfig):
         if f.name == "years":
             parser.add_argument("--years", type=lambda s: tuple(int(y) for y in s.split(",")), help=f.metadata["help"])

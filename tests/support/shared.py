@@ -5,11 +5,12 @@ one is a broken setup, not a reason to skip."""
 from __future__ import annotations
 
 import os
+from typing import NoReturn
 
 import pytest
 
 
-def missing(message: str) -> None:
+def missing(message: str) -> NoReturn:
     """Skip (module-level calls included), or fail where `CI=true`; never returns."""
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{message} (CI=true: the shared inputs must be there)", pytrace=False)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.install import REPO, installed_folders
+
 LAYER = {
     "dags": 4,
     "cockpit": 3,
@@ -28,15 +29,6 @@ LAYER = {
     "synthcorpus": 1,
     "citeflow": 0,
 }
-
-
-def installed_folders() -> tuple[str, ...]:
-    """The folders setup.py installs as `citeflow.<folder>`: its `FOLDERS`, read from its source (running it
-    would build)."""
-    for node in ast.parse((REPO / "setup.py").read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "FOLDERS" for t in node.targets):
-            return tuple(ast.literal_eval(node.value))
-    raise AssertionError("setup.py states no FOLDERS")
 
 
 FOLDERS = installed_folders()

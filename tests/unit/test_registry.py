@@ -195,6 +195,48 @@ def test_the_runner_resolves_each_stage_once_and_hands_it_its_upstream(monkeypat
             assert base.upstream["train_encoder"] is by[("train_encoder", m.strategy)]
 
 
+def test_the_runner_stops_the_spark_session_it_started_after_the_last_spark_stage(monkeypatch):
+    """As the last stage the registry marks `spark` ends, before the next one starts; a session the process held
+    before the run (a notebook's, a test's) is left to its owner."""
+    from citeflow.spark.engine import session
+
+    events: list[str] = []
+
+    def entry(self):
+        def run_on(ctx):
+            events.append(self.name)
+            return FakeManifest(self.name, None, ctx.config.embed_papers.model, dict(ctx.inputs))
+
+        return run_on
+
+    monkeypatch.setattr(Stage, "entry", entry)
+    monkeypatch.setattr(Stage, "check", lambda self, config: None)
+    monkeypatch.setattr(pipeline, "preflight", lambda config, stages: None)
+    monkeypatch.setattr(session, "stop_spark", lambda: events.append("stop spark") or True)
+    config = RunConfig(snapshot="s", corpus="c", scidocs="d")
+    for held, expected in (
+        (False, ["build_graph", "filter_leakage", "stop spark", "embed_graph", "mine_triplets"]),
+        (True, ["build_graph", "filter_leakage", "embed_graph", "mine_triplets"]),
+    ):
+        events.clear()
+        monkeypatch.setattr(session, "spark_held", lambda held=held: held)
+        pipeline.run_pipeline(config, until="mine_triplets", report=lambda line: None)
+        assert events == expected
+
+
+@pytest.mark.parametrize("name", STAGES)
+def test_a_stage_is_marked_spark_exactly_when_its_code_starts_a_session(name):
+    """`Stage.spark` against the stage's own code (its module, or its package's modules): `get_spark` is how a
+    stage starts its session, so the runner can stop it after the last one that does."""
+    from pathlib import Path
+
+    module = importlib.import_module(REGISTRY[name].module)
+    path = Path(str(module.__file__)).resolve()
+    files = sorted(path.parent.glob("*.py")) if path.name == "__init__.py" else [path]
+    starts = any("get_spark" in file.read_text() for file in files)
+    assert REGISTRY[name].spark == starts
+
+
 def test_a_stage_run_alone_resolves_its_upstream_first(monkeypatch):
     calls = []
 

@@ -609,3 +609,26 @@ def test_the_local_drivers_jvm_gets_its_settings_in_a_private_file_not_on_its_co
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+def test_stop_spark_ends_the_session_and_the_jvm_this_process_started():
+    """In a process of its own (this one shares the test session's JVM): a local session started, used, stopped;
+    its JVM, a child of that process, has exited by the time `stop_spark` returns."""
+    import subprocess
+    import sys
+
+    script = """
+import os
+from pyspark import SparkContext
+from citeflow.config import SparkConfig
+from citeflow.spark.engine.session import get_spark, spark_held, stop_spark
+spark = get_spark(SparkConfig(driver_memory="512m", shuffle_partitions=1, class_archive="off"), "stop-test")
+assert spark.range(3).count() == 3 and spark_held()
+jvm = SparkContext._gateway.proc.pid
+assert os.path.exists(f"/proc/{jvm}")
+assert stop_spark() and not spark_held() and not stop_spark()
+print("jvm", jvm, "alive" if os.path.exists(f"/proc/{jvm}") else "gone")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "gone", done.stdout
