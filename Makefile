@@ -4,6 +4,7 @@
 #   make test-fast  the unit tests that start no Spark JVM and no child training
 #   make airflow  start Airflow locally (standalone, SQLite, sized for 2 cores) with citeflow's DAGs and the demo's runs;
 #                 prints URL and login
+#   make deploy   citeflow's DAGs as teams deploy Airflow: PostgreSQL, Redis, Celery workers on citeflow's queues
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -23,7 +24,7 @@ TEST_WORKERS ?= 2
 AIRFLOW_DEMO_HOME := $(abspath $(DEMO))/airflow
 LOCAL_AIRFLOW := CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m citeflow.cockpit.local_airflow --home $(AIRFLOW_DEMO_HOME)
 
-.PHONY: install demo demo-cli airflow test test-long test-all test-fast lint format bench lock clean-demo FORCE
+.PHONY: install demo demo-cli airflow deploy test test-long test-all test-fast lint format bench lock clean-demo FORCE
 
 $(STAMP): setup.cfg setup.py pyproject.toml requirements.lock
 	@command -v java >/dev/null || { echo "citeflow needs Java 17+ for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -69,6 +70,13 @@ demo-cli: install
 # started).
 airflow: install
 	$(LOCAL_AIRFLOW)
+
+# The deployed shape on this machine (docs/airflow.md, "Deploying citeflow's DAGs"): PostgreSQL and Redis of
+# their own in $(DEMO)/deploy on free ports, Airflow's components and three Celery workers (default, gpu, PBG
+# ranks); Ctrl-C stops every process it started. DEPLOY_ARGS: e.g. --port 8081, --worker NAME=QUEUE:SLOTS.
+DEPLOY_ARGS ?=
+deploy: install
+	CITEFLOW_HOME=$(abspath $(DEMO)) $(BIN)/python -m citeflow.cockpit.deployment --home $(abspath $(DEMO))/deploy $(DEPLOY_ARGS)
 
 PYTEST := $(BIN)/python -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile
 

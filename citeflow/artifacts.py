@@ -51,6 +51,7 @@ from citeflow.manifest import (
     Manifest,
     sha256_of,
 )
+from citeflow.process import fault_point
 from citeflow.tables import LEGACY_DELETED, data_files, legacy_deletions, link_file
 
 HASH_CHUNK = 1 << 20
@@ -404,6 +405,7 @@ class ArtifactStore:
                 fh.write(payload)
                 fh.flush()
                 os.fsync(fh.fileno())
+            fault_point("manifest-staged")
             os.replace(tmp, final)
         else:
             with self.fs.open_output_stream(tmp) as fh:

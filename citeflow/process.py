@@ -30,9 +30,15 @@ distributed ranks must end (PBG's ranks wait forever for a peer that died).
 read, removed when the block ends, so that nothing secret is on a command line (every local user reads any
 process's `/proc/PID/cmdline`, e.g. with `ps`).
 
-`fault_point(name)` is the fault-injection hook of `tests/faults/`: the process SIGKILLs itself when the
-environment variable CITEFLOW_FAULT_KILL equals `name`. Reads and writes only what COMMAND does, plus the
-log file it is given.
+`die_with_parent()` is the same promise for a process someone else started: an Airflow task process (forked by
+its worker's task supervisor) dies when that supervisor dies, as when its whole worker is killed, so that no
+orphan goes on writing into a version whose retry runs elsewhere.
+
+`fault_point(name)` is the fault-injection hook of the tests: the process SIGKILLs itself when the environment
+variable CITEFLOW_FAULT_KILL equals `name`; or, when CITEFLOW_FAULT_FILE names a file that holds `name`, the
+first process to reach that point claims the file (renames it to `FILE.<pid>`) and stops itself (SIGSTOP),
+held there for a test to kill whatever it means to kill around it (a whole worker). Reads and writes only what
+COMMAND does, plus the log file it is given (and the fault file).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from pathlib import Path
 from typing import cast
 
 FAULT_ENV = "CITEFLOW_FAULT_KILL"
+FAULT_FILE_ENV = "CITEFLOW_FAULT_FILE"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -65,9 +72,31 @@ def faults_armed() -> bool:
 
 
 def fault_point(name: str) -> None:
-    """Fault injection for tests: SIGKILL this process here when CITEFLOW_FAULT_KILL names this point."""
+    """Fault injection for tests: SIGKILL this process here when CITEFLOW_FAULT_KILL names this point; stop it
+    here (SIGSTOP) when the file CITEFLOW_FAULT_FILE names this point and this process is the first to claim it."""
     if os.environ.get(FAULT_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    armed = os.environ.get(FAULT_FILE_ENV)
+    if armed and _claim(armed, name):
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _claim(path: str, name: str) -> bool:
+    """Whether the fault file at `path` names `name` and this process took it (one rename wins)."""
+    try:
+        with open(path) as fh:
+            if fh.read().strip() != name:
+                return False
+        os.rename(path, f"{path}.{os.getpid()}")
+    except OSError:
+        return False
+    return True
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> bool:
+    """Have the kernel send `sig` to this process when its parent (the process that forked it) dies: Linux's
+    `PR_SET_PDEATHSIG`. False where the kernel has no such promise."""
+    return _prctl(PR_SET_PDEATHSIG, sig)
 
 
 @contextlib.contextmanager
@@ -108,18 +137,14 @@ def _exited(pid: int, state: str) -> bool:
         return True
 
 
-def descendants(root: int) -> list[int]:
-    """Pids of every live descendant of `root` (from /proc's parent pids; [] without /proc).
-
-    The walk goes through zombie entries too: a process whose main thread has exited shows as a zombie while
-    its other threads, and the children it started, live on.
-    """
+def _family_tree() -> tuple[dict[int, list[int]], set[int]]:
+    """Every process's children (by parent pid, from /proc) and the pids that are gone but not yet reaped."""
     children: dict[int, list[int]] = {}
     exited: set[int] = set()
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
+        return children, exited
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -133,6 +158,22 @@ def descendants(root: int) -> list[int]:
         if _exited(pid, fields[0]):
             exited.add(pid)
         children.setdefault(int(fields[1]), []).append(pid)
+    return children, exited
+
+
+def children_of(pid: int) -> list[int]:
+    """Pids of the live processes whose parent is `pid`."""
+    children, exited = _family_tree()
+    return [child for child in children.get(pid, []) if child not in exited]
+
+
+def descendants(root: int) -> list[int]:
+    """Pids of every live descendant of `root` (from /proc's parent pids; [] without /proc).
+
+    The walk goes through zombie entries too: a process whose main thread has exited shows as a zombie while
+    its other threads, and the children it started, live on.
+    """
+    children, exited = _family_tree()
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):

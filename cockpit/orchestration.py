@@ -49,6 +49,7 @@ DAG files every few seconds. Stage code (pyspark, torch, ...) is imported inside
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Callable
 from typing import Any
@@ -56,7 +57,15 @@ from typing import Any
 from airflow.sdk import Asset, get_current_context, task, task_group
 
 from citeflow.cockpit.run_settings import run_config
-from citeflow.cockpit.settings import GPU_POOL, GPU_QUEUE, PBG_POOL, PBG_QUEUE, PBG_RANK_QUEUE
+from citeflow.cockpit.settings import (
+    GPU_POOL,
+    GPU_QUEUE,
+    PBG_POOL,
+    PBG_QUEUE,
+    PBG_RANK_QUEUE,
+    TASK_RETRIES,
+    TASK_RETRY_DELAY_S,
+)
 from citeflow.registry import REGISTRY, REPORTS, STAGES, STRATEGIES, Stage
 
 # Manifest metrics an Asset event carries first (the rest of the scalar metrics follow, up to HEADLINE_MAX).
@@ -91,6 +100,23 @@ HEADLINE_FIRST = (
     "bootstrap.seed",
 )
 HEADLINE_MAX = 20
+
+
+def task_defaults() -> dict[str, Any]:
+    """The `default_args` of citeflow's DAGs: every task retried (`TASK_RETRIES`, `TASK_RETRY_DELAY_S`), since a
+    stage task may be retried whole: the stage skips what is committed, its lease is taken over from a holder
+    that died, and training resumes from its last checkpoint."""
+    return {"retries": TASK_RETRIES, "retry_delay": datetime.timedelta(seconds=TASK_RETRY_DELAY_S)}
+
+
+def _bound_to_worker() -> None:
+    """This task process dies with the worker's process that supervises it. Airflow starts a task in a process
+    group of its own, so a worker killed as a whole (its machine lost, its group SIGKILLed) would otherwise leave
+    the task running on as an orphan: holding its version's lease (so the retry waits for it) and writing into
+    the folder a retry builds in. Its own children (Spark's JVM, the training guard) die with it in turn."""
+    from citeflow.process import die_with_parent
+
+    die_with_parent()
 
 
 def stage_asset(stage: str) -> Asset:
@@ -169,6 +195,7 @@ def run_stage_task(
     from citeflow.jobs.pipeline import MissingInput, run_handed, with_strategy
     from citeflow.redaction import redact
 
+    _bound_to_worker()
     context = get_current_context()
     try:
         config = run_config(settings)
@@ -274,6 +301,7 @@ def run_report_task(name: str, settings: dict[str, Any], strategy: str) -> dict[
     from citeflow.artifacts import ArtifactStore
     from citeflow.errors import CiteflowError
 
+    _bound_to_worker()
     report = importlib.import_module(REPORTS[name].module)
     context = get_current_context()
     try:
@@ -308,6 +336,7 @@ def run_rank_task(settings: dict[str, Any], rank: int) -> dict[str, Any]:
     from citeflow.errors import CiteflowError
     from citeflow.jobs.pipeline import MissingInput, follow_rank
 
+    _bound_to_worker()
     try:
         config = run_config(settings)
         leakage = handed_versions("embed_graph", config, get_current_context()["ti"])["filter_leakage"]

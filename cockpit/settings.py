@@ -22,6 +22,12 @@ PBG_CONN_ID = os.environ.get("CITEFLOW_PBG_CONN_ID", "pbg_rendezvous")
 # The Airflow Variable listing the folders a DAG run may read inputs from (comma-separated); unset: the demo's.
 INPUT_ROOTS_VARIABLE = os.environ.get("CITEFLOW_INPUT_ROOTS_VARIABLE", "citeflow_input_roots")
 
+# Retries of every task of citeflow's DAGs: a task that ends for a reason a retry can mend (its worker died, the
+# holder of a lease it waited for vanished, a filesystem hiccup) runs again; stages are idempotent and resume
+# (a killed training from its last checkpoint). A user's mistake fails at once, without retries.
+TASK_RETRIES = int(os.environ.get("CITEFLOW_TASK_RETRIES", "2"))
+TASK_RETRY_DELAY_S = float(os.environ.get("CITEFLOW_TASK_RETRY_DELAY_S", "30"))
+
 # (name, slots, description) of each pool, as `airflow pools set` takes them.
 POOLS = (
     (GPU_POOL, "1", "citeflow encoder training"),

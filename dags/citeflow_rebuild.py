@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from airflow.sdk import dag, get_current_context, task
 
-from citeflow.cockpit.orchestration import check_settings, stage_tasks
+from citeflow.cockpit.orchestration import check_settings, stage_tasks, task_defaults
 from citeflow.cockpit.params import demo_root, rebuild_params
 from citeflow.cockpit.run_settings import ensure_demo_snapshot, settings_from_params
 
@@ -25,6 +25,7 @@ DEMO = demo_root(__file__)
     params=rebuild_params(DEMO),
     tags=["citeflow"],
     doc_md=__doc__,
+    default_args=task_defaults(),
     max_active_runs=1,
 )
 def citeflow_rebuild():

@@ -19,7 +19,7 @@ import os
 
 from airflow.sdk import dag, get_current_context, task
 
-from citeflow.cockpit.orchestration import check_settings, stage_tasks
+from citeflow.cockpit.orchestration import check_settings, stage_tasks, task_defaults
 from citeflow.cockpit.params import demo_root, release_params
 from citeflow.cockpit.run_settings import settings_from_params
 
@@ -35,6 +35,7 @@ RELEASES_ROOT = os.environ.get("CITEFLOW_RELEASES", os.path.join(DEMO, "releases
     params=release_params(DEMO, RELEASES_ROOT),
     tags=["citeflow"],
     doc_md=__doc__,
+    default_args=task_defaults(),
     max_active_runs=1,
 )
 def citeflow_releases():

@@ -258,6 +258,8 @@ def _build_in(
     _plot(rows, curve, kept, path / "training_loss.png", config.snapshot, triplets.metrics["strategy"])
     shutil.copy(work / "train.log", path / "train.log")
     shutil.rmtree(work, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        work.parent.rmdir()  # `.work`, when no other version's work is in it: a finished stage leaves none
     return _metrics(cfg, triplets, leakage, audit, rows, nproc, resumed, warm) | _curve_metrics(cfg, curve, kept)
 
 

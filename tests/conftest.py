@@ -42,6 +42,7 @@ FIXTURE_GROUPS = {
 # order only shortens its tail. A scope not listed keeps its place after these;
 # `tests/unit/test_suite_groups.py` checks that every one listed exists.
 SCOPE_SECONDS = {
+    "tests/e2e/test_deployment.py": 1690,
     "tests/e2e/test_real_encoder_wins.py": 1050,
     "world": 937,
     "airflow": 902,
@@ -68,11 +69,12 @@ SCOPE_SECONDS = {
 # The scopes `make test` leaves to `make test-long` (marked `long`): the whole pipeline through Airflow, the
 # 20k-paper chain, the fault suite's world, the release-diff oracles, distributed PBG, the real releases (the
 # backfill, and HEP-Th's release 2 from its diff), the Spark cluster / Connect runs, the real encoder's win on
-# held-out citations, the two bench smoke tests that run whole pipelines (the incremental bench: two builds
-# of a release and a PBG warm start; the real-encoder bench) and the run whose processes are watched for a JVM
-# left after its Spark stages (the memory bench's smoke test). Each builds whole pipelines or starts several JVMs,
-# and together they are three quarters of the suite's CPU time: with them `make test` would not fit in 15
-# minutes on 2 cores. CI (.ci/run) runs both tiers, so no bench can rot unseen.
+# held-out citations, the deployment (PostgreSQL, Redis and Celery workers: the rebuild routed to its queues,
+# workers killed, a backfill of three releases at once), the two bench smoke tests that run whole pipelines (the
+# incremental bench: two builds of a release and a PBG warm start; the real-encoder bench) and the run whose
+# processes are watched for a JVM left after its Spark stages (the memory bench's smoke test). Each builds whole
+# pipelines or starts several JVMs, and together they are three quarters of the suite's CPU time: with them
+# `make test` would not fit in 15 minutes on 2 cores. CI (.ci/run) runs both tiers, so no bench can rot unseen.
 LONG_SCOPES = frozenset(
     {
         "world",
@@ -85,6 +87,7 @@ LONG_SCOPES = frozenset(
         "tests/e2e/test_spark_cluster.py",
         "tests/e2e/test_pipeline_spark.py",
         "tests/e2e/test_real_encoder_wins.py",
+        "tests/e2e/test_deployment.py",
         "tests/unit/test_bench_incremental.py",
         "tests/unit/test_bench_real_encoder.py",
     }

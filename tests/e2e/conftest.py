@@ -135,3 +135,98 @@ def seeded_artifacts(airflow_rebuild, tmp_path) -> Path:
     target = tmp_path / "artifacts"
     shutil.copytree(airflow_rebuild.artifacts, target)
     return target
+
+
+# The trigger conf's settings of the runs on the deployment (tests/e2e/test_deployment.py): the fast settings,
+# distributed PBG over two ranks (which needs four partitions) for the mining run only, a checkpoint every 4
+# training steps.
+DEPLOYED_OVERRIDES = [
+    *FAST_OVERRIDES,
+    "embed_graph.num_partitions=4",
+    "embed_graph.machines=2",
+    "embed_graph.link_prediction=false",
+    "train_encoder.checkpoint_every=4",
+]
+
+
+@pytest.fixture(scope="session")
+def deployed_encoder(generated_s2orc, tmp_path_factory) -> Path:
+    """A small encoder folder every train_encoder run on the deployment starts from (the trigger form's encoder
+    field), so that a training repeats bit for bit. With `model=small` the stage trains a WordPiece vocabulary
+    first, and on a few hundred texts the tokens tied at its size limit are chosen in hash-map order: another
+    vocabulary (so another model) in another process."""
+    import contextlib
+    import gzip
+
+    from citeflow.models.encoder.model import build_small, paper_text
+
+    snap, _ = generated_s2orc
+    papers = []
+    with gzip.open(sorted((snap / "corpus" / "metadata").glob("*.jsonl.gz"))[0], "rt", errors="replace") as fh:
+        for line in fh:
+            with contextlib.suppress(ValueError):  # the generator's deliberately broken records
+                papers.append(json.loads(line))
+    folder = tmp_path_factory.mktemp("deployed-encoder") / "small"
+    texts = (paper_text(p.get("title") or "", p.get("abstract") or "", "") for p in papers if isinstance(p, dict))
+    build_small(texts, folder, vocab_size=2000, hidden=32, layers=1, heads=2, intermediate=64, max_length=32, seed=0)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def deployment():
+    """The deployment launcher's Airflow (PostgreSQL, Redis, Celery workers on citeflow's queues) in a home of
+    its own, shared by the tests of tests/e2e/test_deployment.py; stopped as a user stops it, and nothing it
+    started may outlive it."""
+    from tests.e2e.deployment import DeployedAirflow, deployment_root, remove_root
+
+    root = deployment_root()
+    try:
+        handle = DeployedAirflow.start(root)
+        try:
+            handle.rest().wait_for_dag("citeflow_rebuild")
+            yield handle
+        finally:
+            handle.stop()
+    finally:
+        remove_root(root)
+
+
+@dataclass(frozen=True)
+class DeployedRebuild:
+    """Two triggers of `citeflow_rebuild` for one snapshot, sent through the REST API at once: their run ids
+    (in the order sent), conf, and the runs as the API reports them once finished."""
+
+    run_ids: tuple[str, str]
+    conf: dict
+    runs: tuple[dict, dict]
+    seconds: float
+
+    @property
+    def artifacts(self) -> Path:
+        return Path(self.conf["artifacts"])
+
+
+@pytest.fixture(scope="session")
+def deployed_rebuild(deployment, generated_s2orc, deployed_encoder, tmp_path_factory) -> DeployedRebuild:
+    """The rebuild on the deployment, triggered twice at once for the same snapshot: the first builds every
+    stage, the second waits for it (the DAG runs one run at a time) and then finds every stage up to date."""
+    import time
+
+    snap, _ = generated_s2orc
+    conf = {
+        "snapshot": "deployed",
+        "corpus": str(snap / "corpus"),
+        "scidocs": str(snap / "scidocs"),
+        "paper_ids": str(snap / "paper-ids"),
+        "artifacts": str(tmp_path_factory.mktemp("deployed") / "artifacts"),
+        "triplet_strategy": "scincl",
+        "model": str(deployed_encoder),
+        "overrides": DEPLOYED_OVERRIDES,
+    }
+    rest = deployment.rest()
+    run_ids = ("deployed-1", "deployed-2")
+    t0 = time.monotonic()
+    for run_id in run_ids:
+        rest.trigger("citeflow_rebuild", run_id, conf)
+    runs = tuple(rest.wait_for_run("citeflow_rebuild", run_id, timeout=40 * 60) for run_id in run_ids)
+    return DeployedRebuild(run_ids, conf, runs, time.monotonic() - t0)

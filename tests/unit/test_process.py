@@ -174,3 +174,52 @@ def test_run_together_returns_when_all_succeed_and_stops_all_when_watch_raises(t
     with pytest.raises(RuntimeError, match="peer gone"):
         run_together([[sys.executable, "-c", FAMILY]], log_paths=[tmp_path / "3"], env=tagged_env(tag), watch=watch)
     assert wait_until(lambda: processes_with_token(tag) == [])
+
+
+def test_an_armed_fault_file_stops_the_first_process_at_its_point_once(tmp_path):
+    fault = tmp_path / "fault"
+    fault.write_text("manifest-staged")
+    code = "from citeflow.process import fault_point; fault_point('other'); fault_point('manifest-staged'); print('on')"
+    env = {**tagged_env(uuid.uuid4().hex), "CITEFLOW_FAULT_FILE": str(fault)}
+    first = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        claimed = tmp_path / f"fault.{first.pid}"
+        assert wait_until(claimed.exists), list(tmp_path.iterdir())
+        assert wait_until(lambda: open(f"/proc/{first.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T")
+        assert not fault.exists()
+        # the file is claimed: the next process passes the point
+        second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 0 and second.stdout.strip() == "on", second.stderr
+    finally:
+        first.kill()
+        first.wait()
+    assert first.returncode == -signal.SIGKILL
+
+
+def test_a_process_bound_to_its_parent_dies_with_it(tmp_path):
+    """die_with_parent: the parent SIGKILLed, its child (in a process group of its own, as Airflow starts a
+    task) is killed by the kernel; unbound, the same child lives on as an orphan."""
+    child = "import time; from citeflow.process import die_with_parent; {} time.sleep(60)"
+    parent = textwrap.dedent(
+        """
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], start_new_session=True)
+        print(child.pid, flush=True)
+        time.sleep(60)
+        """
+    )
+    for bound, survives in (("die_with_parent();", False), ("", True)):
+        env = tagged_env(uuid.uuid4().hex)
+        process = subprocess.Popen(
+            [sys.executable, "-c", parent, child.format(bound)], env=env, stdout=subprocess.PIPE, text=True
+        )
+        pid = int(process.stdout.readline())
+        time.sleep(2)  # the child has armed its death signal (or not)
+        process.kill()
+        process.wait()
+        try:
+            gone = wait_until(lambda pid=pid: not os.path.exists(f"/proc/{pid}"), timeout_s=5)
+            assert gone != survives, f"bound={bool(bound)}"
+        finally:
+            if os.path.exists(f"/proc/{pid}"):
+                os.kill(pid, signal.SIGKILL)
