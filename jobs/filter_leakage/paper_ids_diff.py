@@ -39,32 +39,64 @@ TABLE = "paper_id_lines"
 log = logging.getLogger("citeflow")
 
 
+def _diffs_folder(config: RunConfig):
+    """The diffs folder of the release's paper-ids table, or None (no table, no folder)."""
+    if not config.paper_ids:
+        return None
+    existing("paper_ids", config.paper_ids)  # not read from a diff, but named by the user
+    return D.release_diffs(config.build_graph.diffs, config.paper_ids, "build_graph.diffs")
+
+
+def _starts(config: RunConfig, folder) -> list[str]:
+    """The releases a paper-ids diff to this snapshot starts at, most recent first."""
+    return [
+        s
+        for s in D.starts(folder, config.snapshot)
+        if (D.diff_folder(folder, s, config.snapshot) / f"{D.PAPER_IDS}.json").is_file()
+    ]
+
+
+def _bases(store: ArtifactStore, start: str, stage: str, stage_version: int) -> list[Manifest]:
+    """The `stage` versions of release `start` that hold paper-ids lines (a version made without a paper-ids
+    table holds an empty one, with no source: not a base)."""
+    return [
+        m
+        for m in store.list_versions(start, stage)
+        if m.config.get("stage_version") == stage_version and TABLE in m.tables and m.metrics.get(TABLE)
+    ]
+
+
+def diff_bases(
+    config: RunConfig, store: ArtifactStore, stage: str, stage_version: int
+) -> list[tuple[Manifest, D.Diff]]:
+    """Every (base version, paper-ids diff) the release's lines could be made from: each start whose versions
+    hold lines of one source, silently (`find` says which one a build takes, and why)."""
+    folder = _diffs_folder(config)
+    if folder is None:
+        return []
+    found = []
+    for start in _starts(config, folder):
+        versions = _bases(store, start, stage, stage_version)
+        if versions and len({m.metrics[TABLE].get("source") for m in versions}) == 1:
+            base = min(versions, key=lambda m: m.version)  # any: their tables hold the same lines
+            found.append((base, D.read_diff(folder, start, config.snapshot, (D.PAPER_IDS,))))
+    return found
+
+
 def find(config: RunConfig, store: ArtifactStore, stage: str, stage_version: int) -> tuple[Manifest, D.Diff] | None:
     """(base filter_leakage version, paper-ids diff) when the diffs folder holds a diff to this snapshot with
     a paper-ids manifest from a release the artifact root holds a `stage` version of `stage_version` with
     the table; the latest such start (by release id) wins. None, with one log line saying why, when a diff
     is there but cannot be used (also when a start's versions hold tables of different paper-ids sources: a
     version is never chosen by age)."""
-    if not config.paper_ids:
-        return None
-    existing("paper_ids", config.paper_ids)  # not read from a diff, but named by the user
-    folder = D.release_diffs(config.build_graph.diffs, config.paper_ids, "build_graph.diffs")
+    folder = _diffs_folder(config)
     if folder is None:
         return None
-    starts = [
-        s
-        for s in D.starts(folder, config.snapshot)
-        if (D.diff_folder(folder, s, config.snapshot) / f"{D.PAPER_IDS}.json").is_file()
-    ]
+    starts = _starts(config, folder)
     if not starts:
         return None
     for start in starts:
-        found = [
-            m
-            for m in store.list_versions(start, stage)
-            # a version made without a paper-ids table holds an empty one, with no source: not a base
-            if m.config.get("stage_version") == stage_version and TABLE in m.tables and m.metrics.get(TABLE)
-        ]
+        found = _bases(store, start, stage, stage_version)
         sources = {m.metrics.get(TABLE, {}).get("source") for m in found}
         if len(sources) > 1:
             log.info(

@@ -73,29 +73,31 @@ def run_on(ctx: StageContext) -> Manifest:
     extra: dict[str, Any] = {}
     if config.paper_ids:
         parsed = fingerprint_path("paper_ids", config.paper_ids)
-        lineages = {"parsed": parsed}
-        ways = {
-            "parsed": currency.Way(
-                "with the paper-ids table parsed", stage_config, [*inputs, parsed, *benchmark], STAGE, STAGE_VERSION
-            )
+        full = currency.Way(
+            "with the paper-ids table parsed", stage_config, [*inputs, parsed, *benchmark], STAGE, STAGE_VERSION
+        )
+        # every way the lines could come: parsed, or from each diff onto a release's version (`find`'s pick)
+        ways: dict[str, tuple[currency.Way, tuple[Manifest, Any] | None, dict[str, Any]]] = {
+            full.version: (full, None, parsed)
         }
-        found = P.find(config, store, STAGE, STAGE_VERSION)
-        if found is not None:
-            base, diff = found
-            lineages["diff"] = D.fingerprint(diff)
-            ways["diff"] = currency.Way(
+        for base, diff in P.diff_bases(config, store, STAGE, STAGE_VERSION):
+            lineage = D.fingerprint(diff)
+            way = currency.Way(
                 f"with the paper-ids diff {diff.start} -> {diff.end} applied onto version {base.version}",
                 stage_config,
-                [*inputs, {**base.lineage(), "snapshot": base.snapshot}, lineages["diff"], *benchmark],
+                [*inputs, {**base.lineage(), "snapshot": base.snapshot}, lineage, *benchmark],
                 STAGE,
                 STAGE_VERSION,
             )
-        chosen = ways["diff" if found is not None else "parsed"]
-        others = [w for w in ways.values() if w is not chosen]
+            ways[way.version] = (way, (base, diff), lineage)
+        found = P.find(config, store, STAGE, STAGE_VERSION)
+        chosen = full
+        if found is not None:
+            chosen = next(w for w, made, _ in ways.values() if made and made[0].version == found[0].version)
+        others = [w for w, _, _ in ways.values() if w is not chosen]
         way, extra = currency.choose(store, config.snapshot, chosen, others, config.store.rebase)
-        how = "diff" if way is ways.get("diff") else "parsed"
-        paper_ids = found if how == "diff" else None
-        source = P.source_of(paper_ids[0] if paper_ids else None, lineages[how])
+        _, paper_ids, lineage = ways[way.version]
+        source = P.source_of(paper_ids[0] if paper_ids else None, lineage)
         inputs = way.inputs
     else:
         inputs += benchmark

@@ -21,6 +21,20 @@ def _generate(tmp_path_factory, fmt: str):
     return out, json.loads((out / "generator.json").read_text())
 
 
+def release_config(root: Path, release: str, artifacts: Path, overrides: list[str]):
+    """The RunConfig of a release folder `root/release` (its corpus, SciDocs and paper-ids) with `overrides`."""
+    from citeflow.config import RunConfig, apply_overrides
+
+    base = RunConfig(
+        snapshot=release,
+        corpus=str(root / release / "corpus"),
+        scidocs=str(root / release / "scidocs"),
+        paper_ids=str(root / release / "paper-ids"),
+        artifacts=str(artifacts),
+    )
+    return apply_overrides(base, overrides)
+
+
 @pytest.fixture(scope="session")
 def generated_s2orc(tmp_path_factory):
     return _generate(tmp_path_factory, "s2orc")

@@ -30,10 +30,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from citeflow.artifacts import ArtifactStore
-from citeflow.config import RunConfig, apply_overrides
 from citeflow.jobs import build_graph, filter_leakage
 from citeflow.tables import read_table
 from tests.conftest import TEST_SPARK_OVERRIDES
+from tests.e2e.conftest import release_config
 from tests.e2e.contents import table_digest
 from tests.support.readers import assert_tables_read_whole, training_ids, truth_benchmark_ids
 
@@ -58,14 +58,7 @@ def releases(generated_s2ag, tmp_path_factory):
 
 
 def cfg(root, release, artifacts, *overrides):
-    base = RunConfig(
-        snapshot=release,
-        corpus=str(root / release / "corpus"),
-        scidocs=str(root / release / "scidocs"),
-        paper_ids=str(root / release / "paper-ids"),
-        artifacts=str(artifacts),
-    )
-    return apply_overrides(base, [*TEST_SPARK_OVERRIDES, *overrides])
+    return release_config(root, release, artifacts, [*TEST_SPARK_OVERRIDES, *overrides])
 
 
 def rows_without_source(path):
@@ -212,10 +205,17 @@ def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tm
     assert merged.metrics["from_diff"]["steps"] == [[R1, R2], [R2, R3]]
     assert_same_build(merged, full[R3][0])
     assert_written_over(merged, base)
-    # once release 2 is built too, release 3 keeps its version (pinned); asked to rebase, it is built from the
-    # nearest start: release 2's build, one step
+    # release 3's filter_leakage on that graph, its paper-ids lines from release 1's through the chain
+    first = filter_leakage.run(cfg(releases, R1, artifacts))
+    early = filter_leakage.run(cfg(releases, R3, artifacts))
+    assert early.metrics["paper_id_lines"]["from_diff"]["base"] == {"snapshot": R1, "version": first.version}
+    # once release 2 is built too, release 3 keeps its versions (pinned: each is what its inputs, release 1's
+    # versions and the chain's diffs, still give); asked to rebase, it is built from the nearest start: release
+    # 2's build, one step
     middle = build_graph.run(cfg(releases, R2, artifacts))
+    second = filter_leakage.run(cfg(releases, R2, artifacts))
     assert build_graph.run(cfg(releases, R3, artifacts)).version == merged.version
+    assert filter_leakage.run(cfg(releases, R3, artifacts)).version == early.version
     stepwise = build_graph.run(cfg(releases, R3, artifacts, "store.rebase=true"))
     assert stepwise.metrics["from_diff"]["base"] == {"snapshot": R2, "version": middle.version}
     assert stepwise.metrics["supersedes"]["versions"] == [merged.version]
@@ -226,9 +226,7 @@ def test_a_chain_of_two_diffs_equals_the_full_build(releases, full, built_r1, tm
     assert_written_over(stepwise, middle)  # onto a base written over another: its links and its own files
 
     # filter_leakage of each release in turn: releases 2 and 3 carry the keys of the release before over,
-    # release 3 onto keys that release 2 wrote over release 1's
-    first = filter_leakage.run(cfg(releases, R1, artifacts))
-    second = filter_leakage.run(cfg(releases, R2, artifacts))
+    # release 3 (on its rebased graph) onto keys that release 2 wrote over release 1's
     third = filter_leakage.run(cfg(releases, R3, artifacts))
     assert second.metrics["paper_keys"]["carried_from"] == {"snapshot": R1, "version": first.version}
     assert third.metrics["paper_keys"]["carried_from"] == {"snapshot": R2, "version": second.version}

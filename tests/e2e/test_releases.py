@@ -18,6 +18,20 @@ from tests.e2e.airflow_cli import FAST_OVERRIDES, AirflowHome
 pytestmark = pytest.mark.slow
 
 
+def release_run(airflow: AirflowHome, conf: dict, date: str) -> tuple[dict, str]:
+    """`citeflow_releases` run for `date`: its tasks' states (the strategy's tasks by their own names) and the log.
+    On one machine distributed PBG's rank tasks have no rank to run (listed, then skipped), and are left out."""
+    log = airflow.dags_test("citeflow_releases", conf, logical_date=date)
+    run_id, _ = airflow.last_run("citeflow_releases")
+    states = {
+        task.removeprefix("per_strategy."): state
+        for (task, _), state in airflow.task_states("citeflow_releases", run_id).items()
+    }
+    assert states.pop("embed_graph_rank") == "skipped", states
+    states.pop("embed_graph_ranks")
+    return states, log
+
+
 def files_and_mtimes(root):
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -52,16 +66,7 @@ def test_each_release_date_builds_its_own_artifacts_and_reruns_are_cached(genera
     }
 
     def run_date(date: str) -> tuple[dict, str]:
-        log = airflow.dags_test("citeflow_releases", conf, logical_date=date)
-        run_id, _ = airflow.last_run("citeflow_releases")
-        states = {
-            task.removeprefix("per_strategy."): state
-            for (task, _), state in airflow.task_states("citeflow_releases", run_id).items()
-        }
-        # one machine: distributed PBG's rank tasks have no rank to run (listed, then skipped)
-        assert states.pop("embed_graph_rank") == "skipped", states
-        states.pop("embed_graph_ranks")
-        return states, log
+        return release_run(airflow, conf, date)
 
     def graph_manifest(date: str) -> dict:
         (path,) = (artifacts / date / "build_graph").glob("*/_manifest.json")
@@ -132,12 +137,12 @@ def test_a_backfill_out_of_order_keeps_each_releases_versions(tmp_path):
     then A (from the command line), then B's date run again through the DAG: every stage of B is cached, the
     build_graph task's log says why it does not take the diff A -> B, and B holds one version per stage."""
     from citeflow.artifacts import ArtifactStore
-    from citeflow.config import RunConfig, apply_overrides
     from citeflow.jobs import filter_leakage
     from citeflow.synthcorpus.config import GenerateConfig
     from citeflow.synthcorpus.derive import DeriveConfig
     from citeflow.synthcorpus.derive import run as derive
     from citeflow.synthcorpus.generate import run as generate
+    from tests.e2e.conftest import release_config
 
     a, b = "2024-01-01", "2024-02-01"
     releases = tmp_path / "releases"
@@ -152,15 +157,7 @@ def test_a_backfill_out_of_order_keeps_each_releases_versions(tmp_path):
         "overrides": FAST_OVERRIDES,
     }
 
-    def run_b() -> tuple[dict, str]:
-        log = airflow.dags_test("citeflow_releases", conf, logical_date=b)
-        run_id, _ = airflow.last_run("citeflow_releases")
-        states = {
-            t.removeprefix("per_strategy."): s for (t, _), s in airflow.task_states("citeflow_releases", run_id).items()
-        }
-        return states, log
-
-    states, log = run_b()
+    states, log = release_run(airflow, conf, b)
     assert states.pop("drift") == "skipped" and "success" in states.values(), states
     store = ArtifactStore(str(artifacts))
     built = {stage: [m.version for m in store.list_versions(b, stage)] for stage in STAGES}
@@ -170,17 +167,10 @@ def test_a_backfill_out_of_order_keeps_each_releases_versions(tmp_path):
             expected[variant.stage] += 1
     assert {stage: len(versions) for stage, versions in built.items()} == expected
     assert "from_diff" not in store.list_versions(b, "build_graph")[0].metrics  # in full: A is not built
-    config = RunConfig(
-        snapshot=a,
-        corpus=str(releases / a / "corpus"),
-        scidocs=str(releases / a / "scidocs"),
-        paper_ids=str(releases / a / "paper-ids"),
-        artifacts=str(artifacts),
-    )
-    filter_leakage.run(apply_overrides(config, FAST_OVERRIDES))  # release A, late
+    filter_leakage.run(release_config(releases, a, artifacts, FAST_OVERRIDES))  # release A, late
 
-    states, log = run_b()
-    helpers = ("check_inputs", "triplet_strategies", "embed_graph_ranks", "embed_graph_rank", "drift")
+    states, log = release_run(airflow, conf, b)
+    helpers = ("check_inputs", "triplet_strategies", "drift")
     assert {s for t, s in states.items() if t not in helpers} == {"skipped"}, states
     assert "built version" not in log
     assert (
