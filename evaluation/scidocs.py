@@ -15,7 +15,7 @@ Reads `{mag,mesh}/{train,val,test}.csv`, `{cite,cocite,coview,coread}/{val,test}
   `qrel_metrics`): a query with an embedding scores its candidates that have one (the others are dropped, not
   ranked last; a query with none scored is left out of the mean) by -L2 distance in float64, rounded to 5 decimals
   as the reference writes `str(np.round(-distance, 5))` into its run file; trec_eval's `map` and `ndcg` (no cut-off,
-  ties by document id descending: `evaluation/metrics.py`) averaged over the scored queries, x 100. Exact against
+  ties by document id descending: `citeflow/ranking.py`) averaged over the scored queries, x 100. Exact against
   the reference's output, per query too.
 - recomm (`scidocs/recomm_click_eval.py` and `scidocs/recommender/`): `evaluation/recomm.py`; Adj-nDCG and Adj-P@1.
 Missing files make a task `missing` with a reason, not an error. Values are unrounded (x 100); the reference rounds
@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import csv
 import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from citeflow.evaluation.metrics import evaluate_run, score_row
+from citeflow.evaluation.metrics import score_row
+from citeflow.ranking import evaluate_run, l2_run
 
 log = logging.getLogger("citeflow")
 
@@ -155,34 +155,6 @@ def classification(
 def _plain(label: Any) -> Any:
     """A label as JSON holds it (numpy scalars as Python's)."""
     return label.item() if hasattr(label, "item") else label
-
-
-def l2_run(qrels: dict[str, dict[str, int]], embeddings: Mapping[str, np.ndarray]) -> tuple[dict, dict]:
-    """The reference's run: -L2 distance (float64) rounded to 5 decimals, for the candidates with an embedding."""
-    run: dict[str, dict[str, float]] = {}
-    skipped: list[str] = []
-    unembedded = 0
-    for qid, candidates in qrels.items():
-        query = embeddings.get(qid)
-        if query is None or len(query) == 0:
-            skipped.append(qid)
-            unembedded += sum(1 for pid in candidates if pid not in embeddings)
-            continue
-        query = np.asarray(query, dtype=np.float64)
-        scores = {}
-        for pid in candidates:
-            vector = embeddings.get(pid)
-            if vector is None:
-                unembedded += 1
-                continue
-            difference = query - np.asarray(vector, dtype=np.float64)
-            # np.linalg.norm of a vector is sqrt(dot(x, x)); np.round as the reference, before str() and parsing
-            scores[pid] = float(np.round(-math.sqrt(difference.dot(difference)), 5))
-        if scores:
-            run[qid] = scores
-        else:
-            skipped.append(qid)
-    return run, {"queries_skipped": skipped, "candidates_without_embedding": unembedded}
 
 
 def ranking(root: Path, task: str, split: str, embeddings: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:

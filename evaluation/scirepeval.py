@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from citeflow.evaluation.metrics import check_measures, evaluate_run
 from citeflow.evaluation.scidocs import typed
+from citeflow.ranking import check_measures, evaluate_run
 
 FORMATS = ("classification", "regression", "proximity", "adhoc_search")
 DEFAULT_METRICS = {"classification": ["f1_macro"], "regression": ["kendalltau"], "proximity": ["map", "ndcg"]}

@@ -65,8 +65,7 @@ def triplet_metrics(vectors, triplets: np.ndarray, distance: str) -> dict[str, f
 def val_metrics(vectors: dict[str, np.ndarray], qrels: dict[str, dict[str, dict[str, int]]]) -> dict[str, float]:
     """MAP and nDCG (x 100) of each val task, ranked by -L2 as SciDocs ranks (`citeflow.evaluation.scidocs`), and
     their mean."""
-    from citeflow.evaluation.metrics import evaluate_run
-    from citeflow.evaluation.scidocs import l2_run
+    from citeflow.ranking import evaluate_run, l2_run
 
     out: dict[str, float] = {}
     for task, judged in qrels.items():

@@ -64,13 +64,14 @@ class Loss:
     name: str
     of: Callable[[LossSettings], Callable]
     step_wide: bool = False
+    distance: str = "cosine"  # the geometry it trains, in which the held-out triplets are scored while training
 
 
 # The losses by name (train_encoder.loss): adding one is one function above and one entry here.
 LOSSES: dict[str, Loss] = {
     loss.name: loss
     for loss in (
-        Loss("triplet", lambda spec: partial(triplet_loss, margin=spec.margin)),
+        Loss("triplet", lambda spec: partial(triplet_loss, margin=spec.margin), distance="l2"),
         Loss("triplet_cosine", lambda spec: partial(cosine_triplet_loss, margin=spec.margin)),
         Loss("in_batch", lambda spec: partial(in_batch_loss, scale=spec.scale), step_wide=True),
     )

@@ -39,7 +39,7 @@ import numpy as np
 from citeflow.models.training import checkpoints as C
 from citeflow.models.training.evaluate import CurveLog, eval_steps
 from citeflow.models.training.heldout import held_out
-from citeflow.models.training.losses import STEP_WIDE, loss_of
+from citeflow.models.training.losses import LOSSES, STEP_WIDE, loss_of
 from citeflow.models.training.plan import StepLog, StepPlan
 from citeflow.models.training.prefetch import Prefetcher
 from citeflow.models.training.step import (
@@ -272,7 +272,7 @@ def _evaluator(spec: TrainSpec, store, eval_rows, tokenizer, device, precision: 
         precision=precision,
         pooling=spec.pooling,
         normalize=spec.normalize,
-        distance="l2" if spec.loss == "triplet" else "cosine",
+        distance=LOSSES[spec.loss].distance,
         tokenizer=tokenizer,
         max_length=spec.eval_max_length,
         val=val,

@@ -305,11 +305,9 @@ def as_step(spark, stage: str, text: str, call: Callable[[], Any]) -> Callable[[
 
 
 def cancel_all(spark) -> None:
-    """Cancel every Spark job this session runs (a Spark Connect session: its operations on the server)."""
-    if is_connect(spark):
-        spark.interruptAll()
-    else:
-        spark.sparkContext.cancelAllJobs()
+    """Cancel every Spark job this session runs: `interruptAll` is one call for classic Spark (4.0+) and Spark
+    Connect alike (on Connect, its operations on the server)."""
+    spark.interruptAll()
 
 
 def is_connect(spark) -> bool:

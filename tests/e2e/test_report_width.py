@@ -88,8 +88,9 @@ def test_the_report_and_the_benchmark_page_open_with_the_answer(pages, chromium)
             page.goto(pages[name].as_uri())
             assert page.evaluate(FIRST_LINE) == SENTENCE, name
             # the answer's table right below it, in the first screen: the average row of trained, base, difference
+            # with its 95% interval
             row = page.locator("section.answer tr.main")
-            assert row.inner_text().split("\t")[-3:] == ["54.18", "50.72", "+3.46"], name
+            assert row.inner_text().split("\t")[-3:] == ["54.18", "50.72", "+3.46 [+0.96, +4.71]"], name
             assert row.bounding_box()["y"] < 900
             # the plot fits the window too: drawn at most 1,000 px wide, and never wider than its page
             for img in page.locator("img").all():

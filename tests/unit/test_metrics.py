@@ -8,7 +8,7 @@ import pytest
 
 from citeflow.evaluation import scidocs as S
 from citeflow.evaluation import scirepeval as R
-from citeflow.evaluation.metrics import average_precision, evaluate_run, measure, ndcg, precision_at, rank
+from citeflow.ranking import average_precision, evaluate_run, measure, ndcg, precision_at, rank
 
 
 def test_average_precision_by_hand():
