@@ -335,7 +335,7 @@ def latest(artifacts: Path, snapshot: str, stage: str, output: str) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="the pretrained encoder's folder")
+    parser.add_argument("--model", help="the pretrained encoder's folder (required)")
     parser.add_argument("--variant", action="append", default=[], help="NAME=STAGE.KEY=VALUE[,STAGE.KEY=VALUE]")
     parser.add_argument("--year", type=int, default=2001, help="the release: every paper up to this year")
     parser.add_argument("--queries", type=int, default=1000, help="benchmark queries per task and split")
@@ -364,6 +364,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.st_train:
         return st_train(args.st_train)
+    if not args.model:
+        parser.error("the following arguments are required: --model")
     if args.st and not args.variant:
         raise SystemExit("--st trains on the first --variant's triplets at its budget: give a --variant")
     from tests.support.hepth import HepthConfig, write_releases

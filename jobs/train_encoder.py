@@ -252,7 +252,8 @@ def _build_in(
             shutil.copytree(base, path / "base_model")
     rows = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines() if line.strip()]
     curve = _jsonl(work / "eval.jsonl")
-    kept = json.loads((path / "model" / "citeflow.json").read_text()).get("kept_step", len(rows))
+    about = json.loads((path / "model" / "citeflow.json").read_text())
+    kept = about.get("kept_step", len(rows))
     _write_training_log(rows, path / "training_log")
     _write_eval_curve(curve, kept, path / "eval_curve")
     _plot(rows, curve, kept, path / "training_loss.png", config.snapshot, triplets.metrics["strategy"])
@@ -260,7 +261,8 @@ def _build_in(
     shutil.rmtree(work, ignore_errors=True)
     with contextlib.suppress(OSError):
         work.parent.rmdir()  # `.work`, when no other version's work is in it: a finished stage leaves none
-    return _metrics(cfg, triplets, leakage, audit, rows, nproc, resumed, warm) | _curve_metrics(cfg, curve, kept)
+    held = {key: about.get(key) for key in ("heldout_triplets", "trained_triplets")}
+    return _metrics(cfg, triplets, leakage, audit, rows, nproc, resumed, warm) | held | _curve_metrics(cfg, curve, kept)
 
 
 def _starting_model(cfg, store: ArtifactStore, work: Path, texts_path: str, texts: int, usage, warm) -> str:

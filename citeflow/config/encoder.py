@@ -215,7 +215,7 @@ class TrainEncoderConfig:
         metadata=_help(
             "triplets of held-out queries (whole queries, drawn with the seed) never trained on, scored every "
             "eval_every steps and after the last: triplet accuracy and MRR among the slice's papers "
-            "(docs/train_encoder.md); 0: no evaluation while training",
+            "(docs/train_encoder.md); at most a third of the mined triplets; 0: no evaluation while training",
             at_least=0,
         ),
     )

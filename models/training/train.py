@@ -250,7 +250,8 @@ def train(spec: TrainSpec) -> None:
             model.load_state_dict(load_file(str(work / BEST_WEIGHTS), device=str(device)))
             kept = best["step"]
             print(f"train_encoder: keeping step {kept} (best score {best['score']:.4f})", flush=True)
-        _save_model(model, tokenizer, dataclasses.replace(spec, citeflow={**spec.citeflow, "kept_step": kept}))
+        held = {"kept_step": kept, "heldout_triplets": len(eval_rows), "trained_triplets": len(rows)}
+        _save_model(model, tokenizer, dataclasses.replace(spec, citeflow={**spec.citeflow, **held}))
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()

@@ -386,7 +386,12 @@ def test_paper_ids_dirt_in_a_diff_is_counted_and_a_missing_base_parses_the_table
     assert parsed.metrics["paper_ids"] == full[R2][1].metrics["paper_ids"]
 
     first = filter_leakage.run(cfg(root, R1, artifacts))
-    applied = filter_leakage.run(cfg(root, R2, artifacts))
+    # the release keeps its parsed version until asked to rebase; then the diff is applied onto R1's lines
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="citeflow"):
+        assert filter_leakage.run(cfg(root, R2, artifacts)).version == parsed.version
+    assert "set store.rebase=true (citeflow run --rebase) to do so" in caplog.text
+    applied = filter_leakage.run(cfg(root, R2, artifacts, "store.rebase=true"))
     entry = applied.metrics["paper_id_lines"]["from_diff"]
     assert entry["base"] == {"snapshot": R1, "version": first.version} and applied.version != parsed.version
     assert entry["unusable_deletes"] == {"malformed_json": 1, "no_sha_or_corpus_id": 1}

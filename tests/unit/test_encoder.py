@@ -249,7 +249,7 @@ def test_held_out_triplets_are_scored_while_training_and_keep_best_keeps_the_bes
     assert sorted(p.name for p in (run / "checkpoints").glob("ckpt-*")) == ["ckpt-00000004", "ckpt-00000006"]
     # none of the held-out queries' triplets is among those the steps trained on: 96 - held out, in 8-triplet steps
     queries = pq.read_table(str(tmp_path / "triplets.parquet")).column("query_id").to_numpy()
-    assert 30 <= held_out(queries, 30, seed=3).sum() < 96
+    assert 0 < held_out(queries, 30, seed=3).sum() <= 96 // 3
     assert f"{held_out(queries, 30, seed=3).sum():,} held-out triplets" in done.stdout
 
 

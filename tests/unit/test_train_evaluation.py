@@ -15,7 +15,7 @@ from citeflow.progress import Progress
 
 
 def test_whole_queries_are_held_out_until_the_count_is_reached():
-    queries = np.array([1, 1, 1, 2, 2, 3, 4, 4, 4, 4])
+    queries = np.repeat(np.arange(10), [3, 2, 1, 4, 2, 3, 1, 2, 2, 4])  # 24 triplets: a third is 8
     mask = held_out(queries, 4, seed=0)
     chosen = set(queries[mask].tolist())
     # every triplet of a chosen query is held out, none of another's, and at least 4 of them
@@ -23,9 +23,13 @@ def test_whole_queries_are_held_out_until_the_count_is_reached():
     assert mask.sum() >= 4 and len(chosen) < 4
     assert (held_out(queries, 4, seed=0) == mask).all()  # seeded
     assert not held_out(queries, 0, seed=0).any()
-    # asking for everything still leaves one query to train on
+    # asking for everything holds out whole queries up to a third of the triplets (8 of 24), no further
     everything = held_out(queries, 100, seed=0)
-    assert len(set(queries[~everything].tolist())) == 1
+    assert 4 < everything.sum() <= 8 and all(everything[queries == q].all() for q in set(queries[everything].tolist()))
+    # a query bigger than the third is never held out; of two queries, one is always left to train on
+    assert not held_out(np.array([1, 1, 1, 1, 2]), 1, seed=0)[:4].any()
+    pair = np.array([1, 2, 3, 4, 5, 6])
+    assert held_out(pair, 100, seed=0).sum() == 2 and held_out(np.array([1, 2]), 100, seed=0).sum() == 0
 
 
 def test_triplet_accuracy_and_mrr_by_hand():
