@@ -200,7 +200,12 @@ def test_killed_training_resumes_to_the_same_model(small, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:]
     log = [json.loads(line) for line in (whole / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, 25))  # 96 triplets / 8 = 12 steps x 2 epochs
-    assert json.loads((whole / "model" / "citeflow.json").read_text()) == {"test": "whole", "kept_step": 24}
+    assert json.loads((whole / "model" / "citeflow.json").read_text()) == {
+        "test": "whole",
+        "kept_step": 24,
+        "heldout_triplets": 0,
+        "trained_triplets": 96,
+    }
 
     killed = make_spec(small, tmp_path, "killed", deterministic=True)
     first = train(killed, env={"CITEFLOW_FAULT_KILL": "train_encoder.step.13", **two_threads})
