@@ -57,8 +57,10 @@ class Status:
 
 
 def statuses(store: ArtifactStore, snapshot: str, stage: str) -> dict[str, Status]:
-    """{version: Status} of every intact version of `stage` in `snapshot`."""
-    return {m.version: status_of(store, m) for m in store.list_versions(snapshot, stage)}
+    """{version: Status} of every intact version of `stage` in `snapshot` (the versions they were built on judged
+    once for all of them)."""
+    seen: dict[str, Status] = {}
+    return {m.version: status_of(store, m, seen) for m in store.list_versions(snapshot, stage)}
 
 
 def status_of(store: ArtifactStore, manifest: Manifest, _seen: dict[str, Status] | None = None) -> Status:

@@ -261,8 +261,9 @@ def _build_in(
     shutil.rmtree(work, ignore_errors=True)
     with contextlib.suppress(OSError):
         work.parent.rmdir()  # `.work`, when no other version's work is in it: a finished stage leaves none
-    held = {key: about.get(key) for key in ("heldout_triplets", "trained_triplets")}
-    return _metrics(cfg, triplets, leakage, audit, rows, nproc, resumed, warm) | held | _curve_metrics(cfg, curve, kept)
+    counts = {key: about.get(key) for key in ("heldout_triplets", "trained_triplets")}
+    metrics = _metrics(cfg, triplets, leakage, audit, rows, nproc, resumed, warm)
+    return metrics | counts | _curve_metrics(cfg, curve, kept)
 
 
 def _starting_model(cfg, store: ArtifactStore, work: Path, texts_path: str, texts: int, usage, warm) -> str:

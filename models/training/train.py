@@ -250,8 +250,8 @@ def train(spec: TrainSpec) -> None:
             model.load_state_dict(load_file(str(work / BEST_WEIGHTS), device=str(device)))
             kept = best["step"]
             print(f"train_encoder: keeping step {kept} (best score {best['score']:.4f})", flush=True)
-        held = {"kept_step": kept, "heldout_triplets": len(eval_rows), "trained_triplets": len(rows)}
-        _save_model(model, tokenizer, dataclasses.replace(spec, citeflow={**spec.citeflow, **held}))
+        record = {"kept_step": kept, "heldout_triplets": len(eval_rows), "trained_triplets": len(rows)}
+        _save_model(model, tokenizer, dataclasses.replace(spec, citeflow={**spec.citeflow, **record}))
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
