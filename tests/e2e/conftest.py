@@ -186,11 +186,12 @@ def deployed_encoder(generated_s2orc, tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def deployment():
     """The deployment launcher's Airflow (PostgreSQL, Redis, Celery workers on citeflow's queues) in a home of
     its own, shared by the tests of tests/e2e/test_deployment.py; stopped as a user stops it, and nothing it
-    started may outlive it."""
+    started may outlive it. Module-scoped: stopped once that module's last test is done, not left idling beside
+    the rest of its worker's session (45 processes, about 2 GiB, a tenth of a core at rest)."""
     from tests.e2e.deployment import DeployedAirflow, deployment_root, remove_root
 
     root = deployment_root()
@@ -220,7 +221,7 @@ class DeployedRebuild:
         return Path(self.conf["artifacts"])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def deployed_rebuild(deployment, generated_s2orc, deployed_encoder, tmp_path_factory) -> DeployedRebuild:
     """The rebuild on the deployment, triggered twice at once for the same snapshot: the first builds every
     stage, the second waits for it (the DAG runs one run at a time) and then finds every stage up to date."""

@@ -1,6 +1,6 @@
 """citeflow's DAGs on Airflow as teams deploy it: PostgreSQL as the metadata database, Redis as Celery's broker,
 Celery workers on citeflow's queues (`python -m citeflow.cockpit.deployment`, one deployment for every test
-here: the session fixture `deployment`), driven through the REST API as a user's script drives it.
+here: the module fixture `deployment`), driven through the REST API as a user's script drives it.
 
 - The rebuild of a generated snapshot, triggered twice at once: every task succeeds on a worker that serves the
   queue its registry entry declares (the metadata database says which: the task instance's queue, and Celery's
@@ -37,7 +37,7 @@ from tests.e2e.deployment import quoted
 
 DAG = "citeflow_rebuild"
 RUN_TIMEOUT_S = 30 * 60
-# the first test also waits for the deployment and its rebuild (session fixtures), the kill tests for their run
+# the first test also waits for the deployment and its rebuild (module fixtures), the kill tests for their run
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(RUN_TIMEOUT_S + 15 * 60)]
 DEFAULTS = DeploymentConfig()
 # the queue each kind of worker a registry entry declares (`citeflow.registry.Stage.worker`) is sent to
