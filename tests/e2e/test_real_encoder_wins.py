@@ -6,9 +6,9 @@ The corpus is all of arXiv HEP-Th up to 2001 (tests/support/hepth.py) with its c
 relations held out of the written citations (`holdout=edges`: the papers stay, so filter_leakage runs
 `report_only`), QUERIES queries per task and split. The graph side is pinned to one PBG worker, so that the
 triplets, and with them the trained model, are the same from run to run (and PBG trains once: no link-prediction
-run). Both models are scored by the benchmark
-stage on the test split; the budget's gains and their noise, measured on the same split by
-`bench/bench_real_encoder.py`, are in docs/performance.md ("A real pretrained encoder").
+run). Both models are scored by the benchmark stage on the test split; the budget's gains and their noise,
+measured on the same split by `bench/bench_real_encoder.py`, are in docs/performance.md ("A real pretrained
+encoder").
 
 Skipped locally without ../shared/data/hepth or the encoder package; failed under CI=true, where both are there.
 About 14 minutes on 2 cores (8 of them training), so `make test-long` runs it (tests/conftest.py, LONG_SCOPES).
@@ -78,15 +78,10 @@ def run(tmp_path_factory):
 @pytest.mark.timeout(2400)
 def test_the_shipped_cpu_recipe_beats_the_untrained_model_on_all_four_held_out_numbers(run):
     """Each of the four test gains is above zero, and so is the low end of its 95% paired bootstrap interval over
-    the queries: a win, not noise. Measured at 210 steps (2026-12-07, quiet): +1.18 [+0.52, +1.82] cite MAP,
-    +0.69 [+0.25, +1.14] cite nDCG, +1.00 [+0.38, +1.59] co-cite MAP, +0.67 [+0.22, +1.12] co-cite nDCG; at the
-    profile's 420 steps (2026-12-06): +2.11 [+1.47], +1.19 [+0.73], +1.79 [+1.19], +1.24 [+0.75].
-
-    The interval is over this draw's queries, for this draw's model: on another draw of the benchmark (100 val
-    queries, so other test queries and 900 fewer relations held out), the same budget at 64 tokens kept cite's
-    gains and lost co-cite's interval, at 210 steps (+0.40 [-0.25] MAP, +0.09 [-0.40] nDCG) and at 420 (+0.68
-    [+0.03], +0.27 [-0.22]). The draw is seeded, so this test repeats; the profile's full-length numbers on both
-    held-out splits are the bench's (docs/performance.md)."""
+    the queries: a win, not noise. The interval is over this draw's queries, for this draw's model: on another
+    draw of the benchmark the same budget kept cite's gains and lost co-cite's interval. The draw is seeded, so
+    this test repeats; its gains, the other draw's and the profile's own are in docs/performance.md ("A real
+    pretrained encoder")."""
     _, m = run
     scores = per_query(m["benchmark"].table_path("scores"))
     gains = {}
