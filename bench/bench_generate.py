@@ -35,7 +35,8 @@ def measure(cmd: list[str], tree: Path) -> dict[str, float]:
     sampled every 0.2 s."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tree)
+    log = tempfile.TemporaryFile(mode="w+")  # not a pipe: one nobody reads while sampling fills and blocks the child
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env, cwd=tree)
     root, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
         try:
@@ -43,7 +44,9 @@ def measure(cmd: list[str], tree: Path) -> dict[str, float]:
         except psutil.Error:
             pass
         time.sleep(0.2)
-    output = proc.stdout.read() if proc.stdout else ""
+    log.seek(0)
+    output = log.read()
+    log.close()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output[-4000:]}")
     return {"seconds": round(time.monotonic() - t0, 1), "peak_rss_gib": round(peak / 2**30, 2)}

@@ -70,7 +70,10 @@ def measure(cmd: list[str], beside: psutil.Process | None = None) -> dict[str, f
     work without being its child (a Spark Connect server), its tree's memory counted in the peak."""
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # the output goes to a file, not a pipe: a pipe nobody reads while the tree is sampled fills (64 KiB) and
+    # blocks the child for good (sentence-transformers' trainer logs every step)
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
     root = psutil.Process(proc.pid)
     peak = 0
     seen: dict[int, psutil.Process] = {}
@@ -85,7 +88,9 @@ def measure(cmd: list[str], beside: psutil.Process | None = None) -> dict[str, f
             pass
         time.sleep(0.2)
     seconds = time.monotonic() - t0
-    output = proc.stdout.read()
+    log.seek(0)
+    output = log.read()
+    log.close()
     wait_for_exit(list(seen.values()))
     lingering = time.monotonic() - t0 - seconds
     if proc.returncode != 0:

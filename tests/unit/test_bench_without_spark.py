@@ -7,6 +7,7 @@ epoch) and `bench/bench_pbg_memory.py` (PBG's memory by partition count).
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -177,3 +178,22 @@ def test_the_pbg_memory_bench_reports_each_partition_count(tmp_path):
     lines = (out / "pbg_memory.md").read_text().splitlines()
     assert lines[0].startswith(f"{result['results'][0]['entities']:,} papers, {result['results'][0]['edges']:,} edges")
     assert [line.split(" | ")[0] for line in lines if line[:3] in ("| 1", "| 2")] == ["| 1", "| 2"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("module", ["bench_stages", "bench_generate"])
+def test_a_bench_measuring_a_chatty_child_is_not_blocked_by_its_output(module, tmp_path, monkeypatch):
+    """The child's output goes to a file: into a pipe that nobody reads while the tree is sampled, 64 KiB filled
+    it and blocked the child for good (sentence-transformers' trainer, logging every step, hung half way)."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    measure = __import__(module).measure
+    chatty = [
+        sys.executable,
+        "-c",
+        "import sys; [print('x' * 99) for _ in range(5000)]; print('done', file=sys.stderr)",
+    ]
+    if module == "bench_stages":
+        result = measure(chatty)
+        assert result["output"].endswith("done\n") and len(result["output"]) > 500_000
+    else:
+        assert measure(chatty, tmp_path)["seconds"] < 60
