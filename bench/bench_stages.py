@@ -76,14 +76,18 @@ def measure(cmd: list[str], beside: psutil.Process | None = None) -> dict[str, f
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
     root = psutil.Process(proc.pid)
     peak = 0
+    role_peaks: dict[str, int] = {}
     seen: dict[int, psutil.Process] = {}
     while proc.poll() is None:
         try:
             tree = [root] + root.children(recursive=True)
             seen.update((p.pid, p) for p in tree[1:])
-            if beside is not None:
-                tree += [beside] + beside.children(recursive=True)
-            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            outside = [beside] + beside.children(recursive=True) if beside is not None else []
+            sample = roles(root, tree)
+            sample["server"] = sum(p.memory_info().rss for p in outside if p.is_running())
+            peak = max(peak, sum(sample.values()))
+            for role, rss in sample.items():
+                role_peaks[role] = max(role_peaks.get(role, 0), rss)
         except psutil.Error:
             pass
         time.sleep(0.2)
@@ -99,10 +103,42 @@ def measure(cmd: list[str], beside: psutil.Process | None = None) -> dict[str, f
         "seconds": round(seconds, 1),
         "lingering_s": round(lingering, 1),
         "peak_rss_gib": round(peak / 2**30, 2),
+        # each role's own peak (they need not peak at once): `roles`
+        "peak_by_role_gib": {role: round(rss / 2**30, 2) for role, rss in role_peaks.items() if rss},
         "load_before": round(load_before, 2),
         "load_after": round(os.getloadavg()[0], 2),
         "output": output,
     }
+
+
+ROLES = ("driver", "jvm", "python_workers", "workers")
+
+
+def roles(root: psutil.Process, tree: list[psutil.Process]) -> dict[str, int]:
+    """The resident memory of a measured tree by role: `driver` the command's own process (citeflow's Python
+    driver), `jvm` a Java process (Spark's driver, which in local mode holds the executors too), `python_workers`
+    a process a JVM started (Spark's Python workers: the executors' side of pandas UDFs), `workers` any other
+    (PBG's HOGWILD and partition processes, DuckDB is its command's own process)."""
+    by_pid = {p.pid: p for p in tree}
+    out = dict.fromkeys(ROLES, 0)
+    for p in tree:
+        try:
+            rss = p.memory_info().rss
+            if p.pid == root.pid:
+                role = "driver"
+            elif p.name() == "java":
+                role = "jvm"
+            else:
+                role, parent = "workers", by_pid.get(p.ppid())
+                while parent is not None and parent.pid != root.pid:
+                    if parent.name() == "java":
+                        role = "python_workers"
+                        break
+                    parent = by_pid.get(parent.ppid())
+        except psutil.Error:
+            continue
+        out[role] += rss
+    return out
 
 
 def wait_for_exit(procs: list[psutil.Process], timeout: float = LINGER_TIMEOUT_S) -> None:

@@ -7,7 +7,8 @@
 What a user would write by hand on one box, in SQL, with the same results as
 citeflow's tables (the bench compares the counts):
 
-- build_graph (S2ORC layout): parse the metadata lines with `read_json`
+- build_graph (S2ORC layout; an S2AG release's three datasets likewise: `build_graph_s2ag`): parse the
+  metadata lines with `read_json`
   (malformed lines skipped, not classified), keep valid corpus ids, one record
   per id (the most complete, as `spark/graph.py` ranks them), SciNCL's edges
   from `outbound_citations` (both ends in the corpus, no self-loops, no
@@ -69,7 +70,10 @@ def _nonblank(col: str) -> str:
 
 
 def build_graph(corpus: str, out: str, threads: int) -> dict[str, int]:
-    """Papers and SciNCL's citation edges from an S2ORC snapshot, written as Parquet."""
+    """Papers and SciNCL's citation edges from an S2ORC or S2AG snapshot (S2AG where `corpus` holds `papers/`
+    and `citations/` folders, as `citeflow.snapshot` tells them apart), written as Parquet."""
+    if all(os.path.isdir(os.path.join(corpus, d)) for d in ("papers", "citations")):
+        return build_graph_s2ag(corpus, out, threads)
     files = sorted(glob.glob(os.path.join(corpus, "**", "*.jsonl*"), recursive=True))
     if not files:
         raise SystemExit(f"no .jsonl[.gz] files under {corpus}")
@@ -121,6 +125,88 @@ def build_graph(corpus: str, out: str, threads: int) -> dict[str, int]:
             WHERE regexp_full_match(trim(ref), '[0-9]{1,18}')
         ) e SEMI JOIN papers p ON e.cited = p.corpus_id
         WHERE e.citing <> e.cited
+        """
+    )
+    return _write_graph(con, "papers", "citations", out)
+
+
+def _completeness(fields_of_study: str, refs: str) -> str:
+    """The rank `spark/graph.py` `completeness` gives a record: one point per filled field, plus citations."""
+    filled = [f"({c} IS NOT NULL)::INT" for c in ("title", "abstract", "year", "venue", "doi", "pubmed_id")]
+    filled += [f"({c} IS NOT NULL)::INT" for c in ("arxiv_id", "mag_id")]
+    return " + ".join(filled) + f" + (len({fields_of_study}) > 0)::INT + (len({refs}) > 0)::INT"
+
+
+def build_graph_s2ag(corpus: str, out: str, threads: int) -> dict[str, int]:
+    """build_graph's core work on an S2AG release's papers, abstracts and citations datasets: one record per
+    corpus id (the most complete, as for S2ORC; a release's papers carry no abstract and no citation list when
+    ranked), each id's longest abstract (`spark/graph.py` `abstract_order`; between abstracts of one length the
+    twin's pick may differ from citeflow's hash order), SciNCL's edges from the citations dataset (both ends valid
+    corpus ids of kept papers, no self-loops, no duplicates)."""
+    con = _connect(threads, out)
+    ids = "'[0-9]{1,18}'"
+    ext = ("ACL", "DBLP", "ArXiv", "MAG", "PubMed", "DOI", "PubMedCentral")
+    columns = {
+        "corpusid": "VARCHAR",
+        "externalids": "STRUCT(" + ", ".join(f"{k} VARCHAR" for k in ext) + ")",
+        "title": "VARCHAR",
+        "venue": "VARCHAR",
+        "year": "VARCHAR",
+        "s2fieldsofstudy": "STRUCT(category VARCHAR, source VARCHAR)[]",
+        "journal": "STRUCT(name VARCHAR)",
+    }
+
+    def lines(dataset: str, cols: dict[str, str]) -> str:
+        files = _jsonl_files(os.path.join(corpus, dataset))
+        if not files:
+            raise SystemExit(f"no .jsonl[.gz] files under {corpus}/{dataset}")
+        return (
+            f"read_json({files!r}, format = 'newline_delimited', ignore_errors = true, columns = {cols!r}, "
+            "maximum_object_size = 1073741824)"
+        )
+
+    fields = "list_sort(list_distinct(list_transform(coalesce(s2fieldsofstudy, []), lambda x: x.category)))"
+    normalised = f"""
+        SELECT trim(corpusid)::BIGINT AS corpus_id, {_nonblank("title")} AS title, NULL::VARCHAR AS abstract,
+               TRY_CAST(TRY_CAST(year AS DOUBLE) AS INTEGER) AS year,
+               coalesce({_nonblank("venue")}, {_nonblank("journal.name")}) AS venue,
+               {fields} AS fields_of_study,
+               {_nonblank("externalids.DOI")} AS doi, {_nonblank("externalids.PubMed")} AS pubmed_id,
+               {_nonblank("externalids.PubMedCentral")} AS pmc_id, {_nonblank("externalids.ArXiv")} AS arxiv_id,
+               {_nonblank("externalids.ACL")} AS acl_id, {_nonblank("externalids.MAG")} AS mag_id,
+               {_nonblank("externalids.DBLP")} AS dblp_id
+        FROM {lines("papers", columns)}
+        WHERE regexp_full_match(trim(corpusid), {ids})"""
+    con.execute(
+        f"""
+        CREATE TEMP TABLE ranked AS
+        SELECT * FROM ({normalised})
+        QUALIFY row_number() OVER (PARTITION BY corpus_id
+                                   ORDER BY {_completeness("fields_of_study", "[]")} DESC) = 1
+        """
+    )
+    abstracts = lines("abstracts", {"corpusid": "VARCHAR", "abstract": "VARCHAR"})
+    con.execute(
+        f"""
+        CREATE TEMP TABLE papers AS
+        SELECT p.* REPLACE (a.abstract AS abstract) FROM ranked p LEFT JOIN (
+            SELECT corpus_id, arg_max(a, length(a)) AS abstract FROM (
+                SELECT trim(corpusid)::BIGINT AS corpus_id, {_nonblank("abstract")} AS a
+                FROM {abstracts} WHERE regexp_full_match(trim(corpusid), {ids})
+            ) GROUP BY 1
+        ) a USING (corpus_id)
+        """
+    )
+    con.execute("DROP TABLE ranked")
+    pairs = lines("citations", {"citingcorpusid": "VARCHAR", "citedcorpusid": "VARCHAR"})
+    con.execute(
+        f"""
+        CREATE TEMP TABLE citations AS
+        SELECT DISTINCT trim(citingcorpusid)::BIGINT AS citing, trim(citedcorpusid)::BIGINT AS cited FROM {pairs}
+        WHERE regexp_full_match(trim(citingcorpusid), {ids}) AND regexp_full_match(trim(citedcorpusid), {ids})
+          AND trim(citingcorpusid)::BIGINT <> trim(citedcorpusid)::BIGINT
+          AND trim(citingcorpusid)::BIGINT IN (SELECT corpus_id FROM papers)
+          AND trim(citedcorpusid)::BIGINT IN (SELECT corpus_id FROM papers)
         """
     )
     return _write_graph(con, "papers", "citations", out)
@@ -284,7 +370,7 @@ def filter_leakage(graph: str, scidocs: str, paper_ids: str, out: str, threads: 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("stage", choices=["build_graph", "filter_leakage"])
-    parser.add_argument("--corpus", help="build_graph: the snapshot's corpus folder (S2ORC layout)")
+    parser.add_argument("--corpus", help="build_graph: the snapshot's corpus folder (S2ORC or S2AG layout)")
     parser.add_argument("--graph", help="filter_leakage: a build_graph version folder (papers/, citations/)")
     parser.add_argument("--scidocs", help="filter_leakage: the SciDocs folder")
     parser.add_argument("--paper-ids", default="", help="filter_leakage: the S2AG paper-ids folder")

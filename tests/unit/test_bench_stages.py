@@ -1,7 +1,8 @@
 """The benches of the Spark stages run as their docstrings say, on a tiny generated corpus, so that they cannot rot
 unseen: `bench/bench_stages.py` (citeflow beside DuckDB), `bench/duckdb_stages.py` (DuckDB's twin of build_graph
 and filter_leakage, whose tables must equal citeflow's for the comparison to be honest), `bench/bench_scale.py`
-(the four stages that grow with the corpus) and `bench/spark_breakdown.py` (where a Spark stage's time goes).
+(every stage that grows with the corpus, and DuckDB's S2AG twin) and `bench/spark_breakdown.py` (where a Spark
+stage's time goes).
 
 Each bench runs as a subprocess of its own session (`tests/support/bench.py`): a run past its time is killed with the
 `citeflow run` processes and Spark JVMs it started.
@@ -197,31 +198,61 @@ def test_the_duckdb_twin_writes_the_tables_citeflows_stages_write(tmp_path):
     assert len(twin) == json.loads(leak.read_text())["tables"]["benchmark_ids"]["rows"]
 
 
-@pytest.mark.timeout(360)
-def test_the_scale_bench_runs_the_four_stages_and_reports_each(tmp_path):
-    """The smallest run: 1,000 papers (at 300 the graph left after filter_leakage is too small a pool for the
-    stage's k_pos=25), PBG 1 epoch of 8 dimensions. About a minute: each of the four stages is a `citeflow run`
-    of its own, two of them starting a Spark driver."""
-    out = tmp_path / "out"
-    snaps = tmp_path / "snaps"
+@pytest.mark.timeout(420)
+def test_the_scale_bench_runs_every_corpus_sized_stage_and_duckdbs_twin_writes_citeflows_tables(tmp_path):
+    """The smallest run: an S2AG release of 1,000 papers and its derived successor (at 300 the graph left after
+    filter_leakage is too small a pool for the stage's k_pos=25), PBG 1 epoch of 8 dimensions, no class-archive
+    warm-up. Every step is a process of its own; about two minutes. DuckDB's S2AG twin is held to citeflow's
+    tables row by row here (the S2ORC twin in the test above): the bench compares only counts at scale."""
+    out, snaps, work, img = (tmp_path / name for name in ("out", "snaps", "work", "img"))
     run_bench(
         "bench_scale.py",
         *("--sizes", "1000", "--snapshots", str(snaps), "--epochs", "1", "--dim", "8", "--out", str(out)),
-        timeout=300,
+        *("--no-warm-up", "--keep", "--workdir", str(work), "--plots", str(img)),
+        timeout=360,
     )
     result = json.loads((out / "scale.json").read_text())
     (row,) = result["sizes"]
-    truth = json.loads((snaps / "snap-s2orc-1000-seed5" / "generator.json").read_text())
+    rel = snaps / "scale-s2ag-1000" / "releases"
+    truth = json.loads((rel / "2024-01-01" / "generator.json").read_text())
     assert (row["papers"], row["citations"]) == (1000, truth["counts"]["citations"])
-    assert list(row["stages"]) == ["build_graph", "filter_leakage", "embed_graph", "mine_triplets"]
+    assert list(row["stages"]) == ["build_graph", "filter_leakage", "embed_graph", "mine_triplets", "diff"]
     for stage, m in row["stages"].items():
         assert finite(m["seconds"]) and m["seconds"] > 0 and finite(m["peak_rss_gib"]), (stage, m)
-        assert m["artifact_mib"] >= 0 and m["us_per_paper"] == round(m["seconds"] / 1000 * 1e6, 2), (stage, m)
-        assert m["metrics"], stage
-    assert row["stages"]["build_graph"]["metrics"]["citations"] == truth["counts"]["citations"]
-    assert "embed_graph.dimension=8" in row["settings"] and "mine_triplets.num_queries=100" in row["settings"]
+        assert m["us_per_paper"] == round(m["seconds"] / 1000 * 1e6, 2), (stage, m)
+        assert m["artifact_mib"] > 0 and m["metrics"], stage
+        # each role's peak is part of the tree's (they need not peak at once, so their sum may exceed it)
+        assert 0 < max(m["peak_by_role_gib"].values()) <= m["peak_rss_gib"], (stage, m)
+    for stage in ("build_graph", "filter_leakage", "diff"):
+        assert row["stages"][stage]["peak_by_role_gib"]["jvm"] > 0, stage  # a Spark stage's JVM is counted apart
+    assert row["stages"]["embed_graph"]["peak_by_role_gib"].get("jvm", 0) == 0
+    assert row["stages"]["build_graph"]["metrics"]["citations"] <= truth["counts"]["citations"]
+    diff = row["stages"]["diff"]
+    assert diff["from_diff"] and set(diff["stage_seconds"]) == {"build_graph", "filter_leakage"}
+    assert "embed_graph.pbg=hogwild_delay=0" in row["settings"] and "mine_triplets.num_queries=100" in row["settings"]
+    for stage in ("build_graph", "filter_leakage"):
+        twin = row["duckdb"][stage]
+        assert twin["counts_agree"] is True and twin["ratio"] == round(
+            row["stages"][stage]["seconds"] / twin["seconds"], 2
+        )
+    # DuckDB's S2AG twin wrote citeflow's tables, every row and column
+    arts = work / "artifacts-1000" / "2024-01-01"
+    for stage, twin in (("build_graph", "duckdb-1000-build_graph"), ("filter_leakage", "duckdb-1000-filter_leakage")):
+        (manifest,) = (arts / stage).glob("*/_manifest.json")
+        papers = pq.read_schema(next((manifest.parent / "papers").glob("*.parquet"))).names
+        for name, columns in (
+            ("papers", papers),
+            ("citations", ["citing", "cited"]),
+            ("degrees", ["corpus_id", "out_degree", "in_degree"]),
+        ):
+            assert _rows(work / twin / name, columns) == _rows(manifest.parent / name, columns), (stage, name)
+    assert result["checks"] == []  # one size: nothing to compare
     table = (out / "scale.md").read_text()
-    assert [line.split(" | ")[2] for line in table.splitlines() if line.startswith("| 1,000 |")] == list(row["stages"])
+    stages = [line.split(" | ")[2] for line in table.splitlines() if line.startswith("| 1,000 |")]
+    assert stages[:4] == ["build_graph", "filter_leakage", "embed_graph", "mine_triplets"]
+    assert stages[4].startswith("diff path: bg "), stages
+    assert "DuckDB's counts equal citeflow's at every size: True." in table
+    assert sorted(p.name for p in img.iterdir()) == ["scale-cost.png", "scale-memory.png"]
 
 
 def test_the_breakdown_bench_names_every_spark_job_by_its_step_and_accounts_for_the_wall_time(tmp_path):

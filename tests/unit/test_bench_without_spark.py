@@ -1,7 +1,8 @@
 """The benches that start no Spark JVM run as their docstrings say, at tiny sizes, so that they cannot rot unseen:
 `bench/bench_benchmark.py` (the SciDocs evaluation), `bench/bench_generate.py` (`citeflow generate` against a
 commit's), `bench/bench_mine.py` (SciNCL mining against the GEMM bound), `bench/bench_pbg.py` (PBG's import and an
-epoch) and `bench/bench_pbg_memory.py` (PBG's memory by partition count).
+epoch) and `bench/bench_pbg_memory.py` (PBG's memory by partition count); `bench/bench_scale.py`'s judgement of
+its curves and the process roles `bench/bench_stages.py` measures apart.
 """
 
 import json
@@ -197,3 +198,106 @@ def test_a_bench_measuring_a_chatty_child_is_not_blocked_by_its_output(module, t
         assert result["output"].endswith("done\n") and len(result["output"]) > 500_000
     else:
         assert measure(chatty, tmp_path)["seconds"] < 60
+
+
+def _scale_row(papers: int, us: dict[str, float], peak: dict[str, float], twin_s: float) -> dict:
+    """One size of bench_scale's result, each stage `us[stage]` µs per paper at `peak[stage]` GiB; DuckDB's
+    build_graph twin `twin_s` seconds."""
+    stages = {}
+    for stage, cost in us.items():
+        stages[stage] = {
+            "seconds": round(cost * papers / 1e6, 1),
+            "us_per_paper": cost,
+            "peak_rss_gib": peak[stage],
+            "peak_by_role_gib": {"driver": 0.2, "jvm": peak[stage] - 0.2},
+            "artifact_mib": 1.0,
+            "load_before": 1.0,
+            "load_after": 1.5,
+        }
+    stages["diff"] = stages.pop("diff", None) or {
+        **stages["build_graph"],
+        "stage_seconds": {"build_graph": 1.0, "filter_leakage": 2.0},
+    }
+    bg = stages["build_graph"]["seconds"]
+    twin = {"seconds": twin_s, "peak_rss_gib": 1.0, "ratio": round(bg / twin_s, 2), "counts_agree": True}
+    return {
+        "papers": papers,
+        "citations": 3 * papers,
+        "settings": [],
+        "stages": stages,
+        "duckdb": {"build_graph": twin},
+    }
+
+
+def test_the_scale_bench_judges_each_stage_by_its_smallest_and_its_last_two_sizes(monkeypatch):
+    """`bench_scale.checks`: cost per paper at the largest size against the smallest (goal 1.25x), peak memory at
+    the largest against the size before (goal 1.5x), Spark against DuckDB at the largest (goal 2x); a miss is
+    named in the report, a goal met is not."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import bench_scale
+
+    result = {
+        "machine": "test",
+        "sizes": [
+            _scale_row(
+                5_000_000, {"build_graph": 60.0, "embed_graph": 10.0}, {"build_graph": 4.0, "embed_graph": 2.0}, 100
+            ),
+            _scale_row(
+                1_000_000, {"build_graph": 50.0, "embed_graph": 20.0}, {"build_graph": 3.0, "embed_graph": 1.0}, 40
+            ),
+            _scale_row(
+                10_000_000, {"build_graph": 70.0, "embed_graph": 10.0}, {"build_graph": 4.4, "embed_graph": 4.0}, 175
+            ),
+        ],
+    }
+    checks = {c["stage"]: c for c in bench_scale.checks(result)}
+    assert checks["build_graph"] == {
+        "stage": "build_graph",
+        "cost_ratio": 1.4,  # 70 / 50: not flat
+        "cost_flat": False,
+        "memory_ratio": 1.1,  # 4.4 / 4.0, against 5M, not 1M
+        "memory_bounded": True,
+        "duckdb_ratio": 4.0,  # 700 s / 175 s
+        "duckdb_within": False,
+    }
+    assert (checks["embed_graph"]["cost_ratio"], checks["embed_graph"]["cost_flat"]) == (0.5, True)
+    assert (checks["embed_graph"]["memory_ratio"], checks["embed_graph"]["memory_bounded"]) == (2.0, False)
+    assert "duckdb_ratio" not in checks["embed_graph"]
+    report = bench_scale.report(result)
+    assert "| build_graph | 1.4× (missed) | 1.1× | 4.0× (missed) |" in report
+    assert "| embed_graph | 0.5× | 2.0× (missed) | – |" in report
+    assert (
+        "| 10,000,000 | 30,000,000 | diff path: bg 1.0 + FL 2.0 s | 700.0 | 70.0 | 4.4 | 0.2 / 4.2 / 0 / 0 |" in report
+    )
+    assert bench_scale.checks({"sizes": result["sizes"][:1]}) == []
+
+
+def test_a_measured_tree_is_split_into_driver_jvm_spark_workers_and_other_workers(monkeypatch):
+    """`bench_stages.roles`: the command's own process is the driver, a `java` process the JVM, a process below a
+    JVM a Spark Python worker, any other a worker; each role's resident memory summed."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import bench_stages
+
+    class Proc:
+        def __init__(self, pid, ppid, name, rss):
+            self.pid, self._ppid, self._name, self._rss = pid, ppid, name, rss
+
+        def ppid(self):
+            return self._ppid
+
+        def name(self):
+            return self._name
+
+        def memory_info(self):
+            return type("mem", (), {"rss": self._rss})()
+
+    root = Proc(1, 0, "python", 100)
+    tree = [
+        root,
+        Proc(2, 1, "bash", 1),  # spark-submit's shell
+        Proc(3, 2, "java", 1000),
+        Proc(4, 3, "python3", 50),  # pyspark.daemon
+        Proc(5, 4, "python3", 60),  # its forked worker
+        Proc(6, 1, "python", 300),  # a PBG worker
+    ]
+    assert bench_stages.roles(root, tree) == {"driver": 100, "jvm": 1000, "python_workers": 110, "workers": 301}
