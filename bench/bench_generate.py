@@ -28,6 +28,8 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_stages import spooled  # noqa: E402
 
 
 def measure(cmd: list[str], tree: Path) -> dict[str, float]:
@@ -35,18 +37,15 @@ def measure(cmd: list[str], tree: Path) -> dict[str, float]:
     sampled every 0.2 s."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.monotonic()
-    log = tempfile.TemporaryFile(mode="w+")  # not a pipe: one nobody reads while sampling fills and blocks the child
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env, cwd=tree)
-    root, peak = psutil.Process(proc.pid), 0
-    while proc.poll() is None:
-        try:
-            peak = max(peak, sum(p.memory_info().rss for p in [root, *root.children(recursive=True)]))
-        except psutil.Error:
-            pass
-        time.sleep(0.2)
-    log.seek(0)
-    output = log.read()
-    log.close()
+    with spooled(cmd, env=env, cwd=tree) as (proc, read_output):
+        root, peak = psutil.Process(proc.pid), 0
+        while proc.poll() is None:
+            try:
+                peak = max(peak, sum(p.memory_info().rss for p in [root, *root.children(recursive=True)]))
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+        output = read_output()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output[-4000:]}")
     return {"seconds": round(time.monotonic() - t0, 1), "peak_rss_gib": round(peak / 2**30, 2)}

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -38,36 +37,33 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from bench_stages import spooled  # noqa: E402
 
 
 def measure_tree(cmd: list[str], every_s: float = 0.5) -> dict[str, float]:
     """Run `cmd`; wall seconds, peak RSS sum and peak PSS sum (GiB) of its process tree."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     t0 = time.monotonic()
-    # the child's output goes to a file: a pipe nobody reads while memory is sampled fills up (64 KiB) and
-    # blocks the child for good (PBG logs every bucket: 4 partitions were enough)
-    log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
-    root = psutil.Process(proc.pid)
     peak_rss = peak_pss = 0
-    while proc.poll() is None:
-        rss = pss = 0
-        try:
-            tree = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            tree = []
-        for p in tree:
+    with spooled(cmd, env=env) as (proc, read_output):  # PBG logs every bucket: a pipe would fill
+        root = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            rss = pss = 0
             try:
-                info = p.memory_full_info()
+                tree = [root, *root.children(recursive=True)]
             except psutil.Error:
-                continue
-            rss += info.rss
-            pss += getattr(info, "pss", info.rss)
-        peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
-        time.sleep(every_s)
-    log.seek(0)
-    output = log.read()
-    log.close()
+                tree = []
+            for p in tree:
+                try:
+                    info = p.memory_full_info()
+                except psutil.Error:
+                    continue
+                rss += info.rss
+                pss += getattr(info, "pss", info.rss)
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+            time.sleep(every_s)
+        output = read_output()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:4])} failed ({proc.returncode}):\n{output[-4000:]}")
     gib = 2**30

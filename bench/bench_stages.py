@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -57,6 +58,27 @@ import psutil
 HERE = Path(__file__).resolve().parent
 SEED = 5
 LINGER_TIMEOUT_S = 300.0
+
+
+@contextlib.contextmanager
+def spooled(cmd: list[str], **popen) -> Iterator[tuple[subprocess.Popen, Callable[[], str]]]:
+    """`cmd` started with its output (stderr too) spooled to a temporary file: (the process, a function that reads
+    what it wrote). Not a pipe: one that nobody reads while the tree is sampled fills (64 KiB) and blocks the child
+    for good (sentence-transformers' trainer and PBG log every step). The file is closed when the block ends, and
+    the child killed if the block raises while it runs."""
+    with tempfile.TemporaryFile(mode="w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, **popen)
+
+        def output() -> str:
+            log.seek(0)
+            return log.read()
+
+        try:
+            yield proc, output
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
 
 
 def measure(cmd: list[str], beside: psutil.Process | None = None) -> dict[str, float]:
@@ -70,31 +92,26 @@ def measure(cmd: list[str], beside: psutil.Process | None = None) -> dict[str, f
     work without being its child (a Spark Connect server), its tree's memory counted in the peak."""
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
-    # the output goes to a file, not a pipe: a pipe nobody reads while the tree is sampled fills (64 KiB) and
-    # blocks the child for good (sentence-transformers' trainer logs every step)
-    log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
-    root = psutil.Process(proc.pid)
     peak = 0
     role_peaks: dict[str, int] = {}
     seen: dict[int, psutil.Process] = {}
-    while proc.poll() is None:
-        try:
-            tree = [root] + root.children(recursive=True)
-            seen.update((p.pid, p) for p in tree[1:])
-            outside = [beside] + beside.children(recursive=True) if beside is not None else []
-            sample = roles(root, tree)
-            sample["server"] = sum(p.memory_info().rss for p in outside if p.is_running())
-            peak = max(peak, sum(sample.values()))
-            for role, rss in sample.items():
-                role_peaks[role] = max(role_peaks.get(role, 0), rss)
-        except psutil.Error:
-            pass
-        time.sleep(0.2)
-    seconds = time.monotonic() - t0
-    log.seek(0)
-    output = log.read()
-    log.close()
+    with spooled(cmd) as (proc, read_output):
+        root = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                tree = [root] + root.children(recursive=True)
+                seen.update((p.pid, p) for p in tree[1:])
+                outside = [beside] + beside.children(recursive=True) if beside is not None else []
+                sample = roles(root, tree)
+                sample["server"] = sum(p.memory_info().rss for p in outside if p.is_running())
+                peak = max(peak, sum(sample.values()))
+                for role, rss in sample.items():
+                    role_peaks[role] = max(role_peaks.get(role, 0), rss)
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+        seconds = time.monotonic() - t0
+        output = read_output()
     wait_for_exit(list(seen.values()))
     lingering = time.monotonic() - t0 - seconds
     if proc.returncode != 0:

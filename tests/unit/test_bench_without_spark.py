@@ -182,22 +182,41 @@ def test_the_pbg_memory_bench_reports_each_partition_count(tmp_path):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("module", ["bench_stages", "bench_generate"])
+@pytest.mark.parametrize("module", ["bench_stages", "bench_generate", "bench_pbg_memory"])
 def test_a_bench_measuring_a_chatty_child_is_not_blocked_by_its_output(module, tmp_path, monkeypatch):
     """The child's output goes to a file: into a pipe that nobody reads while the tree is sampled, 64 KiB filled
     it and blocked the child for good (sentence-transformers' trainer, logging every step, hung half way)."""
     monkeypatch.syspath_prepend(str(REPO / "bench"))
-    measure = __import__(module).measure
+    bench = __import__(module)
     chatty = [
         sys.executable,
         "-c",
         "import sys; [print('x' * 99) for _ in range(5000)]; print('done', file=sys.stderr)",
     ]
     if module == "bench_stages":
-        result = measure(chatty)
+        result = bench.measure(chatty)
         assert result["output"].endswith("done\n") and len(result["output"]) > 500_000
+    elif module == "bench_generate":
+        assert bench.measure(chatty, tmp_path)["seconds"] < 60
     else:
-        assert measure(chatty, tmp_path)["seconds"] < 60
+        assert bench.measure_tree(chatty, every_s=0.05)["seconds"] < 60
+
+
+def test_a_spooled_child_is_killed_when_its_sampling_fails(monkeypatch):
+    """`bench_stages.spooled`, which every measuring bench starts its child with: an error in the block that
+    samples the child kills it, instead of leaving it running beside the next step."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import bench_stages
+
+    with pytest.raises(RuntimeError, match="sampling failed"):
+        with bench_stages.spooled([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]) as (
+            proc,
+            output,
+        ):
+            while "up" not in output():
+                assert proc.poll() is None
+            raise RuntimeError("sampling failed")
+    assert proc.returncode is not None and proc.returncode < 0
 
 
 def _scale_row(papers: int, us: dict[str, float], peak: dict[str, float], twin_s: float) -> dict:
