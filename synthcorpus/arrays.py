@@ -41,7 +41,10 @@ def index_mask(n: int, idx: np.ndarray) -> np.ndarray:
 
 
 def unique_ints(rng: np.random.Generator, n: int, low: int, high: int, exclude: np.ndarray | None = None) -> np.ndarray:
-    """n distinct int64 in [low, high), none in `exclude`, in random order."""
+    """n distinct int64 in [low, high), none in `exclude`, in random order; a ValueError where the range holds
+    fewer than n (drawing would never end)."""
+    if high - low < n:
+        raise ValueError(f"{n:,} distinct ints do not fit in [{low:,}, {high:,})")
     got = np.empty(0, dtype=np.int64)
     while len(got) < n:
         draw = rng.integers(low, high, size=int((n - len(got)) * 1.1) + 16, dtype=np.int64)

@@ -254,6 +254,13 @@ def _acl_ids(ids: np.random.Generator, community: np.ndarray, year: np.ndarray) 
     return pc.if_else(pa.array(has_acl), acl_id, pa.scalar(None, pa.string()))
 
 
+def _with_room(bounds: tuple[int, int], n: int) -> tuple[int, int]:
+    """`bounds` widened to twice `n` ids when it holds fewer than 1.25 × `n` (`unique_ints` slows as a range
+    fills, and never ends when it holds fewer than `n`)."""
+    low, high = bounds
+    return (low, high) if high - low >= 1.25 * n else (low, low + 2 * n)
+
+
 def _external_ids(seed: int, b: _Basics, later: LaterRelease | None) -> _ExternalIds:
     """External ids, all from one stream in this order; a later release's numeric ids lie above the old ones'."""
     n = len(b.field)
@@ -264,6 +271,9 @@ def _external_ids(seed: int, b: _Basics, later: LaterRelease | None) -> _Externa
         mag_range, pubmed_range, pmc_range = (
             (f, f + room) for f in (later.mag_floor, later.pubmed_floor, later.pmc_floor)
         )
+    # each range holds n distinct ids with room to spare: PMC's 8M ids cannot hold 10M papers' (a 10M-paper
+    # corpus drew forever); a range widened only where it was that tight, so every corpus made before is unchanged
+    mag_range, pubmed_range, pmc_range = (_with_room(r, n) for r in (mag_range, pubmed_range, pmc_range))
     mag_id = np.where(ids.random(n) < 0.94, unique_ints(ids, n, *mag_range), -1)
     life = np.isin(b.field, [FIELD_INDEX[f] for f in ("Medicine", "Biology", "Psychology")])
     has_pubmed = (life & (ids.random(n) < 0.55)) | (ids.random(n) < 0.03)

@@ -497,3 +497,22 @@ def test_the_command_line_sets_the_difficulty(tmp_path, capsys):
     assert truth["config"]["difficulty"] == 0 and truth["calibration"]["difficulty"] == 0
     assert main(["generate", "--papers", "300", "--difficulty", "1.5", "--out", str(tmp_path / "bad")]) == 2
     assert "difficulty must be between 0 and 1" in capsys.readouterr().err
+
+
+def test_a_corpus_larger_than_an_id_range_gets_a_wider_range_and_no_other_corpus_changes():
+    """PubMed Central's 8M ids cannot hold a 10M-paper corpus's draw: `unique_ints` drew forever. A range is now
+    widened where it holds fewer than 1.25 ids per paper, so every corpus that could be made before is the same;
+    a range too small for the draw is a ValueError, never a loop."""
+    import numpy as np
+
+    from citeflow.synthcorpus.arrays import unique_ints
+    from citeflow.synthcorpus.papers import _with_room
+
+    pmc = (1_000_000, 9_000_000)
+    assert _with_room(pmc, 5_000_000) == pmc  # the 5M corpus of before
+    assert _with_room(pmc, 10_000_000) == (1_000_000, 21_000_000)
+    assert _with_room((1_000_000, 35_000_000), 10_000_000) == (1_000_000, 35_000_000)
+    with pytest.raises(ValueError, match="do not fit"):
+        unique_ints(np.random.default_rng(0), 11, 0, 10)
+    drawn = unique_ints(np.random.default_rng(0), 10, 0, 10)
+    assert sorted(drawn.tolist()) == list(range(10))
