@@ -19,7 +19,8 @@ the next started only once every process of the last has exited (bench_stages.py
    136,820; a smaller release pools every eligible paper and draws a tenth of its papers as queries), exact
    FAISS search;
 5. the diff path: R1's artifact root hard-linked into a fresh one, then R2's build_graph from the diff and
-   its filter_leakage in one `citeflow run` (each stage's own seconds from its manifest).
+   its filter_leakage in one `citeflow run` (each stage's own seconds from its manifest); only at sizes up to
+   `--diff-up-to` (R2 is derived only there: deriving costs about twice generating).
 
 Per step: wall seconds, µs per paper (per paper of the release; per edge too), peak resident memory of the
 whole process tree sampled every 0.2 s and each role's own peak (`bench_stages.roles`: citeflow's Python
@@ -47,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_incremental import R1, R2, from_diff, manifest, releases  # noqa: E402
+from bench_incremental import R1, R2, SEED, from_diff, manifest, releases  # noqa: E402
 from bench_stages import HERE, measure, warm_up  # noqa: E402
 
 STAGES = ("build_graph", "filter_leakage", "embed_graph", "mine_triplets", "diff")
@@ -109,9 +110,21 @@ def duckdb_twin(stage: str, rel: Path, artifacts: Path, out: Path, n: int, edges
     return per_size(measured, n, edges)
 
 
+def release_pair(root: Path, n: int, change: float, with_successor: bool) -> Path:
+    """The folder of R1 (and R2 where `with_successor`) of `n` papers under `root`, generated when absent as
+    `bench_incremental.releases` makes them."""
+    if with_successor:
+        return releases(root, n, change).root
+    rel = root / "releases"
+    if not (rel / R1 / "generator.json").exists():
+        cmd = [sys.executable, "-m", "citeflow.jobs.cli", "generate", "--papers", str(n), "--seed", str(SEED)]
+        measure([*cmd, "--format", "s2ag", "--out", str(rel / R1), "--overwrite"])
+    return rel
+
+
 def run_size(n: int, args, work: Path) -> dict:
-    pair = releases(Path(args.snapshots) / f"scale-s2ag-{n}", n, args.change)
-    rel = pair.root
+    stages = [s for s in args.stages if s != "diff" or n <= args.diff_up_to]
+    rel = release_pair(Path(args.snapshots) / f"scale-s2ag-{n}", n, args.change, "diff" in stages)
     truth = json.loads((rel / R1 / "generator.json").read_text())
     edges = truth["counts"]["citations"]
     artifacts = work / f"artifacts-{n}"
@@ -119,7 +132,7 @@ def run_size(n: int, args, work: Path) -> dict:
     settings = stage_settings(n, args)
     row: dict = {"papers": n, "citations": edges, "settings": settings, "stages": {}, "duckdb": {}}
     row["corpus_gz_mib"] = round(sum(f.stat().st_size for f in (rel / R1 / "corpus").rglob("*.gz")) / 2**20, 1)
-    for stage in args.stages:
+    for stage in stages:
         print(f"{n:,} papers: {stage} ...", flush=True)
         if stage == "diff":
             measured = diff_path(rel, artifacts, work / f"diff-{n}", settings)
@@ -169,19 +182,20 @@ def say(n: int, stage: str, m: dict) -> None:
 
 
 def checks(result: dict) -> list[dict]:
-    """Per stage, the flatness checks of the module docstring on the sizes measured (none with one size)."""
-    sizes = sorted(result["sizes"], key=lambda r: r["papers"])
+    """Per stage measured at two sizes or more, the flatness checks of the module docstring on the sizes that
+    stage ran at: cost per paper at its largest size against its smallest, peak memory at its largest against
+    the one before, Spark against DuckDB at its largest."""
     out = []
-    if len(sizes) < 2:
-        return out
-    first, before, last = sizes[0], sizes[-2], sizes[-1]
-    for stage in last["stages"]:
-        if stage not in first["stages"] or stage not in before["stages"]:
+    for stage in STAGES:
+        sizes = sorted((r for r in result["sizes"] if stage in r["stages"]), key=lambda r: r["papers"])
+        if len(sizes) < 2:
             continue
+        first, before, last = sizes[0], sizes[-2], sizes[-1]
         cost = last["stages"][stage]["us_per_paper"] / first["stages"][stage]["us_per_paper"]
         memory = last["stages"][stage]["peak_rss_gib"] / before["stages"][stage]["peak_rss_gib"]
         row = {
             "stage": stage,
+            "sizes": [first["papers"], before["papers"], last["papers"]],
             "cost_ratio": round(cost, 2),
             "cost_flat": cost <= FLAT_COST,
             "memory_ratio": round(memory, 2),
@@ -260,20 +274,21 @@ def report(result: dict) -> str:
     lines += ["", f"DuckDB's counts equal citeflow's at every size: {agree}."]
     found = checks(result)
     if found:
-        sizes = sorted(r["papers"] for r in result["sizes"])
         lines += [
             "",
-            f"| stage | µs / paper, {sizes[-1]:,} ÷ {sizes[0]:,} (goal ≤ {FLAT_COST}) "
-            f"| peak GiB, {sizes[-1]:,} ÷ {sizes[-2]:,} (goal ≤ {BOUNDED_MEMORY}) "
-            f"| Spark ÷ DuckDB at {sizes[-1]:,} (goal ≤ {DUCKDB_RATIO}) |",
+            f"| stage | µs / paper, largest ÷ smallest size (goal ≤ {FLAT_COST}) "
+            f"| peak GiB, largest ÷ the size before (goal ≤ {BOUNDED_MEMORY}) "
+            f"| Spark ÷ DuckDB at the largest (goal ≤ {DUCKDB_RATIO}) |",
             "|---|---:|---:|---:|",
         ]
         mark = lambda ok: "" if ok else " (missed)"  # noqa: E731
+        short = lambda n: f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n:,}"  # noqa: E731
         for c in found:
+            first, before, last = map(short, c["sizes"])
             dd = f"{c['duckdb_ratio']}×{mark(c['duckdb_within'])}" if "duckdb_ratio" in c else "–"
             lines.append(
-                f"| {LABELS.get(c['stage'], c['stage'])} | {c['cost_ratio']}×{mark(c['cost_flat'])} | "
-                f"{c['memory_ratio']}×{mark(c['memory_bounded'])} | {dd} |"
+                f"| {LABELS.get(c['stage'], c['stage'])} | {c['cost_ratio']}×{mark(c['cost_flat'])} "
+                f"({last} ÷ {first}) | {c['memory_ratio']}×{mark(c['memory_bounded'])} ({last} ÷ {before}) | {dd} |"
             )
     if len(result["sizes"]) > 1:
         cores = os.cpu_count() or 1
@@ -339,6 +354,12 @@ def main() -> int:
     parser.add_argument("--change", type=float, default=0.01, help="share of R1's papers R2 touches")
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
     parser.add_argument("--no-duckdb", action="store_true", help="time citeflow alone")
+    parser.add_argument(
+        "--diff-up-to",
+        type=int,
+        default=sys.maxsize,
+        help="the diff path only at sizes up to this (a larger size's successor release is not derived)",
+    )
     parser.add_argument("--epochs", type=int, default=1, help="PBG epochs (SciNCL: 20)")
     parser.add_argument("--dim", type=int, default=64, help="PBG dimension (SciNCL: 768)")
     parser.add_argument("--partitions", type=int, default=0, help="PBG partitions (0: 4 from 1M papers, else 1)")

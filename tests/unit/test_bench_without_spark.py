@@ -272,6 +272,7 @@ def test_the_scale_bench_judges_each_stage_by_its_smallest_and_its_last_two_size
     checks = {c["stage"]: c for c in bench_scale.checks(result)}
     assert checks["build_graph"] == {
         "stage": "build_graph",
+        "sizes": [1_000_000, 5_000_000, 10_000_000],
         "cost_ratio": 1.4,  # 70 / 50: not flat
         "cost_flat": False,
         "memory_ratio": 1.1,  # 4.4 / 4.0, against 5M, not 1M
@@ -283,8 +284,12 @@ def test_the_scale_bench_judges_each_stage_by_its_smallest_and_its_last_two_size
     assert (checks["embed_graph"]["memory_ratio"], checks["embed_graph"]["memory_bounded"]) == (2.0, False)
     assert "duckdb_ratio" not in checks["embed_graph"]
     report = bench_scale.report(result)
-    assert "| build_graph | 1.4× (missed) | 1.1× | 4.0× (missed) |" in report
-    assert "| embed_graph | 0.5× | 2.0× (missed) | – |" in report
+    assert "| build_graph | 1.4× (missed) (10M ÷ 1M) | 1.1× (10M ÷ 5M) | 4.0× (missed) |" in report
+    assert "| embed_graph | 0.5× (10M ÷ 1M) | 2.0× (missed) (10M ÷ 5M) | – |" in report
+    # a stage left out at the largest size (the diff path above --diff-up-to) is judged on the sizes it ran at
+    del result["sizes"][2]["stages"]["diff"]
+    diff = next(c for c in bench_scale.checks(result) if c["stage"] == "diff")
+    assert diff["sizes"] == [1_000_000, 1_000_000, 5_000_000] and diff["cost_ratio"] == 1.2
     assert (
         "| 10,000,000 | 30,000,000 | diff path: bg 1.0 + FL 2.0 s | 700.0 | 70.0 | 4.4 | 0.2 / 4.2 / 0 / 0 |" in report
     )
