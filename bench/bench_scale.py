@@ -44,6 +44,7 @@ import platform
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -122,7 +123,10 @@ def release_pair(root: Path, n: int, change: float, with_successor: bool) -> Pat
     return rel
 
 
-def run_size(n: int, args, work: Path) -> dict:
+def run_size(n: int, args, work: Path, save: Callable[[dict], None]) -> dict:
+    """One size's steps; `save(row)` after each, so that a long run's finished steps are on disk. A step that
+    fails (a run out of memory, say) is recorded in the row's `failed` with its output's end, and the size's
+    later steps are skipped."""
     stages = [s for s in args.stages if s != "diff" or n <= args.diff_up_to]
     rel = release_pair(Path(args.snapshots) / f"scale-s2ag-{n}", n, args.change, "diff" in stages)
     truth = json.loads((rel / R1 / "generator.json").read_text())
@@ -134,13 +138,19 @@ def run_size(n: int, args, work: Path) -> dict:
     row["corpus_gz_mib"] = round(sum(f.stat().st_size for f in (rel / R1 / "corpus").rglob("*.gz")) / 2**20, 1)
     for stage in stages:
         print(f"{n:,} papers: {stage} ...", flush=True)
-        if stage == "diff":
-            measured = diff_path(rel, artifacts, work / f"diff-{n}", settings)
-        else:
-            measured = measure(citeflow_run(rel, R1, artifacts, stage, settings))
-            version = manifest(artifacts, R1, stage)
-            measured["artifact_mib"] = round(folder_bytes(Path(version["path"])) / 2**20, 1)
-            measured["metrics"] = {k: v for k, v in version["metrics"].items() if isinstance(v, (int, float, str))}
+        try:
+            if stage == "diff":
+                measured = diff_path(rel, artifacts, work / f"diff-{n}", settings)
+            else:
+                measured = measure(citeflow_run(rel, R1, artifacts, stage, settings))
+                version = manifest(artifacts, R1, stage)
+                measured["artifact_mib"] = round(folder_bytes(Path(version["path"])) / 2**20, 1)
+                measured["metrics"] = {k: v for k, v in version["metrics"].items() if isinstance(v, (int, float, str))}
+        except SystemExit as failed:  # measure's message: the command, its exit status, its output's end
+            row["failed"] = {"stage": stage, "message": str(failed)[-3000:]}
+            print(f"  {n:,} {stage} failed:\n{row['failed']['message']}", flush=True)
+            save(row)
+            break
         row["stages"][stage] = per_size(measured, n, edges)
         say(n, stage, measured)
         if stage in SPARK_STAGES and not args.no_duckdb:
@@ -150,6 +160,7 @@ def run_size(n: int, args, work: Path) -> dict:
             twin["ratio"] = round(measured["seconds"] / twin["seconds"], 2)
             row["duckdb"][stage] = twin
             say(n, f"{stage} (DuckDB)", twin)
+        save(row)
     if not args.keep:
         shutil.rmtree(artifacts, ignore_errors=True)
     return row
@@ -270,6 +281,11 @@ def report(result: dict) -> str:
                 f"{m['peak_rss_gib']} | {split} | {m['artifact_mib']} | {dd} | "
                 f"{m['load_before']} → {m['load_after']} |"
             )
+    for row in result["sizes"]:
+        if "failed" in row:
+            lines.append(
+                f"| {row['papers']:,} | {row['citations']:,} | {row['failed']['stage']} | failed | | | | | | | | |"
+            )
     agree = all(t["counts_agree"] for r in result["sizes"] for t in r["duckdb"].values())
     lines += ["", f"DuckDB's counts equal citeflow's at every size: {agree}."]
     found = checks(result)
@@ -387,10 +403,15 @@ def main() -> int:
         if set(args.stages) & {*SPARK_STAGES, "diff"} and not args.no_warm_up:
             warm_up(Path(args.snapshots), work, [])  # the Spark driver's class archive, written before any timing
         for n in args.sizes:
-            result["sizes"].append(run_size(n, args, work))
-            result["checks"] = checks(result)
-            (out / "scale.json").write_text(json.dumps(result, indent=2) + "\n")
-            (out / "scale.md").write_text(report(result))
+            done = list(result["sizes"])
+
+            def save(row: dict, done: list[dict] = done) -> None:
+                result["sizes"] = [*done, row]
+                result["checks"] = checks(result)
+                (out / "scale.json").write_text(json.dumps(result, indent=2) + "\n")
+                (out / "scale.md").write_text(report(result))
+
+            save(run_size(n, args, work, save))
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
