@@ -129,17 +129,24 @@ def measure(cmd: list[str], beside: psutil.Process | None = None) -> dict[str, f
 
 
 ROLES = ("driver", "jvm", "python_workers", "workers")
+# A child younger than this is not counted: one just forked shows its parent's resident pages as its own until it
+# executes its program (a JVM starting a shell counted the JVM's 3.6 GiB twice in build_graph at 5M papers)
+YOUNG_S = 1.0
 
 
-def roles(root: psutil.Process, tree: list[psutil.Process]) -> dict[str, int]:
+def roles(root: psutil.Process, tree: list[psutil.Process], now: float | None = None) -> dict[str, int]:
     """The resident memory of a measured tree by role: `driver` the command's own process (citeflow's Python
     driver), `jvm` a Java process (Spark's driver, which in local mode holds the executors too), `python_workers`
     a process a JVM started (Spark's Python workers: the executors' side of pandas UDFs), `workers` any other
-    (PBG's HOGWILD and partition processes, DuckDB is its command's own process)."""
+    (PBG's HOGWILD and partition processes, DuckDB is its command's own process). A child younger than
+    `YOUNG_S` is left out (`now`: the clock its age is read on)."""
+    now = time.time() if now is None else now
     by_pid = {p.pid: p for p in tree}
     out = dict.fromkeys(ROLES, 0)
     for p in tree:
         try:
+            if p.pid != root.pid and now - p.create_time() < YOUNG_S:
+                continue
             rss = p.memory_info().rss
             if p.pid == root.pid:
                 role = "driver"

@@ -298,13 +298,17 @@ def test_the_scale_bench_judges_each_stage_by_its_smallest_and_its_last_two_size
 
 def test_a_measured_tree_is_split_into_driver_jvm_spark_workers_and_other_workers(monkeypatch):
     """`bench_stages.roles`: the command's own process is the driver, a `java` process the JVM, a process below a
-    JVM a Spark Python worker, any other a worker; each role's resident memory summed."""
+    JVM a Spark Python worker, any other a worker; each role's resident memory summed, a child younger than a
+    second left out."""
     monkeypatch.syspath_prepend(str(REPO / "bench"))
     import bench_stages
 
     class Proc:
-        def __init__(self, pid, ppid, name, rss):
-            self.pid, self._ppid, self._name, self._rss = pid, ppid, name, rss
+        def __init__(self, pid, ppid, name, rss, started=0.0):
+            self.pid, self._ppid, self._name, self._rss, self._started = pid, ppid, name, rss, started
+
+        def create_time(self):
+            return self._started
 
         def ppid(self):
             return self._ppid
@@ -324,4 +328,13 @@ def test_a_measured_tree_is_split_into_driver_jvm_spark_workers_and_other_worker
         Proc(5, 4, "python3", 60),  # its forked worker
         Proc(6, 1, "python", 300),  # a PBG worker
     ]
-    assert bench_stages.roles(root, tree) == {"driver": 100, "jvm": 1000, "python_workers": 110, "workers": 301}
+    assert bench_stages.roles(root, tree, now=10.0) == {
+        "driver": 100,
+        "jvm": 1000,
+        "python_workers": 110,
+        "workers": 301,
+    }
+    # a child forked a moment ago shows its parent's pages as its own: not counted until YOUNG_S old
+    forked = Proc(7, 3, "bash", 1000, started=9.5)
+    assert bench_stages.roles(root, [*tree, forked], now=10.0)["python_workers"] == 110
+    assert bench_stages.roles(root, [*tree, forked], now=10.6)["python_workers"] == 1110
