@@ -273,6 +273,8 @@ def test_the_scale_bench_judges_each_stage_by_its_smallest_and_its_last_two_size
     assert checks["build_graph"] == {
         "stage": "build_graph",
         "sizes": [1_000_000, 5_000_000, 10_000_000],
+        "unit": "paper",
+        "us_per_unit": [50.0, 70.0],
         "cost_ratio": 1.4,  # 70 / 50: not flat
         "cost_flat": False,
         "memory_ratio": 1.1,  # 4.4 / 4.0, against 5M, not 1M
@@ -284,8 +286,16 @@ def test_the_scale_bench_judges_each_stage_by_its_smallest_and_its_last_two_size
     assert (checks["embed_graph"]["memory_ratio"], checks["embed_graph"]["memory_bounded"]) == (2.0, False)
     assert "duckdb_ratio" not in checks["embed_graph"]
     report = bench_scale.report(result)
-    assert "| build_graph | 1.4× (missed) (10M ÷ 1M) | 1.1× (10M ÷ 5M) | 4.0× (missed) |" in report
-    assert "| embed_graph | 0.5× (10M ÷ 1M) | 2.0× (missed) (10M ÷ 5M) | – |" in report
+    assert (
+        "| build_graph | 1.4× (missed) (10M ÷ 1M: 70 ÷ 50 µs per paper) | 1.1× (10M ÷ 5M) | 4.0× (missed) |" in report
+    )
+    assert "| embed_graph | 0.5× (10M ÷ 1M: 10 ÷ 20 µs per paper) | 2.0× (missed) (10M ÷ 5M) | – |" in report
+    # PBG's work is the filtered graph's edges, mining's its queries: where the metrics count them, per those
+    for row, edges in zip(result["sizes"], (10, 2, 20), strict=True):  # 5M, 1M, 10M
+        row["stages"]["embed_graph"]["metrics"] = {"edges": edges * row["papers"]}
+    graph = next(c for c in bench_scale.checks(result) if c["stage"] == "embed_graph")
+    assert (graph["unit"], graph["us_per_unit"]) == ("edge", [10.0, 0.5])  # 10 µs / 20 edges, 20 µs / 2
+    assert graph["cost_ratio"] == 0.05
     # a stage left out at the largest size (the diff path above --diff-up-to) is judged on the sizes it ran at
     del result["sizes"][2]["stages"]["diff"]
     diff = next(c for c in bench_scale.checks(result) if c["stage"] == "diff")
