@@ -176,6 +176,7 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
 
     from citeflow.evaluation.neighbours import nearest, normalize_rows
     from citeflow.jobs.filter_leakage.audit import audit_no_benchmark_papers
+    from citeflow.models.pbg.export import entity_ids, write_sorted
     from citeflow.models.pbg.importer import import_in_subprocess
     from citeflow.models.pbg.launch import train_run
     from citeflow.models.pbg.train import load_embeddings
@@ -209,18 +210,23 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
     mining = train_run(
         cfg, work, "edges_all", "mining", imported["entities"], imported["edges"], workers, stale_s, **init
     )
-    ids, vectors = load_embeddings(work / "mining" / "checkpoint", work / "entities", cfg.num_partitions)
+    ids = entity_ids(work / "entities", cfg.num_partitions)
     if upstream.metrics.get("mode") == "exclude":
         audit_no_benchmark_papers(ids, upstream, what="papers of the graph embeddings")
-    _write_embeddings(ids, vectors, cfg.dimension, path / "paper_embeddings")
-    sample = np.sort(np.random.default_rng(cfg.seed).choice(len(ids), min(OVERLAP_QUERIES, len(ids)), replace=False))
-    mining_neighbours = nearest(normalize_rows(vectors), sample, cfg.overlap_k)
-    del vectors
+    # one partition at a time: the driver holds no more vectors than PBG itself does (models/pbg/export.py)
+    checkpoint, entities = work / "mining" / "checkpoint", work / "entities"
+    write_sorted(checkpoint, entities, cfg.num_partitions, cfg.dimension, path / "paper_embeddings", work / "export")
 
     runs = {"mining": mining}
     metrics: dict[str, Any] = {}
     metric_rows: list[tuple[str, str, float]] = []
     if cfg.link_prediction:
+        # the neighbour overlap of the two runs searches every paper's vector: the one step that holds them all
+        ids, vectors = load_embeddings(checkpoint, entities, cfg.num_partitions)
+        queries = min(OVERLAP_QUERIES, len(ids))
+        sample = np.sort(np.random.default_rng(cfg.seed).choice(len(ids), queries, replace=False))
+        mining_neighbours = nearest(normalize_rows(vectors), sample, cfg.overlap_k)
+        del vectors
         runs["link_prediction"], metrics, metric_rows = _link_prediction(
             cfg, work, imported, workers, stale_s, ids, sample, mining_neighbours
         )
@@ -270,22 +276,6 @@ def _write_run_tables(metric_rows: list[tuple[str, str, float]], runs: dict[str,
         path / "training_log",
     )
     _plot_losses(losses, path / "training_loss.png", snapshot)
-
-
-def _write_embeddings(ids, vectors, dimension: int, folder: Path) -> None:
-    """`paper_embeddings`: one row per entity, sorted by corpus id, the vector as a fixed-size list of float32."""
-    import numpy as np
-    import pyarrow as pa
-
-    order = np.argsort(ids, kind="stable")
-    flat = pa.array(vectors[order].reshape(-1), pa.float32())
-    table = pa.table(
-        {
-            "corpus_id": pa.array(ids[order], pa.int64()),
-            "embedding": pa.FixedSizeListArray.from_arrays(flat, dimension),
-        }
-    )
-    write_table(table, folder)
 
 
 def _link_prediction(cfg, work: Path, imported: dict, workers, stale_s, ids, sample, mining_neighbours):

@@ -42,11 +42,9 @@ import os
 import sys
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from citeflow.errors import CiteflowError
-from citeflow.models.pbg.importer import dataset
 
 
 def pbg_config(
@@ -175,17 +173,11 @@ def train_ranks(config: dict, config_path: Path, folder: Path, seed: int, what: 
 
 
 def load_embeddings(checkpoint: Path, entities: Path, num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
-    """(corpus ids, float32 embeddings) of the latest checkpoint, partitions concatenated."""
-    version = int((checkpoint / "checkpoint_version.txt").read_text().strip())
-    ids, vectors = [], []
-    for p in range(num_partitions):
-        names = json.loads((entities / f"entity_names_paper_{p}.json").read_text())
-        with h5py.File(checkpoint / f"embeddings_paper_{p}.v{version}.h5", "r") as hf:
-            emb = dataset(hf, "embeddings")[:]
-        if len(emb) != len(names):
-            raise CiteflowError(f"partition {p}: {len(emb)} embeddings for {len(names)} entities")
-        ids.append(np.asarray(names, dtype=np.int64))
-        vectors.append(emb.astype(np.float32, copy=False))
+    """(corpus ids, float32 embeddings) of the latest checkpoint, partitions concatenated: every vector in memory
+    at once (`citeflow.models.pbg.export` writes the table one partition at a time)."""
+    from citeflow.models.pbg.export import partitions
+
+    ids, vectors = zip(*partitions(checkpoint, entities, num_partitions), strict=True)
     return np.concatenate(ids), np.concatenate(vectors)
 
 
