@@ -65,13 +65,13 @@ def merge_sorted(paths: list[Path]) -> Iterator[pa.Table]:
     have more to read, so that only one batch of each file is held."""
     readers = [pa.ipc.open_file(pa.OSFile(str(path))) for path in paths]
     read = [0] * len(readers)
-    held: list[pa.RecordBatch | None] = [None] * len(readers)
+    held = [pa.RecordBatch.from_pylist([], schema=reader.schema) for reader in readers]
     while True:
         for i, reader in enumerate(readers):
-            while (held[i] is None or len(held[i]) == 0) and read[i] < reader.num_record_batches:
+            while len(held[i]) == 0 and read[i] < reader.num_record_batches:
                 held[i] = reader.get_batch(read[i])
                 read[i] += 1
-        live = [i for i, batch in enumerate(held) if batch is not None and len(batch)]
+        live = [i for i, batch in enumerate(held) if len(batch)]
         if not live:
             return
         pending = [held[i].column(0)[-1].as_py() for i in live if read[i] < readers[i].num_record_batches]

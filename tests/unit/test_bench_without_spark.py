@@ -146,8 +146,10 @@ def test_the_pbg_bench_imports_both_ways_and_trains_an_epoch(tmp_path):
     assert edges > 5000 and row["edges"] == 5000
     for importer in ("citeflow_import", "pbg_tsv_import"):
         m = row[importer]
+        roles = m.pop("peak_by_role_gib")  # bench_stages.measure: each role's own peak
         assert set(m) == {"seconds", "lingering_s", "peak_rss_gib", "load_before", "load_after"}, importer
         assert m["seconds"] > 0 and all(map(finite, m.values())), importer
+        assert roles["driver"] > 0 and all(map(finite, roles.values())), importer
     assert row["speedup"] == round(row["pbg_tsv_import"]["seconds"] / row["citeflow_import"]["seconds"], 1)
     epoch = row["train_epoch"]
     assert epoch["dimension"] == 8 and epoch["seconds"] > 0 and epoch["edges_per_second"] > 0
