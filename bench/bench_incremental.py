@@ -88,13 +88,19 @@ class Pair(NamedTuple):
     r2: str
 
 
-def releases(root: Path, papers: int, change: float) -> Pair:
-    """R1 and R2 under `root/releases`, generated when absent (R2 also when an older generator derived it: its
-    diff may lack a dataset, DERIVE_VERSION 4 added paper-ids)."""
+def first_release(root: Path, papers: int) -> Path:
+    """`root/releases`, holding R1 (a generated S2AG release of `papers` papers), generated when absent."""
     rel = root / "releases"
     if not (rel / R1 / "generator.json").exists():
         cmd = [sys.executable, "-m", "citeflow.jobs.cli", "generate", "--papers", str(papers), "--seed", str(SEED)]
         measure([*cmd, "--format", "s2ag", "--out", str(rel / R1), "--overwrite"])
+    return rel
+
+
+def releases(root: Path, papers: int, change: float) -> Pair:
+    """R1 and R2 under `root/releases`, generated when absent (R2 also when an older generator derived it: its
+    diff may lack a dataset, DERIVE_VERSION 4 added paper-ids)."""
+    rel = first_release(root, papers)
     from citeflow.synthcorpus.derive import DERIVE_VERSION
 
     made = rel / R2 / "generator.json"

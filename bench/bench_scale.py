@@ -49,19 +49,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_incremental import R1, R2, SEED, from_diff, manifest, releases  # noqa: E402
+from bench_incremental import R1, R2, first_release, from_diff, manifest, releases  # noqa: E402
 from bench_stages import HERE, measure, warm_up  # noqa: E402
 
 STAGES = ("build_graph", "filter_leakage", "embed_graph", "mine_triplets", "diff")
 SPARK_STAGES = ("build_graph", "filter_leakage")
 # docs/reference.md §4: SciNCL's FAISS pool; its 684K triplets / 5 positives
 SCINCL_POOL, SCINCL_QUERIES = 680_967, 136_820
-# the goals of item 2 and 3 (issue 85): per-paper cost, memory growth, Spark against DuckDB
+# the goals the report judges: per-unit cost, memory growth, Spark against DuckDB
 FLAT_COST, BOUNDED_MEMORY, DUCKDB_RATIO = 1.25, 1.5, 2.0
 S2ORC_PAPERS = 136_000_000  # S2ORC 20200705v1: 136M papers (../shared/SPEC.md, docs/scaling.md)
 LABELS = {"diff": "diff path (build_graph + filter_leakage)"}
 # What a stage's work grows with, where it is not the papers: PBG trains on the filtered graph's edges (the
-# generated graph grows denser with the corpus: 1.8 kept edges a paper at 1M, 2.9 at 5M), mining searches its
+# generated graph grows denser with the corpus, so its edges per paper grow too), mining searches its
 # queries against SciNCL's fixed pool (a tenth of the papers below 1.37M)
 UNITS = {"embed_graph": ("edge", "edges"), "mine_triplets": ("query", "queries")}
 
@@ -127,13 +127,7 @@ def duckdb_twin(stage: str, rel: Path, artifacts: Path, out: Path, n: int, edges
 def release_pair(root: Path, n: int, change: float, with_successor: bool) -> Path:
     """The folder of R1 (and R2 where `with_successor`) of `n` papers under `root`, generated when absent as
     `bench_incremental.releases` makes them."""
-    if with_successor:
-        return releases(root, n, change).root
-    rel = root / "releases"
-    if not (rel / R1 / "generator.json").exists():
-        cmd = [sys.executable, "-m", "citeflow.jobs.cli", "generate", "--papers", str(n), "--seed", str(SEED)]
-        measure([*cmd, "--format", "s2ag", "--out", str(rel / R1), "--overwrite"])
-    return rel
+    return releases(root, n, change).root if with_successor else first_release(root, n)
 
 
 def run_size(n: int, args, work: Path, save: Callable[[dict], None]) -> dict:

@@ -66,12 +66,13 @@ def spooled(cmd: list[str], **popen) -> Iterator[tuple[subprocess.Popen, Callabl
     what it wrote). Not a pipe: one that nobody reads while the tree is sampled fills (64 KiB) and blocks the child
     for good (sentence-transformers' trainer and PBG log every step). The file is closed when the block ends, and
     the child killed if the block raises while it runs."""
-    with tempfile.TemporaryFile(mode="w+") as log:
+    with tempfile.TemporaryFile(mode="w+b") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, **popen)
 
         def output() -> str:
-            log.seek(0)
-            return log.read()
+            # pread: the child writes through the same open file, so moving its offset would move the child's
+            fd = log.fileno()
+            return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
         try:
             yield proc, output
@@ -130,7 +131,7 @@ def measure(cmd: list[str], beside: psutil.Process | None = None) -> dict[str, f
 
 ROLES = ("driver", "jvm", "python_workers", "workers")
 # A child younger than this is not counted: one just forked shows its parent's resident pages as its own until it
-# executes its program (a JVM starting a shell counted the JVM's 3.6 GiB twice in build_graph at 5M papers)
+# executes its program (a JVM launching a process would count the JVM's pages twice)
 YOUNG_S = 1.0
 
 

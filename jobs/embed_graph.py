@@ -222,7 +222,7 @@ def build(config: RunConfig, upstream: Manifest, path: Path, warm: Manifest | No
     metric_rows: list[tuple[str, str, float]] = []
     if cfg.link_prediction:
         # the neighbour overlap of the two runs searches every paper's vector: the one step that holds them all
-        ids, vectors = load_embeddings(checkpoint, entities, cfg.num_partitions)
+        _, vectors = load_embeddings(checkpoint, entities, cfg.num_partitions)  # rows in `ids`' order
         queries = min(OVERLAP_QUERIES, len(ids))
         sample = np.sort(np.random.default_rng(cfg.seed).choice(len(ids), queries, replace=False))
         mining_neighbours = nearest(normalize_rows(vectors), sample, cfg.overlap_k)

@@ -3,8 +3,8 @@
 A checkpoint holds `embeddings_paper_{p}.v{N}.h5` per partition (dataset `embeddings`, rows in the order of
 `entity_names_paper_{p}.json`). PBG itself never holds more than two partitions in memory: that is what
 `num_partitions` bounds. Reading every partition into one array to sort it by corpus id held the whole table in
-the stage's driver, three times over while it was sorted and written (2.4 GiB at 5M papers and 64 dimensions;
-S2ORC's 136M papers at SciNCL's 768 would need about 1.2 TB). `write_sorted` holds one partition: each is sorted
+the stage's driver, three times over while it was sorted and written (about 3 × N × D × 4 B, which grows with the
+corpus without bound). `write_sorted` holds one partition: each is sorted
 by corpus id into a run file of its own, and the runs are merged batch by batch into the table.
 """
 
