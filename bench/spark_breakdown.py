@@ -17,7 +17,9 @@ which step each job belongs to. The breakdown of the process's wall time:
   file listings on the driver);
 - **after the last job**: to the process's end (the manifest, hashing the written files, stopping the JVM).
 
-Per step also: the tasks' summed run time (what the cores did), bytes read and written, and shuffle bytes.
+Per step also: the tasks' summed run time (what the cores did) and the part of it in the JVM's garbage collection,
+bytes read and written, shuffle bytes, and the bytes spilled to disk (a sort or an aggregation that outgrew its
+memory).
 Results: OUT/spark_breakdown.json and OUT/spark_breakdown.md.
 """
 
@@ -83,6 +85,8 @@ def read_event_log(folder: Path) -> dict:
                 "read": 0,
                 "written": 0,
                 "shuffle": 0,
+                "spilled": 0,
+                "gc_s": 0.0,
             }
             for stage in event.get("Stage IDs", []):
                 stage_job[stage] = event["Job ID"]
@@ -95,6 +99,8 @@ def read_event_log(folder: Path) -> dict:
             job["read"] += (metrics.get("Input Metrics") or {}).get("Bytes Read", 0)
             job["written"] += (metrics.get("Output Metrics") or {}).get("Bytes Written", 0)
             job["shuffle"] += (metrics.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0)
+            job["spilled"] += metrics.get("Disk Bytes Spilled", 0)
+            job["gc_s"] += metrics.get("JVM GC Time", 0) / 1000
     done = sorted((j for j in jobs.values() if "end" in j), key=lambda j: j["start"])
     # a job that carries no tag (a schema or file listing of a read, which no query submits) belongs to the step
     # that ran before it, or else to the first one after it
@@ -115,7 +121,7 @@ def breakdown(started: float, ended: float, log: dict) -> dict:
         step = steps[job["description"]]
         step["intervals"].append((job["start"], job["end"]))
         step["jobs"] += 1
-        for key in ("task_s", "read", "written", "shuffle"):
+        for key in ("task_s", "read", "written", "shuffle", "spilled", "gc_s"):
             step[key] = step.get(key, 0) + job[key]
     busy = merged_seconds([(j["start"], j["end"]) for j in jobs])
     return {
@@ -134,6 +140,8 @@ def breakdown(started: float, ended: float, log: dict) -> dict:
                 "read_mb": round(s["read"] / 1e6, 1),
                 "written_mb": round(s["written"] / 1e6, 1),
                 "shuffle_mb": round(s["shuffle"] / 1e6, 1),
+                "spilled_mb": round(s["spilled"] / 1e6, 1),
+                "gc_s": round(s["gc_s"], 2),
             }
             for name, s in sorted(steps.items(), key=lambda item: min(a for a, _ in item[1]["intervals"]))
         },
@@ -163,19 +171,19 @@ def markdown(report: dict) -> str:
             f"### {stage}: {b['wall_s']} s wall, {b['jobs']} Spark jobs, load {b['load_before']:.1f} → "
             f"{b['load_after']:.1f}",
             "",
-            "| part | from s | wall s | jobs | task s | read MB | written MB | shuffle MB |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
-            f"| before Spark (imports, checks, JVM and session) | 0 | {b['before_spark_s']} | | | | | |",
-            f"| Spark start to the first job | | {b['spark_start_to_first_job_s']} | | | | | |",
+            "| part | from s | wall s | jobs | task s | GC s | read MB | written MB | shuffle MB | spilled MB |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"| before Spark (imports, checks, JVM and session) | 0 | {b['before_spark_s']} | | | | | | | |",
+            f"| Spark start to the first job | | {b['spark_start_to_first_job_s']} | | | | | | | |",
         ]
         for name, s in b["steps"].items():
             lines.append(
-                f"| {name} | {s['from_s']} | {s['wall_s']} | {s['jobs']} | {s['task_s']} | {s['read_mb']} | "
-                f"{s['written_mb']} | {s['shuffle_mb']} |"
+                f"| {name} | {s['from_s']} | {s['wall_s']} | {s['jobs']} | {s['task_s']} | {s['gc_s']} | "
+                f"{s['read_mb']} | {s['written_mb']} | {s['shuffle_mb']} | {s['spilled_mb']} |"
             )
         lines += [
-            f"| driver between jobs | | {b['driver_between_jobs_s']} | | | | | |",
-            f"| after the last job (manifest, hashing, JVM stop) | | {b['after_last_job_s']} | | | | | |",
+            f"| driver between jobs | | {b['driver_between_jobs_s']} | | | | | | | |",
+            f"| after the last job (manifest, hashing, JVM stop) | | {b['after_last_job_s']} | | | | | | | |",
             "",
         ]
     return "\n".join(lines)
