@@ -98,6 +98,10 @@ class Manifest:
     manifest_format: int = MANIFEST_FORMAT
     skipped: bool = False
 
+    def content_bytes(self) -> int:
+        """The bytes of every file of the version (its tables, plots and reports) as the manifest lists them."""
+        return sum(entry["bytes"] for entry in self.contents.values())
+
     def to_json(self) -> dict[str, Any]:
         """The manifest as written: format 2 with `checksum`, a SHA-256 of everything else in it."""
         data = {k: v for k, v in self.__dict__.items() if k not in ("skipped", "path")}

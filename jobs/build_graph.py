@@ -240,11 +240,12 @@ def build(config: RunConfig, snapshot: Snapshot, store: ArtifactStore, path: str
 
     from citeflow.spark import graph as G
     from citeflow.spark import readers as R
-    from citeflow.spark.engine.session import get_spark, step
+    from citeflow.spark.engine.session import get_spark, size_shuffle, step
     from citeflow.spark.work import VersionWork
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    size_shuffle(spark, config.spark, sum(snapshot.sizes.values()), STAGE)
     cfg = config.build_graph
     work = VersionWork(spark, store, path)
     stage = work.stage

@@ -60,11 +60,13 @@ def build_from_diff(config: RunConfig, base: Manifest, diff: D.Diff, store: Arti
     from citeflow.spark import incremental_edges as E
     from citeflow.spark import readers as R
     from citeflow.spark import scans as S
-    from citeflow.spark.engine.session import get_spark
+    from citeflow.spark.engine.session import get_spark, size_shuffle
     from citeflow.spark.work import VersionWork
 
     spark = get_spark(config.spark, app_name=f"citeflow-{STAGE}-{config.snapshot}")
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    # the base version's tables are what the merge shuffles; the diff's files are small beside them
+    size_shuffle(spark, config.spark, base.content_bytes(), STAGE)
     schemas = {
         "papers": R.S2AG_PAPERS_SCHEMA,
         "abstracts": R.S2AG_ABSTRACTS_SCHEMA,

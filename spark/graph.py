@@ -160,13 +160,18 @@ def stage_abstracts(abstracts: DataFrame, corpus_ids: DataFrame, *, broadcast: b
     rows = abstracts.withColumn("reason", reason).withColumn(
         "corpus_id", F.when(reason.isNull(), F.col("id_raw").try_cast("long"))
     )
-    # Unusable rows have no corpus id and no use for a rank: kept apart from every id's abstracts, and spread
-    # by their line's hash rather than gathered in one window partition (a shard of garbage would be one task).
     usable = F.col("reason").isNull()
-    group = Window.partitionBy(usable, F.coalesce(F.col("corpus_id"), F.xxhash64("value"))).orderBy(*abstract_order())
-    ranked = rows.withColumn("_rank", F.row_number().over(group))
-    known = corpus_ids.select("corpus_id", F.lit(True).alias("_known"))
-    joined = ranked.join(F.broadcast(known) if broadcast else known, "corpus_id", "left")
+    # One key ranks and looks up: a usable row's corpus id (never negative, `CORPUS_ID_PATTERN`); an unusable row,
+    # which has no id and no use for a rank, a negative number from its line's hash, so that it meets no id and is
+    # spread over the window's partitions rather than gathered in one (a shard of garbage would be one task).
+    # Without a broadcast, the look-up joins on the key the window is partitioned by, so Spark moves only the
+    # corpus ids to the abstracts: joined on the corpus id instead, every abstract's text was shuffled a second
+    # time, and above `spark.broadcast_rows` that second shuffle and its sort cost as much as the ranking.
+    key = F.coalesce(F.col("corpus_id"), -(F.xxhash64("value").bitwiseAND(F.lit(2**63 - 1))) - 1)
+    group = Window.partitionBy("_key").orderBy(*abstract_order())
+    ranked = rows.withColumn("_key", key).withColumn("_rank", F.row_number().over(group))
+    known = corpus_ids.select(F.col("corpus_id").alias("_key"), F.lit(True).alias("_known"))
+    joined = ranked.join(F.broadcast(known) if broadcast else known, "_key", "left")
     fate = (
         F.when(~usable, F.lit(UNUSABLE_ABSTRACT))
         .when(F.col("_rank") > 1, F.lit(R.DUPLICATE_ABSTRACT))

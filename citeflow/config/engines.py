@@ -56,6 +56,19 @@ class SparkConfig:
             "spark.sql.shuffle.partitions (adaptive execution coalesces small ones)", versioned=False, at_least=1
         ),
     )
+    shuffle_input_mb: int = field(
+        default=64,
+        metadata=_help(
+            "MiB of a stage's input (corpus files as stored, or the Parquet tables it reads) per shuffle "
+            "partition: a stage whose input is more than shuffle_partitions times this raises "
+            "spark.sql.shuffle.partitions for its run to one per this many MiB, so that a partition's sorts and "
+            "joins stay within a task's memory as the corpus grows; adaptive execution merges partitions that "
+            "come out small. 0: shuffle_partitions whatever the input. A spark.sql.shuffle.partitions in "
+            "spark.conf is kept as it is",
+            versioned=False,
+            at_least=0,
+        ),
+    )
     local_dir: str = field(
         default="",
         metadata=_help("spark.local.dir for shuffle and spill files; empty: Spark's default", versioned=False),

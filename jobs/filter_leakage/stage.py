@@ -171,11 +171,12 @@ def _build(
     """`build`'s work, `benchmark` (pending: the benchmark ids table and its layouts) taken when the mapping
     needs it: the graph's side and the benchmark's at once, the benchmark ids mapped to corpus ids, the graph
     written without them, then the counts."""
-    from citeflow.spark.engine.session import Done, step
+    from citeflow.spark.engine.session import Done, size_shuffle, step
     from citeflow.spark.work import VersionWork
 
     work = VersionWork(spark, store, path)
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    size_shuffle(spark, config.spark, upstream.content_bytes(), STAGE)
     step(spark, STAGE, "reading the graph")
     metrics: dict[str, Any] = {"mode": config.filter_leakage.mode}
     # The graph's side needs no benchmark: the papers' keys and the paper-ids lines. On a graph merged from a

@@ -190,6 +190,21 @@ def test_contents_are_pinned(excluded, generated_s2ag, tmp_path, spark):
     assert problems == []
 
 
+def test_the_shuffled_joins_write_the_pinned_contents(generated_s2orc, generated_s2ag, tmp_path, spark):
+    """With `spark.broadcast_rows=0` build_graph joins every side by a shuffle, as it does above 5M papers, and
+    writes the pinned tables of both formats: the path a corpus of S2ORC's size takes, which the broadcast copies
+    of every smaller run never enter."""
+    from citeflow.jobs import build_graph
+    from tests.e2e import contents as C
+
+    problems = []
+    for fmt, snap in (("s2orc", generated_s2orc[0]), ("s2ag", generated_s2ag[0])):
+        pinned = C.check_input(fmt, snap)
+        cfg = config(snap, tmp_path, "spark.broadcast_rows=0", snapshot=f"shuffled-{fmt}")
+        problems += [f"{fmt}: {p}" for p in C.compare(C.stage_contents(build_graph.run(cfg)), pinned["build_graph"])]
+    assert problems == []
+
+
 def test_a_corpus_with_no_doubt_gives_the_tables_of_the_stage_before_doubts_were_resolved(tmp_path, spark):
     """On a generated snapshot where no benchmark id is in doubt (no generic titles: no title several papers share,
     no id with two titles, no sha with two corpus ids), filter_leakage writes the tables and metrics that stage

@@ -138,6 +138,30 @@ def test_the_trigger_form_cannot_point_spark_elsewhere(spark_connection, tmp_pat
         run_settings.run_config(settings)
 
 
+def test_shuffle_partitions_grow_with_the_input_above_the_set_count(spark):
+    """`size_shuffle`: the set count while the input is within shuffle_partitions x shuffle_input_mb, one partition
+    per shuffle_input_mb above it; 0 turns the sizing off; a count the user put in spark.conf stays."""
+    from citeflow.spark.engine.session import size_shuffle
+
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    mib = 2**20
+    try:
+        cfg = SparkConfig(shuffle_partitions=16, shuffle_input_mb=64)
+        assert size_shuffle(spark, cfg, 16 * 64 * mib, "test") == 16
+        assert size_shuffle(spark, cfg, 16 * 64 * mib + 1, "test") == 17
+        assert size_shuffle(spark, cfg, 10 * 2**30, "test") == 160
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "160"
+        # a later stage with a small input goes back to the set count, not the earlier stage's
+        assert size_shuffle(spark, cfg, 0, "test") == 16
+        assert size_shuffle(spark, SparkConfig(shuffle_partitions=16, shuffle_input_mb=0), 10 * 2**30, "test") == 16
+        spark.conf.set("spark.sql.shuffle.partitions", "7")
+        users = SparkConfig(shuffle_partitions=16, conf=("spark.sql.shuffle.partitions=7",))
+        assert size_shuffle(spark, users, 10 * 2**30, "test") == 7
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
 def test_titles_fold_in_spark_as_fold_title_defines_it(spark):
     rng = random.Random(5)
     alphabet = [chr(c) for c in range(128)] + list("aeiou AEIOU") * 6 + list("éßİﬁ²Σ—")
