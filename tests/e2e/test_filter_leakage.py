@@ -191,17 +191,34 @@ def test_contents_are_pinned(excluded, generated_s2ag, tmp_path, spark):
 
 
 def test_the_shuffled_joins_write_the_pinned_contents(generated_s2orc, generated_s2ag, tmp_path, spark):
-    """With `spark.broadcast_rows=0` build_graph joins every side by a shuffle, as it does above 5M papers, and
-    writes the pinned tables of both formats: the path a corpus of S2ORC's size takes, which the broadcast copies
-    of every smaller run never enter."""
+    """With `spark.broadcast_rows=0` and Spark's own broadcasts off, build_graph joins every side by a shuffle, as
+    it does above 5M papers, and writes the pinned tables of both formats: the path a corpus of S2ORC's size takes,
+    which the broadcast copies of every smaller run never enter. Its shuffle partitions are one per
+    `spark.shuffle_input_mb` of the corpus (1 MiB here: 2 for either snapshot, where the set count is 1)."""
+    import math
+
     from citeflow.jobs import build_graph
+    from citeflow.snapshot import discover
     from tests.e2e import contents as C
 
+    shared = {
+        key: spark.conf.get(key) for key in ("spark.sql.autoBroadcastJoinThreshold", "spark.sql.shuffle.partitions")
+    }
     problems = []
-    for fmt, snap in (("s2orc", generated_s2orc[0]), ("s2ag", generated_s2ag[0])):
-        pinned = C.check_input(fmt, snap)
-        cfg = config(snap, tmp_path, "spark.broadcast_rows=0", snapshot=f"shuffled-{fmt}")
-        problems += [f"{fmt}: {p}" for p in C.compare(C.stage_contents(build_graph.run(cfg)), pinned["build_graph"])]
+    try:
+        for fmt, snap in (("s2orc", generated_s2orc[0]), ("s2ag", generated_s2ag[0])):
+            pinned = C.check_input(fmt, snap)
+            shuffled = ["spark.broadcast_rows=0", "spark.conf=spark.sql.autoBroadcastJoinThreshold=-1"]
+            sized = ["spark.shuffle_partitions=1", "spark.shuffle_input_mb=1"]
+            cfg = config(snap, tmp_path, *shuffled, *sized, snapshot=f"shuffled-{fmt}")
+            got = C.stage_contents(build_graph.run(cfg))
+            problems += [f"{fmt}: {p}" for p in C.compare(got, pinned["build_graph"])]
+            want = math.ceil(sum(discover(str(snap / "corpus"), fmt).sizes.values()) / 2**20)
+            assert want > 1 and spark.conf.get("spark.sql.shuffle.partitions") == str(want), fmt
+            assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == "-1"  # the build ran without them
+    finally:
+        for key, value in shared.items():  # the session is shared with the worker's later tests
+            spark.conf.set(key, value)
     assert problems == []
 
 

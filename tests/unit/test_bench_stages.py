@@ -273,8 +273,8 @@ def test_the_breakdown_bench_names_every_spark_job_by_its_step_and_accounts_for_
         assert sum(s["jobs"] for s in b["steps"].values()) == b["jobs"]
         outside = b["before_spark_s"] + b["spark_start_to_first_job_s"] + b["after_last_job_s"]
         assert all(v >= 0 for v in (outside, b["driver_between_jobs_s"])) and outside < b["wall_s"], b
-        # the garbage collector's share is part of the tasks' time; a run this small spills nothing it must
-        assert all(0 <= s["gc_s"] <= s["task_s"] and s["spilled_mb"] >= 0 for s in b["steps"].values()), b["steps"]
+        # both read from every task's metrics (their names: test_bench_without_spark.py)
+        assert all(s["gc_s"] >= 0 and s["spilled_mb"] >= 0 for s in b["steps"].values()), b["steps"]
     assert "build_graph: parsing papers" in report["stages"]["build_graph"]["steps"]
     assert "filter_leakage: mapping benchmark ids" in report["stages"]["filter_leakage"]["steps"]
     assert "| before Spark" in (out / "spark_breakdown.md").read_text()

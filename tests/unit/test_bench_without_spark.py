@@ -350,3 +350,39 @@ def test_a_measured_tree_is_split_into_driver_jvm_spark_workers_and_other_worker
     forked = Proc(7, 3, "bash", 1000, started=9.5)
     assert bench_stages.roles(root, [*tree, forked], now=10.0)["python_workers"] == 110
     assert bench_stages.roles(root, [*tree, forked], now=10.6)["python_workers"] == 1110
+
+
+def test_the_breakdown_reads_each_tasks_gc_time_and_spilled_bytes_from_spark_event_names(tmp_path, monkeypatch):
+    """`spark_breakdown.read_event_log` on an event log written the way Spark 4 writes one: a task's "JVM GC Time"
+    and "Disk Bytes Spilled" reach its job, under its step's tag."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import spark_breakdown
+
+    tag = f"spark-session-1-thread-1-{spark_breakdown.STEP_TAG}build_graph: ranking abstracts"
+    metrics = {
+        "Executor Run Time": 4000,
+        "JVM GC Time": 250,
+        "Disk Bytes Spilled": 3_000_000,
+        "Shuffle Write Metrics": {"Shuffle Bytes Written": 5_000_000},
+    }
+    events = [
+        {"Event": "SparkListenerApplicationStart", "Timestamp": 1_000},
+        {
+            "Event": "SparkListenerJobStart",
+            "Job ID": 0,
+            "Submission Time": 2_000,
+            "Stage IDs": [0],
+            "Properties": {"spark.job.tags": tag},
+        },
+        *[{"Event": "SparkListenerTaskEnd", "Stage ID": 0, "Task Metrics": metrics} for _ in range(2)],
+        {"Event": "SparkListenerJobEnd", "Job ID": 0, "Completion Time": 6_000},
+        {"Event": "SparkListenerApplicationEnd", "Timestamp": 7_000},
+    ]
+    folder = tmp_path / "eventlog_v2_local-1"
+    folder.mkdir()
+    (folder / "events_1_local-1").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (job,) = spark_breakdown.read_event_log(tmp_path)["jobs"]
+    assert job["description"] == "build_graph: ranking abstracts"
+    assert (job["task_s"], job["gc_s"], job["spilled"], job["shuffle"]) == (8.0, 0.5, 6_000_000, 10_000_000)
+    (step,) = spark_breakdown.breakdown(0.5, 8.0, {"jobs": [job], "app": {"start": 1.0}})["steps"].values()
+    assert (step["gc_s"], step["spilled_mb"], step["shuffle_mb"]) == (0.5, 6.0, 10.0)
