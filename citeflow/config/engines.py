@@ -98,6 +98,10 @@ class SparkConfig:
         metadata=_help("extra Spark settings as 'key=value' strings, e.g. spark.executor.memory=8g", versioned=False),
     )
 
+    def user_settings(self) -> dict[str, str]:
+        """The `conf` entries as Spark settings, key to value, both stripped (each checked to hold a `=`)."""
+        return dict((key.strip(), value.strip()) for key, value in (item.split("=", 1) for item in self.conf))
+
     def __post_init__(self) -> None:
         if not self.master:
             raise CiteflowError("spark.master must not be empty")

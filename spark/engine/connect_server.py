@@ -94,7 +94,7 @@ def properties(config: SparkConfig, host: str, port: int) -> dict[str, str]:
     }
     if config.local_dir:
         props["spark.local.dir"] = config.local_dir
-    props.update((k.strip(), v.strip()) for k, v in (item.split("=", 1) for item in config.conf))
+    props.update(config.user_settings())
     props["spark.connect.grpc.binding.address"] = host
     props["spark.connect.grpc.binding.port"] = str(port)
     return props

@@ -122,7 +122,7 @@ def get_spark(config: SparkConfig, app_name: str = "citeflow"):
         **SESSION_SQL,
     }
     java_options = driver_java_options()
-    user = dict((k.strip(), v.strip()) for k, v in (item.split("=", 1) for item in config.conf))
+    user = config.user_settings()
     archive = class_archive_plan(config, java_options, user)
     settings["spark.driver.extraJavaOptions"] = f"{java_options} {archive.options}".strip()
     if config.local_dir:
@@ -155,7 +155,7 @@ def size_shuffle(spark, config: SparkConfig, input_bytes: int, stage: str) -> in
     other's count."""
     import math
 
-    if any(item.split("=", 1)[0].strip() == "spark.sql.shuffle.partitions" for item in config.conf):
+    if "spark.sql.shuffle.partitions" in config.user_settings():
         return int(spark.conf.get("spark.sql.shuffle.partitions"))
     partitions = config.shuffle_partitions
     if config.shuffle_input_mb:
@@ -348,10 +348,10 @@ def _connect(config: SparkConfig, app_name: str):
     from pyspark.sql import SparkSession
 
     settings = {**SESSION_SQL, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)}
-    settings.update((key, value) for key, value in (item.split("=", 1) for item in config.conf))
+    settings.update(config.user_settings())
     builder = SparkSession.builder.remote(config.remote)
     for key, value in settings.items():
-        builder = builder.config(key.strip(), value.strip())
+        builder = builder.config(key, value)
     try:
         # the server runs many clients' sessions: the tag names this stage's operations there (interruptTag)
         spark = builder.getOrCreate()
